@@ -1,0 +1,126 @@
+"""Make ``import dgl`` work on the pinned stack (dgl 2.1.0 wheel + torch 2.13).
+
+``gnn_treelstm`` imports this module before anything imports :mod:`dgl`. It fixes
+exactly two import-time problems of the PyPI ``dgl==2.1.0`` wheel and nothing else:
+
+1. ``dgl/__init__.py`` imports :mod:`dgl.graphbolt`, which loads
+   ``libgraphbolt_pytorch_<torch version>.so``. The wheel ships that library only for
+   torch 2.0-2.2, so on torch 2.13 the import raises (graphbolt also imports
+   ``torchdata.datapipes``, which torchdata >= 0.10 removed). Tree-LSTMs never use
+   graphbolt (it is DGL's out-of-core sampling stack), so when the native library for
+   the running torch is missing, or ``torchdata.datapipes`` cannot be imported, we
+   register a stand-in module under ``dgl.graphbolt`` whose every attribute access
+   raises :class:`ImportError` explaining why. Nothing fails unless graphbolt is used.
+2. ``dgl.utils`` falls back to ``setuptools.extern.packaging`` when ``packaging`` is
+   not importable; setuptools >= 71 removed that vendored copy. If
+   ``setuptools.extern.packaging`` is missing and ``packaging`` is importable, we alias
+   it (``packaging`` is a declared dependency of this project).
+
+When DGL works natively (graphbolt library present for this torch, torchdata intact,
+setuptools still vendoring packaging) :func:`apply` changes nothing. The function is
+idempotent and reports what it did, so the tests can check both paths.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import logging
+import sys
+import types
+from pathlib import Path
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["apply", "graphbolt_library_path", "GraphboltUnavailable", "PATCHES"]
+
+#: Names of the patches applied in this process (filled by :func:`apply`).
+PATCHES: list[str] = []
+
+
+class GraphboltUnavailable(types.ModuleType):
+    """Stand-in for ``dgl.graphbolt``: importable, but unusable with a clear error."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("dgl.graphbolt")
+        self.__dict__["_reason"] = reason
+        self.__dict__["__file__"] = __file__
+        self.__dict__["__path__"] = []
+
+    def __getattr__(self, name: str):  # noqa: ANN204 - module protocol
+        if name.startswith("__") and name.endswith("__"):
+            raise AttributeError(name)
+        raise ImportError(
+            f"dgl.graphbolt.{name} is unavailable: {self._reason}. gnn_treelstm replaced "
+            "dgl.graphbolt with a stand-in (see gnn_treelstm/_dgl_compat.py); install a DGL "
+            "build matching your torch version to use graphbolt."
+        )
+
+
+def _torch_version() -> str:
+    import torch
+
+    return torch.__version__.split("+", maxsplit=1)[0]
+
+
+def graphbolt_library_path() -> Path | None:
+    """Where DGL would look for its graphbolt library for the running torch.
+
+    Returns ``None`` when dgl is not installed. Does not import dgl.
+    """
+    spec = importlib.util.find_spec("dgl")
+    if spec is None or spec.origin is None:
+        return None
+    ext = {"darwin": "dylib", "win32": "dll"}.get(sys.platform, "so")
+    prefix = "" if sys.platform == "win32" else "lib"
+    name = f"{prefix}graphbolt_pytorch_{_torch_version()}.{ext}"
+    return Path(spec.origin).parent / "graphbolt" / name
+
+
+def _graphbolt_problem() -> str | None:
+    """Why the real dgl.graphbolt cannot import here, or None if it can."""
+    path = graphbolt_library_path()
+    if path is None:
+        return None
+    if not path.exists():
+        return f"DGL has no graphbolt library for torch {_torch_version()} ({path.name} missing)"
+    try:
+        importlib.import_module("torchdata.datapipes")
+    except ImportError as exc:
+        return f"graphbolt needs torchdata.datapipes, which is not importable ({exc})"
+    return None
+
+
+def _setuptools_packaging_missing() -> bool:
+    try:
+        return importlib.util.find_spec("setuptools.extern.packaging") is None
+    except (ImportError, ValueError):  # setuptools or setuptools.extern missing
+        return True
+
+
+def apply() -> list[str]:
+    """Install the workarounds this environment needs; return the names of those applied."""
+    if "dgl" in sys.modules and "dgl.graphbolt" in sys.modules:
+        return list(PATCHES)  # dgl already imported (natively or after us): nothing to do
+    problem = _graphbolt_problem()
+    if problem is not None and "graphbolt" not in PATCHES:
+        sys.modules["dgl.graphbolt"] = GraphboltUnavailable(problem)
+        PATCHES.append("graphbolt")
+        logger.debug("dgl.graphbolt replaced by a stand-in: %s", problem)
+    if _setuptools_packaging_missing() and "setuptools.extern.packaging" not in PATCHES:
+        try:
+            packaging = importlib.import_module("packaging")
+            importlib.import_module("packaging.version")
+        except ImportError:
+            pass  # dgl then fails with its own ImportError naming packaging
+        else:
+            extern = sys.modules.get("setuptools.extern") or types.ModuleType("setuptools.extern")
+            extern.packaging = packaging  # type: ignore[attr-defined]
+            sys.modules.setdefault("setuptools.extern", extern)
+            sys.modules["setuptools.extern.packaging"] = packaging
+            sys.modules["setuptools.extern.packaging.version"] = sys.modules["packaging.version"]
+            PATCHES.append("setuptools.extern.packaging")
+    return list(PATCHES)
+
+
+apply()

@@ -1,0 +1,56 @@
+"""Tiny name -> object registries (``cells``, ``tasks``) that fail loudly."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Generic, TypeVar
+
+T = TypeVar("T")
+
+__all__ = ["Registry", "UnknownNameError"]
+
+
+class UnknownNameError(KeyError, ValueError):
+    """An unknown registry name; the message lists the valid choices."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
+class Registry(Generic[T]):
+    """Maps names to objects; an unknown name raises ``KeyError`` listing the choices."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._items: dict[str, T] = {}
+
+    def register(self, name: str) -> Callable[[T], T]:
+        def deco(obj: T) -> T:
+            if name in self._items:
+                raise ValueError(f"{self.kind} {name!r} registered twice")
+            self._items[name] = obj
+            return obj
+
+        return deco
+
+    def add(self, name: str, obj: T) -> T:
+        return self.register(name)(obj)
+
+    def get(self, name: str) -> T:
+        try:
+            return self._items[name]
+        except KeyError:
+            choices = ", ".join(sorted(self._items))
+            raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of: {choices}") from None
+
+    def names(self) -> list[str]:
+        return sorted(self._items)
+
+    def __contains__(self, name: object) -> bool:
+        return name in self._items
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(sorted(self._items))
+
+    def __len__(self) -> int:
+        return len(self._items)
