@@ -1,0 +1,23 @@
+import os
+from pathlib import Path
+
+import pytest
+
+import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """The real benchmark data (``../shared/data`` or $GNN_TREELSTM_DATA); skip if absent."""
+    env = os.environ.get("GNN_TREELSTM_DATA")
+    path = Path(env) if env else REPO.parent / "shared" / "data"
+    if not (path / "README.md").exists():
+        pytest.skip(f"real benchmark data not found at {path}")
+    return path
+
+
+@pytest.fixture(scope="session")
+def sample_data() -> Path:
+    return REPO / "gnn_treelstm" / "sample_data"
