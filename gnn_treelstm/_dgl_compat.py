@@ -32,7 +32,7 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["apply", "graphbolt_library_path", "GraphboltUnavailable", "PATCHES"]
+__all__ = ["apply", "attach", "graphbolt_library_path", "GraphboltUnavailable", "PATCHES"]
 
 #: Names of the patches applied in this process (filled by :func:`apply`).
 PATCHES: list[str] = []
@@ -121,6 +121,14 @@ def apply() -> list[str]:
             sys.modules["setuptools.extern.packaging.version"] = sys.modules["packaging.version"]
             PATCHES.append("setuptools.extern.packaging")
     return list(PATCHES)
+
+
+def attach() -> None:
+    """After ``import dgl``: expose the stand-in as ``dgl.graphbolt`` too (attribute access)."""
+    stub = sys.modules.get("dgl.graphbolt")
+    dgl = sys.modules.get("dgl")
+    if isinstance(stub, GraphboltUnavailable) and dgl is not None:
+        dgl.graphbolt = stub  # type: ignore[attr-defined]
 
 
 apply()

@@ -38,11 +38,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import dgl
 import numpy as np
 import torch
 
-from . import _dgl_compat  # noqa: F401  (must precede dgl)
-import dgl  # noqa: E402
+from . import _dgl_compat  # the package __init__ ran it before dgl was imported
+
+_dgl_compat.attach()
 
 __all__ = [
     "NO_WORD",

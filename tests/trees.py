@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import random
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 import dgl
+
+import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.graph import NO_WORD, make_tree
 
 

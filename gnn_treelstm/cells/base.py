@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import dgl
 import torch
 from torch import nn
 
 from .. import graph as G
-import dgl
 
 __all__ = ["TreeCell", "ENGINES"]
 

@@ -1,0 +1,108 @@
+"""The graph schema: make_tree, validation, levels, batch helpers."""
+
+import random
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from gnn_treelstm import graph as G
+from tests.trees import random_batch, random_dependency_tree
+
+
+def small():
+    #      4
+    #    /   \
+    #   0     3
+    #        / \
+    #       1   2
+    return G.make_tree([4, 3, 3, 4, -1], [10, 11, 12, G.NO_WORD, G.NO_WORD],
+                       labels=[1, 2, 3, 4, 0], rels=[0, 0, 1, 1, 0],
+                       spans=[[0, 1], [1, 2], [2, 3], [1, 3], [0, 3]])
+
+
+def test_edges_point_child_to_parent_with_positions():
+    g = small()
+    src, dst = g.edges()
+    pairs = sorted(zip(src.tolist(), dst.tolist(), g.edata[G.POS].tolist()))
+    assert pairs == [(0, 4, 0), (1, 3, 0), (2, 3, 1), (3, 4, 1)]
+    assert g.ndata[G.LEAF].tolist() == [True, True, True, False, False]
+    assert g.ndata[G.ROOT].tolist() == [False, False, False, False, True]
+    assert g.ndata[G.SPAN][3].tolist() == [1, 3]
+    assert G.topological_levels(g).tolist() == [0, 0, 0, 1, 2]
+
+
+def test_explicit_positions_are_kept_not_edge_order():
+    g = G.make_tree([2, 2, -1], [1, 2, G.NO_WORD], positions=[1, 0, 0])
+    assert dict(zip(g.edges()[0].tolist(), g.edata[G.POS].tolist())) == {0: 1, 1: 0}
+
+
+@pytest.mark.parametrize(
+    "parents, match",
+    [([], "empty"), ([-1, -1], "exactly one root"), ([1, 2, 0], "exactly one root"),
+     ([-1, 5], "invalid parent"), ([-1, 1], "invalid parent")],
+)
+def test_make_tree_rejects_bad_parents(parents, match):
+    with pytest.raises(ValueError, match=match):
+        G.make_tree(parents, [0] * len(parents))
+
+
+def test_make_tree_rejects_cycle_and_bad_lengths():
+    with pytest.raises(ValueError, match="cycle"):
+        G.make_tree([-1, 2, 1], [0, 0, 0])
+    with pytest.raises(ValueError, match="words has 2 entries"):
+        G.make_tree([-1, 0, 0], [0, 0])
+    with pytest.raises(ValueError, match="duplicate"):
+        G.make_tree([2, 2, -1], [0, 0, 0], positions=[0, 0, 0])
+
+
+def test_validate_tree_errors_name_the_fix():
+    g = small()
+    with pytest.raises(ValueError, match="2 children but the cell is 1-ary"):
+        G.validate_tree(g, max_children=1)
+    with pytest.raises(ValueError, match="num_relations=1"):
+        G.validate_tree(g, edge_fields=(G.REL,), num_relations=1)
+    bare = dgl.graph(([0], [1]))
+    with pytest.raises(ValueError, match="no edge field 'pos'"):
+        G.validate_tree(bare)
+    cyc = dgl.graph(([0, 1], [1, 0]))
+    cyc.edata[G.POS] = torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match="cycle"):
+        G.validate_tree(cyc)
+    two_parents = dgl.graph(([0, 0], [1, 2]))
+    two_parents.edata[G.POS] = torch.zeros(2, dtype=torch.long)
+    with pytest.raises(ValueError, match="more than one parent"):
+        G.validate_tree(two_parents)
+    G.validate_tree(g, edge_fields=(G.REL, G.POS), max_children=2, num_relations=2)
+
+
+def test_levels_match_a_naive_recursion():
+    rng = random.Random(3)
+    for _ in range(10):
+        g = random_dependency_tree(rng, rng.randint(1, 15))
+        src, dst = (t.tolist() for t in g.edges())
+        kids = {i: [] for i in range(g.num_nodes())}
+        for s, d in zip(src, dst):
+            kids[d].append(s)
+
+        def level(n, kids=kids):
+            return 0 if not kids[n] else 1 + max(level(k) for k in kids[n])
+
+        assert G.topological_levels(g).tolist() == [level(i) for i in range(g.num_nodes())]
+
+
+def test_batch_roots_and_leaves():
+    graphs = random_batch(seed=1, count=7)
+    b = dgl.batch(graphs)
+    roots = G.batch_roots(b)
+    offsets = np.cumsum([0] + [g.num_nodes() for g in graphs])
+    expected = [int(o + torch.nonzero(g.ndata[G.ROOT])[0]) for o, g in zip(offsets, graphs)]
+    assert roots.tolist() == expected
+    leaves, owner = G.batch_leaves(b)
+    assert len(leaves) == sum(int(g.ndata[G.LEAF].sum()) for g in graphs)
+    assert all(offsets[o] <= leaf < offsets[o + 1]
+               for leaf, o in zip(leaves.tolist(), owner.tolist()))
+    forest = dgl.graph(([0], [1]), num_nodes=3)
+    with pytest.raises(ValueError, match="1 graphs has 2 roots"):
+        G.batch_roots(forest)
