@@ -41,7 +41,8 @@ class Registry(Generic[T]):
             return self._items[name]
         except KeyError:
             choices = ", ".join(sorted(self._items))
-            raise UnknownNameError(f"unknown {self.kind} {name!r}; choose one of: {choices}") from None
+            msg = f"unknown {self.kind} {name!r}; choose one of: {choices}"
+            raise UnknownNameError(msg) from None
 
     def names(self) -> list[str]:
         return sorted(self._items)

@@ -33,7 +33,7 @@ def test_environment_yml_matches_pyproject():
                 break
             pip_lines.append(m.group(1).strip())
     got = {_norm(x) for x in pip_lines if x != "-e ."}
-    assert got == wanted, f"only in pyproject: {wanted - got}; only in environment.yml: {got - wanted}"
+    assert got == wanted, f"pyproject only: {wanted - got}; environment.yml only: {got - wanted}"
     assert "-e ." in pip_lines
 
 
