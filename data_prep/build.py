@@ -1,0 +1,502 @@
+"""Build and cache the sentence graphs of a data set.
+
+    python -m data_prep.build --dataset {sst,sick,trec,snli} --src RAW --out DIR
+        [--force] [--check-counts] [--spacy-model NAME] [--trees T [T ...]]
+
+``RAW`` is laid out like the data mirror (``sst/trees/``, ``sick/semeval2014/`` +
+``sick/stanford_parsed/``, ``trec/``, ``snli/``), e.g. ``gnn_treelstm/sample_data``.
+``DIR`` receives (see ``docs/design.md``)::
+
+    meta.json                   counts, label names, relation counts, build seconds
+    vocab.json                  all splits' tokens, as-is (id = index, 0 = <unk>)
+    relations/<tree>.json       relation names of that tree kind
+    <tree>/<split>.bin          single-sentence data sets (graph targets in the labels)
+    <tree>/<split>.a.bin, .b.bin  pair data sets (targets in the .a.bin labels)
+    text/<split>.jsonl          tokens and labels per example (evaluation, error analysis)
+
+Sentences are parsed once (spaCy only where a tree kind needs it); a second run skips
+every tree kind whose files exist unless ``--force``. Every file is written to a
+temporary name and renamed, so nothing is left half written.
+
+``--check-counts`` fails unless the known sizes hold (SST 8544/1101/2210 sentences, binary
+6920/872/1821; SICK 4500/500/4927; TREC 4952/500/500 after the 500-question dev split).
+The check applies to the full data only: a source whose root contains the marker file
+``SAMPLE`` (the embedded sample) is recorded as ``"sample": true`` in ``meta.json`` and the
+check is skipped with a warning.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import gnn_treelstm
+import dgl
+import torch
+
+from gnn_treelstm.graph import IGNORE
+from gnn_treelstm.vocab import Relations, Vocab
+
+from . import binarize, chain, dependency, ptb, preparsed, readers
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "DATASETS",
+    "TREES",
+    "SPLITS",
+    "KNOWN_COUNTS",
+    "SST2_COUNTS",
+    "SAMPLE_MARKER",
+    "CountMismatchError",
+    "build",
+    "main",
+]
+
+DATASETS = ("sst", "sick", "trec", "snli")
+TREES = {
+    "sst": ["constituency", "dependency", "chain"],
+    "sick": ["dependency", "constituency", "dependency-spacy", "constituency-spacy", "chain"],
+    "trec": ["dependency", "constituency", "chain"],
+    "snli": ["dependency", "constituency", "chain"],
+}
+SPLITS = {
+    "sst": ["train", "dev", "test"],
+    "sick": ["train", "dev", "test"],
+    "trec": ["train", "dev", "test"],
+    "snli": ["train", "dev", "test"],  # SNLI: whichever splits exist in the source
+}
+KNOWN_COUNTS = {
+    "sst": {"train": 8544, "dev": 1101, "test": 2210},
+    "sick": {"train": 4500, "dev": 500, "test": 4927},
+    "trec": {"train": 4952, "dev": 500, "test": 500},
+}
+#: SST sentences whose root is not neutral (the binary task).
+SST2_COUNTS = {"train": 6920, "dev": 872, "test": 1821}
+SAMPLE_MARKER = "SAMPLE"
+TREC_DEV_SEED = 1234
+
+
+class CountMismatchError(ValueError):
+    """``--check-counts`` found sizes different from the published ones."""
+
+
+@dataclass
+class Example:
+    """One example of a split: one or two token lists, targets, and parse sources."""
+
+    sents: list[list[str]]
+    targets: dict[str, float | int]
+    text: dict
+    ptb: ptb.PTBTree | None = None
+    stanford: list[preparsed.PreParsed] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- sources
+def _dataset_dir(src: Path, name: str, probe: str) -> Path:
+    """``src/<name>`` if it exists, else ``src`` itself if it holds ``probe``."""
+    if (src / name / probe).exists():
+        return src / name
+    if (src / probe).exists():
+        return src
+    raise FileNotFoundError(f"{src}: no {name}/{probe} (expected a directory laid out like "
+                            "the data mirror, e.g. gnn_treelstm/sample_data)")
+
+
+def _load_sst(src: Path) -> dict[str, list[Example]]:
+    d = _dataset_dir(src, "sst", "trees")
+    out = {}
+    for split in SPLITS["sst"]:
+        trees = ptb.read_ptb_file(d / "trees" / f"{split}.txt")
+        out[split] = [Example([t.tokens], {"label": t.label},
+                              {"tokens": t.tokens, "label": t.label}, ptb=t) for t in trees]
+    return out
+
+
+SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt",
+              "test": "SICK_test_annotated.txt"}
+
+
+def _load_sick(src: Path) -> dict[str, list[Example]]:
+    d = _dataset_dir(src, "sick", "semeval2014")
+    out = {}
+    for split in SPLITS["sick"]:
+        path = d / "semeval2014" / SICK_FILES[split]
+        pairs = readers.read_sick_semeval(path)
+        pdir = d / "stanford_parsed" / split
+        a, b = preparsed.read_preparsed(pdir, "a"), preparsed.read_preparsed(pdir, "b")
+        ids = [x.strip() for x in (pdir / "id.txt").read_text(encoding="utf-8").splitlines()]
+        if len(a) != len(pairs) or ids != [p.pair_id for p in pairs]:
+            raise readers.DataFormatError(
+                f"{pdir}: the Stanford parses ({len(a)} lines, id.txt) do not line up with "
+                f"{path} ({len(pairs)} pairs); both must list the same pairs in order")
+        exs = []
+        for p, sa, sb in zip(pairs, a, b):
+            exs.append(Example(
+                [sa.tokens, sb.tokens], {"score": p.score, "label": p.label},
+                {"id": p.pair_id, "a": sa.tokens, "b": sb.tokens, "score": p.score,
+                 "label": p.label}, stanford=[sa, sb]))
+        out[split] = exs
+    return out
+
+
+def _load_trec(src: Path) -> dict[str, list[Example]]:
+    d = _dataset_dir(src, "trec", "TREC_10.label")
+    train = readers.read_trec(d / "train_5500.label")
+    test = readers.read_trec(d / "TREC_10.label")
+    tr_idx, dev_idx = readers.trec_dev_split(len(train), seed=TREC_DEV_SEED)
+
+    def ex(q: readers.TrecQuestion) -> Example:
+        return Example([q.tokens], {"label": q.coarse},
+                       {"tokens": q.tokens, "label": q.coarse, "fine": q.fine})
+
+    return {"train": [ex(train[i]) for i in tr_idx], "dev": [ex(train[i]) for i in dev_idx],
+            "test": [ex(q) for q in test]}
+
+
+def _load_snli(src: Path) -> dict[str, list[Example]]:
+    d = src / "snli" if (src / "snli").is_dir() else src
+    out = {}
+    for split in SPLITS["snli"]:
+        jsonl = [d / f"snli_1.0_{split}.jsonl", d / f"snli_1.0_{split}.jsonl.gz"]
+        if any(p.exists() for p in jsonl):
+            pairs = readers.read_snli_jsonl(next(p for p in jsonl if p.exists()))
+        else:
+            try:
+                readers.find_file(d / f"labels.{split}")
+            except FileNotFoundError:
+                continue
+            pairs = readers.read_snli_text(d, split)
+        out[split] = [Example([p.a, p.b], {"label": p.label},
+                              {"a": p.a, "b": p.b, "label": p.label}) for p in pairs]
+    if not out:
+        raise FileNotFoundError(f"{d}: no SNLI split found (s1/s2/labels.<split>[.gz] or "
+                                "snli_1.0_<split>.jsonl)")
+    return out
+
+
+LOADERS: dict[str, Callable[[Path], dict[str, list[Example]]]] = {
+    "sst": _load_sst, "sick": _load_sick, "trec": _load_trec, "snli": _load_snli}
+LABEL_NAMES = {
+    "sst": ["very negative", "negative", "neutral", "positive", "very positive"],
+    "sick": readers.SICK_LABELS,
+    "trec": readers.TREC_COARSE,
+    "snli": readers.SNLI_LABELS,
+}
+
+
+def is_sample(src: str | os.PathLike) -> bool:
+    """Whether ``src`` is the embedded sample (it holds the :data:`SAMPLE_MARKER` file)."""
+    return (Path(src) / SAMPLE_MARKER).exists()
+
+
+def check_counts(dataset: str, data: dict[str, list[Example]]) -> None:
+    """Raise :class:`CountMismatchError` unless the published sizes hold."""
+    known = KNOWN_COUNTS.get(dataset)
+    if known is None:
+        logger.warning("no known counts for %s; --check-counts checks nothing", dataset)
+        return
+    got = {s: len(v) for s, v in data.items()}
+    problems = [f"{s}: expected {n}, got {got.get(s)}" for s, n in known.items()
+                if got.get(s) != n]
+    if dataset == "sst":
+        binary = {s: sum(ex.targets["label"] != 2 for ex in data[s]) for s in data}
+        problems += [f"{s} (binary roots): expected {n}, got {binary.get(s)}"
+                     for s, n in SST2_COUNTS.items() if binary.get(s) != n]
+    if problems:
+        raise CountMismatchError(f"{dataset}: counts differ from the published ones: "
+                                 + "; ".join(problems))
+    logger.info("%s: counts match the published ones (%s)", dataset, got)
+
+
+# ----------------------------------------------------------------------------- writing
+def _tmp(path: Path) -> Path:
+    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
+
+
+def _write_text(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp(path)
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _save_graphs(path: Path, graphs: list[dgl.DGLGraph],
+                 labels: dict[str, torch.Tensor] | None) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _tmp(path)
+    try:
+        dgl.save_graphs(str(tmp), graphs, labels)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _targets(exs: list[Example]) -> dict[str, torch.Tensor]:
+    out = {}
+    for key in exs[0].targets:
+        vals = [ex.targets[key] for ex in exs]
+        dtype = torch.float32 if key == "score" else torch.int64
+        out[key] = torch.tensor(vals, dtype=dtype)
+    return out
+
+
+def graph_files(out: Path, tree: str, split: str, pair: bool) -> list[Path]:
+    if pair:
+        return [out / tree / f"{split}.a.bin", out / tree / f"{split}.b.bin"]
+    return [out / tree / f"{split}.bin"]
+
+
+# ----------------------------------------------------------------------------- graphs
+def _sent_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Relations,
+                parse: dependency.DepParse | None) -> dgl.DGLGraph:
+    if tree == "constituency":
+        if ex.ptb is not None:
+            return ptb.tree_to_graph(ex.ptb, lambda _t, it=iter(ids): next(it))
+        if ex.stanford:
+            return preparsed.preparsed_constituency_graph(ex.stanford[side], ids)
+        assert parse is not None
+        return binarize.binary_graph(parse.heads, ids)
+    if tree == "constituency-spacy":
+        assert parse is not None
+        return binarize.binary_graph(parse.heads, ids)
+    if tree == "dependency" and ex.stanford:
+        return preparsed.preparsed_dependency_graph(ex.stanford[side], ids, relations)
+    if tree in ("dependency", "dependency-spacy"):
+        assert parse is not None
+        labels = None
+        if ex.ptb is not None:  # SST: phrase labels where a subtree is a gold constituent
+            spans = dependency.subtree_spans(parse.heads)
+            labels = dependency.labels_from_spans(spans, ex.ptb.span_labels(), parse.root,
+                                                  ex.ptb.label)
+        return dependency.dependency_graph(parse.heads, parse.deps, ids, relations,
+                                           labels=labels)
+    if tree == "chain":
+        labels = None
+        if ex.ptb is not None:
+            n = len(ids)
+            labels = dependency.labels_from_spans(chain.chain_spans(n), ex.ptb.span_labels(),
+                                                  n - 1, ex.ptb.label)
+        return chain.chain_graph(ids, labels=labels)
+    raise ValueError(f"unknown tree kind {tree!r}")
+
+
+def _needs_spacy(dataset: str, tree: str) -> bool:
+    if tree in ("dependency-spacy", "constituency-spacy"):
+        return True
+    if tree == "chain":
+        return False
+    if dataset == "sst":
+        return tree == "dependency"
+    if dataset == "sick":
+        return False
+    return True
+
+
+def _relations_for(tree: str, dataset: str, src: Path) -> Relations:
+    if tree.startswith("constituency"):
+        return Relations(ptb.CONSTITUENCY_RELATIONS)
+    if tree == "chain":
+        return Relations(chain.CHAIN_RELATIONS)
+    if tree == "dependency" and dataset == "sick":
+        rs = _dataset_dir(src, "sick", "semeval2014") / "stanford_parsed" / "rels_set.txt"
+        return preparsed.read_relation_set(rs) if rs.exists() else Relations()
+    return Relations()
+
+
+def _versions(nlp=None) -> dict:
+    info = {"gnn_treelstm": gnn_treelstm.__version__, "dgl": dgl.__version__,
+            "torch": torch.__version__, "python": platform.python_version()}
+    if nlp is not None:
+        info.update(dependency.pipeline_info(nlp))
+    return info
+
+
+def build(
+    dataset: str,
+    src: str | os.PathLike,
+    out: str | os.PathLike,
+    *,
+    force: bool = False,
+    check: bool = False,
+    spacy_model: str | None = None,
+    trees: Sequence[str] | None = None,
+    batch_size: int = 512,
+    progress: bool | Callable = False,
+) -> dict:
+    """Build (or complete) the cached graphs of ``dataset`` and return the meta dict.
+
+    Raises:
+        ValueError: unknown data set or tree kind; malformed input (errors name file and
+            line); :class:`CountMismatchError` when ``check`` and the counts differ.
+    """
+    t_start = time.perf_counter()
+    if dataset not in DATASETS:
+        raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
+    all_trees = TREES[dataset]
+    trees = list(trees) if trees else list(all_trees)
+    bad = [t for t in trees if t not in all_trees]
+    if bad:
+        raise ValueError(f"{dataset} has no tree kind {bad}; choose from {all_trees}")
+    src, out = Path(src), Path(out)
+    sample = is_sample(src)
+    pair = dataset in ("sick", "snli")
+    old_meta: dict = {}
+    if (out / "meta.json").exists() and not force:
+        try:
+            old_meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            old_meta = {}
+
+    t0 = time.perf_counter()
+    data = LOADERS[dataset](src)
+    t_read = time.perf_counter() - t0
+    counts = {s: len(v) for s, v in data.items()}
+    logger.info("%s: read %s from %s in %.1fs", dataset, counts, src, t_read)
+    if check:
+        if sample:
+            logger.warning("%s is the embedded sample (it holds %s): skipping --check-counts",
+                           src, SAMPLE_MARKER)
+        else:
+            check_counts(dataset, data)
+    splits = list(data)
+
+    vocab = Vocab()
+    for split in splits:
+        for ex in data[split]:
+            for s in ex.sents:
+                vocab.update(s)
+    vocab_path = out / "vocab.json"
+    stale = force or not vocab_path.exists() or Vocab.load(vocab_path) != vocab \
+        or old_meta.get("splits") != counts or old_meta.get("sample") != sample
+    if stale and vocab_path.exists() and not force:
+        logger.info("%s: the source changed since the last build; rebuilding everything", out)
+    if stale:
+        vocab.save(vocab_path)
+        old_meta = {}
+    for split in splits:
+        path = out / "text" / f"{split}.jsonl"
+        if stale or not path.exists():
+            _write_text(path, "".join(json.dumps(ex.text, ensure_ascii=False) + "\n"
+                                      for ex in data[split]))
+
+    def done(tree: str) -> bool:
+        files = [f for s in splits for f in graph_files(out, tree, s, pair)]
+        return (not stale and tree in old_meta.get("trees", [])
+                and (out / "relations" / f"{tree}.json").exists()
+                and all(f.exists() for f in files))
+
+    todo = [t for t in trees if not done(t)]
+    seconds = dict(old_meta.get("build_seconds", {})) if not stale else {}
+    seconds["read"] = round(t_read, 2)
+    nlp, parses = None, {}
+    if any(_needs_spacy(dataset, t) for t in todo):
+        t0 = time.perf_counter()
+        nlp = dependency.load_pipeline(spacy_model)
+        unique = list(dict.fromkeys(tuple(s) for split in splits for ex in data[split]
+                                    for s in ex.sents))
+        got = dependency.parse_tokenized(nlp, unique, batch_size=batch_size,
+                                         progress=progress, desc=f"spaCy {dataset}")
+        parses = dict(zip(unique, got))
+        seconds["spacy_parse"] = round(time.perf_counter() - t0, 2)
+        logger.info("%s: parsed %d unique sentences with spaCy in %.1fs", dataset,
+                    len(unique), seconds["spacy_parse"])
+    num_relations = dict(old_meta.get("num_relations", {}))
+    for tree in trees:
+        if tree not in todo:
+            logger.info("%s/%s: already built, skipping (use --force to rebuild)", out, tree)
+            continue
+        t0 = time.perf_counter()
+        relations = _relations_for(tree, dataset, src)
+        use_spacy = _needs_spacy(dataset, tree)
+        for split in splits:
+            exs = data[split]
+            sides: list[list[dgl.DGLGraph]] = [[] for _ in range(2 if pair else 1)]
+            for ex in exs:
+                for side, sent in enumerate(ex.sents):
+                    parse = parses[tuple(sent)] if use_spacy else None
+                    sides[side].append(_sent_graph(tree, ex, side, vocab.lookup(sent),
+                                                   relations, parse))
+            files = graph_files(out, tree, split, pair)
+            _save_graphs(files[0], sides[0], _targets(exs))
+            if pair:
+                _save_graphs(files[1], sides[1], None)
+        relations.save(out / "relations" / f"{tree}.json")
+        num_relations[tree] = len(relations)
+        seconds[tree] = round(time.perf_counter() - t0, 2)
+        logger.info("%s/%s: built in %.1fs (%d relations)", out, tree, seconds[tree],
+                    len(relations))
+    built_trees = [t for t in all_trees if t in trees or t in old_meta.get("trees", [])]
+    seconds["total_last_run"] = round(time.perf_counter() - t_start, 2)
+    meta = {
+        "dataset": dataset,
+        "pair": pair,
+        "trees": built_trees,
+        "splits": counts,
+        "label_names": LABEL_NAMES[dataset],
+        "targets": list(next(iter(data.values()))[0].targets),
+        "num_relations": {t: num_relations[t] for t in built_trees if t in num_relations},
+        "vocab_size": len(vocab),
+        "sample": sample,
+        "counts_checked": bool(check and not sample) or old_meta.get("counts_checked", False),
+        "src": str(src),
+        "build_seconds": seconds,
+        "built_with": old_meta.get("built_with", {}) if nlp is None and old_meta
+        else _versions(nlp),
+    }
+    if dataset == "sst":
+        meta["sst2_splits"] = {s: sum(ex.targets["label"] != 2 for ex in data[s])
+                               for s in splits}
+    if dataset == "trec":
+        meta["dev_split"] = {"from": "train_5500.label", "seed": TREC_DEV_SEED,
+                             "size": counts["dev"]}
+    _write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    return meta
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m data_prep.build", description=__doc__.split(
+        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--dataset", required=True, choices=DATASETS)
+    ap.add_argument("--src", required=True, type=Path,
+                    help="raw data root laid out like the data mirror")
+    ap.add_argument("--out", required=True, type=Path, help="output directory")
+    ap.add_argument("--force", action="store_true", help="rebuild even what exists")
+    ap.add_argument("--check-counts", action="store_true",
+                    help="fail unless the published counts hold (full data only)")
+    ap.add_argument("--spacy-model", default=None,
+                    help="installed spaCy pipeline (default: %s)"
+                    % " then ".join(dependency.DEFAULT_PIPELINES))
+    ap.add_argument("--trees", nargs="+", default=None,
+                    help="tree kinds to build (default: all of the data set's)")
+    ap.add_argument("--batch-size", type=int, default=512, help="spaCy nlp.pipe batch size")
+    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("-q", "--quiet", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
+                        format="%(levelname)s %(name)s: %(message)s")
+    try:
+        meta = build(args.dataset, args.src, args.out, force=args.force,
+                     check=args.check_counts, spacy_model=args.spacy_model, trees=args.trees,
+                     batch_size=args.batch_size,
+                     progress=not (args.no_progress or args.quiet))
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if not args.quiet:
+        print(f"{args.dataset}: {meta['splits']} -> {args.out} "
+              f"({meta['build_seconds']['total_last_run']}s; trees {', '.join(meta['trees'])})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,297 @@
+"""Speed benchmark of the propagation engines (issue 5). Not a test.
+
+``python -m gnn_treelstm.bench [--data BUILT_SST] [--sick-data BUILT_SICK] [--src RAW]``
+
+For each cell and batch size, on real trees (SST train constituency trees; SICK train
+dependency trees for Child-Sum / mtree), trees per second of
+
+* ``level``: the level engine (:mod:`gnn_treelstm.engine.level`), schedule prebuilt as in
+  the data loader's collate function (its build time is reported separately, ``sched ms``);
+* ``dgl``: the cell's reference engine (``dgl.prop_nodes_topo`` with built-in reduce);
+* ``anchor``: DGL's own Tree-LSTM example cell (Python mailbox reduce, one
+  ``prop_nodes_topo`` call; :mod:`gnn_treelstm.engine.dgl_example`), for the binary N-ary
+  cell on SST and the Child-Sum cell on SICK;
+
+forward only (``torch.no_grad``) and forward + backward (``h.sum()``, ``x`` requires grad
+as an embedding does), all in one process so the ratios are fair. Also the achieved GFLOP/s
+(matrix-product FLOPs the cell's equations require, backward = 2x forward) against a
+measured ``torch.mm`` peak. Prints a markdown table and writes JSON.
+
+Data: ``--data DIR`` / ``--sick-data DIR`` as built by ``python -m data_prep.build``; else the
+raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with ``data_prep``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import platform
+import random
+import statistics
+import sys
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
+import dgl
+import torch
+
+from gnn_treelstm import graph as G
+from gnn_treelstm.cells import build_cell
+from gnn_treelstm.engine.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
+from gnn_treelstm.engine.level import has_kernel, level_forward
+from gnn_treelstm.engine.schedule import LevelSchedule
+
+logger = logging.getLogger(__name__)
+
+# (cell name, dataset, kwargs, anchor class or None)
+WORKLOADS: list[tuple[str, str, dict, type | None]] = [
+    ("nary", "sst", {"n_ary": 2}, DGLExampleTreeLSTM),
+    ("childsum", "sick", {}, DGLExampleChildSumTreeLSTM),
+    ("mtree", "sick", {"num_relations": None}, None),
+    ("lex", "sst", {}, None),
+    ("topdown", "sst", {}, None),
+    ("bitree", "sst", {}, None),
+    ("lstm", "sst-chain", {}, None),
+]
+
+
+# ------------------------------------------------------------------ data
+def _sst_graphs(args) -> list[dgl.DGLGraph]:
+    if args.data:
+        from gnn_treelstm.data import load_split
+
+        return list(load_split(args.data, "train", "constituency").graphs)
+    from data_prep.ptb import read_ptb_file, tree_to_graph
+
+    vocab: dict[str, int] = {}
+    trees = read_ptb_file(Path(args.src) / "sst" / "trees" / "train.txt")
+    return [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab))) for t in trees]
+
+
+def _sick_graphs(args) -> tuple[list[dgl.DGLGraph], int]:
+    if args.sick_data:
+        from gnn_treelstm.data import load_meta, load_split
+
+        split = load_split(args.sick_data, "train", "dependency")
+        nrel = int(load_meta(args.sick_data)["num_relations"]["dependency"])
+        return list(split.graphs) + list(split.graphs_b or []), nrel
+    from data_prep.preparsed import (
+        preparsed_dependency_graph,
+        read_preparsed,
+        read_relation_set,
+    )
+
+    base = Path(args.src) / "sick" / "stanford_parsed"
+    rels = read_relation_set(base / "rels_set.txt")
+    vocab: dict[str, int] = {}
+    out = []
+    for side in ("a", "b"):
+        for s in read_preparsed(base / "train", side):
+            ids = [vocab.setdefault(t, len(vocab)) for t in s.tokens]
+            out.append(preparsed_dependency_graph(s, ids, rels))
+    return out, len(rels)
+
+
+def _chain_graphs(trees: list[dgl.DGLGraph]) -> list[dgl.DGLGraph]:
+    out = []
+    for g in trees:
+        words = g.ndata[G.WORD]
+        w = words[words != G.NO_WORD].tolist()
+        n = len(w)
+        out.append(G.make_tree(list(range(1, n)) + [-1], w))
+    return out
+
+
+# ------------------------------------------------------------------ FLOPs
+def model_flops(name: str, graph: dgl.DGLGraph, x_size: int, h: int, n_ary: int = 2) -> float:
+    """Matrix-product FLOPs of one forward pass (the equations' products; elementwise ops
+    and the word-less rows of masked inputs are not counted). None if not modelled."""
+    n = graph.num_nodes()
+    e = graph.num_edges()
+    inner = int((graph.in_degrees() > 0).sum())
+    words = int((graph.ndata[G.WORD] != G.NO_WORD).sum())
+    if name == "nary":  # W x (4h) at word nodes; U: (K h) -> (3+K) h at inner nodes
+        return 2.0 * words * x_size * 4 * h + 2.0 * inner * n_ary * h * (3 + n_ary) * h
+    if name == "childsum":  # W x (4h) all nodes; U_iou h~ at inner; U_f h_k per edge
+        return 2.0 * n * x_size * 4 * h + 2.0 * inner * h * 3 * h + 2.0 * e * h * h
+    return float("nan")
+
+
+def matmul_peak(repeats: int = 20) -> dict[str, float]:
+    """GFLOP/s of torch.mm at the benchmark's sizes (and a large square one)."""
+    shapes = {
+        "930x300 @ 300x600 (input terms, batch 25)": (930, 300, 600),
+        "9500x300 @ 300x600 (input terms, batch 256)": (9500, 300, 600),
+        "128x300 @ 300x750 (one level, batch 256)": (128, 300, 750),
+        "2048x2048 @ 2048x2048": (2048, 2048, 2048),
+    }
+    out = {}
+    for label, (m, k, n) in shapes.items():
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        for _ in range(3):
+            torch.mm(a, b)
+        reps = max(3, int(repeats * 1e8 / (2 * m * k * n)) + 1)
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            torch.mm(a, b)
+        dt = (time.perf_counter() - t0) / reps
+        out[label] = 2.0 * m * k * n / dt / 1e9
+    return out
+
+
+# ------------------------------------------------------------------ timing
+def _batches(graphs: list[dgl.DGLGraph], batch_size: int, max_trees: int, seed: int):
+    idx = list(range(len(graphs)))
+    random.Random(seed).shuffle(idx)
+    idx = idx[: max(batch_size, min(max_trees, len(idx)))]
+    return [dgl.batch([graphs[i] for i in idx[k:k + batch_size]])
+            for k in range(0, len(idx), batch_size)]
+
+
+def _time(run: Callable[[int], None], n_batches: int, warmup: int, repeats: int) -> float:
+    for k in range(min(warmup, n_batches)):
+        run(k)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for k in range(n_batches):
+            run(k)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, args,
+                   batch_size: int) -> list[dict]:
+    torch.manual_seed(0)
+    batches = _batches(graphs, batch_size, args.trees, args.seed)
+    n_trees = sum(b.batch_size for b in batches)
+    xs = [torch.randn(b.num_nodes(), args.x_size) for b in batches]
+    t0 = time.perf_counter()
+    scheds = [LevelSchedule.from_graph(b) for b in batches]
+    sched_ms = (time.perf_counter() - t0) / len(batches) * 1e3
+    cell = build_cell(name, args.x_size, args.h_size, **kw)
+    engines: dict[str, Callable] = {"dgl": lambda k: cell(batches[k], xs[k])}
+    if has_kernel(cell):
+        engines["level"] = lambda k: level_forward(cell, batches[k], xs[k], schedule=scheds[k])
+    if anchor_cls is not None:
+        anchor = anchor_cls(args.x_size, args.h_size)
+        masks = [b.ndata[G.WORD] != G.NO_WORD for b in batches]
+        engines["anchor"] = lambda k: anchor(batches[k], xs[k], masks[k])
+    flops = [model_flops(name, b, args.x_size, args.h_size, kw.get("n_ary", 2)) for b in batches]
+    total_flops = sum(flops)
+    params = list(cell.parameters()) + (list(anchor.parameters()) if anchor_cls else [])
+    rows = []
+    for engine, fwd in engines.items():
+        def run_fwd(k, fwd=fwd):
+            with torch.no_grad():
+                fwd(k)
+
+        def run_fb(k, fwd=fwd):
+            x = xs[k].requires_grad_(True)  # the engines' closures read xs[k]
+            h, _ = fwd(k)
+            h.sum().backward()
+            x.grad = None
+            for p in params:
+                p.grad = None
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            t_f = _time(run_fwd, len(batches), args.warmup, args.repeats)
+            t_fb = _time(run_fb, len(batches), args.warmup, args.repeats)
+        for x in xs:
+            x.requires_grad_(False)
+        rows.append({
+            "cell": name, "engine": engine, "batch": batch_size, "trees": n_trees,
+            "fwd_trees_s": n_trees / t_f, "fwdbwd_trees_s": n_trees / t_fb,
+            "fwd_gflops": total_flops / t_f / 1e9, "fwdbwd_gflops": 3 * total_flops / t_fb / 1e9,
+            "sched_ms_per_batch": sched_ms if engine == "level" else None,
+        })
+        logger.info("%s", rows[-1])
+    return rows
+
+
+def markdown(rows: list[dict], peak: float) -> str:
+    lines = ["| cell | data | batch | engine | fwd trees/s | fwd+bwd trees/s | "
+             "× anchor (f+b) | × dgl (f+b) | fwd+bwd GFLOP/s (% peak) | sched ms/batch |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        same = [q for q in rows if q["cell"] == r["cell"] and q["batch"] == r["batch"]]
+        ref = {q["engine"]: q["fwdbwd_trees_s"] for q in same}
+        xa = f"{r['fwdbwd_trees_s'] / ref['anchor']:.1f}" if "anchor" in ref else "–"
+        xd = f"{r['fwdbwd_trees_s'] / ref['dgl']:.1f}"
+        gf = r["fwdbwd_gflops"]
+        gfs = "–" if gf != gf else f"{gf:.1f} ({100 * gf / peak:.0f}%)"
+        sm = "" if r["sched_ms_per_batch"] is None else f"{r['sched_ms_per_batch']:.2f}"
+        lines.append(f"| {r['cell']} | {r['data']} | {r['batch']} | {r['engine']} | "
+                     f"{r['fwd_trees_s']:.0f} | {r['fwdbwd_trees_s']:.0f} | {xa} | {xd} | "
+                     f"{gfs} | {sm} |")
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--data", help="built SST directory (python -m data_prep.build)")
+    p.add_argument("--sick-data", help="built SICK directory")
+    p.add_argument("--src", default=os.environ.get("GNN_TREELSTM_DATA"),
+                   help="raw data root (default $GNN_TREELSTM_DATA)")
+    p.add_argument("--cells", nargs="*", default=["nary", "childsum"],
+                   help="cells to run (default: nary childsum); 'all' for every workload")
+    p.add_argument("--batch-sizes", nargs="*", type=int, default=[25, 256])
+    p.add_argument("--trees", type=int, default=1500, help="trees timed per configuration")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--x-size", type=int, default=300)
+    p.add_argument("--h-size", type=int, default=150)
+    p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default="bench.json", help="where to write the results")
+    args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    if not (args.data or args.src):
+        p.error("give --data (built) or --src / $GNN_TREELSTM_DATA (raw data root)")
+    torch.set_num_threads(args.threads)
+    wanted = {w[0] for w in WORKLOADS} if args.cells == ["all"] else set(args.cells)
+    peak_by_shape = matmul_peak()
+    peak = max(peak_by_shape.values())
+    data: dict[str, object] = {}
+    rows: list[dict] = []
+    for name, ds, kw, anchor_cls in WORKLOADS:
+        if name not in wanted:
+            continue
+        kw = dict(kw)
+        if ds == "sick":
+            if "sick" not in data:
+                data["sick"] = _sick_graphs(args)
+            graphs, nrel = data["sick"]  # type: ignore[misc]
+            if "num_relations" in kw:
+                kw["num_relations"] = nrel
+        else:
+            if "sst" not in data:
+                data["sst"] = _sst_graphs(args)
+            graphs = data["sst"]
+            if ds == "sst-chain":
+                data.setdefault("sst-chain", _chain_graphs(graphs[: args.trees]))
+                graphs = data["sst-chain"]
+        for bs in args.batch_sizes:
+            for r in bench_workload(name, graphs, kw, anchor_cls, args, bs):
+                r["data"] = ds
+                rows.append(r)
+    table = markdown(rows, peak)
+    print(f"torch {torch.__version__}, dgl {dgl.__version__}, {args.threads} threads, "
+          f"h {args.h_size}, x {args.x_size}, {platform.processor() or platform.machine()}")
+    print("matmul peak GFLOP/s: " + ", ".join(f"{k}: {v:.0f}" for k, v in peak_by_shape.items()))
+    print()
+    print(table)
+    with open(args.json, "w") as fh:
+        json.dump({"args": vars(args), "matmul_gflops": peak_by_shape, "rows": rows}, fh,
+                  indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

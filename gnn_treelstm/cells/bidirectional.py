@@ -1,0 +1,147 @@
+r"""Bidirectional head-lexicalized Tree-LSTM, BiConTree (Teng & Zhang 2017, §4.3, §5).
+
+The bottom-up lexicalized cell (:class:`~gnn_treelstm.cells.lexicalized.LexicalizedTreeLSTM`,
+eqs 9-12, 5, 1) and the top-down cell (:class:`~gnn_treelstm.cells.topdown.TopDownTreeLSTM`,
+eqs 14-15) run over the same tree with separate parameters; the head lexicons ``x_t``
+(eqs 9-10) are computed once, by the bottom-up cell's head gate, and feed both directions
+(the top-down cell has no head parameters of its own here). As in a bidirectional
+sequential LSTM (eq 13) a node's state is the concatenation of both directions::
+
+    h_t = h_t↑ ⊕ h_t↓        c_t = c_t↑ ⊕ c_t↓           (N, 2h)   (eq 13 analogue)
+
+Sentence representation (eq 16), :meth:`BidirectionalTreeLSTM.sentence_vector`::
+
+    h = h_ROOT↑ ⊕ h_ROOT↓ ⊕ (1/n) Σ_{i=1..n} h'_i                  (B, 3h)
+
+where ``h'_i`` is the top-down state of the i-th word (leaf). :meth:`node_vectors` gives
+the same three parts for every node, averaging the top-down states of the leaves the node
+covers, which is what the authors' code feeds the classifier of eq 17 at every phrase
+(phrase-level training on SST).
+
+Parameters: ``up`` (ConTree+Lex: ``17h² + 5h + 4hx + 2x² + x``) and ``down`` (``14h² + 4hx
++ 4h`` with the default ``tie_input=True``); Table 5 (BiConTree, |h|=150, x=300, classifier
+450 -> 128 -> 5) is reproduced exactly, see
+:func:`~gnn_treelstm.cells.lexicalized.teng_table5_count`.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dgl
+import dgl.function as fn
+import torch
+
+from .. import graph as G
+from . import cells
+from .base import TreeCell
+from .lexicalized import LexicalizedTreeLSTM
+from .topdown import TopDownTreeLSTM
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["BidirectionalTreeLSTM"]
+
+
+class BidirectionalTreeLSTM(TreeCell):
+    """BiConTree: bottom-up ConTree+Lex plus top-down Tree-LSTM (Teng & Zhang §4.3).
+
+    Args:
+        x_size: word vector size.
+        h_size: hidden size of each direction; ``out_size = 2 * h_size``.
+        head: head lexicalization (``gate | left | right | average``, Table 3).
+        tie_input: top-down input weights shared between sides (Table 5), see
+            :class:`~gnn_treelstm.cells.topdown.TopDownTreeLSTM`.
+        engine: ``"dgl"``; ``"level"`` is not implemented yet.
+
+    ``forward(graph, x) -> (h, c)``, each (N, 2*h_size) = ``[bottom-up ; top-down]``.
+    """
+
+    max_children = 2
+    uses_relations = False
+    tree_kinds = ("constituency",)
+
+    def __init__(
+        self, x_size: int, h_size: int, *, head: str = "gate", tie_input: bool = True,
+        engine: str = "dgl",
+    ) -> None:
+        super().__init__(x_size, h_size, engine=engine)
+        if engine != "dgl":
+            raise NotImplementedError(
+                f"BidirectionalTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+            )
+        self.up = LexicalizedTreeLSTM(x_size, h_size, head=head, lexicalized=True)
+        self.down = TopDownTreeLSTM(x_size, h_size, head=None, tie_input=tie_input)
+        self.reset_parameters()
+
+    @property
+    def out_size(self) -> int:
+        return 2 * self.h_size
+
+    @property
+    def sentence_size(self) -> int:
+        """Size of :meth:`sentence_vector` rows (eq 16): ``3 * h_size``."""
+        return 3 * self.h_size
+
+    def reset_parameters(self) -> None:
+        self.up.reset_parameters()
+        self.down.reset_parameters()
+
+    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise ValueError(f"{type(self).__name__}: x must be a float tensor")
+        super().check_input(graph, x, max_children=self.max_children, **tree_kw)
+
+    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Per-node ``(h, c)``, each (N, 2h): ``[h↑ ; h↓]`` and ``[c↑ ; c↓]``."""
+        self.check_input(graph, x)
+        heads = self.up.head_lexicon_module(graph, x)  # (N, x): eqs 9-10, once
+        h_up, c_up = self.up._propagate(graph, x, heads)  # eqs 11, 12, 5, 1
+        h_dn, c_dn = self.down._propagate(graph, x, heads)  # eqs 14-15
+        return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
+
+    def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        """Eq 16 per graph of the batch: ``[h_ROOT↑ ; h_ROOT↓ ; mean_i h'_i]``, (B, 3h).
+
+        ``h`` is :meth:`forward`'s (N, 2h) output; ``h'_i`` are the top-down states of the
+        graph's leaves (its words). Rows follow the batch order.
+        """
+        self._check_h(graph, h)
+        k = self.h_size
+        roots = G.batch_roots(graph)  # (B,)
+        leaves, gid = G.batch_leaves(graph)  # (L,), (L,)
+        sums = h.new_zeros(graph.batch_size, k).index_add_(0, gid, h[leaves, k:])  # (B, h)
+        counts = torch.bincount(gid, minlength=graph.batch_size).to(h.dtype).unsqueeze(-1)
+        return torch.cat([h[roots], sums / counts], dim=-1)  # (B, 2h + h)
+
+    def node_vectors(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        """Eq 16's three parts for every node, (N, 3h): ``[h↑ ; h↓ ; mean of h'_i over
+        the leaves the node covers]`` (the authors' per-phrase classifier input; at a root
+        this equals :meth:`sentence_vector`'s row)."""
+        self._check_h(graph, h)
+        k = self.h_size
+        leaf = (graph.in_degrees() == 0).to(h.dtype).unsqueeze(-1)  # (N, 1)
+        with graph.local_scope():
+            graph.ndata["sc"] = torch.cat([h[:, k:] * leaf, leaf], dim=-1)  # (N, h+1)
+
+            def apply(nodes):  # covered-leaf sums and counts, bottom-up
+                is_leaf = leaf[nodes.nodes().long()] > 0
+                return {"sc": torch.where(is_leaf, nodes.data["sc"], nodes.data["acc"])}
+
+            dgl.prop_nodes_topo(graph, fn.copy_u("sc", "m"), fn.sum("m", "acc"),
+                                apply_node_func=apply)
+            sc = graph.ndata["sc"]
+        return torch.cat([h, sc[:, :k] / sc[:, k:]], dim=-1)  # (N, 3h)
+
+    def _check_h(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
+        if h.dim() != 2 or h.shape != (graph.num_nodes(), self.out_size):
+            raise ValueError(
+                f"BidirectionalTreeLSTM: h has shape {tuple(h.shape)} but must be forward()'s "
+                f"output, (num_nodes={graph.num_nodes()}, 2*h_size={self.out_size})"
+            )
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, out_size={self.out_size}"
+
+
+cells.register("bitree")(BidirectionalTreeLSTM)

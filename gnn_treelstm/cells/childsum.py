@@ -1,0 +1,182 @@
+r"""Child-Sum Tree-LSTM (Tai, Socher & Manning 2015, §3.1, eqs 2-8).
+
+For node ``j`` with children ``C(j)`` and word vector ``x_j`` (every node has a word:
+dependency trees, Tai's "Dependency Tree-LSTM")::
+
+    h~_j  = Σ_{k∈C(j)} h_k                                   (eq 2)
+    i_j   = σ(W^(i) x_j + U^(i) h~_j + b^(i))                (eq 3)
+    f_jk  = σ(W^(f) x_j + U^(f) h_k  + b^(f))    k ∈ C(j)    (eq 4)
+    o_j   = σ(W^(o) x_j + U^(o) h~_j + b^(o))                (eq 5)
+    u_j   = tanh(W^(u) x_j + U^(u) h~_j + b^(u))             (eq 6)
+    c_j   = i_j ⊙ u_j + Σ_{k∈C(j)} f_jk ⊙ c_k                (eq 7)
+    h_j   = o_j ⊙ tanh(c_j)                                  (eq 8)
+
+Leaves have no children, so ``h~_j = 0`` and the forget sum of eq 7 is 0. Unlike DGL's
+Tree-LSTM example, the forget gate keeps the ``W^(f) x_j`` term of eq 4.
+
+Parameters (the public mapping used by the reference implementation and the tests; see
+:meth:`ChildSumTreeLSTM.paper_weights`): ``W_x`` (Linear ``x_size -> 4h`` holding all biases,
+output rows in gate order ``i, o, u, f``), ``U_iou`` (Linear ``h -> 3h``, rows ``i, o, u``,
+no bias), ``U_f`` (Linear ``h -> h``, no bias). Count: ``4h(x + h + 1)``; Tai Table 1 counts
+``4h(x + h + 2)`` because the authors' Torch code gives both the ``W`` and the ``U`` layer of
+every gate a bias (see :func:`gnn_treelstm.cells.sequential.num_params`).
+
+Propagation (``engine="dgl"``): everything that depends only on the inputs, ``W x + b`` for
+all four gates, is one matrix product over all nodes before propagation
+(:func:`childsum_input_terms`). Under ``dgl.prop_nodes_topo`` each child edge ``k -> j``
+sends ``[h_k ; f_jk ⊙ c_k]`` (:func:`childsum_edge_message`, eqs 2 and 4 and the summand of
+eq 7), DGL's built-in ``sum`` adds them up (no mailbox, no degree bucketing) and
+:func:`childsum_node_update` applies eqs 3, 5-8. The three functions take plain tensors, so
+a level-scheduled engine can call them on gathered children.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+
+import dgl
+import dgl.function as fn
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from . import cells
+from .base import TreeCell
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "ChildSumTreeLSTM",
+    "childsum_input_terms",
+    "childsum_edge_message",
+    "childsum_node_update",
+]
+
+_NO_EDGES_WARNING = "The input graph for the user-defined edge function does not contain"
+
+
+# ---------------------------------------------------------------- plain-tensor math
+def childsum_input_terms(x: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``W^(*) x_j + b^(*)`` of eqs 3-6 for every node at once, gate order ``i, o, u, f``.
+
+    ``x`` (N, x_size), ``W_x`` (4h, x_size), ``b`` (4h,) -> (N, 4h).
+    """
+    return F.linear(x, W_x, b)
+
+
+def childsum_edge_message(
+    h_child: torch.Tensor, c_child: torch.Tensor, fx_parent: torch.Tensor, U_f: torch.Tensor,
+) -> torch.Tensor:
+    """One row per child edge ``k -> j``: ``[h_k ; f_jk ⊙ c_k]`` (E, 2h).
+
+    ``f_jk = σ(W^(f) x_j + b^(f) + U^(f) h_k)`` is eq 4; ``fx_parent`` is the parent's
+    precomputed ``W^(f) x_j + b^(f)`` (E, h). Summed over a node's children this gives
+    ``[h~_j ; Σ_k f_jk ⊙ c_k]`` (eq 2 and the sum of eq 7).
+    """
+    f = torch.sigmoid(fx_parent + F.linear(h_child, U_f))  # (E, h)  eq 4
+    return torch.cat([h_child, f * c_child], dim=-1)  # (E, 2h)
+
+
+def childsum_node_update(
+    iou_x: torch.Tensor, h_tilde: torch.Tensor, fc_sum: torch.Tensor, U_iou: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eqs 3, 5-8 for a set of nodes.
+
+    ``iou_x`` = ``W^(i,o,u) x_j + b^(i,o,u)`` (N, 3h), ``h_tilde`` = ``Σ_k h_k`` (N, h),
+    ``fc_sum`` = ``Σ_k f_jk ⊙ c_k`` (N, h), ``U_iou`` (3h, h). Returns ``(h, c)``, (N, h) each.
+    """
+    iou = iou_x + F.linear(h_tilde, U_iou)  # (N, 3h)
+    i, o, u = torch.chunk(iou, 3, dim=-1)  # 3 x (N, h)
+    c = torch.sigmoid(i) * torch.tanh(u) + fc_sum  # eqs 3, 6, 7
+    h = torch.sigmoid(o) * torch.tanh(c)  # eqs 5, 8
+    return h, c
+
+
+# ---------------------------------------------------------------- module
+@cells.register("childsum")
+class ChildSumTreeLSTM(TreeCell):
+    """Child-Sum Tree-LSTM (Tai et al. 2015, eqs 2-8): any number of unordered children.
+
+    Args:
+        x_size: node input size (word vector); ``x`` is read at every node.
+        h_size: hidden / memory size ``d``.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
+    """
+
+    max_children = None
+    uses_relations = False
+    tree_kinds = ("dependency", "constituency", "chain", "amr")
+
+    def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl") -> None:
+        super().__init__(x_size, h_size, engine=engine)
+        if engine != "dgl":
+            raise NotImplementedError(
+                f"ChildSumTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+            )
+        h = self.h_size
+        self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
+        self.U_iou = nn.Linear(h, 3 * h, bias=False)  # rows i, o, u
+        self.U_f = nn.Linear(h, h, bias=False)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""
+        bound = 1.0 / math.sqrt(self.h_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    # ------------------------------------------------------------ paper mapping
+    def paper_weights(self) -> dict[str, torch.Tensor]:
+        """The matrices and biases of eqs 3-6 by their paper names, as views of the
+        parameters (gradients flow back): ``W_i, W_f, W_o, W_u`` (h, x), ``U_i, U_f, U_o,
+        U_u`` (h, h), ``b_i, b_f, b_o, b_u`` (h,)."""
+        h = self.h_size
+        out: dict[str, torch.Tensor] = {}
+        for k, g in enumerate("iouf"):
+            out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
+            out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
+        for k, g in enumerate("iou"):
+            out[f"U_{g}"] = self.U_iou.weight[k * h:(k + 1) * h]
+        out["U_f"] = self.U_f.weight
+        return out
+
+    # ------------------------------------------------------------ forward
+    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
+        name = type(self).__name__
+        if isinstance(x, torch.Tensor) and x.dtype != self.W_x.weight.dtype:
+            raise ValueError(
+                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
+                f"{self.W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
+            )
+        # Child-Sum reads neither child positions nor relations: no edge fields required
+        super().check_input(graph, x, edge_fields=(), **tree_kw)
+
+    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
+        self.check_input(graph, x)
+        h = self.h_size
+        wx = childsum_input_terms(x, self.W_x.weight, self.W_x.bias)  # (N, 4h)
+        with graph.local_scope():
+            graph.ndata["iou_x"] = wx[:, : 3 * h]  # (N, 3h)
+            graph.ndata["f_x"] = wx[:, 3 * h:]  # (N, h)
+            graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
+            graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
+            U_f, U_iou = self.U_f.weight, self.U_iou.weight
+
+            def message(edges):  # eq 2 summand, eq 4, eq 7 summand, per child edge
+                return {"m": childsum_edge_message(edges.src["h"], edges.src["c"],
+                                                   edges.dst["f_x"], U_f)}
+
+            def apply(nodes):  # eqs 3, 5-8 (leaves: the summed messages are zeros)
+                h_tilde, fc_sum = torch.split(nodes.data["s"], h, dim=-1)  # (n, h) each
+                hj, cj = childsum_node_update(nodes.data["iou_x"], h_tilde, fc_sum, U_iou)
+                return {"h": hj, "c": cj}
+
+            with warnings.catch_warnings():
+                # the leaf frontier has no in-edges, so DGL calls the edge UDF on 0 edges
+                warnings.filterwarnings("ignore", message=_NO_EDGES_WARNING)
+                # built-in sum of [h_k ; f_jk ⊙ c_k] -> (N, 2h); zeros for leaves
+                dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
+            return graph.ndata["h"], graph.ndata["c"]

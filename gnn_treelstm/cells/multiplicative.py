@@ -1,0 +1,342 @@
+r"""Multiplicative Tree-LSTM (Tran & Cheng 2018, §3) and its two relation baselines (§6.5).
+
+The cell is the Child-Sum Tree-LSTM of Tai et al. (2015, eqs 2-8; Tran & Cheng eq 1) in
+which the plain sum of the children's hidden states is replaced by a relation-dependent
+transition. For node ``j`` with children ``C(j)`` and the relation ``r(j,k)`` of the edge
+``k -> j`` (``graph.edata["rel"]``):
+
+``variant="mult"`` (mTreeLSTM, eqs 3-4; eq 3 factorizes eq 2's matrix as
+``W_hh^r = W_hm diag(W_mr e_r) W_mh``)::
+
+    m_jk  = (W_mr e_jk) ⊙ (W_mh h_k)                   (eq 4)   e_jk = rel_emb[r(j,k)]
+    h~_j  = Σ_{k∈C(j)} W_hm m_jk                        (eq 4)
+
+``variant="full"`` (fullTreeLSTM of Table 6: one dense matrix per relation)::
+
+    h~_j  = Σ_{k∈C(j)} W_hh^{r(j,k)} h_k                (eq 2)
+
+``variant="add"`` (addTreeLSTM of Table 6: the relation is an extra node input). The node
+input is ``[x_j ; e_j]`` where ``e_j`` embeds the relation of ``j``'s own edge to its head
+(the dependency label of word ``j``); the root, which has no edge in our schema, gets an
+extra learned "root" embedding (index ``num_relations``), as the authors' code embeds the
+dependency label ``root``. The children are summed as in Child-Sum::
+
+    h~_j  = Σ_{k∈C(j)} h_k                              (Tai eq 2)
+    W^(*) x_j  is replaced by  W^(*) x_j + W_r^(*) e_j  for * ∈ {i, o, u, f}
+
+Gates, all variants, as Child-Sum (Tran eq 1 = Tai eqs 3-8); "the gating units are computed
+in the same way as in the TreeLSTM with Eq. (1)" (Tran §3), so ``i, o, u`` see ``h~_j`` while
+each forget gate sees its own child's *untransformed* ``h_k`` (Tai eq 4; this is also what
+the authors' released code does)::
+
+    i_j  = σ(W^(i) x_j + U^(i) h~_j + b^(i))            (Tai eq 3)
+    f_jk = σ(W^(f) x_j + U^(f) h_k  + b^(f))            (Tai eq 4)
+    o_j  = σ(W^(o) x_j + U^(o) h~_j + b^(o))            (Tai eq 5)
+    u_j  = tanh(W^(u) x_j + U^(u) h~_j + b^(u))         (Tai eq 6)
+    c_j  = i_j ⊙ u_j + Σ_k f_jk ⊙ c_k                   (Tai eq 7)
+    h_j  = o_j ⊙ tanh(c_j)                              (Tai eq 8)
+
+Leaves have no children: ``h~_j = 0`` and the forget sum is 0.
+
+Parameters (attribute names are the public mapping used by the tests and by the identity
+with Child-Sum): ``W_x`` (Linear x_size -> 4h, with the biases; output rows in gate order
+``i, o, u, f``), ``U_iou`` (h -> 3h, rows ``i, o, u``, no bias), ``U_f`` (h -> h, no bias);
+``mult``: ``rel_emb`` (num_relations x rel_size), ``W_mr`` (rel_size -> m_size),
+``W_mh`` (h -> m_size), ``W_hm`` (m_size -> h), no biases; ``full``: ``W_hh``
+(num_relations x h x h, ``W_hh[r] @ h_k``); ``add``: ``rel_emb`` ((num_relations + 1) x
+rel_size, last row = root) and ``W_r`` (rel_size -> 4h, no bias, gate order ``i, o, u, f``).
+The relation embeddings are part of the cell (the paper does not count them, Tran §6.5).
+
+Propagation. Everything that depends only on the inputs (``W x + b``, and ``W_r e_j`` for
+``add``) is computed for all nodes once before propagation (:meth:`input_terms`). Then per
+child edge one edge-wise message ``[W_hh^{r} h_k ; f_jk ⊙ c_k]`` (:meth:`edge_message`) is
+summed by DGL's built-in ``sum`` reduce (no mailbox, no degree bucketing), and the node
+update (:meth:`node_update`) makes ``(h_j, c_j)``. These three methods take and return plain
+tensors, so a level-scheduled engine can call them with gathered children.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+
+import dgl
+import dgl.function as fn
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .. import graph as G
+from . import cells
+from .base import TreeCell
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "MultiplicativeTreeLSTM",
+    "VARIANTS",
+    "mult_transform",
+    "full_transform",
+    "forget_terms",
+    "lstm_node_update",
+]
+
+VARIANTS = ("mult", "add", "full")
+_NO_EDGES_WARNING = "The input graph for the user-defined edge function does not contain"
+
+
+# ---------------------------------------------------------------- plain-tensor math
+def mult_transform(
+    h_child: torch.Tensor, e_rel: torch.Tensor, W_mr: torch.Tensor, W_mh: torch.Tensor,
+    W_hm: torch.Tensor,
+) -> torch.Tensor:
+    """Tran eq 4, one row per edge: ``W_hm ((W_mr e_jk) ⊙ (W_mh h_k))``.
+
+    ``h_child`` (E, h), ``e_rel`` (E, r) -> (E, h); weights as ``nn.Linear.weight``.
+    """
+    m = F.linear(e_rel, W_mr) * F.linear(h_child, W_mh)  # (E, m_size)  m_jk
+    return F.linear(m, W_hm)  # (E, h)
+
+
+def full_transform(h_child: torch.Tensor, rel: torch.Tensor, W_hh: torch.Tensor) -> torch.Tensor:
+    """Tran eq 2, one row per edge: ``W_hh[r(j,k)] @ h_k``.
+
+    ``h_child`` (E, h), ``rel`` (E,), ``W_hh`` (R, h, h) -> (E, h). Gathers one matrix per
+    edge (memory E*h*h); plain torch so it runs on any device.
+    """
+    return torch.bmm(W_hh[rel], h_child.unsqueeze(-1)).squeeze(-1)  # (E,h,h)@(E,h,1) -> (E,h)
+
+
+def forget_terms(
+    h_child: torch.Tensor, c_child: torch.Tensor, fx_parent: torch.Tensor, U_f: torch.Tensor,
+) -> torch.Tensor:
+    """Tai eq 4 and the summand of eq 7, per edge: ``σ(W^(f)x_j + b^(f) + U^(f)h_k) ⊙ c_k``.
+
+    ``fx_parent`` is the parent's precomputed ``W^(f) x_j + b^(f)`` (E, h) -> (E, h).
+    """
+    return torch.sigmoid(fx_parent + F.linear(h_child, U_f)) * c_child
+
+
+def lstm_node_update(
+    iou_x: torch.Tensor, h_tilde: torch.Tensor, fc_sum: torch.Tensor, U_iou: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tai eqs 3, 5-8 given ``iou_x = W^(i,o,u) x_j + b`` (N, 3h), ``h~_j`` and ``Σ f⊙c``.
+
+    Returns ``(h, c)``, each (N, h).
+    """
+    iou = iou_x + F.linear(h_tilde, U_iou)  # (N, 3h)
+    i, o, u = torch.chunk(iou, 3, dim=-1)  # 3 x (N, h)
+    c = torch.sigmoid(i) * torch.tanh(u) + fc_sum  # eq 7
+    h = torch.sigmoid(o) * torch.tanh(c)  # eq 8
+    return h, c
+
+
+# ---------------------------------------------------------------- module
+class MultiplicativeTreeLSTM(TreeCell):
+    """Tran & Cheng (2018) mTreeLSTM (``variant="mult"``), addTreeLSTM and fullTreeLSTM.
+
+    Args:
+        x_size: node input size (word vector).
+        h_size: hidden / memory size.
+        num_relations: size of the relation vocabulary; ``edata["rel"]`` must be in
+            ``[0, num_relations)``.
+        rel_size: relation embedding size (Tran Table 5: 50, 75, 100, 200; paper default
+            100). Unused by ``full``.
+        variant: ``"mult"`` (eqs 3-4), ``"add"`` (relation as an extra node input) or
+            ``"full"`` (one ``W_hh`` per relation, eq 2).
+        m_size: size of the multiplicative space ``m_jk`` (default ``h_size``, as the
+            authors' code). ``mult`` only.
+        engine: ``"dgl"`` (prop_nodes_topo). ``"level"`` is not implemented yet.
+    """
+
+    uses_relations = True
+    tree_kinds = ("dependency", "amr", "constituency")
+
+    def __init__(
+        self,
+        x_size: int,
+        h_size: int,
+        num_relations: int,
+        *,
+        rel_size: int = 100,
+        variant: str = "mult",
+        m_size: int | None = None,
+        engine: str = "dgl",
+    ) -> None:
+        super().__init__(x_size, h_size, engine=engine)
+        if engine != "dgl":
+            raise NotImplementedError(
+                f"MultiplicativeTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+            )
+        if variant not in VARIANTS:
+            raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+        if int(num_relations) <= 0:
+            raise ValueError(f"num_relations must be positive, got {num_relations}")
+        if int(rel_size) <= 0:
+            raise ValueError(f"rel_size must be positive, got {rel_size}")
+        self.variant = variant
+        self.num_relations = int(num_relations)
+        self.rel_size = int(rel_size)
+        self.m_size = int(m_size) if m_size is not None else self.h_size
+        if self.m_size <= 0:
+            raise ValueError(f"m_size must be positive, got {m_size}")
+        h = self.h_size
+        self.W_x = nn.Linear(x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
+        self.U_iou = nn.Linear(h, 3 * h, bias=False)
+        self.U_f = nn.Linear(h, h, bias=False)
+        if variant == "mult":
+            self.rel_emb = nn.Embedding(self.num_relations, self.rel_size)
+            self.W_mr = nn.Linear(self.rel_size, self.m_size, bias=False)
+            self.W_mh = nn.Linear(h, self.m_size, bias=False)
+            self.W_hm = nn.Linear(self.m_size, h, bias=False)
+        elif variant == "add":
+            # last row: the root's "relation" (it has no edge in the graph schema)
+            self.rel_emb = nn.Embedding(self.num_relations + 1, self.rel_size)
+            self.W_r = nn.Linear(self.rel_size, 4 * h, bias=False)
+        else:
+            self.W_hh = nn.Parameter(torch.empty(self.num_relations, h, h))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Linear layers: PyTorch's default uniform init; relation embeddings
+        ``U(-0.05, 0.05)`` (Tran §6.1); ``W_hh[r]`` uniform ``±1/sqrt(h)``; biases zero."""
+        for mod in self.modules():
+            if isinstance(mod, nn.Linear):
+                mod.reset_parameters()
+        nn.init.zeros_(self.W_x.bias)
+        if self.variant in ("mult", "add"):
+            nn.init.uniform_(self.rel_emb.weight, -0.05, 0.05)
+        else:
+            bound = 1.0 / math.sqrt(self.h_size)
+            nn.init.uniform_(self.W_hh, -bound, bound)
+
+    # ------------------------------------------------------------ plain-tensor API
+    def node_relations(self, graph: dgl.DGLGraph) -> torch.Tensor:
+        """``add`` only: relation id of each node's edge to its parent; the root gets
+        ``num_relations`` (the extra root embedding). (N,) int64."""
+        src, _ = graph.edges()
+        node_rel = torch.full((graph.num_nodes(),), self.num_relations,
+                              dtype=torch.int64, device=graph.device)
+        if graph.num_edges():
+            node_rel[src.long()] = graph.edata[G.REL].long()
+        return node_rel
+
+    def input_terms(self, x: torch.Tensor, node_rel: torch.Tensor | None = None) -> torch.Tensor:
+        """All input-only terms for every node at once: ``W^(*) x_j + b^(*)`` (plus
+        ``W_r^(*) e_j`` for ``add``), gate order ``i, o, u, f``. (N, x) -> (N, 4h)."""
+        wx = self.W_x(x)  # (N, 4h)
+        if self.variant == "add":
+            if node_rel is None:
+                raise ValueError("variant 'add' needs node_rel (see node_relations)")
+            wx = wx + self.W_r(self.rel_emb(node_rel))  # (N, r) -> (N, 4h)
+        return wx
+
+    def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+        """The summand of ``h~_j`` per edge: eq 4 (mult), eq 2 (full), ``h_k`` (add)."""
+        if self.variant == "mult":
+            return mult_transform(h_child, self.rel_emb(rel), self.W_mr.weight,
+                                  self.W_mh.weight, self.W_hm.weight)
+        if self.variant == "full":
+            return full_transform(h_child, rel, self.W_hh)
+        return h_child
+
+    def edge_message(
+        self, h_child: torch.Tensor, c_child: torch.Tensor, rel: torch.Tensor,
+        fx_parent: torch.Tensor,
+    ) -> torch.Tensor:
+        """Per child edge ``k -> j``: ``[summand of h~_j ; f_jk ⊙ c_k]`` (E, 2h); summing
+        these over a node's in-edges gives ``[h~_j ; Σ_k f_jk ⊙ c_k]`` (eqs 2/4, Tai 4, 7)."""
+        return torch.cat([self.transform_children(h_child, rel),
+                          forget_terms(h_child, c_child, fx_parent, self.U_f.weight)], dim=-1)
+
+    def node_update(
+        self, iou_x: torch.Tensor, msg_sum: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tai eqs 3, 5-8 from ``iou_x`` (N, 3h) and the summed messages (N, 2h)."""
+        h_tilde, fc_sum = torch.split(msg_sum, self.h_size, dim=-1)
+        return lstm_node_update(iou_x, h_tilde, fc_sum, self.U_iou.weight)
+
+    # ------------------------------------------------------------ forward
+    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
+        name = type(self).__name__
+        if isinstance(graph, dgl.DGLGraph) and graph.num_edges():
+            if G.REL not in graph.edata:
+                raise ValueError(
+                    f"{name}: graph has no edge field 'rel' (relation ids) but the cell reads "
+                    "relations; build graphs with gnn_treelstm.graph.make_tree(..., rels=...)"
+                )
+            rel = graph.edata[G.REL]
+            if rel.dtype.is_floating_point or rel.dtype == torch.bool or rel.dim() != 1:
+                raise ValueError(
+                    f"{name}: edata['rel'] must be a 1-d integer tensor of relation ids, got "
+                    f"dtype {rel.dtype} and shape {tuple(rel.shape)}"
+                )
+        if not x.is_floating_point():
+            raise ValueError(f"{name}: x must be a float tensor, got dtype {x.dtype}")
+        if x.dtype != self.W_x.weight.dtype:
+            raise ValueError(
+                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
+                f"{self.W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
+            )
+        super().check_input(graph, x, edge_fields=(G.REL,),
+                            num_relations=self.num_relations, **tree_kw)
+
+    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
+        self.check_input(graph, x)
+        h = self.h_size
+        node_rel = self.node_relations(graph) if self.variant == "add" else None
+        wx = self.input_terms(x, node_rel)  # (N, 4h)
+        with graph.local_scope():
+            graph.ndata["iou_x"] = wx[:, : 3 * h]  # (N, 3h)
+            graph.ndata["f_x"] = wx[:, 3 * h:]  # (N, h)
+            graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
+            graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
+            if not graph.num_edges():  # a one-node tree may come without edge fields
+                graph.edata[G.REL] = torch.zeros(0, dtype=torch.int64, device=graph.device)
+
+            def message(edges):  # Tran eq 2/4 summand, Tai eq 4 and eq 7 summand, per edge
+                rel = edges.data[G.REL].long()
+                return {"m": self.edge_message(edges.src["h"], edges.src["c"], rel,
+                                               edges.dst["f_x"])}
+
+            def apply(nodes):  # Tai eqs 3, 5-8 (leaves: summed messages are zeros)
+                hj, cj = self.node_update(nodes.data["iou_x"], nodes.data["s"])
+                return {"h": hj, "c": cj}
+
+            # built-in sum: [h~_j ; Σ_k f_jk ⊙ c_k] (N, 2h); zeros for leaves
+            with warnings.catch_warnings():
+                # the leaf frontier has no in-edges, so DGL calls the edge UDF on 0 edges
+                warnings.filterwarnings("ignore", message=_NO_EDGES_WARNING)
+                dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
+            return graph.ndata["h"], graph.ndata["c"]
+
+    def extra_repr(self) -> str:
+        s = (f"{super().extra_repr()}, num_relations={self.num_relations}, "
+             f"variant={self.variant!r}")
+        if self.variant != "full":
+            s += f", rel_size={self.rel_size}"
+        if self.variant == "mult":
+            s += f", m_size={self.m_size}"
+        return s
+
+
+def _factory(variant: str):
+    def build(x_size: int, h_size: int, num_relations: int, **kwargs) -> MultiplicativeTreeLSTM:
+        if "variant" in kwargs and kwargs["variant"] != variant:
+            raise ValueError(
+                f"cell registered for variant {variant!r} got variant={kwargs['variant']!r}; "
+                f"use the registry name for that variant"
+            )
+        kwargs.pop("variant", None)
+        return MultiplicativeTreeLSTM(x_size, h_size, num_relations, variant=variant, **kwargs)
+
+    build.__name__ = f"build_mtree_{variant}"
+    build.__doc__ = f"MultiplicativeTreeLSTM with variant={variant!r} (Tran & Cheng 2018)."
+    return build
+
+
+cells.register("mtree")(_factory("mult"))
+cells.register("mtree-add")(_factory("add"))
+cells.register("mtree-full")(_factory("full"))

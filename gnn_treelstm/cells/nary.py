@@ -1,0 +1,257 @@
+r"""N-ary Tree-LSTM (Tai, Socher & Manning 2015, §3.2, eqs 9-14), any N.
+
+Children are ordered: the child at position ``ℓ`` (``graph.edata["pos"]``, 0-based here,
+1-based in the paper) of node ``j`` has states ``h_jℓ, c_jℓ``; a node with fewer than ``N``
+children has zeros at the missing positions. For node ``j``::
+
+    i_j   = σ(W^(i) x_j + Σ_ℓ U^(i)_ℓ h_jℓ + b^(i))                      (eq 9)
+    f_jk  = σ(W^(f) x_j + Σ_ℓ U^(f)_kℓ h_jℓ + b^(f))    k = 1..N          (eq 10)
+    o_j   = σ(W^(o) x_j + Σ_ℓ U^(o)_ℓ h_jℓ + b^(o))                      (eq 11)
+    u_j   = tanh(W^(u) x_j + Σ_ℓ U^(u)_ℓ h_jℓ + b^(u))                   (eq 12)
+    c_j   = i_j ⊙ u_j + Σ_ℓ f_jℓ ⊙ c_jℓ                                   (eq 13)
+    h_j   = o_j ⊙ tanh(c_j)                                               (eq 14)
+
+``x_j`` enters only where the node has a word (``ndata["word"] != NO_WORD``); elsewhere the
+``W x_j`` terms are absent (Tai §3.2: "in Constituency Tree-LSTMs, a node j receives an input
+vector x_j only if it is a leaf node"), so rows of ``x`` for nodes without a word are ignored.
+The biases are always there. Consequence: on constituency trees (words only at leaves, and
+leaves have no children) ``W^(f)`` never influences anything and gets no gradient; it is kept
+because eq 10 has it and a word-bearing internal node (e.g. a chain) uses it.
+
+Forget-gate parameterisation: by default the full set of ``N x N`` matrices ``U^(f)_kℓ``
+(eq 10, with the "off-diagonal" ``k ≠ ℓ`` terms). With ``tie_forget=True`` — Tai: "for large
+values of N, these additional parameters are impractical and may be tied or fixed to zero" —
+the off-diagonal matrices are tied to one shared matrix ``U^(f)_off`` while each position
+keeps its own diagonal ``U^(f)_kk``: ``(N + 1) h²`` parameters instead of ``N² h²``.
+
+Parameters (see :meth:`NaryTreeLSTM.paper_weights` for the mapping to the paper's names):
+``W_x`` (Linear ``x -> 4h`` with all biases, rows ``i, o, u, f``); untied: ``U`` (Linear
+``N h -> (3 + N) h``, no bias; input columns ``[h_j1 ; ... ; h_jN]``, output rows
+``i, o, u, f_1, ..., f_N``); tied: ``U_iou`` (Linear ``N h -> 3h``), ``U_f_diag``
+(``N x h x h``) and ``U_f_off`` (Linear ``h -> h``).
+
+Propagation (``engine="dgl"``): ``W x + b`` for all nodes is one matrix product before
+propagation (:meth:`NaryTreeLSTM.input_terms`). Under ``dgl.prop_nodes_topo`` each child edge
+puts ``[h_k ; c_k]`` into the slot of its position in an ``N``-slot message
+(:func:`nary_edge_message`); DGL's built-in ``sum`` then yields every node's children states
+ordered by position with zeros at the missing ones, ``(n, N, 2h)``, and the node update
+(:meth:`NaryTreeLSTM.node_update` = :meth:`child_terms` + :func:`nary_gates`) is one matrix
+product with the fused ``U`` per frontier. All of these take plain tensors, so a
+level-scheduled engine can call them on gathered children.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import warnings
+
+import dgl
+import dgl.function as fn
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .. import graph as G
+from . import cells
+from .base import TreeCell
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["NaryTreeLSTM", "nary_edge_message", "nary_gates"]
+
+_NO_EDGES_WARNING = "The input graph for the user-defined edge function does not contain"
+
+
+# ---------------------------------------------------------------- plain-tensor math
+def nary_edge_message(
+    h_child: torch.Tensor, c_child: torch.Tensor, pos: torch.Tensor, n_ary: int,
+) -> torch.Tensor:
+    """``[h_k ; c_k]`` placed in slot ``pos`` of an ``N``-slot row, zeros elsewhere.
+
+    ``h_child, c_child`` (E, h), ``pos`` (E,) int -> (E, N * 2h). Summed over the in-edges
+    of a node this gives ``[h_jℓ ; c_jℓ]`` for ``ℓ = 1..N`` with zeros at missing children.
+    """
+    hc = torch.cat([h_child, c_child], dim=-1)  # (E, 2h)
+    slot = F.one_hot(pos.long(), n_ary).to(hc.dtype)  # (E, N)
+    return (slot.unsqueeze(-1) * hc.unsqueeze(1)).flatten(1)  # (E, N, 2h) -> (E, N*2h)
+
+
+def nary_gates(
+    wx: torch.Tensor, iou_h: torch.Tensor, f_h: torch.Tensor, c_kids: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Eqs 9-14 from their pieces.
+
+    ``wx`` = ``W x_j + b`` (n, 4h) in gate order ``i, o, u, f`` (``W x_j`` = 0 where the node
+    has no word); ``iou_h`` = ``Σ_ℓ U^(i,o,u)_ℓ h_jℓ`` (n, 3h); ``f_h`` = ``Σ_ℓ U^(f)_kℓ h_jℓ``
+    per child slot ``k`` (n, N, h); ``c_kids`` = ``c_jℓ`` by slot (n, N, h), zeros at missing
+    children. Returns ``(h, c)``, (n, h) each.
+    """
+    hs = c_kids.shape[-1]
+    i, o, u = torch.chunk(wx[:, : 3 * hs] + iou_h, 3, dim=-1)  # eqs 9, 11, 12: 3 x (n, h)
+    f = torch.sigmoid(wx[:, 3 * hs:].unsqueeze(1) + f_h)  # eq 10: (n, N, h)
+    c = torch.sigmoid(i) * torch.tanh(u) + (f * c_kids).sum(dim=1)  # eq 13
+    h = torch.sigmoid(o) * torch.tanh(c)  # eq 14
+    return h, c
+
+
+# ---------------------------------------------------------------- module
+@cells.register("nary")
+class NaryTreeLSTM(TreeCell):
+    """N-ary Tree-LSTM (Tai et al. 2015, eqs 9-14); ``n_ary=2`` is the Constituency Tree-LSTM.
+
+    Args:
+        x_size: input size (word vector), read only where ``ndata["word"] != NO_WORD``.
+        h_size: hidden / memory size ``d``.
+        n_ary: maximum number of (ordered) children ``N``; ``edata["pos"]`` in ``[0, N)``.
+        tie_forget: tie the off-diagonal forget matrices ``U^(f)_kℓ, k ≠ ℓ`` to one matrix
+            (needs ``n_ary >= 2``).
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
+    """
+
+    uses_relations = False
+    tree_kinds = ("constituency", "chain")
+
+    def __init__(
+        self, x_size: int, h_size: int, n_ary: int = 2, tie_forget: bool = False, *,
+        engine: str = "dgl",
+    ) -> None:
+        super().__init__(x_size, h_size, engine=engine)
+        if engine != "dgl":
+            raise NotImplementedError(
+                f"NaryTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+            )
+        if int(n_ary) < 1:
+            raise ValueError(f"n_ary must be >= 1, got {n_ary}")
+        if tie_forget and int(n_ary) < 2:
+            raise ValueError("tie_forget ties the off-diagonal U^(f)_kl (k != l), which needs "
+                             f"n_ary >= 2 (got n_ary={n_ary}); use tie_forget=False")
+        self.n_ary = int(n_ary)
+        self.max_children = self.n_ary  # instance attribute shadows TreeCell.max_children
+        self.tie_forget = bool(tie_forget)
+        h, n = self.h_size, self.n_ary
+        self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
+        if self.tie_forget:
+            self.U_iou = nn.Linear(n * h, 3 * h, bias=False)  # [h_j1..h_jN] -> i, o, u
+            self.U_f_diag = nn.Parameter(torch.empty(n, h, h))  # U^(f)_kk
+            self.U_f_off = nn.Linear(h, h, bias=False)  # U^(f)_kl, k != l (tied)
+        else:
+            self.U = nn.Linear(n * h, (3 + n) * h, bias=False)  # -> i, o, u, f_1..f_N
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""
+        bound = 1.0 / math.sqrt(self.h_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    # ------------------------------------------------------------ paper mapping
+    def paper_weights(self) -> dict[str, object]:
+        """The matrices of eqs 9-12 by their paper names, as views of the parameters:
+        ``W_g`` (h, x) and ``b_g`` (h,) for ``g`` in ``i, f, o, u``; ``U_i, U_o, U_u``: lists
+        over ``ℓ`` of (h, h); ``U_f``: list over ``k`` of lists over ``ℓ`` of (h, h)."""
+        h, n = self.h_size, self.n_ary
+        out: dict[str, object] = {}
+        for k, g in enumerate("iouf"):
+            out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
+            out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
+        U_iou = self.U_iou.weight if self.tie_forget else self.U.weight[: 3 * h]
+        for k, g in enumerate("iou"):
+            out[f"U_{g}"] = [U_iou[k * h:(k + 1) * h, l * h:(l + 1) * h] for l in range(n)]
+        if self.tie_forget:
+            out["U_f"] = [[self.U_f_diag[k] if k == l else self.U_f_off.weight
+                           for l in range(n)] for k in range(n)]
+        else:
+            Uf = self.U.weight[3 * h:]
+            out["U_f"] = [[Uf[k * h:(k + 1) * h, l * h:(l + 1) * h] for l in range(n)]
+                          for k in range(n)]
+        return out
+
+    # ------------------------------------------------------------ plain-tensor API
+    def word_mask(self, graph: dgl.DGLGraph) -> torch.Tensor:
+        """(N,) bool: the node has a word, so ``x_j`` enters eqs 9-12."""
+        return graph.ndata[G.WORD] != G.NO_WORD
+
+    def input_terms(self, x: torch.Tensor, has_word: torch.Tensor) -> torch.Tensor:
+        """``W x_j + b`` for every node at once (``W x_j`` omitted where ``has_word`` is
+        False), gate order ``i, o, u, f``. (N, x), (N,) -> (N, 4h)."""
+        x = torch.where(has_word.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype,
+                                                               device=x.device))
+        return F.linear(x, self.W_x.weight, self.W_x.bias)
+
+    def child_terms(self, h_kids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Children's contributions from their hidden states by slot ``h_kids`` (n, N, h):
+        ``Σ_ℓ U^(i,o,u)_ℓ h_jℓ`` (n, 3h) and ``Σ_ℓ U^(f)_kℓ h_jℓ`` per slot ``k`` (n, N, h)."""
+        n_nodes, n, h = h_kids.shape
+        flat = h_kids.reshape(n_nodes, n * h)  # (n, N*h) = [h_j1 ; ... ; h_jN]
+        if not self.tie_forget:
+            pre = F.linear(flat, self.U.weight)  # (n, (3+N) h)
+            return pre[:, : 3 * h], pre[:, 3 * h:].reshape(n_nodes, n, h)
+        iou_h = F.linear(flat, self.U_iou.weight)  # (n, 3h)
+        # U_kk h_k + U_off Σ_{l≠k} h_l = (U_kk h_k - U_off h_k) + U_off Σ_l h_l
+        diag = torch.einsum("nkd,ked->nke", h_kids, self.U_f_diag)  # (n, N, h)
+        off_k = F.linear(h_kids, self.U_f_off.weight)  # (n, N, h)
+        f_h = diag - off_k + off_k.sum(dim=1, keepdim=True)
+        return iou_h, f_h
+
+    def node_update(
+        self, wx: torch.Tensor, h_kids: torch.Tensor, c_kids: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eqs 9-14 for a set of nodes from ``W x + b`` (n, 4h) and the children's states by
+        slot (n, N, h) each, zeros at missing children. Returns ``(h, c)``."""
+        iou_h, f_h = self.child_terms(h_kids)
+        return nary_gates(wx, iou_h, f_h, c_kids)
+
+    # ------------------------------------------------------------ forward
+    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
+        name = type(self).__name__
+        if isinstance(x, torch.Tensor) and x.dtype != self.W_x.weight.dtype:
+            raise ValueError(
+                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
+                f"{self.W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
+            )
+        if isinstance(graph, dgl.DGLGraph) and G.POS in graph.edata and graph.num_edges():
+            pos = graph.edata[G.POS]
+            if pos.dtype.is_floating_point or pos.dtype == torch.bool or pos.dim() != 1:
+                raise ValueError(f"{name}: edata['pos'] must be a 1-d integer tensor of child "
+                                 f"positions, got dtype {pos.dtype}, shape {tuple(pos.shape)}")
+            if int(pos.min()) < 0:
+                raise ValueError(f"{name}: edata['pos'] has a negative child position "
+                                 f"{int(pos.min())}; positions must be 0..n_ary-1")
+        super().check_input(graph, x, edge_fields=(G.POS,), node_fields=(G.WORD,),
+                            max_children=self.n_ary, **tree_kw)
+        if graph.num_edges():
+            # two children of one parent at the same position would silently add up
+            _, dst = graph.edges()
+            key = dst.long() * self.n_ary + graph.edata[G.POS].long()
+            if torch.unique(key).numel() != key.numel():
+                raise ValueError(f"{name}: two children of one node share a child position "
+                                 "(edata['pos']); positions must be distinct per parent")
+
+    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
+        self.check_input(graph, x)
+        h, n = self.h_size, self.n_ary
+        wx = self.input_terms(x, self.word_mask(graph))  # (N, 4h)
+        with graph.local_scope():
+            graph.ndata["wx"] = wx
+            graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
+            graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
+
+            def message(edges):  # [h_jℓ ; c_jℓ] in slot ℓ = pos (inputs of eqs 9-13)
+                return {"m": nary_edge_message(edges.src["h"], edges.src["c"],
+                                               edges.data[G.POS], n)}
+
+            def apply(nodes):  # eqs 9-14 (leaves: every slot is zero)
+                kids = nodes.data["s"].reshape(-1, n, 2 * h)  # (n_nodes, N, 2h)
+                hj, cj = self.node_update(nodes.data["wx"], kids[..., :h], kids[..., h:])
+                return {"h": hj, "c": cj}
+
+            with warnings.catch_warnings():
+                # the leaf frontier has no in-edges, so DGL calls the edge UDF on 0 edges
+                warnings.filterwarnings("ignore", message=_NO_EDGES_WARNING)
+                dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
+            return graph.ndata["h"], graph.ndata["c"]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}"

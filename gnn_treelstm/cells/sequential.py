@@ -1,0 +1,345 @@
+r"""Sequential LSTM baselines of Tai, Socher & Manning (2015, §2, Table 1) on chain graphs.
+
+The standard LSTM (Tai eq 1, the Zaremba & Sutskever variant)::
+
+    i_t = σ(W^(i) x_t + U^(i) h_{t-1} + b^(i))
+    f_t = σ(W^(f) x_t + U^(f) h_{t-1} + b^(f))
+    o_t = σ(W^(o) x_t + U^(o) h_{t-1} + b^(o))
+    u_t = tanh(W^(u) x_t + U^(u) h_{t-1} + b^(u))
+    c_t = i_t ⊙ u_t + f_t ⊙ c_{t-1}
+    h_t = o_t ⊙ tanh(c_t)                                       (eq 1)
+
+with ``h_0 = c_0 = 0``, run by the same message-passing engine as the tree cells: a sentence
+is a chain graph (word ``t`` -> word ``t+1``, the root is the last word; tree kind ``chain``),
+so ``dgl.prop_nodes_topo`` visits the words left to right and the single in-edge of a node
+carries ``[h_{t-1} ; c_{t-1}]`` (built-in ``copy_u`` + ``sum``). The first word has no
+in-edge and gets zeros, i.e. ``h_0 = c_0 = 0``. The backward direction runs on
+``dgl.reverse(graph)`` (a new graph; the caller's graph is never touched).
+
+Variants (Tai §2.2 and Table 1), registered as ``lstm``, ``bilstm``, ``lstm2``, ``bilstm2``:
+
+* **2-layer** (``num_layers=2``): layer ``ℓ+1`` reads layer ``ℓ``'s ``h_t`` as its input.
+* **Bidirectional** (``bidirectional=True``): "two LSTMs run in parallel: one on the input
+  sequence and the other on the reverse", the per-word output being ``[h→_t ; h←_t]``. As in
+  Tai et al. (footnote 2: "the parameters of the forward and backward transition functions
+  are shared", which "achieved superior performance to Bidirectional LSTMs with untied
+  weights") the two directions use **the same weights**, so a bidirectional LSTM has exactly
+  the parameters of the unidirectional one (Table 1 lists identical counts).
+* **2-layer bidirectional**: as in the authors' code (``treelstm.LSTM`` with
+  ``num_layers=2``, one copy per direction, weights shared), each direction is its own
+  2-layer LSTM: layer 2 of the forward direction reads layer 1 of the forward direction
+  only (not ``[h→ ; h←]`` as in ``torch.nn.LSTM``), which is why Table 1 gives the
+  2-layer bidirectional model the 2-layer model's parameter count.
+
+Output per node: the top layer's ``h`` (``concat_layers=True``: every layer's ``h``
+concatenated, as the authors' classifiers read ``[h^1 ; h^2]``), and for bidirectional
+models ``[forward ; backward]``; ``c`` has the same layout. :meth:`SequentialLSTM.
+sentence_vector` gives Tai's sentence representation: the forward state at the last word
+and, for bidirectional models, the backward state at the first word (both directions'
+final states).
+
+Parameters per layer ``ℓ``: ``layers[ℓ].W_x`` (Linear ``in -> 4h`` holding the biases, gate
+rows ``i, o, u, f``) and ``layers[ℓ].U`` (Linear ``h -> 4h``, no bias). Count per layer
+``4h(in + h + 1)``; Tai counts ``4h(in + h + 2)`` (the Torch code gives both ``W`` and ``U``
+a bias). :func:`num_params` gives both countings and :func:`hidden_size_for_budget` picks the
+hidden size for a parameter budget the way Table 1 did.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+
+import dgl
+import dgl.function as fn
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .. import graph as G
+from . import cells
+from .base import TreeCell
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "SequentialLSTM",
+    "LSTMLayer",
+    "lstm_node_update",
+    "KINDS",
+    "num_params",
+    "hidden_size_for_budget",
+]
+
+#: Registry name -> (num_layers, bidirectional).
+KINDS: dict[str, tuple[int, bool]] = {
+    "lstm": (1, False),
+    "bilstm": (1, True),
+    "lstm2": (2, False),
+    "bilstm2": (2, True),
+}
+
+
+# ---------------------------------------------------------------- plain-tensor math
+def lstm_node_update(
+    wx: torch.Tensor, h_prev: torch.Tensor, c_prev: torch.Tensor, U: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Tai eq 1 for a set of time steps.
+
+    ``wx`` = ``W x_t + b`` (n, 4h) in gate order ``i, o, u, f``; ``h_prev, c_prev`` (n, h)
+    (zeros at the first word); ``U`` (4h, h). Returns ``(h_t, c_t)``, (n, h) each.
+    """
+    gates = wx + F.linear(h_prev, U)  # (n, 4h)
+    i, o, u, f = torch.chunk(gates, 4, dim=-1)  # 4 x (n, h)
+    c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(f) * c_prev
+    h = torch.sigmoid(o) * torch.tanh(c)
+    return h, c
+
+
+class LSTMLayer(nn.Module):
+    """One LSTM layer (eq 1): ``W_x`` (in -> 4h, biases), ``U`` (h -> 4h); rows i, o, u, f."""
+
+    def __init__(self, in_size: int, h_size: int) -> None:
+        super().__init__()
+        self.in_size, self.h_size = int(in_size), int(h_size)
+        self.W_x = nn.Linear(self.in_size, 4 * self.h_size)
+        self.U = nn.Linear(self.h_size, 4 * self.h_size, bias=False)
+
+    def paper_weights(self) -> dict[str, torch.Tensor]:
+        """``W_g`` (h, in), ``U_g`` (h, h), ``b_g`` (h,) for ``g`` in ``i, f, o, u``."""
+        h = self.h_size
+        out: dict[str, torch.Tensor] = {}
+        for k, g in enumerate("iouf"):
+            out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
+            out[f"U_{g}"] = self.U.weight[k * h:(k + 1) * h]
+            out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
+        return out
+
+    def propagate(self, graph: dgl.DGLGraph, inp: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        """Run eq 1 along the chain ``graph`` (edges t-1 -> t); ``inp`` (N, in) -> (h, c)."""
+        h = self.h_size
+        wx = F.linear(inp, self.W_x.weight, self.W_x.bias)  # (N, 4h), all steps at once
+        U = self.U.weight
+        with graph.local_scope():
+            graph.ndata["wx"] = wx
+            graph.ndata["hc"] = inp.new_zeros(graph.num_nodes(), 2 * h)
+
+            def apply(nodes):  # eq 1; the first word's summed message is zeros = [h_0; c_0]
+                h_prev, c_prev = torch.split(nodes.data["s"], h, dim=-1)
+                ht, ct = lstm_node_update(nodes.data["wx"], h_prev, c_prev, U)
+                return {"hc": torch.cat([ht, ct], dim=-1)}
+
+            # message [h_{t-1} ; c_{t-1}] over the single in-edge (built-in copy + sum)
+            dgl.prop_nodes_topo(graph, fn.copy_u("hc", "m"), fn.sum("m", "s"),
+                                apply_node_func=apply)
+            hc = graph.ndata["hc"]
+        return hc[:, :h], hc[:, h:]
+
+
+# ---------------------------------------------------------------- module
+class SequentialLSTM(TreeCell):
+    """Tai et al. (2015) sequential baselines over chain graphs (see the module docstring).
+
+    Args:
+        x_size: word vector size.
+        h_size: memory size ``d`` of every layer.
+        num_layers: stacked layers (Tai: 1 or 2).
+        bidirectional: also run the chain backwards with the same weights.
+        concat_layers: output every layer's ``h`` (``[h^1 ; ... ; h^L]``) instead of the top
+            layer's only.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
+    """
+
+    max_children = 1
+    uses_relations = False
+    tree_kinds = ("chain",)
+
+    def __init__(
+        self, x_size: int, h_size: int, *, num_layers: int = 1, bidirectional: bool = False,
+        concat_layers: bool = False, engine: str = "dgl",
+    ) -> None:
+        super().__init__(x_size, h_size, engine=engine)
+        if engine != "dgl":
+            raise NotImplementedError(
+                f"SequentialLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+            )
+        if int(num_layers) < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        self.num_layers = int(num_layers)
+        self.bidirectional = bool(bidirectional)
+        self.concat_layers = bool(concat_layers)
+        self.layers = nn.ModuleList(
+            LSTMLayer(self.x_size if layer == 0 else self.h_size, self.h_size)
+            for layer in range(self.num_layers)
+        )
+        self.reset_parameters()
+
+    @property
+    def out_size(self) -> int:
+        per_dir = self.h_size * (self.num_layers if self.concat_layers else 1)
+        return per_dir * (2 if self.bidirectional else 1)
+
+    def reset_parameters(self) -> None:
+        """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""
+        bound = 1.0 / math.sqrt(self.h_size)
+        for p in self.parameters():
+            nn.init.uniform_(p, -bound, bound)
+
+    def paper_weights(self) -> list[dict[str, torch.Tensor]]:
+        """Per layer, eq 1's matrices by name (see :meth:`LSTMLayer.paper_weights`)."""
+        return [layer.paper_weights() for layer in self.layers]
+
+    # ------------------------------------------------------------ forward
+    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
+        name = type(self).__name__
+        if isinstance(x, torch.Tensor) and x.dtype != self.layers[0].W_x.weight.dtype:
+            raise ValueError(
+                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
+                f"{self.layers[0].W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
+            )
+        if isinstance(graph, dgl.DGLGraph) and graph.num_edges():
+            deg = graph.in_degrees()
+            if int(deg.max()) > 1:
+                node = int(deg.argmax())
+                raise ValueError(
+                    f"{name}: node {node} has {int(deg.max())} children, so the graph is not a "
+                    "chain; sequential LSTMs run on chain graphs (word i -> word i+1, tree kind "
+                    "'chain'); use the chain trees, or a tree cell (childsum, nary) for trees"
+                )
+        super().check_input(graph, x, edge_fields=(), **tree_kw)
+
+    def _direction(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[list, list]:
+        hs, cs = [], []
+        inp = x
+        for layer in self.layers:
+            h, c = layer.propagate(graph, inp)  # (N, h) each
+            hs.append(h)
+            cs.append(c)
+            inp = h  # layer l+1 reads layer l's h (same direction)
+        if not self.concat_layers:
+            hs, cs = hs[-1:], cs[-1:]
+        return hs, cs
+
+    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run the LSTM(s) over the chain(s) of ``graph``; ``(h, c)`` each (N, out_size)."""
+        self.check_input(graph, x)
+        hs, cs = self._direction(graph, x)
+        if self.bidirectional:
+            # a new graph with the edges flipped (t+1 -> t); the caller's graph is untouched
+            rev = dgl.reverse(graph, copy_ndata=True, copy_edata=True)
+            hb, cb = self._direction(rev, x)
+            hs, cs = hs + hb, cs + cb
+        return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
+
+    def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        """Tai's sentence representation, (batch, out_size): the forward output at the last
+        word (the root) and, for bidirectional models, the backward output at the first word
+        (the chain's only leaf), i.e. each direction's final state."""
+        roots = G.batch_roots(graph)  # (B,) last words
+        if not self.bidirectional:
+            return h[roots]
+        leaves, graph_of = G.batch_leaves(graph)  # first words
+        if leaves.numel() != graph.batch_size:
+            raise ValueError("sentence_vector: every graph must be a chain with one first word")
+        first = leaves[torch.argsort(graph_of, stable=True)]
+        half = h.shape[-1] // 2
+        return torch.cat([h[roots, :half], h[first, half:]], dim=-1)
+
+    def extra_repr(self) -> str:
+        return (f"{super().extra_repr()}, num_layers={self.num_layers}, "
+                f"bidirectional={self.bidirectional}, concat_layers={self.concat_layers}")
+
+
+def _factory(kind: str):
+    layers, bidir = KINDS[kind]
+
+    def build(x_size: int, h_size: int, **kwargs) -> SequentialLSTM:
+        for key, want in (("num_layers", layers), ("bidirectional", bidir)):
+            if key in kwargs and kwargs.pop(key) != want:
+                raise ValueError(f"cell {kind!r} has {key}={want}; use the registry name "
+                                 f"of the variant you want ({', '.join(KINDS)})")
+        return SequentialLSTM(x_size, h_size, num_layers=layers, bidirectional=bidir, **kwargs)
+
+    build.__name__ = f"build_{kind}"
+    build.__doc__ = (f"SequentialLSTM(num_layers={layers}, bidirectional={bidir}) "
+                     "(Tai et al. 2015, Table 1).")
+    return build
+
+
+for _kind in KINDS:
+    cells.register(_kind)(_factory(_kind))
+
+
+# ---------------------------------------------------------------- parameter budgets
+#: Kinds :func:`num_params` knows: the sequential baselines, Child-Sum and N-ary.
+BUDGET_KINDS = (*KINDS, "childsum", "nary")
+
+
+def num_params(
+    kind: str, x_size: int, h_size: int, *, counting: str = "module", n_ary: int = 2,
+    tie_forget: bool = False, output_gate: bool = True,
+) -> int:
+    """Parameter count of a cell ("composition function" parameters: no embeddings, no
+    classifier), in one of two countings.
+
+    ``counting="module"``: this package's modules (equals ``sum(p.numel())`` of the cell;
+    one bias per gate). ``childsum`` / ``lstm`` / ``bilstm``: ``4h(x + h + 1)``; 2 layers add
+    ``4h(2h + 1)``; ``nary``: ``4h(x + 1) + 3N h² + N² h²`` (tied: ``(N + 1) h²`` forget
+    matrices).
+
+    ``counting="tai"``: the authors' Torch code, which reproduces every number of Tai Table 1:
+    every gate has a ``W`` and a ``U`` layer, each with a bias, so an LSTM / Child-Sum layer
+    is ``G h(in + h + 2)`` with ``G = 4`` gates (``3`` with ``output_gate=False``: the
+    relatedness models have no output gate, ``h = tanh(c)``); the binary (N-ary)
+    constituency cell has a composer of ``(G - 1 + N)`` gates, each ``N`` biased ``h x h``
+    layers, and a separate leaf module ``c = W_c x + b`` (and ``o = σ(W_o x + b)`` if gated),
+    i.e. no input or forget gate at the leaves.
+    """
+    if kind not in BUDGET_KINDS:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {BUDGET_KINDS}")
+    if counting not in ("module", "tai"):
+        raise ValueError(f"counting must be 'module' or 'tai', got {counting!r}")
+    x, h, n = int(x_size), int(h_size), int(n_ary)
+    layers = KINDS[kind][0] if kind in KINDS else 1
+    if counting == "module":
+        if not output_gate:
+            raise ValueError("this package's cells always have an output gate; "
+                             "output_gate=False exists only for counting='tai'")
+        if kind == "nary":
+            forget = (n + 1) * h * h if tie_forget else n * n * h * h
+            return 4 * h * (x + 1) + 3 * n * h * h + forget
+        return 4 * h * (x + h + 1) + (layers - 1) * 4 * h * (2 * h + 1)
+    if tie_forget:
+        raise ValueError("the authors' code has no tied forget gates; use counting='module'")
+    gates = 4 if output_gate else 3
+    if kind == "nary":
+        composer = (gates - 1 + n) * n * h * (h + 1)
+        leaf = (2 if output_gate else 1) * h * (x + 1)
+        return composer + leaf
+    return gates * h * (x + h + 2) + (layers - 1) * gates * h * (2 * h + 2)
+
+
+def hidden_size_for_budget(
+    kind: str, x_size: int, budget: int, *, counting: str = "module", **kw,
+) -> int:
+    """The hidden size whose :func:`num_params` matches ``budget``: the smallest ``h`` with
+    ``num_params(kind, x_size, h) >= budget``.
+
+    That is the rule behind Tai Table 1: with ``counting="tai"`` and the Dependency
+    Tree-LSTM's budget it gives 168 (LSTM, bidirectional), 120 (2-layer, 2-layer
+    bidirectional) and 150 (constituency) on sentiment, and with ``output_gate=False``
+    150 / 108 / 142 on relatedness (nearest-count would pick 119 for SST's 2-layer model).
+    ``kw`` goes to :func:`num_params` (``n_ary``, ``tie_forget``, ``output_gate``).
+    """
+    if int(budget) <= 0:
+        raise ValueError(f"budget must be positive, got {budget}")
+    lo, hi = 1, 1
+    while num_params(kind, x_size, hi, counting=counting, **kw) < budget:
+        hi *= 2
+    while lo < hi:  # counts grow strictly with h: binary search the first h >= budget
+        mid = (lo + hi) // 2
+        if num_params(kind, x_size, mid, counting=counting, **kw) >= budget:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo

@@ -1,0 +1,253 @@
+r"""Top-down Tree-LSTM over head lexicons (Teng & Zhang 2017, §4.3, eqs 14-15).
+
+Information flows from the root to the leaves: "the path from the root of a tree down to
+any node forms a sequential LSTM" (§4.3). Node ``t`` has exactly one predecessor, its
+parent (``t-1``); ``N ∈ {L, R}`` is ``t``'s side under that parent (``edata["pos"]`` 0 / 1
+of ``t``'s edge) and selects the parameter set ``U_N``. ``x_t`` is the node's **head
+lexicon** (§4.1, eqs 9-10; a leaf's is its word vector)::
+
+    i_t = σ(W_xi^N x_t + W_hi^N h_{t-1} + W_ci^N c_{t-1} + b_i^N)        (eq 15)
+    f_t = σ(W_xf^N x_t + W_hf^N h_{t-1} + W_cf^N c_{t-1} + b_f^N)        (eq 15)
+    g_t = tanh(W_xg^N x_t + W_hg^N h_{t-1} + b_g^N)                       (eq 14)
+    c_t = f_t ⊙ c_{t-1} + i_t ⊙ g_t                                       (eq 14)
+    o_t = σ(W_xo^N x_t + W_ho^N h_{t-1} + W_co^N c_t + b_o^N)             (eq 15)
+    h_t = o_t ⊙ tanh(c_t)                                                 (eq 14 / eq 1)
+
+Peepholes: ``i`` and ``f`` peep at the parent's cell ``c_{t-1}``, ``o`` at the node's own
+new cell ``c_t``; ``g`` has none (eqs 14-15). Eq 14 as printed reads ``h_t = o_t ⊙
+tanh(c_{t-1})`` and ``g_t = tanh(W_xg x_{t-1} + ...)``; the text says the step "follows
+the sequential LSTM model" (eqs 1, 3: ``tanh(c_t)``, ``x_t``) and the authors' released
+code uses ``c_t`` and the node's own ``x_t``, so we read both subscripts as typos.
+
+**The root** is "seeded from the head lexicon" (§4.3, last paragraph): it has no
+predecessor (``h_{t-1} = c_{t-1} = 0``) and its input is the root's head lexicon, computed
+with the left parameter set (the authors' code: "root node as left").
+
+**Parameter sharing** (``tie_input``). Eq 15 lists ``W_x*^N`` and ``b_*^N`` per side. Teng
+Table 5's counts and the authors' code share the input matrices and the biases between
+``U_L`` and ``U_R`` (only the ``h``/``c`` matrices are per side): ``tie_input=True``
+(default, reproduces Table 5: ``14h² + 4hx + 4h``). ``tie_input=False`` gives eq 15 with
+fully separate sets (``14h² + 8hx + 8h``). Either way ``W_co^N`` is per side as in eq 15
+(the authors' code allocates ``W_co^R`` but uses ``W_co^L`` for both sides; same count).
+
+**Parameters** (public names): ``W_x`` ``(S, 4h, x)`` rows ``[W_xi; W_xf; W_xg; W_xo]``,
+``b`` ``(S, 4h)``, ``S = 1`` (tied) or 2 (``[L, R]``); ``U_h`` ``(4h, 2h)``: row blocks
+``i, f, g, o``, column blocks ``[L | R]``; ``U_c`` ``(2h, 2h)``: row blocks ``i, f``, column
+blocks ``[L | R]``; ``W_co`` ``(2, h, h)`` = ``[W_co^L, W_co^R]``; with ``head`` set, the
+head lexicon's ``W_z, b_z`` (see :class:`~gnn_treelstm.cells.lexicalized.HeadLexicon`).
+
+**Interface.** ``forward(graph, x, heads=None) -> (h, c)``, each (N, h_size).
+``heads`` (N, x_size) are the head lexicons; when omitted, the cell computes them with its
+own bottom-up :class:`HeadLexicon` (``head="gate"`` by default; ``head=None`` builds a
+cell without one, which then requires ``heads`` — that is how the bidirectional cell shares
+the bottom-up cell's lexicon).
+
+**Propagation** (``engine="dgl"``). ``dgl.prop_nodes_topo`` over ``dgl.reverse(graph)``
+(edge fields copied; the caller's graph is untouched), so edges point parent -> child and
+the root comes first. All input terms ``W_x^N x_t + b^N`` are one matrix product before
+propagation (:func:`topdown_input_terms`); the parent's ``[h ; c]`` is placed in the slot of
+the child's side (built-in ``u_mul_e`` with a one-hot of ``pos``; built-in ``sum``) so one
+matrix product with ``[W^L | W^R]`` applies the side's weights
+(:func:`topdown_node_update`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import dgl
+import dgl.function as fn
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .. import graph as G
+from . import cells
+from .base import TreeCell
+from .lexicalized import HEAD_MODES, HeadLexicon, glorot_, position_slots
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["TopDownTreeLSTM", "node_sides", "topdown_input_terms", "topdown_node_update"]
+
+
+# ---------------------------------------------------------------- plain-tensor math
+def node_sides(graph: dgl.DGLGraph) -> torch.Tensor:
+    """Side ``N`` of every node under its parent (child ``pos``: 0 = L, 1 = R); roots get
+    0 (the root uses the left set). Works on the bottom-up (child -> parent) graph. (N,)"""
+    side = torch.zeros(graph.num_nodes(), dtype=torch.int64, device=graph.device)
+    if graph.num_edges():
+        src, _ = graph.edges()
+        side[src.long()] = graph.edata[G.POS].long()
+    return side
+
+
+def topdown_input_terms(
+    heads: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, side: torch.Tensor,
+) -> torch.Tensor:
+    """``W_x*^N x_t + b_*^N`` for all nodes in one matrix product (eqs 14-15 input terms).
+
+    ``heads`` (N, x); ``W_x`` (S, 4h, x); ``b`` (S, 4h); ``side`` (N,). Returns (N, 4h) in
+    gate order ``i, f, g, o``; with ``S = 2`` each node takes its side's rows.
+    """
+    S, G4 = W_x.shape[0], W_x.shape[1]
+    wx = F.linear(heads, W_x.reshape(S * G4, -1), b.reshape(-1))  # (N, S*4h)
+    if S == 1:
+        return wx
+    wx = wx.view(-1, S, G4)  # (N, S, 4h)
+    return wx.gather(1, side.view(-1, 1, 1).expand(-1, 1, G4)).squeeze(1)  # (N, 4h)
+
+
+def topdown_node_update(
+    x_terms: torch.Tensor, parent: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
+    W_co: torch.Tensor, side: torch.Tensor,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """One top-down step for n nodes (Teng eqs 14-15).
+
+    ``x_terms`` (n, 4h) from :func:`topdown_input_terms`; ``parent`` (n, 2, 2h): the
+    parent's ``[h_{t-1} ; c_{t-1}]`` in the slot of the node's side, zeros in the other
+    slot (and both for the root); ``U_h`` (4h, 2h), ``U_c`` (2h, 2h), ``W_co`` (2, h, h);
+    ``side`` (n,). Returns ``(h_t, c_t)``, (n, h) each.
+    """
+    n, h = parent.shape[0], parent.shape[-1] // 2
+    hs = parent[..., :h].reshape(n, 2 * h)  # (n, 2h): [h_{t-1}, 0] or [0, h_{t-1}]
+    cs = parent[..., h:].reshape(n, 2 * h)  # (n, 2h)
+    rec_h = F.linear(hs, U_h)  # (n, 4h): W_h*^N h_{t-1} for i, f, g, o
+    rec_c = F.linear(cs, U_c)  # (n, 2h): W_c*^N c_{t-1} for i, f
+    pre = x_terms + torch.cat([rec_h[:, : 2 * h] + rec_c, rec_h[:, 2 * h:]], dim=-1)
+    pi, pf, pg, po = torch.split(pre, h, dim=-1)  # 4 x (n, h)
+    c_prev = parent[:, 0, h:] + parent[:, 1, h:]  # (n, h): c_{t-1} (one slot is zero)
+    c = torch.sigmoid(pf) * c_prev + torch.sigmoid(pi) * torch.tanh(pg)  # eq 14 (i, f: 15)
+    peep = torch.einsum("nk,sjk->nsj", c, W_co)  # (n, 2, h): W_co^L c_t, W_co^R c_t
+    peep = peep.gather(1, side.view(-1, 1, 1).expand(-1, 1, h)).squeeze(1)  # (n, h)
+    o = torch.sigmoid(po + peep)  # eq 15
+    return o * torch.tanh(c), c  # eq 14 (read as eq 1)
+
+
+# ---------------------------------------------------------------- module
+class TopDownTreeLSTM(TreeCell):
+    """Teng & Zhang's top-down Tree-LSTM (eqs 14-15) over head lexicons (eqs 9-10).
+
+    Args:
+        x_size: word vector size (= head lexicon size).
+        h_size: hidden / memory size.
+        head: head lexicalization of the cell's own bottom-up head propagation, one of
+            ``gate | left | right | average``, or ``None`` for no own head lexicon
+            (then ``forward`` requires ``heads``).
+        tie_input: share ``W_x*`` and ``b_*`` between ``U_L`` and ``U_R`` (Table 5 /
+            authors' code, default) or keep them per side (eq 15 as printed).
+        engine: ``"dgl"`` (prop_nodes_topo); ``"level"`` is not implemented yet.
+    """
+
+    max_children = 2
+    uses_relations = False
+    tree_kinds = ("constituency",)
+
+    def __init__(
+        self, x_size: int, h_size: int, *, head: str | None = "gate", tie_input: bool = True,
+        engine: str = "dgl",
+    ) -> None:
+        super().__init__(x_size, h_size, engine=engine)
+        if engine != "dgl":
+            raise NotImplementedError(
+                f"TopDownTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+            )
+        if head is not None and head not in HEAD_MODES:
+            raise ValueError(f"unknown head mode {head!r}; choose one of {HEAD_MODES} or None")
+        self.head_mode = head
+        self.tie_input = bool(tie_input)
+        h, x = self.h_size, self.x_size
+        S = 1 if self.tie_input else 2
+        self.W_x = nn.Parameter(torch.empty(S, 4 * h, x))
+        self.b = nn.Parameter(torch.empty(S, 4 * h))
+        self.U_h = nn.Parameter(torch.empty(4 * h, 2 * h))
+        self.U_c = nn.Parameter(torch.empty(2 * h, 2 * h))
+        self.W_co = nn.Parameter(torch.empty(2, h, h))
+        self.head_lexicon_module = HeadLexicon(x, head) if head is not None else None
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        """Glorot-uniform for every paper matrix separately (DyNet default), biases zero."""
+        h, x = self.h_size, self.x_size
+        for s in range(self.W_x.shape[0]):
+            for k in range(4):
+                glorot_(self.W_x.data[s, k * h:(k + 1) * h], h, x)
+        for mat in (self.U_h, self.U_c):
+            for r in range(mat.shape[0] // h):
+                for s in range(2):
+                    glorot_(mat.data[r * h:(r + 1) * h, s * h:(s + 1) * h], h, h)
+        for s in range(2):
+            glorot_(self.W_co.data[s], h, h)
+        nn.init.zeros_(self.b)
+        if self.head_lexicon_module is not None:
+            self.head_lexicon_module.reset_parameters()
+
+    # ------------------------------------------------------------ plain-tensor API
+    def input_terms(self, heads: torch.Tensor, side: torch.Tensor) -> torch.Tensor:
+        """(N, x) -> (N, 4h), see :func:`topdown_input_terms`."""
+        return topdown_input_terms(heads, self.W_x, self.b, side)
+
+    def node_update(
+        self, x_terms: torch.Tensor, parent: torch.Tensor, side: torch.Tensor,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Eqs 14-15 from the parent's slotted state (n, 2, 2h)."""
+        return topdown_node_update(x_terms, parent, self.U_h, self.U_c, self.W_co, side)
+
+    # ------------------------------------------------------------ forward
+    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
+            raise ValueError(f"{type(self).__name__}: x must be a float tensor")
+        super().check_input(graph, x, max_children=self.max_children, **tree_kw)
+
+    def check_heads(self, graph: dgl.DGLGraph, heads: torch.Tensor | None) -> None:
+        if heads is None:
+            if self.head_lexicon_module is None:
+                raise ValueError(
+                    "TopDownTreeLSTM(head=None) has no head lexicon of its own: pass "
+                    "heads=<(num_nodes, x_size) head lexicons>, or build it with head='gate'"
+                )
+            return
+        if heads.dim() != 2 or heads.shape != (graph.num_nodes(), self.x_size):
+            raise ValueError(
+                f"TopDownTreeLSTM: heads has shape {tuple(heads.shape)} but must be "
+                f"(num_nodes={graph.num_nodes()}, x_size={self.x_size})"
+            )
+
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None = None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-down states ``(h, c)``, each (N, h_size)."""
+        self.check_input(graph, x)
+        self.check_heads(graph, heads)
+        return self._propagate(graph, x, heads)
+
+    def _propagate(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        h = self.h_size
+        if heads is None:
+            heads = self.head_lexicon_module(graph, x)  # (N, x), eqs 9-10
+        side = node_sides(graph)  # (N,)
+        x_terms = self.input_terms(heads, side)  # (N, 4h), one matmul for all nodes
+        rg = dgl.reverse(graph, copy_ndata=False, copy_edata=True)  # parent -> child
+        rg.ndata["xt"] = x_terms
+        rg.ndata["side"] = side
+        rg.ndata["hc"] = x.new_zeros(graph.num_nodes(), 1, 2 * h)  # (N, 1, 2h)
+        rg.edata["slot"] = position_slots(rg, x)  # (E, 2, 1): the child's side
+
+        def apply(nodes):  # eqs 14-15 (root: the parent slots are zeros)
+            hj, cj = self.node_update(nodes.data["xt"], nodes.data["par"], nodes.data["side"])
+            return {"hc": torch.cat([hj, cj], dim=-1).unsqueeze(1)}
+
+        # message: parent's [h ; c] in the slot of the child's side (built-in u_mul_e);
+        # built-in sum -> (N, 2, 2h) (one non-zero slot; zeros for the root)
+        dgl.prop_nodes_topo(rg, fn.u_mul_e("hc", "slot", "m"), fn.sum("m", "par"),
+                            apply_node_func=apply)
+        hc = rg.ndata["hc"][:, 0]  # (N, 2h)
+        return hc[:, :h], hc[:, h:]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, head={self.head_mode!r}, tie_input={self.tie_input}"
+
+
+cells.register("topdown")(TopDownTreeLSTM)

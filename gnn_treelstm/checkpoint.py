@@ -1,0 +1,136 @@
+"""Checkpoints that rebuild a model on their own.
+
+A checkpoint is one ``torch.save`` file holding a plain dictionary::
+
+    format        CHECKPOINT_FORMAT
+    model_config  ModelConfig as a dict (rebuilds the architecture)
+    state_dict    the weights
+    vocab         the word list (id = index, 0 = "<unk>"), as DIR/vocab.json
+    relations     the relation names of the tree kind (id = index)
+    label_names   class names (None for relatedness)
+    run_config    the training run's resolved configuration (a dict)
+    meta          free-form: epoch, dev metrics, data set meta.json, ...
+
+It is written to a temporary file in the same directory and renamed over the target
+(:func:`os.replace`), so a crash never leaves a half-written checkpoint.
+:func:`load_model` rebuilds the model from the file alone.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from .model import ModelConfig, TreeLSTMModel
+from .vocab import Vocab
+
+__all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "save_checkpoint", "load_checkpoint",
+           "load_model"]
+
+CHECKPOINT_FORMAT = 1
+
+
+@dataclass
+class Checkpoint:
+    """A loaded checkpoint: the rebuilt model plus everything saved with it."""
+
+    model: TreeLSTMModel
+    vocab: Vocab
+    relations: list[str]
+    label_names: list[str] | None
+    run_config: dict[str, Any] = field(default_factory=dict)
+    meta: dict[str, Any] = field(default_factory=dict)
+    path: Path | None = None
+
+
+def save_checkpoint(
+    path: str | os.PathLike,
+    model: TreeLSTMModel,
+    *,
+    vocab: Vocab | list[str],
+    relations: list[str] | None = None,
+    label_names: list[str] | None = None,
+    run_config: dict[str, Any] | None = None,
+    meta: dict[str, Any] | None = None,
+) -> Path:
+    """Write ``model`` and its context to ``path`` atomically; returns the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    itos = list(vocab.itos) if isinstance(vocab, Vocab) else list(vocab)
+    if len(itos) != model.config.vocab_size:
+        raise ValueError(
+            f"vocabulary has {len(itos)} words but the model's embedding has "
+            f"{model.config.vocab_size} rows"
+        )
+    state = {k: v.detach().cpu() for k, v in model.state_dict().items()}
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "model_config": model.config.to_dict(),
+        "state_dict": state,
+        "vocab": itos,
+        "relations": list(relations or []),
+        "label_names": None if label_names is None else list(label_names),
+        "run_config": dict(run_config or {}),
+        "meta": dict(meta or {}),
+    }
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(payload, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
+    """The raw dictionary of a checkpoint file (see the module docstring)."""
+    path = Path(path)
+    if not path.is_file():
+        hint = ""
+        if path.is_dir():
+            hint = f"; did you mean {path / 'best.pt'}?"
+        raise FileNotFoundError(f"checkpoint not found: {path}{hint}")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:
+        raise ValueError(f"{path}: not a readable checkpoint ({exc})") from exc
+    if not isinstance(payload, dict) or "model_config" not in payload:
+        raise ValueError(f"{path}: not a gnn_treelstm checkpoint (no model_config)")
+    if payload.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"{path}: checkpoint format {payload.get('format')!r}, this version reads "
+            f"{CHECKPOINT_FORMAT}"
+        )
+    return payload
+
+
+def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
+               engine: str | None = None) -> Checkpoint:
+    """Rebuild the model of a checkpoint (in eval mode) from the file alone.
+
+    ``engine`` overrides the propagation engine the model was trained with.
+    """
+    payload = load_checkpoint(path)
+    config = ModelConfig.from_dict(payload["model_config"])
+    if engine is not None:
+        config.engine = engine
+    model = TreeLSTMModel(config)
+    model.load_state_dict(payload["state_dict"])
+    model.to(device).eval()
+    vocab = Vocab(unk_token=payload["vocab"][0])
+    vocab.update(payload["vocab"][1:])
+    return Checkpoint(
+        model=model, vocab=vocab, relations=list(payload.get("relations") or []),
+        label_names=payload.get("label_names"), run_config=payload.get("run_config") or {},
+        meta=payload.get("meta") or {}, path=Path(path),
+    )

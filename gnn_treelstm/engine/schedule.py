@@ -1,0 +1,284 @@
+"""Level schedules: the propagation order of a (batched) tree graph, computed once per batch.
+
+``dgl.prop_nodes_topo`` recomputes the topological frontiers on every call and, with
+Python reduce functions, buckets every frontier by in-degree. A :class:`LevelSchedule`
+computes the frontiers once, on the CPU (typically in the data loader's collate
+function), as a handful of flat index tensors that any cell's level kernel can slice.
+
+Two directions:
+
+* ``up`` (bottom-up, the frontiers of ``prop_nodes_topo``): level 0 holds every leaf, a
+  parent sits one level above its highest child (its *height*). The sources of a node
+  are its children.
+* ``down`` (top-down, for the cells of Teng & Zhang §4.3): level 0 holds the roots, a
+  child sits one level below its parent (its *depth*). The single source of a node is
+  its parent.
+
+Layout of one direction (:class:`Levels`; ``N`` nodes, ``E`` edges, ``L`` levels):
+
+* ``order`` (N,): node ids sorted by level (then id). Kernels keep their state buffers in
+  this *schedule order*, so the nodes of level ``l`` are the contiguous rows
+  ``node_offsets[l]:node_offsets[l + 1]`` and each level is written with one slice copy.
+* ``rank`` (N,): the inverse permutation, node id -> row in schedule order.
+* Edges sorted by (level of the computed node, its row, child position):
+  ``edge_src`` (E,) the row (schedule order) of the node whose state is read;
+  ``edge_dst`` (E,) the row of the node computed; ``edge_seg`` (E,) the index of the
+  computed node *within its level* (segment ids for ``index_add_`` / scatter-sum);
+  ``edge_rel``/``edge_pos`` the edge's ``edata['rel']``/``edata['pos']`` (0 when absent);
+  ``edge_id`` the original edge id. The edges of level ``l`` are
+  ``edge_offsets[l]:edge_offsets[l + 1]``.
+* ``slots`` (N, W) int64 and ``slot_mask`` (N, W) bool: per node (schedule order) the rows
+  of its sources placed by child position (column ``pos``; ``W`` = largest position + 1,
+  at least 1), padding = ``N`` so that a buffer with one extra zero row at the end gathers
+  zeros for missing children. For ``down``, ``W`` is 1 (the parent).
+
+Offsets are host-side Python ints: slicing a level never synchronises with a device.
+Nothing here assumes binary trees, a maximum depth or a batch composition.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields, replace
+
+import dgl
+import numpy as np
+import torch
+
+from .. import graph as G
+
+__all__ = ["Levels", "LevelSchedule", "heights", "depths"]
+
+
+def _parents(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
+    """Parent of every node (-1 for roots); raises if a node has two parents."""
+    if len(src) and np.bincount(src, minlength=n).max() > 1:
+        bad = int(np.flatnonzero(np.bincount(src, minlength=n) > 1)[0])
+        raise ValueError(
+            f"LevelSchedule: node {bad} has more than one parent; the graph is not a forest of "
+            "trees with edges pointing child -> parent"
+        )
+    par = np.full(n, -1, dtype=np.int64)
+    par[src] = dst
+    return par
+
+
+def depths(par: np.ndarray) -> np.ndarray:
+    """Distance of every node to its root, by pointer doubling (O(log depth) passes)."""
+    n = len(par)
+    idx = np.arange(n, dtype=np.int64)
+    has = par >= 0
+    if (par == idx).any():
+        raise ValueError(
+            f"LevelSchedule: node {int(np.flatnonzero(par == idx)[0])} is its own parent "
+            "(self-loop); tree graphs must be acyclic with edges pointing child -> parent"
+        )
+    anc = np.where(has, par, idx)
+    depth = has.astype(np.int64)
+    # After k passes, anc is the 2^k-th ancestor (clamped at the root) and depth counts
+    # the steps taken; a root's anc is itself and contributes 0.
+    for _ in range(max(1, int(n).bit_length()) + 1):
+        nxt = anc[anc]
+        if np.array_equal(nxt, anc):
+            break
+        depth = depth + depth[anc]
+        anc = nxt
+    if n and (par[anc] >= 0).any():
+        raise ValueError(
+            "LevelSchedule: the graph has a cycle (some node never reaches a root); tree "
+            "graphs must be acyclic with edges pointing child -> parent"
+        )
+    return depth
+
+
+def heights(par: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """Height of every node (leaves 0, parent = 1 + max over its children).
+
+    One vectorised pass per depth, deepest first (a node's height is final once all nodes
+    below it have been visited).
+    """
+    n = len(par)
+    height = np.zeros(n, dtype=np.int64)
+    if n == 0:
+        return height
+    by_depth = np.argsort(-depth, kind="stable")
+    d_sorted = depth[by_depth]
+    max_d = int(d_sorted[0]) if n else 0
+    # boundaries of each depth in by_depth (descending depth)
+    bounds = np.searchsorted(-d_sorted, -np.arange(max_d, 0, -1), side="left")
+    ends = np.searchsorted(-d_sorted, -np.arange(max_d, 0, -1), side="right")
+    for lo, hi in zip(bounds, ends):
+        v = by_depth[lo:hi]
+        np.maximum.at(height, par[v], height[v] + 1)
+    return height
+
+
+@dataclass
+class Levels:
+    """One direction of a :class:`LevelSchedule` (see the module docstring for the layout)."""
+
+    direction: str
+    num_nodes: int
+    node_offsets: list[int]
+    edge_offsets: list[int]
+    order: torch.Tensor
+    rank: torch.Tensor
+    edge_src: torch.Tensor
+    edge_dst: torch.Tensor
+    edge_seg: torch.Tensor
+    edge_rel: torch.Tensor
+    edge_pos: torch.Tensor
+    edge_id: torch.Tensor
+    slots: torch.Tensor
+    slot_mask: torch.Tensor
+
+    @property
+    def num_levels(self) -> int:
+        return len(self.node_offsets) - 1
+
+    @property
+    def width(self) -> int:
+        """Columns of :attr:`slots` (largest child position + 1; 1 for ``down``)."""
+        return int(self.slots.shape[1])
+
+    @property
+    def device(self) -> torch.device:
+        return self.order.device
+
+    def level_nodes(self, level: int) -> tuple[int, int]:
+        """Rows ``[lo, hi)`` (schedule order) of the nodes of ``level``."""
+        return self.node_offsets[level], self.node_offsets[level + 1]
+
+    def level_edges(self, level: int) -> tuple[int, int]:
+        """Positions ``[lo, hi)`` in the edge arrays of the edges into ``level``."""
+        return self.edge_offsets[level], self.edge_offsets[level + 1]
+
+    def to(self, device: torch.device | str, non_blocking: bool = True) -> Levels:
+        """A copy whose index tensors live on ``device`` (offsets stay host ints)."""
+        moved = {
+            f.name: getattr(self, f.name).to(device, non_blocking=non_blocking)
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), torch.Tensor)
+        }
+        return replace(self, **moved)
+
+    def pin_memory(self) -> Levels:
+        moved = {
+            f.name: getattr(self, f.name).pin_memory()
+            for f in fields(self)
+            if isinstance(getattr(self, f.name), torch.Tensor)
+        }
+        return replace(self, **moved)
+
+
+def _build_levels(
+    direction: str,
+    n: int,
+    level: np.ndarray,
+    read: np.ndarray,
+    comp: np.ndarray,
+    rel: np.ndarray,
+    pos: np.ndarray,
+    eid: np.ndarray,
+) -> Levels:
+    """Sort nodes by ``level`` and the edges ``read -> comp`` by (row of comp, pos)."""
+    order = np.argsort(level, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n, dtype=np.int64)
+    num_levels = int(level.max()) + 1 if n else 0
+    node_offsets = np.zeros(num_levels + 1, dtype=np.int64)
+    np.cumsum(np.bincount(level, minlength=num_levels), out=node_offsets[1:])
+    comp_r = rank[comp]
+    eorder = np.lexsort((pos, comp_r))
+    e_dst = comp_r[eorder]
+    e_src = rank[read][eorder]
+    e_pos = pos[eorder]
+    e_level = level[comp][eorder]
+    edge_offsets = np.searchsorted(e_level, np.arange(num_levels + 1), side="left")
+    e_seg = e_dst - node_offsets[e_level]
+    width = (int(e_pos.max()) + 1) if len(e_pos) and direction == "up" else 1
+    slots = np.full((n, width), n, dtype=np.int64)
+    slots[e_dst, e_pos if direction == "up" else 0] = e_src
+    t = torch.from_numpy
+    return Levels(
+        direction=direction,
+        num_nodes=n,
+        node_offsets=node_offsets.tolist(),
+        edge_offsets=edge_offsets.tolist(),
+        order=t(order),
+        rank=t(rank),
+        edge_src=t(e_src),
+        edge_dst=t(e_dst),
+        edge_seg=t(e_seg),
+        edge_rel=t(rel[eorder]),
+        edge_pos=t(e_pos),
+        edge_id=t(eid[eorder]),
+        slots=t(slots),
+        slot_mask=t(slots != n),
+    )
+
+
+@dataclass
+class LevelSchedule:
+    """Bottom-up (``up``) and optionally top-down (``down``) levels of a batched forest.
+
+    Build it once per batch with :meth:`from_graph` on the CPU, move it with :meth:`to`.
+    """
+
+    num_nodes: int
+    batch_size: int
+    up: Levels
+    down: Levels | None = None
+
+    @classmethod
+    def from_graph(cls, graph: dgl.DGLGraph, *, top_down: bool = True) -> LevelSchedule:
+        """Compute the schedule of ``graph`` (edges child -> parent, one parent per node).
+
+        Raises:
+            ValueError: a node with two parents or a cycle.
+        """
+        n = graph.num_nodes()
+        src_t, dst_t = graph.edges()
+        src = src_t.cpu().numpy().astype(np.int64, copy=False)
+        dst = dst_t.cpu().numpy().astype(np.int64, copy=False)
+        e = len(src)
+        zeros = np.zeros(e, dtype=np.int64)
+        rel = graph.edata[G.REL].cpu().numpy() if e and G.REL in graph.edata else zeros
+        pos = graph.edata[G.POS].cpu().numpy() if e and G.POS in graph.edata else zeros
+        rel = rel.astype(np.int64, copy=False)
+        pos = pos.astype(np.int64, copy=False)
+        if e and pos.min() < 0:
+            raise ValueError("LevelSchedule: negative child position in edata['pos']")
+        eid = np.arange(e, dtype=np.int64)
+        par = _parents(src, dst, n)
+        depth = depths(par)
+        up = _build_levels("up", n, heights(par, depth), src, dst, rel, pos, eid)
+        down = _build_levels("down", n, depth, dst, src, rel, pos, eid) if top_down else None
+        return cls(num_nodes=n, batch_size=int(graph.batch_size), up=up, down=down)
+
+    @property
+    def device(self) -> torch.device:
+        return self.up.device
+
+    def to(self, device: torch.device | str, non_blocking: bool = True) -> LevelSchedule:
+        """Move the index tensors (only) to ``device``; offsets stay host-side ints."""
+        return replace(
+            self,
+            up=self.up.to(device, non_blocking),
+            down=None if self.down is None else self.down.to(device, non_blocking),
+        )
+
+    def pin_memory(self) -> LevelSchedule:
+        """Pinned copy (for ``DataLoader(pin_memory=True)`` and asynchronous copies)."""
+        return replace(
+            self,
+            up=self.up.pin_memory(),
+            down=None if self.down is None else self.down.pin_memory(),
+        )
+
+    def require_down(self) -> Levels:
+        if self.down is None:
+            raise ValueError(
+                "this cell runs top-down but the schedule was built with top_down=False; "
+                "build it with LevelSchedule.from_graph(graph, top_down=True)"
+            )
+        return self.down

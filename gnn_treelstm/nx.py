@@ -1,0 +1,277 @@
+"""networkx bridge and tree drawing for sentence graphs (schema of :mod:`gnn_treelstm.graph`).
+
+* :func:`to_networkx` turns one sentence graph (or graph ``index`` of a batch) into a
+  ``networkx.DiGraph`` whose edges keep the DGL direction (child -> parent) and whose
+  nodes and edges carry the schema fields under readable names.
+* :func:`tree_layout` computes a tidy top-down layout: the root at the top, every leaf on
+  the bottom row in sentence order (children ordered by ``pos``), each parent centred over
+  its first and last child. No graphviz is needed.
+* :func:`draw_tree` writes a PNG of one tree with matplotlib's Agg canvas (a bare
+  ``Figure``, no pyplot, so the caller's backend is untouched).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dgl
+import networkx as nx
+
+from . import _dgl_compat  # noqa: F401  (the package __init__ ran it before dgl)
+from .graph import IGNORE, LABEL, LEAF, NO_WORD, POS, REL, ROOT, SPAN, WORD
+
+log = logging.getLogger(__name__)
+
+__all__ = ["to_networkx", "tree_layout", "draw_tree"]
+
+# SST's five classes, very negative .. very positive (red -> grey -> green)
+_SST_COLOURS = ["#d7301f", "#fc8d59", "#d9d9d9", "#91cf60", "#1a9850"]
+_OTHER_COLOURS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
+                  "#b3de69", "#fccde5", "#bc80bd", "#ccebc5"]
+_NO_LABEL = "#ffffff"
+
+
+def _names(vocab: Sequence[str] | Any | None) -> Sequence[str] | None:
+    if vocab is None:
+        return None
+    return vocab.itos if hasattr(vocab, "itos") else vocab
+
+
+def _single(graph: dgl.DGLGraph, index: int | None) -> dgl.DGLGraph:
+    if graph.batch_size > 1 or index is not None:
+        if index is None:
+            raise ValueError(
+                f"the graph is a batch of {graph.batch_size} graphs; pass index= to pick one"
+            )
+        if not 0 <= index < graph.batch_size:
+            raise ValueError(f"index {index} out of range for a batch of {graph.batch_size}")
+        return dgl.slice_batch(graph, index)
+    return graph
+
+
+def to_networkx(
+    graph: dgl.DGLGraph,
+    index: int | None = None,
+    *,
+    vocab: Sequence[str] | Any | None = None,
+    relations: Sequence[str] | Any | None = None,
+    label_names: Sequence[str] | None = None,
+) -> nx.DiGraph:
+    """One sentence graph as a ``networkx.DiGraph`` (edges child -> parent, as in DGL).
+
+    Args:
+        graph: a tree graph, or a batch of them together with ``index``.
+        index: which graph of a batch.
+        vocab: word strings by id (a list or an object with ``itos``); without it the
+            ``word`` attribute is the id.
+        relations: relation names by id; without it the ``relation`` attribute is the id.
+        label_names: label names by id, stored as ``label_name``.
+
+    Node attributes: ``word`` (string/id, ``None`` for a node without a word),
+    ``word_id``, ``label`` (``None`` where ``IGNORE``), ``label_name``, ``leaf``, ``root``,
+    ``span`` (tuple ``(start, end)``). Edge attributes: ``relation`` (name or id), ``rel``
+    (id), ``position``. Graph attribute ``root``: the root node.
+    """
+    g = _single(graph, index)
+    itos, rels = _names(vocab), _names(relations)
+    n = g.num_nodes()
+    nd = g.ndata
+
+    def col(key: str, default: Any) -> list:
+        if key in nd:
+            return nd[key].cpu().tolist()
+        return [default] * n
+
+    words = col(WORD, NO_WORD)
+    labels = col(LABEL, IGNORE)
+    leaf = col(LEAF, None)
+    if n and leaf[0] is None:
+        leaf = (g.in_degrees() == 0).tolist()
+    root = col(ROOT, None)
+    if n and root[0] is None:
+        root = (g.out_degrees() == 0).tolist()
+    spans = col(SPAN, (-1, -1))
+    out = nx.DiGraph()
+    for i in range(n):
+        w = words[i]
+        word = None if w == NO_WORD else (itos[w] if itos is not None and 0 <= w < len(itos)
+                                          else w)
+        lab = None if labels[i] == IGNORE else labels[i]
+        out.add_node(
+            i, word=word, word_id=w, label=lab,
+            label_name=(label_names[lab] if label_names is not None and lab is not None
+                        else None),
+            leaf=bool(leaf[i]), root=bool(root[i]), span=tuple(spans[i]),
+        )
+    src, dst = (t.cpu().tolist() for t in g.edges())
+    rel = g.edata[REL].cpu().tolist() if REL in g.edata else [0] * len(src)
+    pos = g.edata[POS].cpu().tolist() if POS in g.edata else [None] * len(src)
+    for s, d, r, p in zip(src, dst, rel, pos):
+        name = rels[r] if rels is not None and 0 <= r < len(rels) else r
+        out.add_edge(s, d, relation=name, rel=r, position=p)
+    roots = [i for i in range(n) if root[i]]
+    out.graph["root"] = roots[0] if roots else None
+    return out
+
+
+def tree_layout(
+    tree: nx.DiGraph, *, leaves_at_bottom: bool = True
+) -> dict[int, tuple[float, float]]:
+    """Tidy top-down positions ``{node: (x, y)}`` of a tree from :func:`to_networkx`.
+
+    Children are ordered by the edge ``position`` (then node id). Leaves get consecutive
+    x = 0, 1, 2, ... in that left-to-right order; a parent sits at the midpoint of its first
+    and last child. y is minus the depth (root at 0); with ``leaves_at_bottom`` every leaf
+    is put on the lowest row, as in parse-tree drawings. Since each subtree covers a
+    contiguous run of leaves, no two nodes of a row collide.
+    """
+    if tree.number_of_nodes() == 0:
+        return {}
+    root = tree.graph.get("root")
+    if root is None:
+        roots = [v for v in tree.nodes if tree.out_degree(v) == 0]
+        if len(roots) != 1:
+            raise ValueError(f"expected a tree with one root, found {len(roots)} roots")
+        root = roots[0]
+    children: dict[int, list[int]] = {}
+    for v in tree.nodes:
+        kids = list(tree.predecessors(v))
+        kids.sort(key=lambda c: (tree.edges[c, v].get("position") or 0, c))
+        children[v] = kids
+    depth = {root: 0}
+    order: list[int] = []  # pre-order
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        for c in reversed(children[v]):
+            depth[c] = depth[v] + 1
+            stack.append(c)
+    if len(order) != tree.number_of_nodes():
+        raise ValueError("the graph is not a single tree (some nodes are not below the root)")
+    x: dict[int, float] = {}
+    next_leaf = 0
+    for v in order:
+        if not children[v]:
+            x[v] = float(next_leaf)
+            next_leaf += 1
+    for v in reversed(order):  # post-order-compatible: children before parents
+        if children[v]:
+            x[v] = (x[children[v][0]] + x[children[v][-1]]) / 2.0
+    bottom = max(depth.values())
+    return {v: (x[v], -float(bottom if (leaves_at_bottom and not children[v]) else depth[v]))
+            for v in order}
+
+
+def _node_text(data: Mapping[str, Any]) -> str:
+    if data.get("word") is not None:
+        return str(data["word"])
+    if data.get("label_name") is not None:
+        return str(data["label_name"])
+    if data.get("label") is not None:
+        return str(data["label"])
+    return ""
+
+
+def draw_tree(
+    graph: dgl.DGLGraph | nx.DiGraph,
+    path: str | os.PathLike,
+    vocab: Sequence[str] | Any | None = None,
+    relations: Sequence[str] | Any | None = None,
+    title: str | None = None,
+    *,
+    index: int | None = None,
+    label_names: Sequence[str] | None = None,
+    edge_labels: bool | None = None,
+    leaves_at_bottom: bool | None = None,
+    dpi: int = 120,
+) -> Path:
+    """Write a PNG of one tree: root at the top, leaves in sentence order at the bottom.
+
+    Node text is the word (via ``vocab``) or, for nodes without a word, the label. Nodes
+    are coloured by label where there is one (the five SST classes from red to green; other
+    label sets by a qualitative palette), white otherwise. Edge labels are relation names
+    (shown by default when ``relations`` is given). ``leaves_at_bottom`` (default: only
+    when no internal node carries a word, i.e. constituency trees) puts every leaf on the
+    bottom row; otherwise (dependency, AMR) a leaf sits one row below its parent, which
+    avoids long crossing edges. Returns the path written; the file is written to a
+    temporary name and renamed.
+    """
+    # a bare Figure renders with the Agg canvas and leaves pyplot's global state alone
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    tree = graph if isinstance(graph, nx.DiGraph) else to_networkx(
+        graph, index, vocab=vocab, relations=relations, label_names=label_names)
+    if leaves_at_bottom is None:
+        leaves_at_bottom = all(d["word"] is None for _, d in tree.nodes(data=True)
+                               if not d["leaf"])
+    pos = tree_layout(tree, leaves_at_bottom=leaves_at_bottom)
+    if edge_labels is None:
+        edge_labels = relations is not None
+    labels_seen = sorted({d["label"] for _, d in tree.nodes(data=True) if d["label"] is not None})
+    sst = bool(labels_seen) and max(labels_seen) <= 4 and (
+        label_names is None or len(label_names) == 5)
+
+    def colour(lab: int | None) -> str:
+        if lab is None:
+            return _NO_LABEL
+        if sst:
+            return _SST_COLOURS[lab]
+        return _OTHER_COLOURS[lab % len(_OTHER_COLOURS)]
+
+    n_cols = max(1, sum(1 for v in tree.nodes if tree.in_degree(v) == 0))
+    n_rows = max(1, int(-min((y for _, y in pos.values()), default=0)) + 1)
+    longest = max((len(_node_text(d)) for _, d in tree.nodes(data=True)), default=1)
+    col_w = max(0.75, 0.11 * min(longest, 14) + 0.25)
+    fig = Figure(figsize=(min(max(3.0, n_cols * col_w + 1.0), 60.0),
+                          min(max(2.5, n_rows * 0.85 + 1.0), 40.0)))
+    ax = fig.add_subplot(1, 1, 1)
+    ax.set_axis_off()
+    for c, p in tree.edges:
+        (x0, y0), (x1, y1) = pos[c], pos[p]
+        ax.plot([x0, x1], [y0, y1], color="#555555", linewidth=0.9, zorder=1)
+        if edge_labels:
+            rel = tree.edges[c, p].get("relation")
+            if rel is not None:
+                ax.text((x0 + x1) / 2, (y0 + y1) / 2, str(rel), fontsize=7, color="#1f4e79",
+                        ha="center", va="center", zorder=3,
+                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
+                              "alpha": 0.85})
+    for v, d in tree.nodes(data=True):
+        x, y = pos[v]
+        text = _node_text(d)
+        if len(text) > 18:
+            text = text[:17] + "…"
+        ax.text(x, y, text or " ", ha="center", va="center", zorder=4,
+                fontsize=9, fontweight="bold" if d["root"] else "normal",
+                bbox={"boxstyle": "round,pad=0.3", "fc": colour(d["label"]),
+                      "ec": "#333333" if d["word"] is not None else "#999999",
+                      "lw": 0.8})
+    xs = [p[0] for p in pos.values()] or [0.0]
+    ys = [p[1] for p in pos.values()] or [0.0]
+    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
+    ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
+    if labels_seen:
+        handles = [Patch(facecolor=colour(lab), edgecolor="#333333",
+                         label=(label_names[lab] if label_names is not None else str(lab)))
+                   for lab in labels_seen]
+        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
+                  frameon=False, title="label", title_fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.15)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+    log.info("drew a tree of %d nodes to %s", tree.number_of_nodes(), path)
+    return path

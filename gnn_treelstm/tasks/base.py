@@ -1,0 +1,182 @@
+"""What every task (head + loss + metrics) provides, and the encoder output it reads.
+
+A task is the part of a model that sits on top of a Tree-LSTM cell. It knows which data
+set it reads (``dataset``, the ``meta.json`` name), whether examples are sentence pairs,
+how to build its head module from the cell's output sizes, its loss, and its metrics.
+
+The encoder (:class:`gnn_treelstm.model.TreeLSTMModel`) hands the head an
+:class:`Encoded`: node states of the (batched) graph(s) and one sentence vector per
+sentence. For pair data sets both sides are encoded in one batched graph, sentence A of
+every pair first, so ``sent[:num_a]`` are the premises / left sentences and
+``sent[num_a:]`` the hypotheses / right sentences.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import dgl
+import numpy as np
+import torch
+from torch import nn
+
+__all__ = ["Encoded", "Task", "gather_batches"]
+
+
+@dataclass
+class Encoded:
+    """Output of the encoder for one batch.
+
+    Attributes:
+        graph: the batched graph that was encoded (for pairs: A-graphs then B-graphs).
+        h: node states, ``(num_nodes, node_size)``.
+        sent: sentence vectors, ``(num_sentences, sent_size)``: the root state, or the
+            cell's ``sentence_vector`` (Teng eq 16) when it has one.
+        roots: node id of every sentence's root in ``graph``, ``(num_sentences,)``.
+        num_a: number of A-side sentences (``num_sentences`` for single sentences).
+        node_fn: the cell's ``node_vectors`` if it has one (see :meth:`nodes`).
+    """
+
+    graph: dgl.DGLGraph
+    h: torch.Tensor
+    sent: torch.Tensor
+    roots: torch.Tensor
+    num_a: int
+    node_fn: Callable[[dgl.DGLGraph, torch.Tensor], torch.Tensor] | None = None
+    _nodes: torch.Tensor | None = dataclasses.field(default=None, repr=False)
+
+    def nodes(self) -> torch.Tensor:
+        """Per-node classifier input, ``(num_nodes, node_size)``: the cell's
+        ``node_vectors`` when it has them (Teng's per-phrase eq 16 parts), else ``h``."""
+        if self._nodes is None:
+            self._nodes = self.h if self.node_fn is None else self.node_fn(self.graph, self.h)
+        return self._nodes
+
+
+class Task:
+    """Base class of the tasks in the registry (see :mod:`gnn_treelstm.tasks`).
+
+    Subclasses set the class attributes and implement :meth:`build_head`, :meth:`loss`,
+    :meth:`gather` and :meth:`metrics`.
+    """
+
+    name: ClassVar[str] = ""
+    dataset: ClassVar[str] = ""
+    pair: ClassVar[bool] = False
+    num_classes: ClassVar[int] = 0
+    metric_names: ClassVar[tuple[str, ...]] = ()
+    #: metric used for model selection on dev (higher is better unless listed below)
+    selection_metric: ClassVar[str] = "accuracy"
+    lower_is_better: ClassVar[frozenset[str]] = frozenset({"mse", "loss"})
+    supervisions: ClassVar[tuple[str, ...]] = ("root",)
+    #: dropout on the head's input (Tai §5.3, Tran §6.1: sentiment and inference only)
+    default_dropout: ClassVar[float] = 0.5
+    #: size of the head's hidden layer (Tai: none for classification, 50 for relatedness)
+    default_head_hidden: ClassVar[int] = 0
+    #: hidden layer size with Teng & Zhang's cells (eq 17; 0 = as above)
+    default_head_hidden_teng: ClassVar[int] = 0
+    #: graph-level target keys the task reads from ``Batch.targets``
+    target_keys: ClassVar[tuple[str, ...]] = ("label",)
+
+    def __init__(self, supervision: str | None = None) -> None:
+        supervision = supervision or self.supervisions[0]
+        if supervision not in self.supervisions:
+            raise ValueError(
+                f"task {self.name!r} supports --supervision "
+                f"{' or '.join(self.supervisions)}, not {supervision!r}"
+            )
+        self.supervision = supervision
+
+    # ------------------------------------------------------------------ configuration
+    def head_hidden(self, hidden: int | None, teng: bool = False) -> int:
+        """Resolve the head's hidden size: explicit value, else the paper's default
+        (``teng``: the model is one of Teng & Zhang's, whose classifiers have eq 17's
+        ReLU hidden layer)."""
+        if hidden is not None:
+            if hidden < 0:
+                raise ValueError(f"head hidden size must be >= 0, got {hidden}")
+            return int(hidden)
+        if teng and self.default_head_hidden_teng:
+            return self.default_head_hidden_teng
+        return self.default_head_hidden
+
+    def build_head(self, node_size: int, sent_size: int, *, hidden: int,
+                   dropout: float) -> nn.Module:
+        """The head module: ``head(encoded) -> dict`` of output tensors.
+
+        ``node_size``: size of :meth:`Encoded.nodes` rows; ``sent_size``: size of the
+        sentence vectors.
+        """
+        raise NotImplementedError
+
+    def label_names(self, data_label_names: Sequence[str] | None) -> list[str] | None:
+        """Names of the classes (default: the data set's ``meta.json`` names)."""
+        return None if data_label_names is None else list(data_label_names)
+
+    def better(self, a: float, b: float | None) -> bool:
+        """Is selection score ``a`` better than ``b`` (``None`` = no score yet)?"""
+        if b is None or b != b:  # None or NaN
+            return a == a
+        if a != a:
+            return False
+        if self.selection_metric in self.lower_is_better:
+            return a < b
+        return a > b
+
+    # ------------------------------------------------------------------ data
+    def prepare_split(self, split: Any) -> Any:
+        """Adapt a loaded :class:`gnn_treelstm.data.Split` to the task (default: as is).
+
+        Checks that the graph-level targets the task needs are there.
+        """
+        missing = [k for k in self.target_keys if k not in split.targets]
+        if missing:
+            raise ValueError(
+                f"task {self.name!r} needs graph-level targets {missing} but the data has "
+                f"{sorted(split.targets)}; is this the {self.dataset!r} data set?"
+            )
+        if self.pair and split.graphs_b is None:
+            raise ValueError(f"task {self.name!r} needs sentence pairs but the data has none")
+        return split
+
+    # ------------------------------------------------------------------ training
+    def loss(self, out: dict[str, torch.Tensor], batch: Any) -> torch.Tensor:
+        """Mean over the batch's examples of the per-example loss (Tai §4)."""
+        raise NotImplementedError
+
+    # ------------------------------------------------------------------ evaluation
+    def gather(self, out: dict[str, torch.Tensor], batch: Any) -> dict[str, np.ndarray]:
+        """Per-example (and per-node) arrays from one batch, for :meth:`metrics`."""
+        raise NotImplementedError
+
+    def metrics(self, gathered: dict[str, np.ndarray],
+                tokens: Sequence[tuple[list[str], list[str] | None]] | None = None
+                ) -> dict[str, float]:
+        """Metrics from the concatenated :meth:`gather` arrays.
+
+        ``tokens`` (optional, aligned with the examples) lets pair tasks compute subsets.
+        """
+        raise NotImplementedError
+
+    def example_scores(self, gathered: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """``(prediction, gold)`` per example, for length curves (Tai Figs 3-4)."""
+        return gathered["pred"], gathered["gold"]
+
+    def curve_metric(self) -> str:
+        """The metric a length curve shows."""
+        return "accuracy"
+
+    def describe(self, out: dict[str, torch.Tensor], i: int,
+                 label_names: Sequence[str] | None) -> str:
+        """Human-readable prediction of example ``i`` of a batch."""
+        raise NotImplementedError
+
+
+def gather_batches(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """Concatenate the :meth:`Task.gather` outputs of several batches."""
+    if not parts:
+        return {}
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}

@@ -1,0 +1,141 @@
+r"""Natural language inference: SICK-E and SNLI (Tran & Cheng 2018, §5.3).
+
+With ``h_P`` and ``h_H`` the representations of the premise and the hypothesis
+(following Bowman et al. 2016)::
+
+    x_c = [h_P ; h_H ; h_P − h_H ; h_P ⊙ h_H]          (B, 4d)
+    p̂_θ = softmax(W^(p) σ(W^(c) x_c))                   over {entailment, contradiction,
+                                                          neutral} (the data's label order)
+
+with a hidden layer of size 50 (Tran §6.1), dropout 0.5 on the features, and the negative
+log-likelihood of the gold labels as the loss. Metric: accuracy; on SICK also the two
+subsets of Tran Table 3: *LS*, pairs whose premise has at least 18 words, and *Negation*,
+pairs where a negation word (*not*, *n't*, *no*) appears in the hypothesis but not in the
+premise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from .. import metrics as M
+from . import tasks
+from .base import Encoded, Task
+
+__all__ = ["InferenceHead", "Inference", "SickEntailment", "SNLI", "NEGATION_WORDS",
+           "LONG_PREMISE", "subset_masks"]
+
+NEGATION_WORDS = frozenset({"not", "n't", "no"})
+LONG_PREMISE = 18
+
+
+def subset_masks(tokens: Sequence[tuple[Sequence[str], Sequence[str] | None]]
+                 ) -> dict[str, np.ndarray]:
+    """Boolean masks of Tran Table 3's subsets, from (premise, hypothesis) tokens."""
+    ls = np.zeros(len(tokens), dtype=bool)
+    neg = np.zeros(len(tokens), dtype=bool)
+    for i, (prem, hyp) in enumerate(tokens):
+        ls[i] = len(prem) >= LONG_PREMISE
+        in_p = any(t.lower() in NEGATION_WORDS for t in prem)
+        in_h = hyp is not None and any(t.lower() in NEGATION_WORDS for t in hyp)
+        neg[i] = in_h and not in_p
+    return {"ls": ls, "negation": neg}
+
+
+class InferenceHead(nn.Module):
+    """Tran §5.3: ``softmax(W^(p) σ(W^(c) [h_P; h_H; h_P − h_H; h_P ⊙ h_H]))``."""
+
+    def __init__(self, sent_size: int, *, hidden: int = 50, num_classes: int = 3,
+                 dropout: float = 0.5) -> None:
+        super().__init__()
+        if hidden <= 0:
+            raise ValueError(f"the inference head needs a hidden layer (Tran: 50), got {hidden}")
+        self.dropout = nn.Dropout(dropout)
+        self.W_c = nn.Linear(4 * sent_size, hidden)   # W^(c)
+        self.W_p = nn.Linear(hidden, num_classes)     # W^(p)
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        self.W_c.reset_parameters()
+        self.W_p.reset_parameters()
+
+    def forward(self, enc: Encoded) -> dict[str, torch.Tensor]:
+        h_p, h_h = enc.sent[: enc.num_a], enc.sent[enc.num_a:]           # (B, d) each
+        x_c = torch.cat([h_p, h_h, h_p - h_h, h_p * h_h], dim=-1)         # (B, 4d)
+        hidden = torch.sigmoid(self.W_c(self.dropout(x_c)))               # (B, hidden)
+        return {"logits": self.W_p(hidden)}                               # (B, 3)
+
+
+class Inference(Task):
+    """Three-way sentence-pair classification with the NLL loss."""
+
+    pair = True
+    num_classes = 3
+    metric_names = ("accuracy",)
+    default_head_hidden = 50
+    target_keys = ("label",)
+    subsets = False
+
+    def head_hidden(self, hidden: int | None, teng: bool = False) -> int:
+        h = super().head_hidden(hidden, teng)
+        if h <= 0:
+            raise ValueError(f"{self.name} needs a hidden layer (Tran: 50); --head-hidden {h}")
+        return h
+
+    def build_head(self, node_size: int, sent_size: int, *, hidden: int,
+                   dropout: float) -> InferenceHead:
+        return InferenceHead(sent_size, hidden=hidden, num_classes=self.num_classes,
+                             dropout=dropout)
+
+    def loss(self, out: dict[str, torch.Tensor], batch: Any) -> torch.Tensor:
+        return F.cross_entropy(out["logits"], batch.targets["label"].to(out["logits"].device))
+
+    def gather(self, out: dict[str, torch.Tensor], batch: Any) -> dict[str, np.ndarray]:
+        probs = out["logits"].detach().softmax(-1)
+        return {"pred": probs.argmax(-1).cpu().numpy(),
+                "gold": batch.targets["label"].cpu().numpy(),
+                "prob": probs.max(-1).values.cpu().numpy()}
+
+    def metrics(self, gathered: dict[str, np.ndarray],
+                tokens: Sequence[tuple[list[str], list[str] | None]] | None = None
+                ) -> dict[str, float]:
+        p, g = gathered["pred"], gathered["gold"]
+        res: dict[str, float] = {"accuracy": M.accuracy(p, g), "count": int(len(g))}
+        if self.subsets and tokens is not None:
+            if len(tokens) != len(g):
+                raise ValueError(f"{len(tokens)} token pairs for {len(g)} examples")
+            for name, mask in subset_masks(tokens).items():
+                res[f"accuracy_{name}"] = M.accuracy(p[mask], g[mask])
+                res[f"count_{name}"] = int(mask.sum())
+        return res
+
+    def describe(self, out: dict[str, torch.Tensor], i: int,
+                 label_names: Sequence[str] | None) -> str:
+        probs = out["logits"][i].detach().softmax(-1)
+        k = int(probs.argmax())
+        name = label_names[k] if label_names is not None and k < len(label_names) else str(k)
+        return f"{name} (p={float(probs[k]):.3f})"
+
+
+@tasks.register("sick-e")
+class SickEntailment(Inference):
+    """SICK entailment (Tran Table 3): accuracy on all pairs, LS and Negation subsets."""
+
+    name = "sick-e"
+    dataset = "sick"
+    metric_names = ("accuracy", "accuracy_ls", "accuracy_negation")
+    subsets = True
+
+
+@tasks.register("snli")
+class SNLI(Inference):
+    """SNLI 1.0 (Bowman et al. 2015), as in Tran §6.4."""
+
+    name = "snli"
+    dataset = "snli"

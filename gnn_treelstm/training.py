@@ -1,0 +1,726 @@
+"""The training loop as library code (``train.py`` is its command line).
+
+Defaults follow the papers (Tai et al. 2015 §5.3; Tran & Cheng 2018 §6.1):
+
+* AdaGrad, learning rate 0.05, word embeddings at learning rate 0.1 (a separate parameter
+  group, as in DGL's Tree-LSTM example); or Adam (Teng §6; Tran's NLI runs, lr 0.001).
+* Per-minibatch L2 regularization of strength λ = 1e-4 on every parameter except the
+  word embeddings: the minibatch objective is ``mean loss + λ/2 ‖θ‖²``, i.e. ``λθ`` is
+  added to the gradient at every optimizer step (``weight_decay`` of both optimizers is
+  exactly this coupled L2 term), as in Tai's released code.
+* Dropout 0.5 on the classifier input for sentiment and inference (none for relatedness),
+  minibatches of 25, model selection on the dev set after every epoch, test metrics of the
+  selected checkpoint; ``seeds`` runs with consecutive seeds, reported as mean (std).
+
+A run writes ``<runs_dir>/<name>/``::
+
+    config.json      the resolved RunConfig, ModelConfig and data description
+    metrics.jsonl    one JSON object per epoch (seed, train loss, dev metrics, speed)
+    best.pt          the selected checkpoint (several seeds: seed-<s>/best.pt each, and
+                     best.pt = the seed with the best dev score)
+    results.json     dev/test metrics per seed, their mean and std, seconds per epoch
+
+Nothing here prints; progress goes to ``logging`` and to the optional ``progress`` /
+``on_epoch`` callbacks (``train.py`` plugs tqdm and a one-line summary into them).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import dgl
+import numpy as np
+import torch
+from torch.utils.data import DataLoader
+
+from . import data as D
+from . import graph as G
+from . import metrics as M
+from .cells import build_cell, cells
+from .checkpoint import save_checkpoint
+from .model import EMBEDDING_MODES, ModelConfig, TreeLSTMModel, cell_accepts
+from .tasks import Task, build_task, gather_batches, tasks
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "RunConfig",
+    "RunData",
+    "TREE_KINDS",
+    "OPTIMIZERS",
+    "SAMPLE_SRC",
+    "DataError",
+    "resolve_data_dir",
+    "prepare_data",
+    "check_compatibility",
+    "build_optimizer",
+    "make_loader",
+    "evaluate",
+    "train_model",
+    "run",
+]
+
+TREE_KINDS = ("constituency", "dependency", "chain", "amr", "dependency-spacy",
+              "constituency-spacy")
+OPTIMIZERS = ("adagrad", "adam")
+DEVICES = ("cpu", "cuda")
+SAMPLE_SRC = Path(__file__).resolve().parent / "sample_data"
+#: raw-data probes: a directory holding one of these for the data set is raw (unbuilt) data
+RAW_PROBES = {"sst": "sst/trees", "sick": "sick/semeval2014", "trec": "trec/TREC_10.label",
+              "snli": "snli"}
+#: pre-trained vectors looked for in ``<raw source>/glove/`` (first found wins)
+DEFAULT_VECTORS = {
+    "sick": ("glove.840B.300d.sick-vocab.txt.gz", "glove.6B.50d.filtered.txt.gz"),
+    "*": ("glove.840B.300d.txt.gz", "glove.840B.300d.txt", "glove.6B.300d.txt.gz",
+          "glove.6B.50d.filtered.txt.gz", "glove.6B.50d.txt.gz", "glove.6B.50d.txt"),
+}
+
+
+class DataError(FileNotFoundError):
+    """Missing or unusable data; the message names the command that builds it."""
+
+
+@dataclass
+class RunConfig:
+    """A training run. ``None`` fields take the task's / optimizer's paper default."""
+
+    task: str = "sst-5"
+    model: str = "nary"
+    tree: str = "constituency"
+    data: str | None = None
+    embeddings: str | None = None
+    embeddings_mode: str = "tuned"
+    emb_dim: int | None = None
+    hidden: int = 150
+    head_hidden: int | None = None
+    optimizer: str = "adagrad"
+    lr: float | None = None
+    emb_lr: float | None = None
+    l2: float = 1e-4
+    dropout: float | None = None
+    emb_dropout: float = 0.0
+    supervision: str | None = None
+    batch_size: int = 25
+    eval_batch_size: int = 256
+    epochs: int = 10
+    seed: int = 1
+    seeds: int = 1
+    device: str = "cpu"
+    engine: str = "dgl"
+    cell_kwargs: dict[str, Any] = field(default_factory=dict)
+    runs_dir: str = "runs"
+    name: str | None = None
+    max_train: int | None = None
+    max_eval: int | None = None
+    test: bool = True
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    def resolved_lr(self) -> float:
+        if self.lr is not None:
+            return self.lr
+        return 0.05 if self.optimizer == "adagrad" else 1e-3
+
+    def resolved_emb_lr(self) -> float:
+        if self.emb_lr is not None:
+            return self.emb_lr
+        return 0.1 if self.optimizer == "adagrad" else self.resolved_lr()
+
+    def check(self) -> None:
+        """Refuse bad names and values before anything is loaded (``ValueError``)."""
+        tasks.get(self.task)                      # UnknownNameError lists the choices
+        cells.get(self.model)
+        if self.tree not in TREE_KINDS:
+            raise ValueError(f"unknown tree {self.tree!r}; choose one of: "
+                             f"{', '.join(TREE_KINDS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of: "
+                             f"{', '.join(OPTIMIZERS)}")
+        if self.embeddings_mode not in EMBEDDING_MODES:
+            raise ValueError(f"unknown embeddings mode {self.embeddings_mode!r}; choose one "
+                             f"of: {', '.join(EMBEDDING_MODES)}")
+        if self.device.split(":")[0] not in DEVICES:
+            raise ValueError(f"unknown device {self.device!r}; choose one of: "
+                             f"{', '.join(DEVICES)}")
+        build_task(self.task, supervision=self.supervision)  # valid supervision
+        for name in ("batch_size", "eval_batch_size", "epochs", "seeds", "hidden"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.l2 < 0:
+            raise ValueError(f"l2 must be >= 0, got {self.l2}")
+        if self.embeddings is not None and not Path(self.embeddings).is_file():
+            raise ValueError(f"--embeddings {self.embeddings}: no such file")
+
+
+# ============================================================================ data
+def _dataset_hint(dataset: str, out: str | os.PathLike, tree: str | None = None) -> str:
+    trees = f" --trees {tree}" if tree else ""
+    return (f"python -m data_prep.build --dataset {dataset} --src RAW_DATA_DIR "
+            f"--out {out}{trees}")
+
+
+def _build(dataset: str, src: Path, out: Path, trees: Sequence[str]) -> None:
+    from data_prep import build as B  # the data path's Python API
+
+    log.info("building %s %s graphs from %s into %s", dataset, "/".join(trees), src, out)
+    t0 = time.perf_counter()
+    B.build(dataset, src, out, trees=list(trees))
+    log.info("built %s in %.1fs", out, time.perf_counter() - t0)
+
+
+def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
+                     runs_dir: str | os.PathLike = "runs") -> Path:
+    """The built data directory of ``dataset`` holding ``tree``.
+
+    ``data`` (else ``$GNN_TREELSTM_DATA``) may be a built data directory (``meta.json``),
+    a directory of built data sets (``DIR/<dataset>/meta.json``), or raw data laid out like
+    the data mirror, which is built on the fly into ``<runs_dir>/_built/``. With neither,
+    the embedded sample is built into ``<runs_dir>/_sample_data/<dataset>``. Missing tree
+    kinds are built for the directories this function manages; for a directory the user
+    built, the error names the command that completes it.
+    """
+    runs = Path(runs_dir)
+    if data is None:
+        data = os.environ.get("GNN_TREELSTM_DATA") or None
+    if data is None:
+        if not (SAMPLE_SRC / RAW_PROBES.get(dataset, dataset)).exists():
+            raise DataError(
+                f"no --data given, $GNN_TREELSTM_DATA is unset, and the embedded sample "
+                f"{SAMPLE_SRC} has no {dataset} data; build the data with "
+                f"`{_dataset_hint(dataset, 'DIR')}` and pass --data DIR"
+            )
+        return _managed(SAMPLE_SRC, runs / "_sample_data" / dataset, dataset, tree)
+    p = Path(data)
+    if not p.exists():
+        raise DataError(f"data directory {p} does not exist; build it with "
+                        f"`{_dataset_hint(dataset, p)}`")
+    if (p / "meta.json").exists():
+        built = p
+    elif (p / dataset / "meta.json").exists():
+        built = p / dataset
+    elif (p / RAW_PROBES.get(dataset, dataset)).exists():
+        key = hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:8]
+        return _managed(p, runs / "_built" / f"{p.name}-{key}" / dataset, dataset, tree)
+    else:
+        raise DataError(
+            f"{p} holds no built {dataset} data (no meta.json, no {dataset}/meta.json) and "
+            f"no raw {dataset} data ({RAW_PROBES.get(dataset)}); build it with "
+            f"`{_dataset_hint(dataset, p / dataset)}`"
+        )
+    meta = D.load_meta(built)
+    if meta.get("dataset") != dataset:
+        raise DataError(
+            f"{built} holds the {meta.get('dataset')!r} data set but the task needs "
+            f"{dataset!r}; build it with `{_dataset_hint(dataset, p.parent / dataset)}`"
+        )
+    if tree not in meta.get("trees", []):
+        raise DataError(
+            f"{built} has no {tree!r} trees (built: {', '.join(meta.get('trees', []))}); "
+            f"add them with `{_dataset_hint(dataset, built, tree)}`"
+        )
+    return built
+
+
+def _managed(src: Path, out: Path, dataset: str, tree: str) -> Path:
+    """Build (or complete) a data directory this module manages."""
+    have: list[str] = []
+    if (out / "meta.json").exists():
+        have = D.load_meta(out).get("trees", [])
+    if tree not in have:
+        from data_prep import build as B
+
+        if tree not in B.TREES.get(dataset, []):
+            raise ValueError(f"the {dataset} data has no {tree!r} trees; choose one of: "
+                             f"{', '.join(B.TREES.get(dataset, []))}")
+        _build(dataset, src, out, sorted(set(have) | {tree}))
+    return out
+
+
+@dataclass
+class RunData:
+    """Everything a run reads from the data directory."""
+
+    data_dir: Path
+    meta: dict
+    vocab: Any
+    relations: list[str]
+    splits: dict[str, D.Split]
+    dev_split: str
+    label_names: list[str] | None
+
+    def tokens(self, split: str) -> list[tuple[list[str], list[str] | None]] | None:
+        """(A, B) tokens per example from ``text/<split>.jsonl`` (None if absent)."""
+        path = self.data_dir / "text" / f"{split}.jsonl"
+        if not path.exists():
+            return None
+        recs = D.load_text(self.data_dir, split)
+        out = []
+        for r in recs:
+            if "a" in r:
+                out.append((list(r["a"]), list(r["b"])))
+            else:
+                out.append((list(r.get("tokens", [])), None))
+        return out
+
+
+def prepare_data(cfg: RunConfig, task: Task) -> RunData:
+    """Resolve the data directory, load the splits and adapt them to the task."""
+    data_dir = resolve_data_dir(cfg.data, task.dataset, cfg.tree, runs_dir=cfg.runs_dir)
+    meta = D.load_meta(data_dir)
+    if bool(meta.get("pair")) != task.pair:
+        raise DataError(f"{data_dir}: pair={meta.get('pair')} but task {task.name} needs "
+                        f"pair={task.pair}")
+    available = list(meta.get("splits", {}))
+    if "train" not in available:
+        raise DataError(
+            f"{data_dir} has no train split (splits: {', '.join(available)}); the "
+            f"{task.dataset} source must include training data (e.g. SNLI's "
+            "snli_1.0_train.jsonl)"
+        )
+    dev = "dev" if "dev" in available else None
+    if dev is None:
+        raise DataError(f"{data_dir} has no dev split for model selection "
+                        f"(splits: {', '.join(available)})")
+    splits = {}
+    for name in available:
+        sp = task.prepare_split(D.load_split(data_dir, name, cfg.tree))
+        limit = cfg.max_train if name == "train" else cfg.max_eval
+        if limit is not None and len(sp) > limit:
+            sp = sp.subset(list(range(limit)))
+        splits[name] = sp
+    vocab = D.load_vocab(data_dir)
+    try:
+        relations = D.load_relations(data_dir, cfg.tree).names
+    except FileNotFoundError:
+        relations = []
+    return RunData(data_dir=data_dir, meta=meta, vocab=vocab, relations=relations,
+                   splits=splits, dev_split=dev,
+                   label_names=task.label_names(meta.get("label_names")))
+
+
+def _max_children(splits: Iterable[D.Split]) -> tuple[int, str]:
+    best, where = 0, ""
+    for sp in splits:
+        for side, graphs in (("", sp.graphs), (" (sentence B)", sp.graphs_b or [])):
+            for i, g in enumerate(graphs):
+                if g.num_edges():
+                    d = int(g.in_degrees().max())
+                    if d > best:
+                        best, where = d, f"{sp.name} example {i}{side}"
+    return best, where
+
+
+def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None:
+    """Refuse a model/tree combination that cannot work on this data (``ValueError``)."""
+    kw = dict(cfg.cell_kwargs)
+    if cell_accepts(cfg.model, "num_relations"):
+        kw.setdefault("num_relations", max(num_relations, 1))
+    cell = build_cell(cfg.model, 2, 2, engine="dgl", **kw)
+    if cell.uses_relations and num_relations <= 1:
+        names = ", ".join(rd.relations) or "none"
+        raise ValueError(
+            f"model {cfg.model!r} reads edge relations, but the {cfg.tree} graphs of "
+            f"{rd.data_dir} carry {num_relations} relation ({names}), so the relation "
+            "matrices would all be the same; use --tree dependency (or amr) for this model, "
+            "or a model without relations (childsum, nary, lstm)"
+        )
+    if cell.max_children is not None:
+        deg, where = _max_children(rd.splits.values())
+        if deg > cell.max_children:
+            raise ValueError(
+                f"model {cfg.model!r} is {cell.max_children}-ary (at most "
+                f"{cell.max_children} children per node), but the {cfg.tree} trees of "
+                f"{rd.data_dir} have nodes with up to {deg} children (first in {where}); use "
+                "--tree constituency (binarized) or a model for any number of children "
+                "(childsum, mtree)" + ("" if cell.max_children != 1 else
+                                       "; sequential LSTMs need --tree chain")
+            )
+    kinds = getattr(cell, "tree_kinds", ())
+    base_tree = cfg.tree.replace("-spacy", "")
+    if kinds and base_tree not in kinds:
+        log.warning("model %r is meant for %s trees; running it on %s trees", cfg.model,
+                    "/".join(kinds), cfg.tree)
+
+
+# ============================================================================ model pieces
+def _dgl_cuda_ok() -> bool:
+    try:
+        dgl.graph(([0], [1])).to("cuda")
+        return True
+    except Exception:
+        return False
+
+
+def resolve_device(cfg: RunConfig) -> tuple[torch.device, bool]:
+    """``(device, graphs_on_device)``; refuses CUDA when unavailable."""
+    if cfg.device.startswith("cuda"):
+        if not torch.cuda.is_available():
+            raise ValueError("--device cuda: no CUDA device is available to torch here; "
+                             "use --device cpu")
+        on_device = _dgl_cuda_ok()
+        if not on_device and cfg.engine == "dgl":
+            raise ValueError(
+                "--device cuda with --engine dgl: this DGL build is CPU-only, so "
+                "prop_nodes_topo cannot run on the GPU; use --engine level (graphs stay on "
+                "the CPU, features and index tensors move) or --device cpu"
+            )
+        return torch.device(cfg.device), on_device
+    return torch.device("cpu"), True
+
+
+def default_vectors(rd: RunData) -> Path | None:
+    """A pre-trained vectors file next to the raw data the directory was built from."""
+    src = rd.meta.get("src")
+    if not src:
+        return None
+    glove = Path(src) / "glove"
+    for name in DEFAULT_VECTORS.get(rd.meta.get("dataset"), ()) + DEFAULT_VECTORS["*"]:
+        if (glove / name).is_file():
+            return glove / name
+    return None
+
+
+def load_embeddings(cfg: RunConfig, rd: RunData) -> tuple[torch.Tensor | None, dict]:
+    """The embedding matrix for the vocabulary (None for random) and a description."""
+    if cfg.embeddings_mode == "random":
+        return None, {"mode": "random", "path": None}
+    path = Path(cfg.embeddings) if cfg.embeddings else default_vectors(rd)
+    if path is None:
+        if cfg.embeddings_mode == "fixed":
+            raise ValueError("--embeddings-mode fixed needs pre-trained vectors: pass "
+                             "--embeddings PATH (GloVe text, plain or .gz)")
+        log.warning("no pre-trained vectors found (pass --embeddings PATH); using random "
+                    "word vectors")
+        return None, {"mode": "random", "path": None, "requested": cfg.embeddings_mode}
+    from data_prep.vectors import build_embedding_matrix
+
+    weights, stats = build_embedding_matrix(list(rd.vocab.itos), path)
+    info = {"mode": cfg.embeddings_mode, "path": str(path)}
+    info.update(dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else {})
+    info.pop("unk_examples", None)
+    return weights, info
+
+
+def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
+    """AdaGrad/Adam; embeddings in their own group (own lr, no L2), L2 on the rest."""
+    emb, rest = model.parameter_groups()
+    groups: list[dict] = [{"params": rest, "lr": cfg.resolved_lr(), "weight_decay": cfg.l2}]
+    if emb:
+        groups.append({"params": emb, "lr": cfg.resolved_emb_lr(), "weight_decay": 0.0})
+    if cfg.optimizer == "adagrad":
+        return torch.optim.Adagrad(groups)
+    return torch.optim.Adam(groups)
+
+
+def make_loader(split: D.Split, batch_size: int, *, shuffle: bool,
+                seed: int = 0) -> DataLoader:
+    gen = torch.Generator()
+    gen.manual_seed(seed)
+    return DataLoader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
+                      collate_fn=D.collate, generator=gen if shuffle else None)
+
+
+def _to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D.Batch:
+    if device.type == "cpu":
+        return batch
+    if graphs_on_device:
+        return batch.to(device)
+    return D.Batch(batch.graph, batch.graph_b,
+                   {k: v.to(device) for k, v in batch.targets.items()}, batch.index)
+
+
+def _word_counts(g: dgl.DGLGraph) -> np.ndarray:
+    has_word = (g.ndata[G.WORD] != G.NO_WORD).to(torch.float32).cpu()
+    seg = torch.repeat_interleave(torch.arange(g.batch_size), g.batch_num_nodes().cpu())
+    return torch.zeros(g.batch_size).index_add_(0, seg, has_word).numpy()
+
+
+@torch.no_grad()
+def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
+             device: torch.device | str = "cpu", graphs_on_device: bool = True,
+             tokens: Sequence[tuple[list[str], list[str] | None]] | None = None
+             ) -> tuple[dict[str, float], dict[str, np.ndarray]]:
+    """Metrics of ``model`` on ``split`` and the gathered per-example arrays.
+
+    The arrays hold the task's ``gather`` output plus ``index`` (example id) and ``length``
+    (words per sentence; the mean of both sentences for pairs, as Tai Fig 4).
+    """
+    device = torch.device(device)
+    task = model.task
+    was_training = model.training
+    model.eval()
+    parts = []
+    try:
+        for batch in make_loader(split, batch_size, shuffle=False):
+            lengths = _word_counts(batch.graph)
+            if batch.graph_b is not None:
+                lengths = (lengths + _word_counts(batch.graph_b)) / 2
+            batch = _to_device(batch, device, graphs_on_device)
+            out = model(batch.graph, batch.graph_b)
+            part = task.gather(out, batch)
+            part["index"] = batch.index.cpu().numpy()
+            part["length"] = lengths
+            parts.append(part)
+    finally:
+        model.train(was_training)
+    gathered = gather_batches(parts)
+    toks = None
+    if tokens is not None and len(tokens) >= len(split):
+        toks = [tokens[int(i)] for i in gathered.get("index", [])]
+    return task.metrics(gathered, toks), gathered
+
+
+def _seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+ProgressFn = Callable[..., Iterable]
+
+
+def train_model(
+    cfg: RunConfig,
+    rd: RunData,
+    model_config: ModelConfig,
+    *,
+    seed: int,
+    out_dir: Path,
+    embeddings: torch.Tensor | None = None,
+    progress: ProgressFn | None = None,
+    on_epoch: Callable[[dict], None] | None = None,
+    metrics_file: Path | None = None,
+    config_record: dict | None = None,
+) -> dict:
+    """Train one model with one seed; return the per-seed result (best epoch, metrics)."""
+    _seed_everything(seed)
+    device, graphs_on_device = resolve_device(cfg)
+    model = TreeLSTMModel(model_config)
+    if embeddings is not None:
+        model.load_embeddings(embeddings)
+    model.to(device)
+    task = model.task
+    optimizer = build_optimizer(model, cfg)
+    train, dev = rd.splits["train"], rd.splits[rd.dev_split]
+    dev_tokens = rd.tokens(rd.dev_split) if getattr(task, "subsets", False) else None
+    loader = make_loader(train, cfg.batch_size, shuffle=True, seed=seed)
+    best_score: float | None = None
+    best: dict = {}
+    epochs_done = []
+    ckpt_path = out_dir / "best.pt"
+    sel = task.selection_metric
+    for epoch in range(1, cfg.epochs + 1):
+        model.train()
+        t0 = time.perf_counter()
+        total_loss, n_ex, n_trees = 0.0, 0, 0
+        it: Iterable = loader
+        if progress is not None:
+            it = progress(loader, total=len(loader),
+                          desc=f"seed {seed} epoch {epoch}/{cfg.epochs}")
+        for step, batch in enumerate(it, 1):
+            batch = _to_device(batch, device, graphs_on_device)
+            out = model(batch.graph, batch.graph_b)
+            loss = task.loss(out, batch)
+            if not torch.isfinite(loss):
+                raise FloatingPointError(
+                    f"loss became {float(loss)} at epoch {epoch}, step {step}; lower the "
+                    "learning rate (--lr) or check the data"
+                )
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+            b = len(batch)
+            total_loss += float(loss.detach()) * b
+            n_ex += b
+            n_trees += b * (2 if batch.graph_b is not None else 1)
+            if hasattr(it, "set_postfix") and (step % 5 == 0 or step == len(loader)):
+                el = time.perf_counter() - t0
+                it.set_postfix(loss=f"{total_loss / n_ex:.4f}",
+                               trees_s=f"{n_trees / max(el, 1e-9):.0f}")
+        train_seconds = time.perf_counter() - t0
+        dev_metrics, _ = evaluate(model, dev, batch_size=cfg.eval_batch_size, device=device,
+                                  graphs_on_device=graphs_on_device, tokens=dev_tokens)
+        score = dev_metrics.get(sel, math.nan)
+        improved = task.better(score, best_score)
+        if improved:
+            best_score = score
+            best = {"epoch": epoch, "dev": dev_metrics}
+            save_checkpoint(
+                ckpt_path, model, vocab=rd.vocab, relations=rd.relations,
+                label_names=rd.label_names, run_config=cfg.to_dict(),
+                meta={"epoch": epoch, "seed": seed, "dev": dev_metrics,
+                      "data_dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
+                      "tree": cfg.tree, "dev_split": rd.dev_split,
+                      **(config_record or {})},
+            )
+        record = {
+            "seed": seed, "epoch": epoch, "train_loss": total_loss / max(n_ex, 1),
+            "train_seconds": round(train_seconds, 3),
+            "trees_per_second": round(n_trees / max(train_seconds, 1e-9), 1),
+            "examples": n_ex, "dev": dev_metrics, "best": improved,
+            "eval_seconds": round(time.perf_counter() - t0 - train_seconds, 3),
+        }
+        epochs_done.append(record)
+        if metrics_file is not None:
+            with open(metrics_file, "a", encoding="utf-8") as fh:
+                fh.write(json.dumps(_jsonable(record)) + "\n")
+        log.info("seed %d epoch %d/%d: loss %.4f, dev %s %.4f%s, %.1fs (%.0f trees/s)",
+                 seed, epoch, cfg.epochs, record["train_loss"], sel, score,
+                 " (best)" if improved else "", train_seconds, record["trees_per_second"])
+        if on_epoch is not None:
+            on_epoch(record)
+    if not best:
+        raise RuntimeError(f"no epoch produced a finite dev {sel}; nothing to select")
+    result = {"seed": seed, "best_epoch": best["epoch"], "dev": best["dev"],
+              "checkpoint": str(ckpt_path),
+              "seconds_per_epoch": float(np.median([r["train_seconds"] for r in epochs_done])),
+              "epochs": epochs_done}
+    if cfg.test and "test" in rd.splits:
+        from .checkpoint import load_model
+
+        ck = load_model(ckpt_path, device=device)
+        test_tokens = rd.tokens("test") if getattr(task, "subsets", False) else None
+        result["test"], _ = evaluate(ck.model, rd.splits["test"],
+                                     batch_size=cfg.eval_batch_size, device=device,
+                                     graphs_on_device=graphs_on_device, tokens=test_tokens)
+        log.info("seed %d: best epoch %d, dev %s %.4f, test %s", seed, best["epoch"], sel,
+                 best_score, _fmt(result["test"]))
+    return result
+
+
+def _fmt(metrics: dict) -> str:
+    return ", ".join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                     for k, v in metrics.items())
+
+
+def _jsonable(x: Any) -> Any:
+    if isinstance(x, dict):
+        return {k: _jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [_jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if isinstance(x, np.generic):
+        return _jsonable(x.item())
+    return x
+
+
+def _write_json(path: Path, obj: Any) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        json.dump(_jsonable(obj), fh, indent=2)
+        fh.write("\n")
+    os.replace(tmp, path)
+
+
+def aggregate(per_seed: list[dict], split: str) -> dict[str, dict]:
+    """``{metric: {"mean", "std", "values"}}`` over seeds for one split."""
+    keys: list[str] = []
+    for r in per_seed:
+        for k in r.get(split, {}):
+            if k not in keys:
+                keys.append(k)
+    out = {}
+    for k in keys:
+        vals = [r[split].get(k) for r in per_seed if split in r]
+        nums = [float(v) for v in vals if isinstance(v, int | float)]
+        mean, std = M.mean_std(nums)
+        out[k] = {"mean": mean, "std": std, "values": vals}
+    return out
+
+
+def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
+        on_epoch: Callable[[dict], None] | None = None) -> dict:
+    """Check, load, train ``cfg.seeds`` models, write the run directory; return results."""
+    cfg.check()
+    task = build_task(cfg.task, supervision=cfg.supervision)
+    resolve_device(cfg)
+    rd = prepare_data(cfg, task)
+    num_relations = int(rd.meta.get("num_relations", {}).get(cfg.tree, len(rd.relations))
+                        or 1)
+    check_compatibility(cfg, rd, num_relations)
+    embeddings, emb_info = load_embeddings(cfg, rd)
+    if embeddings is not None and cfg.emb_dim is not None \
+            and embeddings.shape[1] != cfg.emb_dim:
+        raise ValueError(f"--emb-dim {cfg.emb_dim} but {emb_info['path']} has "
+                         f"{embeddings.shape[1]}-dimensional vectors")
+    emb_dim = int(embeddings.shape[1]) if embeddings is not None else (cfg.emb_dim or 300)
+    model_config = ModelConfig(
+        task=cfg.task, cell=cfg.model, vocab_size=len(rd.vocab), emb_dim=emb_dim,
+        hidden=cfg.hidden, embeddings_mode=emb_info["mode"], dropout=cfg.dropout,
+        emb_dropout=cfg.emb_dropout, head_hidden=cfg.head_hidden,
+        supervision=task.supervision, num_relations=max(num_relations, 1),
+        engine=cfg.engine, cell_kwargs=dict(cfg.cell_kwargs),
+    )
+    TreeLSTMModel(model_config)  # fail on a bad architecture before writing anything
+    name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
+    out = Path(cfg.runs_dir) / name
+    out.mkdir(parents=True, exist_ok=True)
+    metrics_file = out / "metrics.jsonl"
+    if metrics_file.exists():
+        log.warning("%s exists; overwriting the run", out)
+        metrics_file.unlink()
+    counts = {k: len(v) for k, v in rd.splits.items()}
+    record = {"run_config": cfg.to_dict(), "model_config": model_config.to_dict(),
+              "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
+                       "tree": cfg.tree, "examples": counts, "vocab_size": len(rd.vocab),
+                       "num_relations": num_relations, "sample": rd.meta.get("sample"),
+                       "dev_split": rd.dev_split},
+              "embeddings": emb_info,
+              "optimizer": {"name": cfg.optimizer, "lr": cfg.resolved_lr(),
+                            "emb_lr": cfg.resolved_emb_lr(), "l2": cfg.l2},
+              "task": {"name": task.name, "supervision": task.supervision,
+                       "selection_metric": task.selection_metric},
+              "device": cfg.device, "torch_threads": torch.get_num_threads()}
+    _write_json(out / "config.json", record)
+    log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree, rd.data_dir,
+             ", ".join(f"{k} {v}" for k, v in counts.items()))
+    seeds = [cfg.seed + k for k in range(cfg.seeds)]
+    per_seed = []
+    for s in seeds:
+        seed_dir = out if len(seeds) == 1 else out / f"seed-{s}"
+        seed_dir.mkdir(parents=True, exist_ok=True)
+        per_seed.append(train_model(
+            cfg, rd, model_config, seed=s, out_dir=seed_dir, embeddings=embeddings,
+            progress=progress, on_epoch=on_epoch, metrics_file=metrics_file,
+            config_record={"data_examples": counts},
+        ))
+    best_i = 0
+    for i, r in enumerate(per_seed):
+        if task.better(r["dev"].get(task.selection_metric, math.nan),
+                       per_seed[best_i]["dev"].get(task.selection_metric, math.nan)):
+            best_i = i
+    if len(seeds) > 1:
+        src = Path(per_seed[best_i]["checkpoint"])
+        fd, tmp = tempfile.mkstemp(prefix=".best.pt.", suffix=".tmp", dir=out)
+        os.close(fd)
+        shutil.copyfile(src, tmp)
+        os.replace(tmp, out / "best.pt")
+    results = {
+        "name": name, "task": cfg.task, "model": cfg.model, "tree": cfg.tree,
+        "selection_metric": task.selection_metric,
+        "metric_names": list(task.metric_names),
+        "seeds": [{k: v for k, v in r.items() if k != "epochs"} for r in per_seed],
+        "best_seed": seeds[best_i], "checkpoint": str(out / "best.pt"),
+        "dev": aggregate(per_seed, "dev"),
+        "test": aggregate(per_seed, "test") if cfg.test and "test" in rd.splits else {},
+        "seconds_per_epoch": float(np.median([r["seconds_per_epoch"] for r in per_seed])),
+        "data": record["data"],
+    }
+    _write_json(out / "results.json", results)
+    results["run_dir"] = str(out)
+    return results

@@ -1,0 +1,230 @@
+"""SequentialLSTM baselines (Tai et al. 2015 eq 1, Table 1) on chain graphs."""
+
+from __future__ import annotations
+
+import random
+
+import dgl
+import pytest
+import torch
+
+import gnn_treelstm
+from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
+from gnn_treelstm.cells.nary import NaryTreeLSTM
+from gnn_treelstm.cells.sequential import (
+    KINDS,
+    SequentialLSTM,
+    hidden_size_for_budget,
+    num_params,
+)
+from gnn_treelstm.graph import make_tree
+from tests.reference import tai
+from tests.trees import chain, random_tree
+
+X, H = 6, 5
+TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
+NAMES = list(KINDS)
+
+
+def chains(seed: int = 0, count: int = 22) -> list[dgl.DGLGraph]:
+    rng = random.Random(seed)
+    return [chain(rng.randint(1, 14), seed=seed * 100 + i) for i in range(count)]
+
+
+def snapshot(g: dgl.DGLGraph) -> tuple[dict, dict]:
+    return ({k: v.clone() for k, v in g.ndata.items()},
+            {k: v.clone() for k, v in g.edata.items()})
+
+
+def assert_same_graph(g: dgl.DGLGraph, snap: tuple[dict, dict]) -> None:
+    nd, ed = snap
+    assert set(g.ndata.keys()) == set(nd)
+    assert set(g.edata.keys()) == set(ed)
+    for k, v in nd.items():
+        assert torch.equal(g.ndata[k], v), k
+    for k, v in ed.items():
+        assert torch.equal(g.edata[k], v), k
+
+
+def grads(cell, loss) -> dict[str, torch.Tensor]:
+    cell.zero_grad()
+    loss.backward()
+    return {n: p.grad.clone() for n, p in cell.named_parameters()}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+@pytest.mark.parametrize("name,concat", [(n, False) for n in NAMES] + [("bilstm2", True)])
+def test_matches_reference_states_and_gradients(dtype, name, concat):
+    torch.manual_seed(0)
+    g = dgl.batch(chains())
+    cell = gnn_treelstm.build_cell(name, X, H, concat_layers=concat).to(dtype)
+    x = torch.randn(g.num_nodes(), X, dtype=dtype)
+    h, c = cell(g, x)
+    assert h.shape == c.shape == (g.num_nodes(), cell.out_size)
+    rh, rc = tai.sequential(cell, g, x)
+    tol = TOL[dtype]
+    torch.testing.assert_close(h, rh, atol=tol, rtol=tol)
+    torch.testing.assert_close(c, rc, atol=tol, rtol=tol)
+    wh, wc = torch.randn_like(h), torch.randn_like(c)
+    g1 = grads(cell, (h * wh).sum() + (c * wc).sum())
+    g2 = grads(cell, (rh * wh).sum() + (rc * wc).sum())
+    for pname in g1:
+        torch.testing.assert_close(g1[pname], g2[pname], atol=tol, rtol=tol, msg=pname)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_batched_equals_one_by_one_graph_unchanged_all_grads(name):
+    torch.manual_seed(1)
+    graphs = chains(seed=1)
+    g = dgl.batch(graphs)
+    snap = snapshot(g)
+    cell = gnn_treelstm.build_cell(name, X, H)
+    x = torch.randn(g.num_nodes(), X)
+    h, c = cell(g, x)
+    assert_same_graph(g, snap)
+    with torch.no_grad():
+        offset = 0
+        for t in graphs:
+            n = t.num_nodes()
+            ht, ct = cell(t, x[offset:offset + n])
+            torch.testing.assert_close(h[offset:offset + n], ht, atol=1e-6, rtol=1e-6)
+            torch.testing.assert_close(c[offset:offset + n], ct, atol=1e-6, rtol=1e-6)
+            offset += n
+    (h.sum() + c.sum()).backward()
+    for pname, p in cell.named_parameters():
+        assert p.grad is not None and p.grad.abs().sum() > 0, pname
+    before = {n: p.detach().clone() for n, p in cell.named_parameters()}
+    cell.reset_parameters()
+    for n, p in cell.named_parameters():
+        assert not torch.equal(before[n], p), n
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_equals_torch_lstm(name):
+    """lstm/lstm2 = torch.nn.LSTM; the backward direction = nn.LSTM on the reversed
+    sentence with the same weights (Tai: shared), each direction stacking its own layers."""
+    torch.manual_seed(2)
+    layers, bidir = KINDS[name]
+    n = 9
+    g = chain(n)
+    cell = gnn_treelstm.build_cell(name, X, H).double()
+    ref = torch.nn.LSTM(X, H, num_layers=layers).double()
+    with torch.no_grad():
+        for li, P in enumerate(cell.paper_weights()):  # torch gate order: i, f, g(=u), o
+            getattr(ref, f"weight_ih_l{li}").copy_(torch.cat([P[f"W_{k}"] for k in "ifuo"]))
+            getattr(ref, f"weight_hh_l{li}").copy_(torch.cat([P[f"U_{k}"] for k in "ifuo"]))
+            getattr(ref, f"bias_ih_l{li}").copy_(torch.cat([P[f"b_{k}"] for k in "ifuo"]))
+            getattr(ref, f"bias_hh_l{li}").zero_()
+        x = torch.randn(n, X, dtype=torch.float64)
+        h, c = cell(g, x)
+        fwd, (hn, cn) = ref(x.unsqueeze(1))
+        torch.testing.assert_close(h[:, :H], fwd[:, 0], atol=1e-12, rtol=1e-12)
+        torch.testing.assert_close(c[-1, :H], cn[-1, 0], atol=1e-12, rtol=1e-12)
+        if bidir:
+            bwd, (_, cb) = ref(x.flip(0).unsqueeze(1))
+            torch.testing.assert_close(h[:, H:], bwd[:, 0].flip(0), atol=1e-12, rtol=1e-12)
+            torch.testing.assert_close(c[0, H:], cb[-1, 0], atol=1e-12, rtol=1e-12)
+            sent = cell.sentence_vector(dgl.batch([g, g]), torch.cat([h, h]))
+            want = torch.cat([fwd[-1, 0], bwd[-1, 0]])  # both directions' final states
+            torch.testing.assert_close(sent, torch.stack([want, want]), atol=1e-12,
+                                       rtol=1e-12)
+        else:
+            sent = cell.sentence_vector(g, h)
+            torch.testing.assert_close(sent, hn[-1], atol=1e-12, rtol=1e-12)
+
+
+def test_lstm_equals_childsum_and_unary_nary_on_a_chain():
+    torch.manual_seed(3)
+    g = dgl.batch(chains(seed=3, count=5))
+    x = torch.randn(g.num_nodes(), X, dtype=torch.float64)
+    lstm = SequentialLSTM(X, H).double()
+    cs = ChildSumTreeLSTM(X, H).double()
+    nary = NaryTreeLSTM(X, H, n_ary=1).double()
+    P = lstm.paper_weights()[0]
+    with torch.no_grad():
+        cs.W_x.weight.copy_(lstm.layers[0].W_x.weight)
+        cs.W_x.bias.copy_(lstm.layers[0].W_x.bias)
+        cs.U_iou.weight.copy_(lstm.layers[0].U.weight[: 3 * H])
+        cs.U_f.weight.copy_(P["U_f"])
+        nary.W_x.load_state_dict(lstm.layers[0].W_x.state_dict())
+        nary.U.weight.copy_(lstm.layers[0].U.weight)
+        h, c = lstm(g, x)
+        for other in (cs, nary):
+            h2, c2 = other(g, x)
+            torch.testing.assert_close(h, h2, atol=1e-12, rtol=1e-12)
+            torch.testing.assert_close(c, c2, atol=1e-12, rtol=1e-12)
+
+
+def test_repr_registry_engine_and_out_size():
+    for name, (layers, bidir) in KINDS.items():
+        cell = gnn_treelstm.build_cell(name, 7, 3)
+        assert isinstance(cell, SequentialLSTM)
+        assert (cell.num_layers, cell.bidirectional) == (layers, bidir)
+        r = repr(cell)
+        assert "x_size=7" in r and "h_size=3" in r and f"num_layers={layers}" in r
+        assert cell.out_size == (6 if bidir else 3)
+    assert gnn_treelstm.build_cell("bilstm2", 7, 3, concat_layers=True).out_size == 12
+    with pytest.raises(ValueError, match="num_layers"):
+        gnn_treelstm.build_cell("lstm", 7, 3, num_layers=2)
+    with pytest.raises(NotImplementedError, match="level"):
+        SequentialLSTM(7, 3, engine="level")
+    # shared forward/backward weights: bidirectional has the unidirectional parameters
+    for uni, bi in (("lstm", "bilstm"), ("lstm2", "bilstm2")):
+        a = sum(p.numel() for p in gnn_treelstm.build_cell(uni, 300, 150).parameters())
+        b = sum(p.numel() for p in gnn_treelstm.build_cell(bi, 300, 150).parameters())
+        assert a == b == num_params(uni, 300, 150)
+
+
+def test_refuses_non_chains_and_bad_input():
+    cell = gnn_treelstm.build_cell("bilstm", X, H)
+    tree = random_tree(random.Random(0), 5, exact_children=True)
+    with pytest.raises(ValueError, match="not a chain"):
+        cell(tree, torch.randn(tree.num_nodes(), X))
+    g = chain(4)
+    with pytest.raises(ValueError, match="x_size"):
+        cell(g, torch.randn(4, X + 1))
+    with pytest.raises(ValueError, match="rows"):
+        cell(g, torch.randn(3, X))
+    with pytest.raises(ValueError, match="dtype"):
+        cell(g, torch.randn(4, X, dtype=torch.float64))
+    cyc = dgl.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)
+    with pytest.raises(ValueError, match="cycle"):
+        cell(cyc, torch.randn(3, X))
+    # a chain built with make_tree in the other direction is still a chain
+    back = make_tree([-1, 0, 1], [1, 2, 3])
+    assert cell(back, torch.randn(3, X))[0].shape == (3, 2 * H)
+
+
+# ------------------------------------------------------------ Tai Table 1 budgets
+# (kind, d, |θ|): relatedness (x = 300, no output gate in the authors' code) and sentiment
+TABLE1_RELATEDNESS = [("lstm", 150, 203_400), ("bilstm", 150, 203_400),
+                      ("lstm2", 108, 203_472), ("bilstm2", 108, 203_472),
+                      ("nary", 142, 205_190), ("childsum", 150, 203_400)]
+TABLE1_SENTIMENT = [("lstm", 168, 315_840), ("bilstm", 168, 315_840),
+                    ("lstm2", 120, 318_720), ("bilstm2", 120, 318_720),
+                    ("nary", 150, 316_800), ("childsum", 168, 315_840)]
+
+
+@pytest.mark.parametrize("task,rows,gated", [("relatedness", TABLE1_RELATEDNESS, False),
+                                             ("sentiment", TABLE1_SENTIMENT, True)])
+def test_tai_table1_counts_and_hidden_sizes(task, rows, gated):
+    budget = rows[-1][2]  # the Dependency Tree-LSTM's count sets the budget
+    for kind, d, count in rows:
+        assert num_params(kind, 300, d, counting="tai", output_gate=gated) == count, kind
+        assert hidden_size_for_budget(kind, 300, budget, counting="tai",
+                                      output_gate=gated) == d, kind
+
+
+def test_module_counting_matches_modules_and_budget_rule():
+    for kind in ("lstm", "bilstm", "lstm2", "bilstm2", "childsum", "nary"):
+        cell = gnn_treelstm.build_cell(kind, 30, 17)
+        assert sum(p.numel() for p in cell.parameters()) == num_params(kind, 30, 17), kind
+    budget = num_params("childsum", 300, 168)
+    assert hidden_size_for_budget("lstm", 300, budget) == 168
+    assert hidden_size_for_budget("lstm2", 300, budget) == 120
+    d = hidden_size_for_budget("nary", 300, budget)
+    assert num_params("nary", 300, d) >= budget > num_params("nary", 300, d - 1)
+    with pytest.raises(ValueError, match="kind"):
+        num_params("gru", 300, 10)
+    with pytest.raises(ValueError, match="budget"):
+        hidden_size_for_budget("lstm", 300, 0)

@@ -1,0 +1,122 @@
+import pytest
+import torch
+
+from data_prep import amr as A
+from gnn_treelstm.graph import validate_tree
+
+CORPUS = """# AMR release (header line, not metadata)
+
+# ::id t.1 ::date 2020
+# ::snt I saw a boa swallowing an animal .
+(s / see-01
+   :ARG0 (i / i)
+   :ARG1 (b / boa
+            :ARG0-of (w / swallow-01
+                        :ARG1 (a / animal)))
+   :polarity -
+   :time (a2 / age-01
+            :ARG1 i
+            :ARG2 (t / temporal-quantity :quant 6)))
+
+# ::id t.2
+# ::snt The Little Prince .
+(p / prince :wiki - :mod (l / little) :name (n / name :op1 "Little" :op2 "Prince"))
+"""
+
+
+@pytest.fixture
+def entries(tmp_path):
+    path = tmp_path / "tiny.amr"
+    path.write_text(CORPUS, encoding="utf-8")
+    return A.read_amr(path)
+
+
+def test_read_amr_metadata(entries):
+    assert [e.id for e in entries] == ["t.1", "t.2"]
+    assert entries[0].sentence == "I saw a boa swallowing an animal ."
+    assert entries[0].graph_penman.startswith("(s / see-01")
+    assert "::" not in entries[0].graph_penman
+    assert entries[1].metadata["snt"] == "The Little Prince ."
+
+
+def test_tree_copy_reentrancy(entries):
+    t = A.amr_tree(entries[0])
+    # pre-order: see, i, boa, swallow, animal, -, age, i(copy), temporal-quantity, 6
+    assert t.labels == ["see", "i", "boa", "swallow", "animal", "-", "age", "i",
+                        "temporal-quantity", "6"]
+    assert t.parents == [-1, 0, 0, 2, 3, 0, 0, 6, 6, 8]
+    assert t.roles == ["", ":ARG0", ":ARG1", ":ARG0-of", ":ARG1", ":polarity", ":time",
+                       ":ARG1", ":ARG2", ":quant"]
+    assert t.is_copy == [False] * 7 + [True, False, False]
+    assert t.is_constant[5] and t.is_constant[9] and not t.is_constant[0]
+
+
+def test_tree_drop_reentrancy_and_options(entries):
+    t = A.amr_tree(entries[0], reentrancy="drop", normalize_inverse=True, strip_senses=False)
+    assert "i" in t.labels and t.labels.count("i") == 1
+    assert len(t.labels) == 9
+    assert t.labels[0] == "see-01"
+    assert t.roles[3] == ":ARG0"  # :ARG0-of normalised
+    with pytest.raises(ValueError, match="reentrancy"):
+        A.amr_tree(entries[0], reentrancy="merge")
+
+
+def test_wiki_dropped_and_quotes_removed(entries):
+    t = A.amr_tree(entries[1])
+    assert t.labels == ["prince", "little", "name", "Little", "Prince"]
+    assert ":wiki" not in t.roles
+    t2 = A.amr_tree(entries[1], drop_roles=())
+    assert ":wiki" in t2.roles
+
+
+def test_amr_to_tree_graph(entries):
+    concepts, rels = A.build_amr_vocabs(entries)
+    assert concepts[0] == "<unk>" and rels[0] == "<unk>"
+    assert concepts[1] == "i"  # most frequent (twice, with the copy)
+    assert ":ARG0-of" in rels and ":wiki" not in rels
+    g = A.amr_to_tree(entries[0], concepts, rels)
+    validate_tree(g, num_relations=len(rels))
+    assert g.num_nodes() == 10 and g.num_edges() == 9
+    assert bool(g.ndata["root"][0]) and int(g.ndata["root"].sum()) == 1
+    src, dst = g.edges()
+    # edges child -> parent with the role as relation
+    e = {(int(s), int(d)): int(r) for s, d, r in zip(src, dst, g.edata["rel"])}
+    assert e[(3, 2)] == rels.index(":ARG0-of")
+    assert e[(7, 6)] == rels.index(":ARG1")
+    words = [concepts[int(w)] for w in g.ndata["word"]]
+    assert words[:3] == ["see", "i", "boa"]
+    # children of the root in branch order
+    kids = sorted((int(p), int(s)) for s, d, p in zip(src, dst, g.edata["pos"]) if int(d) == 0)
+    assert [s for _, s in kids] == [1, 2, 5, 6]
+    leaves = torch.nonzero(g.ndata["leaf"]).flatten().tolist()
+    assert leaves == [1, 4, 5, 7, 9]
+
+
+def test_unknown_concepts_and_relations(entries):
+    g = A.amr_to_tree(entries[1], {"<unk>": 0, "prince": 1, "little": 2},
+                      {"<unk>": 0, ":mod": 1})
+    assert g.ndata["word"].tolist() == [1, 2, 0, 2, 1]  # "Prince" -> prince (lowercase)
+    assert g.edata["rel"].tolist().count(0) == 3
+    with pytest.raises(ValueError, match=r"t.2: relation ':name' is not in"):
+        A.amr_to_tree(entries[1], ["<unk>"], [":mod"])
+
+
+def test_bad_penman(tmp_path):
+    p = tmp_path / "bad.amr"
+    p.write_text("# ::id x.1\n(a / b)\n\n# ::id x.2\n(a / b :c (d / e)\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"bad.amr: graph 2 \(after x.1\)"):
+        A.read_amr(p)
+
+
+def test_little_prince_v3(shared_data):
+    entries = A.read_amr(shared_data / "amr" / "little_prince" / "amr-bank-struct-v3.0.txt")
+    assert len(entries) == 1562
+    assert entries[0].id == "lpp_1943.1" and entries[-1].id == "lpp_1943.1562"
+    concepts, rels = A.build_amr_vocabs(entries)
+    n_nodes = 0
+    for e in entries[:300]:
+        g = A.amr_to_tree(e, concepts, rels)
+        assert int(g.out_degrees().max()) <= 1 and g.num_edges() == g.num_nodes() - 1
+        assert int(g.ndata["word"].min()) > 0  # every concept is in the corpus vocabulary
+        n_nodes += g.num_nodes()
+    assert n_nodes > 300

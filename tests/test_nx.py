@@ -1,0 +1,92 @@
+import random
+
+import dgl
+import networkx as nx
+import pytest
+
+from gnn_treelstm.graph import NO_WORD, make_tree
+from gnn_treelstm.nx import draw_tree, to_networkx, tree_layout
+from tests.trees import random_dependency_tree, random_tree
+
+VOCAB = ["<unk>", "It", "'s", "a", "lovely", "film"]
+RELS = ["left", "right"]
+
+
+def sst_tree():
+    # (3 (2 It) (4 (2 's) (4 (3 a) (4 (4 lovely) (2 film)))))
+    parents = [8, 7, 6, 5, 5, 6, 7, 8, -1]
+    words = [1, 2, 3, 4, 5, NO_WORD, NO_WORD, NO_WORD, NO_WORD]
+    labels = [2, 2, 3, 4, 2, 4, 4, 4, 3]
+    pos = [0, 0, 0, 0, 1, 1, 1, 1, 0]
+    spans = [[0, 1], [1, 2], [2, 3], [3, 4], [4, 5], [3, 5], [2, 5], [1, 5], [0, 5]]
+    return make_tree(parents, words, labels=labels, rels=pos, positions=pos, spans=spans)
+
+
+def test_to_networkx_attributes():
+    t = to_networkx(sst_tree(), vocab=VOCAB, relations=RELS, label_names=list("abcde"))
+    assert isinstance(t, nx.DiGraph) and t.number_of_nodes() == 9 and t.number_of_edges() == 8
+    assert t.graph["root"] == 8
+    assert t.nodes[3] == {"word": "lovely", "word_id": 4, "label": 4, "label_name": "e",
+                          "leaf": True, "root": False, "span": (3, 4)}
+    assert t.nodes[5]["word"] is None and t.nodes[5]["label"] == 4 and not t.nodes[5]["leaf"]
+    assert t.nodes[8]["root"] and t.nodes[8]["span"] == (0, 5)
+    assert t.has_edge(4, 5) and not t.has_edge(5, 4)  # child -> parent
+    assert t.edges[4, 5] == {"relation": "right", "rel": 1, "position": 1}
+    assert t.edges[3, 5]["relation"] == "left"
+
+
+def test_to_networkx_without_vocab_and_ignore_labels():
+    g = make_tree([-1, 0, 0], [7, 8, 9], rels=[0, 2, 3])
+    t = to_networkx(g)
+    assert t.nodes[1]["word"] == 8 and t.nodes[1]["label"] is None
+    assert t.edges[2, 0]["relation"] == 3 and t.edges[2, 0]["position"] == 1
+
+
+def test_batched_graph_index():
+    rng = random.Random(0)
+    graphs = [random_tree(rng, n) for n in (3, 5, 2)]
+    b = dgl.batch(graphs)
+    t = to_networkx(b, 1)
+    assert t.number_of_nodes() == graphs[1].num_nodes()
+    assert sorted(t.edges) == sorted(zip(*(x.tolist() for x in graphs[1].edges())))
+    with pytest.raises(ValueError, match="pass index="):
+        to_networkx(b)
+    with pytest.raises(ValueError, match="out of range"):
+        to_networkx(b, 3)
+
+
+def test_layout_is_tidy():
+    t = to_networkx(sst_tree())
+    pos = tree_layout(t)
+    # leaves on the bottom row, in sentence order
+    assert [pos[i] for i in range(5)] == [(float(i), -4.0) for i in range(5)]
+    assert pos[8][1] == 0.0 and pos[8][0] == pytest.approx((0 + pos[7][0]) / 2)
+    for v in range(5, 9):  # parents centred over first and last child
+        kids = sorted(t.predecessors(v), key=lambda c: t.edges[c, v]["position"])
+        assert pos[v][0] == pytest.approx((pos[kids[0]][0] + pos[kids[-1]][0]) / 2)
+        assert all(pos[c][1] < pos[v][1] for c in kids)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_layout_no_collisions_random(seed):
+    rng = random.Random(seed)
+    g = random_dependency_tree(rng, 12, max_children=3)
+    for bottom in (True, False):
+        pos = tree_layout(to_networkx(g), leaves_at_bottom=bottom)
+        assert len(set(pos.values())) == g.num_nodes()
+
+
+def test_layout_orders_children_by_position_not_edge_id():
+    g = make_tree([-1, 0, 0], [1, 2, 3], positions=[0, 1, 0])  # node 2 is the left child
+    pos = tree_layout(to_networkx(g))
+    assert pos[2][0] < pos[1][0]
+
+
+def test_draw_tree_png(tmp_path):
+    out = draw_tree(sst_tree(), tmp_path / "sub" / "tree.png", vocab=VOCAB, title="SST")
+    data = out.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    assert not list(out.parent.glob(".*.tmp"))
+    g = random_dependency_tree(random.Random(1), 8)
+    p2 = draw_tree(g, tmp_path / "dep.png", relations=[f"r{i}" for i in range(5)])
+    assert p2.stat().st_size > 2000
