@@ -30,7 +30,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 import dgl
 
 from gnn_treelstm.graph import IGNORE, NO_WORD, make_tree
@@ -95,7 +94,7 @@ def binarize_dependency(heads: Sequence[int]) -> BinaryTree:
     top = list(range(n))  # the constituent node of each word's full subtree
     for h in sorted(range(n), key=lambda k: -depth[k]):
         node = h
-        right = sorted((d for d in deps[h] if d > h))
+        right = sorted(d for d in deps[h] if d > h)
         left = sorted((d for d in deps[h] if d < h), reverse=True)
         for d in right + left:
             node = new_node(node, top[d])

@@ -38,14 +38,13 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gnn_treelstm
 import dgl
 import torch
 
-from gnn_treelstm.graph import IGNORE
+import gnn_treelstm
 from gnn_treelstm.vocab import Relations, Vocab
 
-from . import binarize, chain, dependency, ptb, preparsed, readers
+from . import binarize, chain, dependency, preparsed, ptb, readers
 
 logger = logging.getLogger(__name__)
 
@@ -261,7 +260,8 @@ def _sent_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Re
                 parse: dependency.DepParse | None) -> dgl.DGLGraph:
     if tree == "constituency":
         if ex.ptb is not None:
-            return ptb.tree_to_graph(ex.ptb, lambda _t, it=iter(ids): next(it))
+            word_of = dict(zip(ex.ptb.tokens, ids))
+            return ptb.tree_to_graph(ex.ptb, word_of.__getitem__)
         if ex.stanford:
             return preparsed.preparsed_constituency_graph(ex.stanford[side], ids)
         assert parse is not None
@@ -474,8 +474,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--check-counts", action="store_true",
                     help="fail unless the published counts hold (full data only)")
     ap.add_argument("--spacy-model", default=None,
-                    help="installed spaCy pipeline (default: %s)"
-                    % " then ".join(dependency.DEFAULT_PIPELINES))
+                    help="installed spaCy pipeline (default: "
+                    f"{' then '.join(dependency.DEFAULT_PIPELINES)})")
     ap.add_argument("--trees", nargs="+", default=None,
                     help="tree kinds to build (default: all of the data set's)")
     ap.add_argument("--batch-size", type=int, default=512, help="spaCy nlp.pipe batch size")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 import dgl
 
 from gnn_treelstm.graph import make_tree

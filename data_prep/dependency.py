@@ -14,11 +14,11 @@ with the relation ``dep`` (spaCy's unclassified dependency).
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 import dgl
 
 from gnn_treelstm.graph import IGNORE, make_tree
@@ -72,12 +72,18 @@ def _pip_name(name: str) -> str:
 def load_pipeline(name: str | None = None, *, disable: Sequence[str] = DISABLE):
     """Load a spaCy pipeline by name (any installed one), without the pipes in ``disable``.
 
-    With ``name=None`` the :data:`DEFAULT_PIPELINES` are tried in order.
+    With ``name=None`` the :data:`DEFAULT_PIPELINES` are tried in order. Loaded pipelines
+    are cached per process (parsing does not change them).
 
     Raises:
         ValueError: the pipeline is not installed (the message names the pip package), or
             it has no dependency parser.
     """
+    return _load_pipeline(name, tuple(disable))
+
+
+@functools.lru_cache(maxsize=4)
+def _load_pipeline(name: str | None, disable: tuple[str, ...]):
     import spacy
 
     names = [name] if name else list(DEFAULT_PIPELINES)

@@ -22,7 +22,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 import dgl
 
 from gnn_treelstm.graph import NO_WORD, make_tree

@@ -21,7 +21,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 import dgl
 
 from gnn_treelstm.graph import NO_WORD, make_tree

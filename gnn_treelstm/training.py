@@ -341,13 +341,16 @@ def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None
     if cell.max_children is not None:
         deg, where = _max_children(rd.splits.values())
         if deg > cell.max_children:
+            if cell.max_children == 1:
+                fix = "sequential LSTMs run on chains: use --tree chain"
+            else:
+                fix = ("use --tree constituency (binarized) or a model for any number of "
+                       "children (childsum, mtree)")
             raise ValueError(
-                f"model {cfg.model!r} is {cell.max_children}-ary (at most "
-                f"{cell.max_children} children per node), but the {cfg.tree} trees of "
-                f"{rd.data_dir} have nodes with up to {deg} children (first in {where}); use "
-                "--tree constituency (binarized) or a model for any number of children "
-                "(childsum, mtree)" + ("" if cell.max_children != 1 else
-                                       "; sequential LSTMs need --tree chain")
+                f"model {cfg.model!r} takes at most {cell.max_children} "
+                f"child{'ren' if cell.max_children > 1 else ''} per node, but the {cfg.tree} "
+                f"trees of {rd.data_dir} have nodes with up to {deg} children (first in "
+                f"{where}); {fix}"
             )
     kinds = getattr(cell, "tree_kinds", ())
     base_tree = cfg.tree.replace("-spacy", "")

@@ -157,13 +157,13 @@ class NaryTreeLSTM(TreeCell):
             out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
         U_iou = self.U_iou.weight if self.tie_forget else self.U.weight[: 3 * h]
         for k, g in enumerate("iou"):
-            out[f"U_{g}"] = [U_iou[k * h:(k + 1) * h, l * h:(l + 1) * h] for l in range(n)]
+            out[f"U_{g}"] = [U_iou[k * h:(k + 1) * h, m * h:(m + 1) * h] for m in range(n)]
         if self.tie_forget:
-            out["U_f"] = [[self.U_f_diag[k] if k == l else self.U_f_off.weight
-                           for l in range(n)] for k in range(n)]
+            out["U_f"] = [[self.U_f_diag[k] if k == m else self.U_f_off.weight
+                           for m in range(n)] for k in range(n)]
         else:
             Uf = self.U.weight[3 * h:]
-            out["U_f"] = [[Uf[k * h:(k + 1) * h, l * h:(l + 1) * h] for l in range(n)]
+            out["U_f"] = [[Uf[k * h:(k + 1) * h, m * h:(m + 1) * h] for m in range(n)]
                           for k in range(n)]
         return out
 

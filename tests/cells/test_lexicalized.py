@@ -213,3 +213,16 @@ def test_bad_construction():
         LexicalizedTreeLSTM(X, H, engine="level")
     with pytest.raises(ValueError, match="head"):
         LexicalizedTreeLSTM(X, H, head="middle")
+
+
+@pytest.mark.parametrize("kw", CONFIGS, ids=str)
+def test_unary_and_single_side_nodes_match_reference(kw):
+    """Outside the paper's strictly binary trees: a unary node (only a left child) and a
+    node with only a right child take zeros for the missing child, as in the reference."""
+    graphs = [
+        make_tree([1, 2, -1], [4, -1, -1]),  # leaf -> unary -> unary root
+        make_tree([3, 2, 3, -1], [1, 2, -1, -1], positions=[0, 1, 1, 0]),  # right-only node
+        make_tree([-1], [7]),
+    ]
+    check_against_reference(LexicalizedTreeLSTM(X, H, **kw), graphs, torch.float64,
+                            teng.lex_reference)

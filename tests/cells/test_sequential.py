@@ -26,9 +26,9 @@ TOL = {torch.float32: 1e-5, torch.float64: 1e-10}
 NAMES = list(KINDS)
 
 
-def chains(seed: int = 0, count: int = 22) -> list[dgl.DGLGraph]:
+def chains(seed: int = 0, count: int = 20) -> list[dgl.DGLGraph]:
     rng = random.Random(seed)
-    return [chain(rng.randint(1, 14), seed=seed * 100 + i) for i in range(count)]
+    return [chain(rng.randint(1, 10), seed=seed * 100 + i) for i in range(count)]
 
 
 def snapshot(g: dgl.DGLGraph) -> tuple[dict, dict]:

@@ -174,3 +174,13 @@ def test_bad_construction():
         TopDownTreeLSTM(X, H, engine="level")
     with pytest.raises(ValueError, match="head"):
         TopDownTreeLSTM(X, H, head="first")
+
+
+def test_unary_and_single_side_nodes_match_reference():
+    graphs = [
+        make_tree([1, 2, -1], [4, -1, -1]),
+        make_tree([3, 2, 3, -1], [1, 2, -1, -1], positions=[0, 1, 1, 0]),
+        make_tree([-1], [7]),
+    ]
+    check_against_reference(TopDownTreeLSTM(X, H, tie_input=False), graphs, torch.float64,
+                            teng.topdown_reference)

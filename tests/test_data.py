@@ -1,0 +1,102 @@
+import pytest
+import torch
+from torch.utils.data import DataLoader
+
+from data_prep.build import build
+from gnn_treelstm.data import (
+    SST2_MAP,
+    Batch,
+    Split,
+    TreeDataset,
+    collate,
+    load_meta,
+    load_relations,
+    load_split,
+    load_text,
+    load_vocab,
+    sst2_labels,
+    to_sst2,
+)
+from gnn_treelstm.graph import IGNORE, batch_roots
+
+
+@pytest.fixture(scope="module")
+def sst_dir(sample_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sst")
+    build("sst", sample_data, out, trees=["constituency", "chain"])
+    return out
+
+
+@pytest.fixture(scope="module")
+def sick_dir(sample_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("sick")
+    build("sick", sample_data, out, trees=["dependency", "constituency"])
+    return out
+
+
+def test_sst2_map():
+    assert SST2_MAP.tolist() == [0, 0, IGNORE, 1, 1]
+    assert sst2_labels(torch.tensor([0, 1, 2, 3, 4, IGNORE])).tolist() == \
+        [0, 0, IGNORE, 1, 1, IGNORE]
+    with pytest.raises(ValueError, match="0-4"):
+        sst2_labels(torch.tensor([5]))
+
+
+def test_load_split_and_meta(sst_dir):
+    meta = load_meta(sst_dir)
+    s = load_split(sst_dir, "dev", "constituency")
+    assert isinstance(s, Split) and len(s) == meta["splits"]["dev"] == 100
+    assert s.graphs_b is None and not s.pair and s.targets["label"].dtype == torch.int64
+    assert len(load_text(sst_dir, "dev")) == 100
+    assert load_relations(sst_dir, "constituency").names == ["left", "right"]
+    assert len(load_vocab(sst_dir)) == meta["vocab_size"]
+    with pytest.raises(ValueError, match="not built"):
+        load_split(sst_dir, "dev", "dependency")
+    with pytest.raises(ValueError, match="no split"):
+        load_split(sst_dir, "nope", "chain")
+    with pytest.raises(FileNotFoundError, match="build the data first"):
+        load_meta(sst_dir / "missing")
+
+
+def test_to_sst2(sst_dir):
+    s = load_split(sst_dir, "dev", "constituency")
+    b = to_sst2(s)
+    assert len(b) == load_meta(sst_dir)["sst2_splits"]["dev"]
+    assert set(b.targets["label"].tolist()) <= {0, 1}
+    labels = torch.cat([g.ndata["label"] for g in b.graphs])
+    assert set(labels.tolist()) <= {0, 1, IGNORE}
+    # the caller's split is untouched
+    assert int(torch.cat([g.ndata["label"] for g in s.graphs]).max()) > 1
+
+
+def test_dataloader_batches(sst_dir):
+    s = load_split(sst_dir, "train", "chain")
+    loader = DataLoader(TreeDataset(s), batch_size=16, shuffle=True, collate_fn=collate,
+                        generator=torch.Generator().manual_seed(0))
+    seen = []
+    for batch in loader:
+        assert isinstance(batch, Batch) and batch.graph_b is None
+        assert batch.graph.batch_size == len(batch) <= 16
+        roots = batch_roots(batch.graph)
+        assert torch.equal(batch.graph.ndata["label"][roots], batch.targets["label"])
+        assert torch.equal(batch.targets["label"], s.targets["label"][batch.index])
+        seen += batch.index.tolist()
+    assert sorted(seen) == list(range(len(s)))
+
+
+def test_pairs(sick_dir):
+    s = load_split(sick_dir, "dev", "dependency")
+    assert s.pair and len(s.graphs_b) == len(s) == 50
+    batch = collate([TreeDataset(s)[i] for i in (3, 1)])
+    assert batch.graph_b.batch_size == 2 and batch.index.tolist() == [3, 1]
+    assert batch.targets["score"].dtype == torch.float32
+    assert batch.to("cpu").targets["label"].tolist() == s.targets["label"][[3, 1]].tolist()
+    text = load_text(sick_dir, "dev")
+    assert batch.graph_b.batch_num_nodes().tolist() == [len(text[3]["b"]), len(text[1]["b"])]
+    with pytest.raises(ValueError, match="empty batch"):
+        collate([])
+
+
+def test_split_checks_lengths():
+    with pytest.raises(ValueError, match="target 'label'"):
+        Split([], None, {"label": torch.zeros(2)})
