@@ -2,8 +2,13 @@ import os
 from pathlib import Path
 
 import pytest
+import torch
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
+
+# Tiny trees: one thread is faster than two fighting over small matmuls, and keeps the suite
+# quick on a loaded 2-core machine.
+torch.set_num_threads(1)
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -21,7 +21,9 @@ code uses ``c_t`` and the node's own ``x_t``, so we read both subscripts as typo
 
 **The root** is "seeded from the head lexicon" (§4.3, last paragraph): it has no
 predecessor (``h_{t-1} = c_{t-1} = 0``) and its input is the root's head lexicon, computed
-with the left parameter set (the authors' code: "root node as left").
+with the left parameter set (the authors' code: "root node as left"). The root's output
+gate keeps its peephole ``W_co^L c_t`` (eq 15 with a zero predecessor); the authors' code
+drops it at the root, as it does at the bottom-up leaves (no effect on parameter counts).
 
 **Parameter sharing** (``tie_input``). Eq 15 lists ``W_x*^N`` and ``b_*^N`` per side. Teng
 Table 5's counts and the authors' code share the input matrices and the biases between

@@ -1,0 +1,113 @@
+import random
+from types import SimpleNamespace
+
+import dgl
+import pytest
+import torch
+from torch.nn import functional as F
+
+from gnn_treelstm.data import Split
+from gnn_treelstm.graph import IGNORE, LABEL, batch_roots, make_tree
+from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.tasks import Encoded, build_task, tasks
+from gnn_treelstm.tasks.classification import ClassifierHead
+from tests.trees import random_batch
+
+
+def test_registry_has_the_six_tasks():
+    assert tasks.names() == ["sick-e", "sick-r", "snli", "sst-2", "sst-5", "trec"]
+    with pytest.raises(KeyError, match="unknown task 'sst-3'; choose one of: sick-e"):
+        build_task("sst-3")
+    with pytest.raises(ValueError, match="--supervision phrase or root"):
+        build_task("sst-5", supervision="nodes")
+    with pytest.raises(ValueError, match="--supervision root"):
+        build_task("trec", supervision="phrase")
+    assert build_task("sst-5").supervision == "phrase"   # Tai: every labelled node
+
+
+def _batch(seed=0, count=4):
+    g = dgl.batch(random_batch(seed, count, words="leaves", exact_children=True))
+    roots = batch_roots(g)
+    return SimpleNamespace(graph=g, graph_b=None, targets={"label": g.ndata[LABEL][roots]})
+
+
+def test_phrase_loss_sums_labelled_nodes_per_tree():
+    batch = _batch()
+    g = batch.graph
+    lab = g.ndata[LABEL].clone()
+    lab[::3] = IGNORE                      # some unlabelled nodes
+    lab[batch_roots(g)] = batch.targets["label"]
+    g.ndata[LABEL] = lab
+    task = build_task("sst-5", supervision="phrase")
+    logits = torch.randn(g.num_nodes(), 5)
+    out = {"root_logits": logits[batch_roots(g)], "node_logits": logits}
+    mask = lab != IGNORE
+    manual = sum(F.cross_entropy(logits[i:i + 1], lab[i:i + 1]) for i in range(len(lab))
+                 if mask[i]) / g.batch_size
+    torch.testing.assert_close(task.loss(out, batch), manual)
+    root_task = build_task("sst-5", supervision="root")
+    torch.testing.assert_close(root_task.loss(out, batch),
+                               F.cross_entropy(out["root_logits"], batch.targets["label"]))
+
+
+def test_metrics_root_and_all_phrase_accuracy():
+    task = build_task("sst-5")
+    batch = _batch(1, 3)
+    g = batch.graph
+    logits = F.one_hot(g.ndata[LABEL].clamp(min=0), 5).float()  # every node right
+    roots = batch_roots(g)
+    logits[roots[0]] = F.one_hot(torch.tensor((int(batch.targets["label"][0]) + 1) % 5), 5)
+    out = {"root_logits": logits[roots], "node_logits": logits}
+    m = task.metrics(task.gather(out, batch))
+    assert m["accuracy"] == pytest.approx(2 / 3)
+    assert m["phrase_accuracy"] == pytest.approx(1 - 1 / g.num_nodes())
+
+
+def _enc(node_h, sent, roots, num_a):
+    return Encoded(graph=None, h=node_h, sent=sent, roots=roots, num_a=num_a)
+
+
+def test_classifier_head_roots_read_the_sentence_vector():
+    head = ClassifierHead(4, 6, 5, hidden=7, dropout=0.0, node_outputs=True)
+    assert head.sent_in is not None and head.out.in_features == 7   # eq 17 hidden layer
+    h, sent, roots = torch.randn(5, 4), torch.randn(2, 6), torch.tensor([2, 4])
+    out = head(_enc(h, sent, roots, 2))
+    torch.testing.assert_close(out["node_logits"][roots], out["root_logits"])
+    expected_root = head.out(F.relu(head.sent_in(sent)))
+    torch.testing.assert_close(out["root_logits"], expected_root)
+    torch.testing.assert_close(out["node_logits"][0], head.out(F.relu(head.node_in(h[0]))))
+    plain = ClassifierHead(4, 4, 3, dropout=0.0)                     # Tai §4.1: linear
+    assert plain.out is None and plain.sent_in is None
+    o = plain(_enc(h, h[roots], roots, 2))
+    torch.testing.assert_close(o["root_logits"], plain.node_in(h[roots]))
+
+
+def test_teng_cells_get_the_eq17_hidden_layer():
+    g = dgl.batch(random_batch(2, 3, words="leaves", exact_children=True))
+    for cell, task, hidden in (("bitree", "sst-5", 128), ("bitree", "trec", 64),
+                               ("nary", "sst-5", 0)):
+        m = TreeLSTMModel(ModelConfig(task=task, cell=cell, vocab_size=50, emb_dim=6,
+                                      hidden=4))
+        assert m.head.hidden == hidden
+        out = m(g)
+        assert out["root_logits"].shape == (3, m.task.num_classes)
+    bi = TreeLSTMModel(ModelConfig(task="sst-5", cell="bitree", vocab_size=50, emb_dim=6,
+                                   hidden=4))
+    assert bi.head.node_in.in_features == 12   # node_vectors: eq 16's three parts (3h)
+
+
+def test_sst2_relabels_and_drops_neutral_roots():
+    rng = random.Random(0)
+    graphs, roots = [], [0, 1, 2, 3, 4]
+    for r in roots:
+        labels = [rng.randrange(5) for _ in range(3)]
+        labels[2] = r
+        graphs.append(make_tree([2, 2, -1], [1, 2, -1], labels=labels))
+    split = Split(graphs, None, {"label": torch.tensor(roots)})
+    out = build_task("sst-2").prepare_split(split)
+    assert out.targets["label"].tolist() == [0, 0, 1, 1]
+    for g, orig in zip(out.graphs, [graphs[i] for i in (0, 1, 3, 4)]):
+        want = torch.tensor([[0, 0, IGNORE, 1, 1][int(v)] for v in orig.ndata[LABEL]])
+        assert g.ndata[LABEL].tolist() == want.tolist()
+    assert graphs[0].ndata[LABEL].max() <= 4      # the caller's graphs are untouched
+    assert build_task("sst-2").label_names(None) == ["negative", "positive"]

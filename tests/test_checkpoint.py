@@ -1,0 +1,63 @@
+import dgl
+import pytest
+import torch
+
+from gnn_treelstm import checkpoint as C
+from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.vocab import Vocab
+from tests.trees import random_batch
+
+
+def _model(**kw):
+    cfg = dict(task="sst-5", cell="nary", vocab_size=50, emb_dim=6, hidden=5)
+    cfg.update(kw)
+    return TreeLSTMModel(ModelConfig(**cfg))
+
+
+def _vocab(n=50):
+    return Vocab([f"w{i}" for i in range(1, n)])
+
+
+def test_round_trip_rebuilds_the_same_model(tmp_path):
+    m = _model(cell="bitree", supervision="root", head_hidden=9).eval()
+    path = C.save_checkpoint(tmp_path / "run" / "best.pt", m, vocab=_vocab(),
+                             relations=["left", "right"], label_names=list("abcde"),
+                             run_config={"tree": "constituency"}, meta={"epoch": 3})
+    ck = C.load_model(path)
+    assert ck.model.config == m.config and not ck.model.training
+    assert ck.vocab == _vocab() and ck.relations == ["left", "right"]
+    assert ck.label_names == list("abcde") and ck.run_config == {"tree": "constituency"}
+    assert ck.meta == {"epoch": 3}
+    g = dgl.batch(random_batch(0, 4, words="leaves", exact_children=True))
+    with torch.no_grad():
+        for k, v in m(g).items():
+            torch.testing.assert_close(ck.model(g)[k], v)
+    assert [p.name for p in path.parent.iterdir()] == ["best.pt"]  # no temp file left
+
+
+def test_save_is_atomic(tmp_path, monkeypatch):
+    m = _model()
+    path = C.save_checkpoint(tmp_path / "best.pt", m, vocab=_vocab())
+    before = path.read_bytes()
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(C.torch, "save", boom)
+    with pytest.raises(OSError, match="disk full"):
+        C.save_checkpoint(path, _model(), vocab=_vocab())
+    assert path.read_bytes() == before
+    assert [p.name for p in tmp_path.iterdir()] == ["best.pt"]
+
+
+def test_bad_inputs(tmp_path):
+    with pytest.raises(ValueError, match="vocabulary has 3 words"):
+        C.save_checkpoint(tmp_path / "x.pt", _model(), vocab=["<unk>", "a", "b"])
+    with pytest.raises(FileNotFoundError, match="did you mean"):
+        C.load_model(tmp_path)
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ValueError, match="not a readable checkpoint"):
+        C.load_model(tmp_path / "junk.pt")
+    torch.save({"format": 99, "model_config": {}}, tmp_path / "new.pt")
+    with pytest.raises(ValueError, match="format 99"):
+        C.load_model(tmp_path / "new.pt")

@@ -1,0 +1,145 @@
+"""train.py -> best.pt -> evaluate.py round trips on tiny built data, and the refusals."""
+
+import json
+import math
+
+import pytest
+
+import evaluate
+import train
+from gnn_treelstm import data as D
+from gnn_treelstm import training as T
+from tests.tiny_data import build_tiny
+
+TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
+        "-q"]
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    for ds in ("sst", "sick", "trec", "snli"):
+        build_tiny(root, ds)
+    return root
+
+
+@pytest.mark.parametrize("task,model,tree", [
+    ("sst-5", "nary", "constituency"),
+    ("sst-2", "lstm", "chain"),
+    ("sick-r", "childsum", "dependency"),
+    ("sick-e", "mtree", "dependency"),
+    ("snli", "childsum", "dependency"),
+    ("trec", "bitree", "constituency"),
+])
+def test_round_trip_every_task(tiny, tmp_path, capsys, task, model, tree):
+    runs = tmp_path / "runs"
+    rc = train.main(["--data", str(tiny), "--task", task, "--model", model, "--tree", tree,
+                     "--runs-dir", str(runs), "--name", "r", *TINY])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    assert "epoch   1: loss" in out and "checkpoint:" in out
+    run = runs / "r"
+    assert {p.name for p in run.iterdir()} >= {"best.pt", "config.json", "metrics.jsonl",
+                                                "results.json", "train.log"}
+    res = json.loads((run / "results.json").read_text())
+    epochs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert len(epochs) == 1 and epochs[0]["best"] and epochs[0]["trees_per_second"] > 0
+    ck, metrics, gathered = evaluate.evaluate_checkpoint(run / "best.pt", split="test")
+    for k, v in res["seeds"][0]["test"].items():           # rebuilt from the file alone
+        assert metrics[k] == pytest.approx(v, nan_ok=True) or (v is None and math.isnan(
+            metrics[k]))
+    for k in ck.model.task.metric_names:
+        assert k in metrics
+    assert len(gathered["length"]) == metrics["count"]
+    rc = evaluate.main([str(run / "best.pt"), "--split", "dev", "--json"])
+    line = json.loads(capsys.readouterr().out.strip())
+    dev = ck.model.task.prepare_split(D.load_split(tiny / ck.model.task.dataset, "dev", tree))
+    assert rc == 0 and line["split"] == "dev" and line["count"] == len(dev) > 0
+    assert task != "sst-2" or len(dev) < 8          # neutral roots dropped
+
+
+def test_seeds_table_and_length_plot(tiny, tmp_path, capsys):
+    runs = tmp_path / "runs"
+    common = ["--data", str(tiny), "--runs-dir", str(runs), *TINY]
+    assert train.main(["--task", "sick-r", "--model", "childsum", "--tree", "dependency",
+                       "--name", "a", "--seeds", "2", *common]) == 0
+    assert train.main(["--task", "sick-r", "--model", "mtree", "--tree", "dependency",
+                       "--name", "b", *common]) == 0
+    capsys.readouterr()
+    res = json.loads((runs / "a" / "results.json").read_text())
+    assert [s["seed"] for s in res["seeds"]] == [1, 2]
+    vals = res["test"]["pearson"]["values"]
+    assert res["test"]["pearson"]["mean"] == pytest.approx(sum(vals) / 2)
+    assert (runs / "a" / "seed-1" / "best.pt").exists() and (runs / "a" / "best.pt").exists()
+    assert evaluate.main(["--table", str(runs / "a"), str(runs / "b")]) == 0
+    table = capsys.readouterr().out.strip().splitlines()
+    assert table[0].startswith("| model | tree | task | seeds | pearson | spearman | mse |")
+    assert table[2].startswith("| childsum (a) | dependency | sick-r | 2 |")
+    m = res["test"]["mse"]
+    assert f"{m['mean']:.4f} ({m['std']:.4f})" in table[2]
+    png = tmp_path / "len.png"
+    assert evaluate.main([str(runs / "a"), str(runs / "b" / "best.pt"),
+                          "--plot-length", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--task", "sst-9"], "unknown task 'sst-9'; choose one of: sick-e, sick-r, snli"),
+    (["--model", "treelstm"], "unknown cell 'treelstm'; choose one of: bilstm"),
+    (["--tree", "ccg"], "unknown tree 'ccg'; choose one of: constituency, dependency"),
+    (["--task", "sst-5", "--model", "nary", "--tree", "dependency"],
+     "at most 2 children per node, but the dependency trees"),
+    (["--task", "sick-r", "--model", "mtree", "--tree", "chain"],
+     "reads edge relations, but the chain graphs"),
+    (["--task", "sick-r", "--model", "lstm", "--tree", "dependency"],
+     "sequential LSTMs run on chains: use --tree chain"),
+    (["--task", "trec", "--supervision", "phrase"], "supports --supervision root"),
+])
+def test_refusals_before_training(tiny, tmp_path, capsys, args, message):
+    rc = train.main(["--data", str(tiny), "--runs-dir", str(tmp_path), "--name", "x",
+                     *args, *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err
+    assert not (tmp_path / "x" / "metrics.jsonl").exists()
+
+
+def test_missing_data_names_the_build_command(tmp_path, capsys):
+    rc = train.main(["--data", str(tmp_path / "nope"), "--runs-dir", str(tmp_path), *TINY])
+    assert rc == 2
+    assert "python -m data_prep.build --dataset sst" in capsys.readouterr().err
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(T.DataError, match="python -m data_prep.build --dataset sick"):
+        T.resolve_data_dir(empty, "sick", "dependency")
+
+
+def test_data_resolution(tiny, monkeypatch):
+    assert T.resolve_data_dir(tiny / "sick", "sick", "dependency") == tiny / "sick"
+    monkeypatch.setenv("GNN_TREELSTM_DATA", str(tiny))
+    assert T.resolve_data_dir(None, "trec", "chain") == tiny / "trec"
+    with pytest.raises(T.DataError, match="holds the 'sick' data set"):
+        T.resolve_data_dir(tiny / "sick", "sst", "constituency")
+    with pytest.raises(T.DataError, match="--trees amr"):
+        T.resolve_data_dir(tiny / "sst", "sst", "amr")
+
+
+def test_optimizer_groups_follow_tai():
+    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+
+    m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
+    opt = T.build_optimizer(m, T.RunConfig())
+    rest, emb = opt.param_groups
+    assert isinstance(opt, T.torch.optim.Adagrad)
+    assert (rest["lr"], rest["weight_decay"]) == (0.05, 1e-4)   # Tai §5.3
+    assert (emb["lr"], emb["weight_decay"]) == (0.1, 0.0)
+    assert emb["params"] == [m.embedding.weight]
+    adam = T.build_optimizer(m, T.RunConfig(optimizer="adam"))
+    assert adam.param_groups[0]["lr"] == 1e-3 and adam.param_groups[1]["lr"] == 1e-3
+
+
+def test_predict_reads_pairs_and_rejects_unpaired():
+    assert evaluate.read_inputs("A man runs ||| A person moves", True) == [
+        ("A man runs", "A person moves")]
+    assert evaluate.read_inputs("a fine film", False) == [("a fine film", None)]
+    with pytest.raises(ValueError, match="premise<TAB>hypothesis"):
+        evaluate.read_inputs("only one sentence", True)
