@@ -196,7 +196,6 @@ def predict(ck: Checkpoint, inputs: list[tuple[str, str | None]], nlp) -> list[s
 
 
 # ---------------------------------------------------------------------------- tables
-PERCENT = ("accuracy",)
 
 
 def _cell(metric: str, v: dict | None) -> str:
@@ -204,7 +203,7 @@ def _cell(metric: str, v: dict | None) -> str:
                                           and math.isnan(v["mean"])):
         return "n/a"
     mean, std = v["mean"], v.get("std") or 0.0
-    if metric.startswith(PERCENT):
+    if "accuracy" in metric:
         return f"{100 * mean:.1f} ({100 * std:.1f})"
     return f"{mean:.4f} ({std:.4f})"
 
@@ -260,12 +259,14 @@ def plot_length(curves: list[tuple[str, object]], out: str | Path, *, metric: st
     return out
 
 
-def length_curve_of(ck: Checkpoint, gathered: dict) -> tuple:
+def length_curve_of(ck: Checkpoint, gathered: dict, min_count: int = 10) -> tuple:
+    """``(length, score, count)`` of one model; windows with fewer than ``min_count``
+    examples are left out (they are noise at the long tail)."""
     task = ck.model.task
     pred, gold = task.example_scores(gathered)
     fn = M.pearson if task.curve_metric() == "pearson" else M.accuracy
-    min_count = 3 if task.curve_metric() == "pearson" else 1
-    return M.length_curve(gathered["length"], pred, gold, fn, window=2, min_count=min_count)
+    return M.length_curve(gathered["length"], pred, gold, fn, window=2,
+                          min_count=max(min_count, 3 if fn is M.pearson else 1))
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -284,6 +285,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="markdown table of the run directories: mean (std) over seeds")
     ap.add_argument("--plot-length", metavar="PNG", default=None,
                     help="plot accuracy (Pearson for sick-r) against sentence length")
+    ap.add_argument("--min-count", type=int, default=10,
+                    help="--plot-length: leave out windows with fewer examples")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--engine", default=None, choices=("dgl", "level"),
                     help="override the checkpoint's engine")
@@ -325,7 +328,7 @@ def main(argv: list[str] | None = None) -> int:
                 cp = _checkpoint_path(p)
                 label = f"{ck.model.config.cell} ({ck.run_config.get('tree')}) "\
                         f"[{cp.parent.name}]"
-                curves.append((label, length_curve_of(ck, gathered)))
+                curves.append((label, length_curve_of(ck, gathered, a.min_count)))
                 print(f"{cp}: {format_metrics(metrics)}")
             out = plot_length(curves, a.plot_length, metric=metric or "accuracy", split=split)
             print(f"wrote {out}")
@@ -340,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"{_checkpoint_path(p)} [{ck.model.task.name}, {split}]: "
                       f"{format_metrics(metrics)}")
         return 0
-    except (ValueError, FileNotFoundError, DataError) as e:
+    except (ValueError, FileNotFoundError, DataError, NotImplementedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
 

@@ -71,14 +71,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="hidden layer of the head (default: the paper's for the task)")
     g.add_argument("--dropout", type=float, default=None,
                    help="dropout on the head input (default: 0.5, relatedness 0)")
-    g.add_argument("--emb-dropout", type=float, default=d.emb_dropout,
-                   help="dropout on the word vectors (Teng §6 uses 0.5)")
+    g.add_argument("--emb-dropout", type=float, default=None,
+                   help="dropout on the word vectors (default: 0.5 for Teng's cells lex, "
+                        "topdown, bitree (Teng §6), else 0)")
     g.add_argument("--cell-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="extra cell keyword argument (JSON value), e.g. n_ary=3")
     g.add_argument("--engine", default=d.engine, choices=ENGINES,
                    help="propagation engine passed to the cell")
     g = ap.add_argument_group("optimization")
-    g.add_argument("--optimizer", default=d.optimizer, choices=OPTIMIZERS)
+    g.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
+                   help="default: adam for Teng's cells and for sick-e/snli, else adagrad")
     g.add_argument("--lr", type=float, default=None,
                    help="learning rate (default: adagrad 0.05, adam 0.001)")
     g.add_argument("--emb-lr", type=float, default=None,
@@ -164,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         res = run(cfg, progress=progress, on_epoch=on_epoch)
-    except (ValueError, DataError, UnknownNameError, FileNotFoundError) as e:
+    except (ValueError, DataError, UnknownNameError, FileNotFoundError,
+            NotImplementedError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

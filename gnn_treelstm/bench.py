@@ -36,8 +36,7 @@ import warnings
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
-import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-import dgl
+import dgl  # gnn_treelstm/__init__ (the dgl compat shim) ran before this module
 import torch
 
 from gnn_treelstm import graph as G
@@ -119,6 +118,10 @@ def model_flops(name: str, graph: dgl.DGLGraph, x_size: int, h: int, n_ary: int 
         return 2.0 * words * x_size * 4 * h + 2.0 * inner * n_ary * h * (3 + n_ary) * h
     if name == "childsum":  # W x (4h) all nodes; U_iou h~ at inner; U_f h_k per edge
         return 2.0 * n * x_size * 4 * h + 2.0 * inner * h * 3 * h + 2.0 * e * h * h
+    if name == "mtree":  # Child-Sum + W_hm (s ⊙ W_mh h_k) per edge (m = h)
+        return model_flops("childsum", graph, x_size, h) + 2.0 * e * 2 * h * h
+    if name == "lstm":  # Tai eq 1 on chains: W x (4h) at every word, U h_{t-1} per edge
+        return 2.0 * n * x_size * 4 * h + 2.0 * e * h * 4 * h
     return float("nan")
 
 
@@ -153,18 +156,6 @@ def _batches(graphs: list[dgl.DGLGraph], batch_size: int, max_trees: int, seed: 
             for k in range(0, len(idx), batch_size)]
 
 
-def _time(run: Callable[[int], None], n_batches: int, warmup: int, repeats: int) -> float:
-    for k in range(min(warmup, n_batches)):
-        run(k)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for k in range(n_batches):
-            run(k)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
 def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, args,
                    batch_size: int) -> list[dict]:
     torch.manual_seed(0)
@@ -185,26 +176,43 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
     flops = [model_flops(name, b, args.x_size, args.h_size, kw.get("n_ary", 2)) for b in batches]
     total_flops = sum(flops)
     params = list(cell.parameters()) + (list(anchor.parameters()) if anchor_cls else [])
-    rows = []
-    for engine, fwd in engines.items():
-        def run_fwd(k, fwd=fwd):
-            with torch.no_grad():
-                fwd(k)
 
-        def run_fb(k, fwd=fwd):
+    def runner(fwd, backward: bool):
+        def run(k):
+            if not backward:
+                with torch.no_grad():
+                    fwd(k)
+                return
             x = xs[k].requires_grad_(True)  # the engines' closures read xs[k]
             h, _ = fwd(k)
             h.sum().backward()
             x.grad = None
             for p in params:
                 p.grad = None
+        return run
 
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            t_f = _time(run_fwd, len(batches), args.warmup, args.repeats)
-            t_fb = _time(run_fb, len(batches), args.warmup, args.repeats)
-        for x in xs:
-            x.requires_grad_(False)
+    # engines interleaved repeat by repeat, so load changes hit all of them alike
+    times: dict[tuple[str, bool], list[float]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for backward in (False, True):
+            for fwd in engines.values():  # warm-up
+                run = runner(fwd, backward)
+                for k in range(min(args.warmup, len(batches))):
+                    run(k)
+            for _ in range(args.repeats):
+                for engine, fwd in engines.items():
+                    run = runner(fwd, backward)
+                    t0 = time.perf_counter()
+                    for k in range(len(batches)):
+                        run(k)
+                    times.setdefault((engine, backward), []).append(time.perf_counter() - t0)
+    for x in xs:
+        x.requires_grad_(False)
+    rows = []
+    for engine in engines:
+        t_f = statistics.median(times[(engine, False)])
+        t_fb = statistics.median(times[(engine, True)])
         rows.append({
             "cell": name, "engine": engine, "batch": batch_size, "trees": n_trees,
             "fwd_trees_s": n_trees / t_f, "fwdbwd_trees_s": n_trees / t_fb,

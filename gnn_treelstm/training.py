@@ -3,7 +3,8 @@
 Defaults follow the papers (Tai et al. 2015 §5.3; Tran & Cheng 2018 §6.1):
 
 * AdaGrad, learning rate 0.05, word embeddings at learning rate 0.1 (a separate parameter
-  group, as in DGL's Tree-LSTM example); or Adam (Teng §6; Tran's NLI runs, lr 0.001).
+  group, as in DGL's Tree-LSTM example); or Adam, lr 0.001 (the default for Teng & Zhang's
+  cells, Teng §6, and for inference, Tran §6.1). See :meth:`RunConfig.resolved`.
 * Per-minibatch L2 regularization of strength λ = 1e-4 on every parameter except the
   word embeddings: the minibatch objective is ``mean loss + λ/2 ‖θ‖²``, i.e. ``λθ`` is
   added to the gradient at every optimizer step (``weight_decay`` of both optimizers is
@@ -51,7 +52,7 @@ from . import graph as G
 from . import metrics as M
 from .cells import build_cell, cells
 from .checkpoint import save_checkpoint
-from .model import EMBEDDING_MODES, ModelConfig, TreeLSTMModel, cell_accepts
+from .model import EMBEDDING_MODES, TENG_CELLS, ModelConfig, TreeLSTMModel, cell_accepts
 from .tasks import Task, build_task, gather_batches, tasks
 
 log = logging.getLogger(__name__)
@@ -64,6 +65,7 @@ __all__ = [
     "SAMPLE_SRC",
     "DataError",
     "resolve_data_dir",
+    "managed_data_dir",
     "prepare_data",
     "check_compatibility",
     "build_optimizer",
@@ -106,12 +108,12 @@ class RunConfig:
     emb_dim: int | None = None
     hidden: int = 150
     head_hidden: int | None = None
-    optimizer: str = "adagrad"
+    optimizer: str | None = None
     lr: float | None = None
     emb_lr: float | None = None
     l2: float = 1e-4
     dropout: float | None = None
-    emb_dropout: float = 0.0
+    emb_dropout: float | None = None
     supervision: str | None = None
     batch_size: int = 25
     eval_batch_size: int = 256
@@ -130,15 +132,28 @@ class RunConfig:
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
-    def resolved_lr(self) -> float:
-        if self.lr is not None:
-            return self.lr
-        return 0.05 if self.optimizer == "adagrad" else 1e-3
+    def resolved(self) -> RunConfig:
+        """A copy with every paper default filled in (what ``config.json`` records).
 
-    def resolved_emb_lr(self) -> float:
-        if self.emb_lr is not None:
-            return self.emb_lr
-        return 0.1 if self.optimizer == "adagrad" else self.resolved_lr()
+        * optimizer: Adam for Teng & Zhang's cells (Teng §6) and for inference (Tran
+          §6.1), AdaGrad otherwise (Tai §5.3, Tran §6.1);
+        * lr: AdaGrad 0.05, Adam 0.001; embedding lr: AdaGrad 0.1, Adam = lr;
+        * dropout on the head input: the task's (0.5; relatedness 0);
+        * dropout on the word vectors: 0.5 for Teng & Zhang's cells (Teng §6), else 0;
+        * supervision: the task's (SST: phrase).
+        """
+        task = build_task(self.task, supervision=self.supervision)
+        teng = self.model in TENG_CELLS
+        opt = self.optimizer or ("adam" if teng or task.name in ("sick-e", "snli")
+                                 else "adagrad")
+        lr = self.lr if self.lr is not None else (0.05 if opt == "adagrad" else 1e-3)
+        emb_lr = self.emb_lr if self.emb_lr is not None else (0.1 if opt == "adagrad" else lr)
+        return dataclasses.replace(
+            self, optimizer=opt, lr=lr, emb_lr=emb_lr,
+            dropout=task.default_dropout if self.dropout is None else self.dropout,
+            emb_dropout=(0.5 if teng else 0.0) if self.emb_dropout is None
+            else self.emb_dropout,
+            supervision=task.supervision, cell_kwargs=dict(self.cell_kwargs))
 
     def check(self) -> None:
         """Refuse bad names and values before anything is loaded (``ValueError``)."""
@@ -147,7 +162,7 @@ class RunConfig:
         if self.tree not in TREE_KINDS:
             raise ValueError(f"unknown tree {self.tree!r}; choose one of: "
                              f"{', '.join(TREE_KINDS)}")
-        if self.optimizer not in OPTIMIZERS:
+        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of: "
                              f"{', '.join(OPTIMIZERS)}")
         if self.embeddings_mode not in EMBEDDING_MODES:
@@ -203,7 +218,7 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
                 f"{SAMPLE_SRC} has no {dataset} data; build the data with "
                 f"`{_dataset_hint(dataset, 'DIR')}` and pass --data DIR"
             )
-        return _managed(SAMPLE_SRC, runs / "_sample_data" / dataset, dataset, tree)
+        return managed_data_dir(SAMPLE_SRC, runs / "_sample_data" / dataset, dataset, tree)
     p = Path(data)
     if not p.exists():
         raise DataError(f"data directory {p} does not exist; build it with "
@@ -214,7 +229,7 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
         built = p / dataset
     elif (p / RAW_PROBES.get(dataset, dataset)).exists():
         key = hashlib.sha1(str(p.resolve()).encode()).hexdigest()[:8]
-        return _managed(p, runs / "_built" / f"{p.name}-{key}" / dataset, dataset, tree)
+        return managed_data_dir(p, runs / "_built" / f"{p.name}-{key}" / dataset, dataset, tree)
     else:
         raise DataError(
             f"{p} holds no built {dataset} data (no meta.json, no {dataset}/meta.json) and "
@@ -228,6 +243,7 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
             f"{dataset!r}; build it with `{_dataset_hint(dataset, p.parent / dataset)}`"
         )
     if tree not in meta.get("trees", []):
+        _check_tree_kind(dataset, tree)
         raise DataError(
             f"{built} has no {tree!r} trees (built: {', '.join(meta.get('trees', []))}); "
             f"add them with `{_dataset_hint(dataset, built, tree)}`"
@@ -235,17 +251,23 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
     return built
 
 
-def _managed(src: Path, out: Path, dataset: str, tree: str) -> Path:
+def _check_tree_kind(dataset: str, tree: str) -> None:
+    """Refuse a tree kind the data builder cannot make for ``dataset``."""
+    from data_prep import build as B
+
+    kinds = B.TREES.get(dataset, [])
+    if tree not in kinds:
+        raise ValueError(f"the {dataset} data has no {tree!r} trees; choose one of: "
+                         f"{', '.join(kinds)}")
+
+
+def managed_data_dir(src: Path, out: Path, dataset: str, tree: str) -> Path:
     """Build (or complete) a data directory this module manages."""
     have: list[str] = []
     if (out / "meta.json").exists():
         have = D.load_meta(out).get("trees", [])
     if tree not in have:
-        from data_prep import build as B
-
-        if tree not in B.TREES.get(dataset, []):
-            raise ValueError(f"the {dataset} data has no {tree!r} trees; choose one of: "
-                             f"{', '.join(B.TREES.get(dataset, []))}")
+        _check_tree_kind(dataset, tree)
         _build(dataset, src, out, sorted(set(have) | {tree}))
     return out
 
@@ -420,10 +442,11 @@ def load_embeddings(cfg: RunConfig, rd: RunData) -> tuple[torch.Tensor | None, d
 
 def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
     """AdaGrad/Adam; embeddings in their own group (own lr, no L2), L2 on the rest."""
+    cfg = cfg.resolved()
     emb, rest = model.parameter_groups()
-    groups: list[dict] = [{"params": rest, "lr": cfg.resolved_lr(), "weight_decay": cfg.l2}]
+    groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2}]
     if emb:
-        groups.append({"params": emb, "lr": cfg.resolved_emb_lr(), "weight_decay": 0.0})
+        groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": 0.0})
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
     return torch.optim.Adam(groups)
@@ -650,6 +673,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         on_epoch: Callable[[dict], None] | None = None) -> dict:
     """Check, load, train ``cfg.seeds`` models, write the run directory; return results."""
     cfg.check()
+    cfg = cfg.resolved()
     task = build_task(cfg.task, supervision=cfg.supervision)
     resolve_device(cfg)
     rd = prepare_data(cfg, task)
@@ -684,8 +708,8 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
                        "num_relations": num_relations, "sample": rd.meta.get("sample"),
                        "dev_split": rd.dev_split},
               "embeddings": emb_info,
-              "optimizer": {"name": cfg.optimizer, "lr": cfg.resolved_lr(),
-                            "emb_lr": cfg.resolved_emb_lr(), "l2": cfg.l2},
+              "optimizer": {"name": cfg.optimizer, "lr": cfg.lr, "emb_lr": cfg.emb_lr,
+                            "l2": cfg.l2},
               "task": {"name": task.name, "supervision": task.supervision,
                        "selection_metric": task.selection_metric},
               "device": cfg.device, "torch_threads": torch.get_num_threads()}

@@ -7,10 +7,10 @@ every frontier by in-degree and calls the reduce once per bucket. It is used **o
 :mod:`gnn_treelstm.bench` as the reference point of the speed comparison (issue 5); the
 project's cells live in :mod:`gnn_treelstm.cells`.
 
-Differences from the example, kept deliberately small: children are ordered by the
-mailbox (edge id) order as in the example; internal nodes drop the input term (the
-example's reduce overwrites ``iou``; on SST they have no word anyway); the word mask multiplies the input projection
-as in the example; the graph is not mutated (``local_scope``).
+As in the example: children are in mailbox (edge id) order; internal nodes drop the input
+term (the example's reduce overwrites ``iou``; on SST they have no word anyway); the word
+mask multiplies the input projection. Only difference: the graph is not mutated
+(``local_scope``).
 """
 
 from __future__ import annotations

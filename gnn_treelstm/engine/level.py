@@ -6,9 +6,11 @@ the cell's class name and returns the same ``(h, c)`` as the cell's ``dgl`` engi
 Design (issue 5):
 
 * **Input terms first.** Every kernel computes ``W x + b`` of all nodes in one matrix
-  product (autograd handles it), then permutes the rows once into *schedule order*
-  (nodes sorted by level) so that each level is a contiguous block of rows.
-* **Fused recurrence with a hand-written backward.** The level loop runs inside a
+  product (autograd handles it; cells that read words only where there is one project
+  only those rows), then permutes the rows once into *schedule order* (nodes sorted by
+  level) so that each level is a contiguous block of rows.
+* **Fused recurrence with a hand-written backward** (Child-Sum, N-ary, mTreeLSTM ``mult``
+  and ``add``, the sequential LSTMs). The level loop runs inside a
   :class:`torch.autograd.Function`: forward writes the gates and states of each level with
   ``out=`` / in-place ops into buffers allocated once per batch (state buffers have one
   extra zero row, the padding target of missing children); backward walks the levels
@@ -18,6 +20,10 @@ Design (issue 5):
   (not one per level). Autograd would instead copy a full-size gradient per level for
   every in-place write (``CopySlices`` / ``IndexCopyBackward`` clone the whole buffer),
   which costs more than the arithmetic at SST sizes.
+* **Generic autograd levels** (:func:`run_levels`; Teng & Zhang's lexicalized, top-down
+  and bidirectional cells, fullTreeLSTM): the cell's own plain-tensor step functions run
+  per level under autograd; states live in a :class:`_Tape` whose custom write / gather
+  functions keep the backward at O(level size) per level too.
 * **No host-device synchronisation in the loop**: level boundaries are host-side ints of
   the schedule; no ``.item()``, ``nonzero()`` or boolean masking inside the loop, so the
   same code runs on CUDA with the index tensors moved by ``LevelSchedule.to``.
@@ -42,9 +48,9 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["level_forward", "register_kernel", "KERNELS", "has_kernel", "schedule_for"]
 
-Kernel = Callable[[nn.Module, LevelSchedule, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
+Kernel = Callable[..., tuple[torch.Tensor, torch.Tensor]]
 
-#: cell class name -> level kernel ``f(cell, schedule, x) -> (h, c)``
+#: cell class name -> level kernel ``f(cell, schedule, x, graph=None, **kw) -> (h, c)``
 KERNELS: dict[str, Kernel] = {}
 
 
@@ -65,12 +71,12 @@ def has_kernel(cell: nn.Module) -> bool:
 
 def schedule_for(
     graph_or_schedule: dgl.DGLGraph | LevelSchedule, device: torch.device | None = None,
-    *, top_down: bool = False,
+    *, top_down: bool = True,
 ) -> LevelSchedule:
     """The schedule of a graph (computed on the CPU) or a given schedule, on ``device``."""
     if isinstance(graph_or_schedule, LevelSchedule):
         sched = graph_or_schedule
-    elif isinstance(graph_or_schedule, dgl.DGLGraph):
+    elif isinstance(graph_or_schedule, dgl.DGLGraph):  # no collate-time schedule: build one
         sched = LevelSchedule.from_graph(graph_or_schedule, top_down=top_down)
     else:
         raise ValueError(
@@ -88,6 +94,7 @@ def level_forward(
     x: torch.Tensor,
     *,
     schedule: LevelSchedule | None = None,
+    **kwargs,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Run ``cell`` with the level engine; returns ``(h, c)`` as its ``dgl`` engine does.
 
@@ -98,6 +105,7 @@ def level_forward(
         schedule: a precomputed schedule of the graph (e.g. from the collate function);
             when given, ``graph_or_schedule`` may still be the graph (cells that read node
             data such as ``ndata['word']`` take it from there).
+        **kwargs: extra arguments of the cell's forward (``heads=`` of the Teng cells).
 
     The caller validates the graph (the cell's ``check_input``); the kernel does not.
     """
@@ -115,7 +123,7 @@ def level_forward(
             f"level_forward: x has {x.shape[0]} rows but the schedule has {sched.num_nodes} "
             "nodes; build the schedule from the same batched graph"
         )
-    return kernel(cell, sched, x, graph=graph)
+    return kernel(cell, sched, x, graph=graph, **kwargs)
 
 
 # ============================================================== helpers
@@ -127,32 +135,66 @@ def _to_node_order(t: torch.Tensor, lv: Levels) -> torch.Tensor:
     return t.index_select(0, lv.rank)
 
 
-def _word_mask(cell: nn.Module, graph: dgl.DGLGraph | None, n: int) -> torch.Tensor:
+def _word_ids(cell: nn.Module, sched: LevelSchedule, graph: dgl.DGLGraph | None
+              ) -> tuple[torch.Tensor, int]:
+    """Node ids with a word and how many of the first are leaves: from the schedule (built
+    at collate time), else from the graph (one ``nonzero`` per batch; no leaf split)."""
+    if sched.word_ids is not None:
+        return sched.word_ids, sched.num_leaf_words
     if graph is None:
         raise ValueError(
             f"level_forward({type(cell).__name__}): this cell reads ndata['word']; pass the "
-            "graph (and the schedule as schedule=...)"
+            "graph, or a schedule built from a graph with ndata['word']"
         )
-    return cell.word_mask(graph)
+    return torch.nonzero(cell.word_mask(graph)).flatten(), 0
+
+
+def _word_input_terms(x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
+                      word_ids: torch.Tensor, num_leaf_words: int, lv: Levels,
+                      f_cols: int) -> torch.Tensor:
+    """``W x_j + b`` where node j has a word, ``b`` elsewhere, in schedule order (N, out).
+
+    Projects only the rows with a word (on constituency trees about half the nodes), and
+    at the first ``num_leaf_words`` (leaves: no child, so the last ``f_cols`` output
+    columns, the forget gates, have no effect) only the other columns."""
+    rows = lv.rank.index_select(0, word_ids)  # schedule rows of the word nodes
+    m0 = num_leaf_words
+    parts = []
+    if m0:
+        keep = weight.shape[0] - f_cols
+        leaf = F.linear(x.index_select(0, word_ids[:m0]), weight[:keep])  # (m0, out - f)
+        parts.append(F.pad(leaf, (0, f_cols)))
+    if word_ids.shape[0] > m0:
+        parts.append(F.linear(x.index_select(0, word_ids[m0:]), weight))  # (m1, out)
+    out = x.new_zeros(x.shape[0], weight.shape[0])
+    if parts:
+        out = out.index_copy(0, rows, parts[0] if len(parts) == 1 else torch.cat(parts, 0))
+    return out + bias
 
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
 class _ChildSumLevels(torch.autograd.Function):
-    """Child-Sum recurrence (Tai eqs 2-8) over all levels, given ``W x + b``.
+    """Child-Sum recurrence (Tai eqs 2-8) over all levels, given ``W x + b``; optionally
+    with the multiplicative child transform of Tran & Cheng (2018, eq 4).
 
     Inputs: ``wx`` (N, 4h) in schedule order, gate order ``i, o, u, f``; ``U_iou`` (3h, h);
-    ``U_f`` (h, h); ``lv`` (up levels). Outputs ``h, c`` (N, h) in schedule order.
+    ``U_f`` (h, h); for mTreeLSTM ``s`` (E, m) = ``W_mr e_jk`` per edge in schedule edge
+    order, ``W_mh`` (m, h), ``W_hm`` (h, m), else None; ``lv`` (up levels).
+    Outputs ``h, c`` (N, h) in schedule order. The summand of ``h~_j`` is ``h_k`` (Tai eq 2)
+    or ``W_hm (s_jk ⊙ W_mh h_k)`` (Tran eq 4).
     """
 
     @staticmethod
-    def forward(ctx, wx, U_iou, U_f, lv: Levels):  # noqa: D401
+    def forward(ctx, wx, U_iou, U_f, s, W_mh, W_hm, lv: Levels):
         n, hs = wx.shape[0], U_f.shape[0]
         e = lv.edge_src.shape[0]
+        mult = s is not None
         h = wx.new_zeros(n + 1, hs)  # row n: zero padding row
         c = wx.new_zeros(n + 1, hs)
         gates = wx.new_empty(n, 3 * hs)  # activated i, o, u
         h_tilde = wx.new_zeros(n, hs)  # eq 2 (zeros at leaves)
         fgate = wx.new_empty(e, hs)  # f_jk per child edge, activated
+        a_buf = wx.new_empty(e, W_mh.shape[0]) if mult else None  # W_mh h_k per edge
         wx_iou, wx_f = wx[:, : 3 * hs], wx[:, 3 * hs:]
         U_iou_t, U_f_t = U_iou.t(), U_f.t()
         for lvl in range(lv.num_levels):
@@ -163,7 +205,12 @@ class _ChildSumLevels(torch.autograd.Function):
             if eb > ea:
                 src, seg = lv.edge_src[ea:eb], lv.edge_seg[ea:eb]
                 hk = h.index_select(0, src)  # (E_l, h) children's h
-                ht = h_tilde[a:b].index_add_(0, seg, hk)  # eq 2: (n_l, h)
+                if mult:  # Tran eq 4: m_jk = s_jk ⊙ W_mh h_k, summand W_hm m_jk
+                    ak = torch.mm(hk, W_mh.t(), out=a_buf[ea:eb])  # (E_l, m)
+                    t = (ak * s[ea:eb]) @ W_hm.t()  # (E_l, h)
+                else:
+                    t = hk
+                ht = h_tilde[a:b].index_add_(0, seg, t)  # eq 2: (n_l, h)
                 torch.addmm(wx_iou[a:b], ht, U_iou_t, out=g)  # eqs 3, 5, 6 pre-activations
                 f = fgate[ea:eb]
                 torch.addmm(wx_f.index_select(0, lv.edge_dst[ea:eb]), hk, U_f_t, out=f)
@@ -177,22 +224,25 @@ class _ChildSumLevels(torch.autograd.Function):
             cl.addcmul_(i, u)  # eq 7
             torch.mul(o, torch.tanh(cl), out=h[a:b])  # eq 8
         ctx.lv = lv
-        ctx.save_for_backward(U_iou, U_f, h, c, gates, h_tilde, fgate)
+        ctx.save_for_backward(U_iou, U_f, h, c, gates, h_tilde, fgate, s, W_mh, W_hm, a_buf)
         return h[:n], c[:n]
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        U_iou, U_f, h, c, gates, h_tilde, fgate = ctx.saved_tensors
+        U_iou, U_f, h, c, gates, h_tilde, fgate, s, W_mh, W_hm, a_buf = ctx.saved_tensors
         lv: Levels = ctx.lv
+        mult = s is not None
         n, hs = gates.shape[0], U_f.shape[0]
         dh = h.new_zeros(n + 1, hs)
         dc = h.new_zeros(n + 1, hs)
-        if dh_out is not None:
-            dh[:n] = dh_out
-        if dc_out is not None:
-            dc[:n] = dc_out
+        dh[:n] = dh_out
+        dc[:n] = dc_out
         dgates = h.new_empty(n, 3 * hs)  # d pre-activations of i, o, u
         dfgate = h.new_empty(fgate.shape)  # d pre-activation of f per edge
+        if mult:
+            dt_buf = h.new_empty(fgate.shape)  # dL/d(summand of h~) per edge
+            da_buf = torch.empty_like(a_buf)  # dL/d(W_mh h_k) per edge
+            ds_buf = torch.empty_like(a_buf)  # dL/ds_jk per edge
         for lvl in reversed(range(lv.num_levels)):
             a, b = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
@@ -212,14 +262,27 @@ class _ChildSumLevels(torch.autograd.Function):
                 dc.index_add_(0, src, dce * f)  # eq 7 -> c_k
                 df = dfgate[ea:eb]
                 torch.mul(dce * c.index_select(0, src), f * (1 - f), out=df)  # eq 7 -> f
-                dhk = (dg @ U_iou).index_select(0, seg)  # eqs 3,5,6 via h~ (eq 2)
+                dt = (dg @ U_iou).index_select(0, seg)  # eqs 3,5,6 via h~ (eq 2)
+                if mult:  # back through W_hm (s ⊙ W_mh h_k)
+                    dt_buf[ea:eb] = dt
+                    dm = dt @ W_hm  # (E_l, m)
+                    torch.mul(dm, a_buf[ea:eb], out=ds_buf[ea:eb])
+                    da = torch.mul(dm, s[ea:eb], out=da_buf[ea:eb])
+                    dhk = da @ W_mh
+                else:
+                    dhk = dt
                 dhk.addmm_(df, U_f)  # eq 4 -> h_k
                 dh.index_add_(0, src, dhk)
+        hk_all = h.index_select(0, lv.edge_src)  # (E, h)
         dU_iou = dgates.t() @ h_tilde  # (3h, h), one product over all nodes
-        dU_f = dfgate.t() @ h.index_select(0, lv.edge_src)  # (h, h) over all edges
+        dU_f = dfgate.t() @ hk_all  # (h, h) over all edges
         dwx_f = h.new_zeros(n, hs).index_add_(0, lv.edge_dst, dfgate)
         dwx = torch.cat([dgates, dwx_f], dim=1)
-        return dwx, dU_iou, dU_f, None
+        if not mult:
+            return dwx, dU_iou, dU_f, None, None, None, None
+        dW_hm = dt_buf.t() @ (s * a_buf)  # (h, m)
+        dW_mh = da_buf.t() @ hk_all  # (m, h)
+        return dwx, dU_iou, dU_f, ds_buf, dW_mh, dW_hm, None
 
 
 @register_kernel("ChildSumTreeLSTM")
@@ -229,7 +292,34 @@ def childsum_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
     lv = sched.up
     wx = F.linear(x, cell.W_x.weight, cell.W_x.bias)  # (N, 4h), all nodes at once
     h, c = _ChildSumLevels.apply(_to_schedule_order(wx, lv), cell.U_iou.weight,
-                                 cell.U_f.weight, lv)
+                                 cell.U_f.weight, None, None, None, lv)
+    return _to_node_order(h, lv), _to_node_order(c, lv)
+
+
+@register_kernel("MultiplicativeTreeLSTM")
+def mtree_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
+    """Tran & Cheng (2018): Child-Sum gates with ``h~_j`` from eq 4 (``mult``), with the
+    relation as node input (``add``), or from eq 2 (``full``, generic autograd levels).
+
+    Reads ``cell.variant``, ``W_x``, ``U_iou``, ``U_f``; ``mult``: ``rel_emb``, ``W_mr``,
+    ``W_mh``, ``W_hm``; ``add``: ``rel_emb``, ``W_r`` (via ``cell.input_terms``)."""
+    lv = sched.up
+    if cell.variant == "full":
+        return _mtree_full_levels(cell, sched, x)
+    if cell.variant == "add":
+        # relation of each node's own edge to its parent; the root gets num_relations
+        node_rel = torch.full((sched.num_nodes,), cell.num_relations, dtype=torch.int64,
+                              device=x.device)
+        child_ids = lv.order.index_select(0, lv.edge_src)  # node id of each edge's child
+        node_rel = node_rel.index_copy(0, child_ids, lv.edge_rel)
+        wx = cell.input_terms(x, node_rel)  # (N, 4h): W x + W_r e_j + b
+        h, c = _ChildSumLevels.apply(_to_schedule_order(wx, lv), cell.U_iou.weight,
+                                     cell.U_f.weight, None, None, None, lv)
+    else:
+        wx = F.linear(x, cell.W_x.weight, cell.W_x.bias)  # (N, 4h)
+        s = F.linear(cell.rel_emb(lv.edge_rel), cell.W_mr.weight)  # (E, m): W_mr e_jk
+        h, c = _ChildSumLevels.apply(_to_schedule_order(wx, lv), cell.U_iou.weight,
+                                     cell.U_f.weight, s, cell.W_mh.weight, cell.W_hm.weight, lv)
     return _to_node_order(h, lv), _to_node_order(c, lv)
 
 
@@ -337,7 +427,8 @@ def nary_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
     """N-ary (Tai eqs 9-14), children by ``edata['pos']``, full (or tied) ``U^(f)_kℓ``.
 
     Reads ``cell.W_x``, ``cell.U`` (untied) or ``cell.U_iou/U_f_diag/U_f_off`` (tied),
-    ``cell.n_ary``, ``cell.tie_forget``, ``cell.word_mask(graph)`` (x only where a word).
+    ``cell.n_ary``, ``cell.tie_forget``; ``x`` only where ``ndata['word'] != NO_WORD``
+    (``schedule.word_ids``, else ``cell.word_mask(graph)``).
     """
     lv = sched.up
     k = cell.n_ary
@@ -345,9 +436,288 @@ def nary_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
         raise ValueError(
             f"NaryTreeLSTM level engine: a child position {lv.width - 1} >= n_ary={k}"
         )
-    wx = cell.input_terms(x, _word_mask(cell, graph, x.shape[0]))  # (N, 4h)
+    # W x_j + b^(i,o,u,f) (eqs 9-12), x_j only where node j has a word: (N, 4h)
+    word_ids, num_leaf_words = _word_ids(cell, sched, graph)
+    wx = _word_input_terms(x, cell.W_x.weight, cell.W_x.bias, word_ids, num_leaf_words, lv,
+                           f_cols=cell.h_size)
     slots = lv.slots
     if lv.width < k:
         slots = F.pad(slots, (0, k - lv.width), value=lv.num_nodes)
-    h, c = _NaryLevels.apply(_to_schedule_order(wx, lv), _nary_full_U(cell), slots, lv)
+    h, c = _NaryLevels.apply(wx, _nary_full_U(cell), slots, lv)
     return _to_node_order(h, lv), _to_node_order(c, lv)
+
+
+# ============================================================== sequential LSTMs (Tai eq 1)
+def _single_source_slots(lv: Levels) -> torch.Tensor:
+    """(N, 1) row of each node's only source (padding N): the previous word of a chain."""
+    if lv.width == 1:
+        return lv.slots
+    slots = torch.full((lv.num_nodes, 1), lv.num_nodes, dtype=lv.slots.dtype,
+                       device=lv.slots.device)
+    return slots.index_put_((lv.edge_dst,), lv.edge_src.unsqueeze(1))
+
+
+@register_kernel("SequentialLSTM")
+def sequential_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
+    """Tai eq 1 over chains: the N-ary recurrence with N = 1 (``U`` = ``layers[l].U``, rows
+    ``i, o, u, f``). Forward direction on the ``up`` levels, backward direction (same
+    weights) on the ``down`` levels, i.e. the reversed chain.
+
+    Reads ``cell.layers[l].W_x``, ``cell.layers[l].U``, ``cell.bidirectional``,
+    ``cell.concat_layers``."""
+    dirs = [sched.up] + ([sched.require_down()] if cell.bidirectional else [])
+    hs, cs = [], []
+    for lv in dirs:
+        slots = _single_source_slots(lv)
+        inp = _to_schedule_order(x, lv)
+        dir_h, dir_c = [], []
+        for layer in cell.layers:
+            wx = F.linear(inp, layer.W_x.weight, layer.W_x.bias)  # (N, 4h), all steps at once
+            h, c = _NaryLevels.apply(wx, layer.U.weight, slots, lv)
+            dir_h.append(h)
+            dir_c.append(c)
+            inp = h  # layer l+1 reads layer l's h (same direction, schedule order)
+        if not cell.concat_layers:
+            dir_h, dir_c = dir_h[-1:], dir_c[-1:]
+        hs += [_to_node_order(h, lv) for h in dir_h]
+        cs += [_to_node_order(c, lv) for c in dir_c]
+    return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
+
+
+# ============================================================== generic autograd levels
+class _Tape:
+    """A state buffer (N + 1, d) in schedule order (last row: zero padding) written level
+    by level, with its gradient buffer. :class:`_TapeWrite` / :class:`_TapeGather` /
+    :class:`_TapeRead` connect it to autograd so that per-level cell math written with
+    ordinary tensor ops gets exact gradients at O(rows of the level) cost per level: a
+    write's backward hands out the gradient rows of that level, a gather's backward adds
+    into the gradient buffer in place. A scalar *token* threaded through every op orders
+    the backward calls (a level's write runs after every gather that read it).
+    One backward pass per forward (as with ``retain_graph=False``)."""
+
+    def __init__(self, rows: int, width: int, like: torch.Tensor) -> None:
+        self.buf = like.new_zeros(rows + 1, width)
+        self.grad: torch.Tensor | None = None
+
+    def grad_buf(self) -> torch.Tensor:
+        if self.grad is None:
+            self.grad = torch.zeros_like(self.buf)
+        return self.grad
+
+
+class _TapeWrite(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, token, rows, tape: _Tape, a: int):
+        tape.buf[a: a + rows.shape[0]] = rows
+        ctx.tape, ctx.a, ctx.n = tape, a, rows.shape[0]
+        return token.clone()
+
+    @staticmethod
+    def backward(ctx, g_token):
+        g = ctx.tape.grad_buf()[ctx.a: ctx.a + ctx.n].clone()
+        return g_token, g, None, None
+
+
+class _TapeGather(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, token, tape: _Tape, idx):
+        ctx.tape = tape
+        ctx.save_for_backward(idx)
+        return tape.buf.index_select(0, idx)
+
+    @staticmethod
+    def backward(ctx, g):
+        (idx,) = ctx.saved_tensors
+        ctx.tape.grad_buf().index_add_(0, idx, g)
+        return None, None, None
+
+
+class _TapeRead(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, token, tape: _Tape, n: int):
+        ctx.tape, ctx.n = tape, n
+        return tape.buf[:n].clone()
+
+    @staticmethod
+    def backward(ctx, g):
+        ctx.tape.grad_buf()[: ctx.n] += g
+        return None, None, None
+
+
+def run_levels(
+    lv: Levels, width: int, like: torch.Tensor,
+    step: Callable[[int, int, int, Callable[[torch.Tensor], torch.Tensor]], torch.Tensor],
+) -> torch.Tensor:
+    """Generic level loop with autograd: ``step(level, a, b, gather) -> rows (b - a, width)``
+    computes the states of the level's nodes (schedule rows ``a:b``); ``gather(idx)`` reads
+    states of earlier rows (``idx`` may hold the padding row N, which reads zeros). Returns
+    all states (N, width) in schedule order."""
+    n = lv.num_nodes
+    tape = _Tape(n, width, like)
+    token = like.new_zeros(()).requires_grad_()
+
+    for lvl in range(lv.num_levels):
+        a, b = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+        tok = token
+
+        def gather(idx, tok=tok):
+            return _TapeGather.apply(tok, tape, idx)
+
+        rows = step(lvl, a, b, gather)
+        token = _TapeWrite.apply(token, rows, tape, a)
+    return _TapeRead.apply(token, tape, n)
+
+
+def _slots_to(slots: torch.Tensor, width: int, n: int) -> torch.Tensor:
+    if slots.shape[1] > width:
+        raise ValueError(f"level engine: a child position >= {width} (the cell is {width}-ary)")
+    return F.pad(slots, (0, width - slots.shape[1]), value=n) if slots.shape[1] < width else slots
+
+
+# ============================================================== Teng & Zhang 2017
+def _leaf_words_sched(x: torch.Tensor, sched: LevelSchedule, graph) -> torch.Tensor:
+    """``x`` at leaves with a word, zeros elsewhere, in up-schedule order (N, x)."""
+    lv = sched.up
+    mask = x.new_zeros(x.shape[0])
+    word_ids = sched.word_ids if sched.word_ids is not None else (
+        torch.arange(x.shape[0], device=x.device) if graph is None
+        else torch.nonzero(graph.ndata["word"] != -1).flatten())
+    mask = mask.index_fill(0, word_ids, 1.0).index_select(0, lv.order)
+    leaf_rows = lv.node_offsets[1] if lv.num_levels > 1 else lv.num_nodes
+    mask[leaf_rows:] = 0  # level 0 of the up schedule = the leaves
+    return _to_schedule_order(x, lv) * mask.unsqueeze(-1)
+
+
+def _head_lexicon_levels(module, x_leaf_s: torch.Tensor, lv: Levels) -> torch.Tensor:
+    """Teng eqs 9-10 bottom-up (HeadLexicon ``module``), schedule order (N, x)."""
+    from ..cells.lexicalized import head_combine
+
+    slots = _slots_to(lv.slots, 2, lv.num_nodes)
+    W_z = module.W_z if module.mode == "gate" else None
+    b_z = module.b_z if module.mode == "gate" else None
+    xs = x_leaf_s.shape[1]
+
+    def step(lvl, a, b, gather):
+        if lvl == 0:  # leaves keep their word vector
+            return x_leaf_s[a:b]
+        kids = gather(slots[a:b].reshape(-1)).view(b - a, 2, xs)  # (n, 2, x) [x^L, x^R]
+        return head_combine(kids, module.mode, W_z, b_z)  # eqs 9-10
+
+    return run_levels(lv, xs, x_leaf_s, step)
+
+
+def _lex_up_levels(cell, x_in_s: torch.Tensor, lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teng eqs 11, 12, 5, 1 (or ConTree eqs 5-8) bottom-up; schedule order."""
+    from ..cells.lexicalized import lex_node_update
+
+    hs = cell.h_size
+    slots = _slots_to(lv.slots, 2, lv.num_nodes)
+    x_terms = cell.input_terms(x_in_s)  # (N, 5h), one product for all nodes
+
+    def step(lvl, a, b, gather):
+        if lvl == 0:
+            kids = x_terms.new_zeros(b - a, 2, 2 * hs)
+        else:
+            kids = gather(slots[a:b].reshape(-1)).view(b - a, 2, 2 * hs)  # [[h,c]^L, [h,c]^R]
+        h, c = lex_node_update(x_terms[a:b], kids, cell.U_h, cell.U_c, cell.W_co)
+        return torch.cat([h, c], dim=-1)
+
+    hc = run_levels(lv, 2 * hs, x_terms, step)
+    return hc[:, :hs], hc[:, hs:]
+
+
+@register_kernel("LexicalizedTreeLSTM")
+def lex_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None, heads=None):
+    """Teng & Zhang §4.1-4.2: head lexicon (eqs 9-10) and the peephole cell (eqs 11, 12,
+    5, 1; ConTree eqs 5-8 when ``lexicalized=False``), both on the up levels. Reads
+    ``cell.W_x, b, U_h, U_c, W_co, lexicalized, head_lexicon_module (W_z, b_z, mode)``."""
+    lv = sched.up
+    x_leaf = _leaf_words_sched(x, sched, graph)
+    if cell.lexicalized:
+        x_in = (_head_lexicon_levels(cell.head_lexicon_module, x_leaf, lv) if heads is None
+                else _to_schedule_order(heads, lv))
+    else:
+        x_in = x_leaf
+    h, c = _lex_up_levels(cell, x_in, lv)
+    return _to_node_order(h, lv), _to_node_order(c, lv)
+
+
+def _topdown_levels(cell, heads: torch.Tensor, sched: LevelSchedule
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teng eqs 14-15 on the down levels; ``heads`` (N, x) node order -> node order."""
+    from ..cells.topdown import topdown_node_update
+
+    lv = sched.require_down()
+    n, hs = lv.num_nodes, cell.h_size
+    side = torch.zeros(n, dtype=torch.int64, device=heads.device).index_put_(
+        (lv.edge_dst,), lv.edge_pos)  # (N,) schedule order; roots 0 (left set)
+    slots = torch.full((n, 2), n, dtype=torch.int64, device=heads.device).index_put_(
+        (lv.edge_dst, lv.edge_pos), lv.edge_src)  # parent in the slot of the node's side
+    x_terms = cell.input_terms(_to_schedule_order(heads, lv), side)  # (N, 4h)
+
+    def step(lvl, a, b, gather):
+        if lvl == 0:  # roots: no predecessor
+            par = x_terms.new_zeros(b - a, 2, 2 * hs)
+        else:
+            par = gather(slots[a:b].reshape(-1)).view(b - a, 2, 2 * hs)
+        h, c = topdown_node_update(x_terms[a:b], par, cell.U_h, cell.U_c, cell.W_co,
+                                   side[a:b])
+        return torch.cat([h, c], dim=-1)
+
+    hc = run_levels(lv, 2 * hs, x_terms, step)
+    return _to_node_order(hc[:, :hs], lv), _to_node_order(hc[:, hs:], lv)
+
+
+@register_kernel("TopDownTreeLSTM")
+def topdown_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None, heads=None):
+    """Teng & Zhang §4.3 (eqs 14-15) on the reversed (down) schedule, heads from the cell's
+    own HeadLexicon (up schedule) unless given. Reads ``cell.W_x, b, U_h, U_c, W_co,
+    head_lexicon_module``, ``cell.input_terms``."""
+    if heads is None:
+        if cell.head_lexicon_module is None:
+            raise ValueError("TopDownTreeLSTM(head=None) needs heads=...")
+        lv = sched.up
+        heads = _to_node_order(_head_lexicon_levels(
+            cell.head_lexicon_module, _leaf_words_sched(x, sched, graph), lv), lv)
+    return _topdown_levels(cell, heads, sched)
+
+
+@register_kernel("BidirectionalTreeLSTM")
+def bitree_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
+    """Teng & Zhang §4: heads once (eqs 9-10), bottom-up cell (eqs 11-12, 5, 1) on the up
+    levels, top-down cell (eqs 14-15) on the down levels; ``[h↑ ; h↓]``, ``[c↑ ; c↓]``."""
+    lv = sched.up
+    heads_s = _head_lexicon_levels(cell.up.head_lexicon_module,
+                                   _leaf_words_sched(x, sched, graph), lv)
+    h_up, c_up = _lex_up_levels(cell.up, heads_s, lv)
+    h_dn, c_dn = _topdown_levels(cell.down, _to_node_order(heads_s, lv), sched)
+    return (torch.cat([_to_node_order(h_up, lv), h_dn], dim=-1),
+            torch.cat([_to_node_order(c_up, lv), c_dn], dim=-1))
+
+
+def _mtree_full_levels(cell, sched: LevelSchedule, x: torch.Tensor):
+    """fullTreeLSTM (Tran eq 2 in Child-Sum gates) with generic autograd levels."""
+    from ..cells.multiplicative import forget_terms, full_transform, lstm_node_update
+
+    lv = sched.up
+    hs = cell.h_size
+    wx = _to_schedule_order(F.linear(x, cell.W_x.weight, cell.W_x.bias), lv)  # (N, 4h)
+
+    def step(lvl, a, b, gather):
+        ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
+        h_tilde = wx.new_zeros(b - a, hs)
+        fc = wx.new_zeros(b - a, hs)
+        if eb > ea:
+            src, seg = lv.edge_src[ea:eb], lv.edge_seg[ea:eb]
+            kids = gather(src)  # (E_l, 2h) = [h_k ; c_k]
+            hk, ck = kids[:, :hs], kids[:, hs:]
+            t = full_transform(hk, lv.edge_rel[ea:eb], cell.W_hh)  # eq 2 summand
+            h_tilde = h_tilde.index_add(0, seg, t)
+            f = forget_terms(hk, ck, wx[:, 3 * hs:].index_select(0, lv.edge_dst[ea:eb]),
+                             cell.U_f.weight)  # Tai eqs 4, 7 summand
+            fc = fc.index_add(0, seg, f)
+        h, c = lstm_node_update(wx[a:b, : 3 * hs], h_tilde, fc, cell.U_iou.weight)
+        return torch.cat([h, c], dim=-1)
+
+    hc = run_levels(lv, 2 * hs, wx, step)
+    return _to_node_order(hc[:, :hs], lv), _to_node_order(hc[:, hs:], lv)

@@ -228,6 +228,12 @@ class LevelSchedule:
     batch_size: int
     up: Levels
     down: Levels | None = None
+    #: node ids with a word (``ndata['word'] != NO_WORD``) sorted by their row in the up
+    #: schedule, so the first :attr:`num_leaf_words` are leaves; None if the graph has no
+    #: ``word`` field. Lets cells that read ``x`` only at words project only those rows
+    #: (and skip the forget-gate input terms at leaves, which have no child to forget).
+    word_ids: torch.Tensor | None = None
+    num_leaf_words: int = 0
 
     @classmethod
     def from_graph(cls, graph: dgl.DGLGraph, *, top_down: bool = True) -> LevelSchedule:
@@ -253,7 +259,14 @@ class LevelSchedule:
         depth = depths(par)
         up = _build_levels("up", n, heights(par, depth), src, dst, rel, pos, eid)
         down = _build_levels("down", n, depth, dst, src, rel, pos, eid) if top_down else None
-        return cls(num_nodes=n, batch_size=int(graph.batch_size), up=up, down=down)
+        word_ids, num_leaf_words = None, 0
+        if G.WORD in graph.ndata:
+            has_word = graph.ndata[G.WORD].cpu().numpy() != G.NO_WORD
+            rows = np.sort(up.rank.numpy()[has_word])  # schedule rows with a word
+            num_leaf_words = int(np.searchsorted(rows, up.node_offsets[1] if n else 0))
+            word_ids = torch.from_numpy(up.order.numpy()[rows])
+        return cls(num_nodes=n, batch_size=int(graph.batch_size), up=up, down=down,
+                   word_ids=word_ids, num_leaf_words=num_leaf_words)
 
     @property
     def device(self) -> torch.device:
@@ -261,10 +274,12 @@ class LevelSchedule:
 
     def to(self, device: torch.device | str, non_blocking: bool = True) -> LevelSchedule:
         """Move the index tensors (only) to ``device``; offsets stay host-side ints."""
+        nb = non_blocking
         return replace(
             self,
-            up=self.up.to(device, non_blocking),
-            down=None if self.down is None else self.down.to(device, non_blocking),
+            up=self.up.to(device, non_blocking=nb),
+            down=None if self.down is None else self.down.to(device, non_blocking=nb),
+            word_ids=None if self.word_ids is None else self.word_ids.to(device, non_blocking=nb),
         )
 
     def pin_memory(self) -> LevelSchedule:
@@ -273,6 +288,7 @@ class LevelSchedule:
             self,
             up=self.up.pin_memory(),
             down=None if self.down is None else self.down.pin_memory(),
+            word_ids=None if self.word_ids is None else self.word_ids.pin_memory(),
         )
 
     def require_down(self) -> Levels:

@@ -171,3 +171,16 @@ def test_to_cuda():
     s = LevelSchedule.from_graph(dgl.batch(random_batch(0, 5))).pin_memory().to("cuda")
     assert s.up.edge_src.is_cuda and s.down.slots.is_cuda
     assert isinstance(s.up.node_offsets[-1], int)
+
+
+def test_word_ids_sorted_leaves_first():
+    g = dgl.batch(random_batch(2, 10, max_children=2, words="all"))
+    s = LevelSchedule.from_graph(g)
+    words = torch.nonzero(g.ndata["word"] != -1).flatten()
+    assert sorted(s.word_ids.tolist()) == words.tolist()
+    rows = s.up.rank[s.word_ids]
+    assert (rows.diff() > 0).all()
+    leaves = set(torch.nonzero(g.in_degrees() == 0).flatten().tolist())
+    m0 = s.num_leaf_words
+    assert set(s.word_ids[:m0].tolist()) == leaves
+    assert not set(s.word_ids[m0:].tolist()) & leaves

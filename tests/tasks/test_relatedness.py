@@ -79,7 +79,7 @@ def test_task_loss_metrics_and_defaults():
     out = head(_enc(torch.randn(3, 4), torch.randn(3, 4)))
     batch = SimpleNamespace(targets={"score": torch.tensor([1.5, 4.0, 2.2])})
     loss = task.loss(out, batch)
-    assert loss.ndim == 0 and float(loss) > 0
+    assert loss.ndim == 0 and float(loss.detach()) > 0
     gathered = task.gather(out, batch)
     m = task.metrics(gathered)
     assert set(m) >= {"pearson", "spearman", "mse"} and m["count"] == 3
