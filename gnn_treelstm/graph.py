@@ -109,6 +109,7 @@ def make_tree(
     bad = np.flatnonzero((par < -1) | (par >= n) | (par == np.arange(n)))
     if len(bad):
         raise ValueError(f"make_tree: node {int(bad[0])} has invalid parent {int(par[bad[0]])}")
+    _check_acyclic(par, int(roots[0]))
     child = np.flatnonzero(par >= 0)
     src, dst = child, par[child]
     if positions is None:
@@ -139,8 +140,21 @@ def make_tree(
     rel_arr = np.zeros(n, dtype=np.int64) if rels is None else np.asarray(rels, dtype=np.int64)
     g.edata[REL] = torch.from_numpy(rel_arr[child].copy())
     g.edata[POS] = torch.from_numpy(pos[child].copy())
-    topological_levels(g)  # raises on a cycle
     return g
+
+
+def _check_acyclic(par: np.ndarray, root: int) -> None:
+    """Parent pointers form a tree iff every node reaches the root (pointer doubling)."""
+    anc = par.copy()
+    anc[root] = root
+    for _ in range(max(1, int(np.ceil(np.log2(len(par)))) + 1)):
+        anc = anc[anc]
+    stuck = np.flatnonzero(anc != root)
+    if len(stuck):
+        raise ValueError(
+            f"make_tree: the parent pointers contain a cycle (node {int(stuck[0])} never "
+            "reaches the root); tree graphs must be acyclic with edges pointing child -> parent"
+        )
 
 
 def topological_levels(graph: dgl.DGLGraph) -> np.ndarray:
