@@ -62,8 +62,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--embeddings", default=None,
                    help="GloVe/word2vec text file (plain or .gz); default: the raw data's "
                         "glove/ directory if it has one")
-    g.add_argument("--embeddings-mode", default=d.embeddings_mode, choices=EMBEDDING_MODES,
-                   help="Tai Table 2: tuned, fixed or random word vectors")
+    g.add_argument("--embeddings-mode", default=None, choices=EMBEDDING_MODES,
+                   help="Tai Table 2: tuned, fixed or random word vectors (default: fixed "
+                        "for sick-r, tuned otherwise, as Tai §5.3)")
     g.add_argument("--emb-dim", type=int, default=None,
                    help="word vector size (default: the vectors file's, else 300)")
     g.add_argument("--hidden", type=int, default=d.hidden, help="cell memory size")
@@ -92,6 +93,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--seeds", type=int, default=d.seeds,
                    help="number of runs with seeds SEED, SEED+1, ... (mean (std) reported)")
     g.add_argument("--device", default=d.device, choices=DEVICES)
+    g.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's; 1 avoids slow-downs when other "
+                        "jobs share the cores)")
     g = ap.add_argument_group("output")
     g.add_argument("--runs-dir", default=d.runs_dir)
     g.add_argument("--name", default=None, help="run name (default: task-model-tree-time)")
@@ -136,6 +140,13 @@ def main(argv: list[str] | None = None) -> int:
     except (ValueError, UnknownNameError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    if a.threads is not None:
+        if a.threads <= 0:
+            print(f"error: --threads must be positive, got {a.threads}", file=sys.stderr)
+            return 2
+        import torch
+
+        torch.set_num_threads(a.threads)
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -258,7 +258,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="bench.json", help="where to write the results")
+    p.add_argument("--omp-passive", action="store_true",
+                   help="re-run under OMP_WAIT_POLICY=PASSIVE: on a loaded machine, spinning "
+                        "OpenMP threads make 2-thread timings collapse (100x) for every engine")
     args = p.parse_args(argv)
+    if args.omp_passive and os.environ.get("OMP_WAIT_POLICY") != "PASSIVE":
+        # libgomp reads the variable when torch loads it, so it must be set before start
+        os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+        cli = list(sys.argv[1:] if argv is None else argv)
+        os.execv(sys.executable, [sys.executable, "-m", "gnn_treelstm.bench", *cli])
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     if not (args.data or args.src):
         p.error("give --data (built) or --src / $GNN_TREELSTM_DATA (raw data root)")
@@ -290,14 +298,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r["data"] = ds
                 rows.append(r)
     table = markdown(rows, peak)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torch {torch.__version__}, dgl {dgl.__version__}, {args.threads} threads, "
-          f"h {args.h_size}, x {args.x_size}, {platform.processor() or platform.machine()}")
+          f"h {args.h_size}, x {args.x_size}, {platform.processor() or platform.machine()}, "
+          f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(default)')}, "
+          f"load average {load:.1f} on {os.cpu_count()} CPUs")
     print("matmul peak GFLOP/s: " + ", ".join(f"{k}: {v:.0f}" for k, v in peak_by_shape.items()))
     print()
     print(table)
     with open(args.json, "w") as fh:
-        json.dump({"args": vars(args), "matmul_gflops": peak_by_shape, "rows": rows}, fh,
-                  indent=1)
+        json.dump({"args": vars(args), "matmul_gflops": peak_by_shape, "rows": rows,
+                   "load_average": load, "torch": torch.__version__, "dgl": dgl.__version__,
+                   "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}, fh, indent=1)
     return 0
 
 

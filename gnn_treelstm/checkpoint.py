@@ -80,6 +80,7 @@ def save_checkpoint(
     }
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
         with os.fdopen(fd, "wb") as f:
             torch.save(payload, f)
             f.flush()
@@ -90,6 +91,12 @@ def save_checkpoint(
             os.unlink(tmp)
         raise
     return path
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

@@ -51,7 +51,7 @@ from . import data as D
 from . import graph as G
 from . import metrics as M
 from .cells import build_cell, cells
-from .checkpoint import save_checkpoint
+from .checkpoint import _umask, save_checkpoint
 from .model import EMBEDDING_MODES, TENG_CELLS, ModelConfig, TreeLSTMModel, cell_accepts
 from .tasks import Task, build_task, gather_batches, tasks
 
@@ -104,7 +104,7 @@ class RunConfig:
     tree: str = "constituency"
     data: str | None = None
     embeddings: str | None = None
-    embeddings_mode: str = "tuned"
+    embeddings_mode: str | None = None
     emb_dim: int | None = None
     hidden: int = 150
     head_hidden: int | None = None
@@ -140,7 +140,8 @@ class RunConfig:
         * lr: AdaGrad 0.05, Adam 0.001; embedding lr: AdaGrad 0.1, Adam = lr;
         * dropout on the head input: the task's (0.5; relatedness 0);
         * dropout on the word vectors: 0.5 for Teng & Zhang's cells (Teng §6), else 0;
-        * supervision: the task's (SST: phrase).
+        * supervision: the task's (SST: phrase);
+        * word vectors: fixed for relatedness (Tai §5.3), tuned otherwise.
         """
         task = build_task(self.task, supervision=self.supervision)
         teng = self.model in TENG_CELLS
@@ -153,7 +154,9 @@ class RunConfig:
             dropout=task.default_dropout if self.dropout is None else self.dropout,
             emb_dropout=(0.5 if teng else 0.0) if self.emb_dropout is None
             else self.emb_dropout,
-            supervision=task.supervision, cell_kwargs=dict(self.cell_kwargs))
+            supervision=task.supervision, cell_kwargs=dict(self.cell_kwargs),
+            embeddings_mode=self.embeddings_mode or ("fixed" if task.name == "sick-r"
+                                                     else "tuned"))
 
     def check(self) -> None:
         """Refuse bad names and values before anything is loaded (``ValueError``)."""
@@ -165,7 +168,7 @@ class RunConfig:
         if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
             raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of: "
                              f"{', '.join(OPTIMIZERS)}")
-        if self.embeddings_mode not in EMBEDDING_MODES:
+        if self.embeddings_mode is not None and self.embeddings_mode not in EMBEDDING_MODES:
             raise ValueError(f"unknown embeddings mode {self.embeddings_mode!r}; choose one "
                              f"of: {', '.join(EMBEDDING_MODES)}")
         if self.device.split(":")[0] not in DEVICES:
@@ -419,13 +422,18 @@ def default_vectors(rd: RunData) -> Path | None:
     return None
 
 
-def load_embeddings(cfg: RunConfig, rd: RunData) -> tuple[torch.Tensor | None, dict]:
-    """The embedding matrix for the vocabulary (None for random) and a description."""
+def load_embeddings(cfg: RunConfig, rd: RunData, *,
+                    explicit: bool = True) -> tuple[torch.Tensor | None, dict]:
+    """The embedding matrix for the vocabulary (None for random) and a description.
+
+    Without a vectors file, ``fixed`` is an error when the user asked for it
+    (``explicit``); a defaulted mode falls back to random vectors with a warning.
+    """
     if cfg.embeddings_mode == "random":
         return None, {"mode": "random", "path": None}
     path = Path(cfg.embeddings) if cfg.embeddings else default_vectors(rd)
     if path is None:
-        if cfg.embeddings_mode == "fixed":
+        if cfg.embeddings_mode == "fixed" and explicit:
             raise ValueError("--embeddings-mode fixed needs pre-trained vectors: pass "
                              "--embeddings PATH (GloVe text, plain or .gz)")
         log.warning("no pre-trained vectors found (pass --embeddings PATH); using random "
@@ -552,7 +560,8 @@ def train_model(
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         t0 = time.perf_counter()
-        total_loss, n_ex, n_trees = 0.0, 0, 0
+        loss_sum = torch.zeros((), device=device)  # summed on the device: no sync per step
+        n_ex, n_trees = 0, 0
         it: Iterable = loader
         if progress is not None:
             it = progress(loader, total=len(loader),
@@ -561,22 +570,25 @@ def train_model(
             batch = _to_device(batch, device, graphs_on_device)
             out = model(batch.graph, batch.graph_b)
             loss = task.loss(out, batch)
-            if not torch.isfinite(loss):
-                raise FloatingPointError(
-                    f"loss became {float(loss)} at epoch {epoch}, step {step}; lower the "
-                    "learning rate (--lr) or check the data"
-                )
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             b = len(batch)
-            total_loss += float(loss.detach()) * b
+            loss_sum += loss.detach() * b
             n_ex += b
             n_trees += b * (2 if batch.graph_b is not None else 1)
-            if hasattr(it, "set_postfix") and (step % 5 == 0 or step == len(loader)):
-                el = time.perf_counter() - t0
-                it.set_postfix(loss=f"{total_loss / n_ex:.4f}",
-                               trees_s=f"{n_trees / max(el, 1e-9):.0f}")
+            if step % 5 == 0 or step == len(loader):
+                mean_loss = float(loss_sum) / n_ex
+                if not math.isfinite(mean_loss):
+                    raise FloatingPointError(
+                        f"the training loss became {mean_loss} at epoch {epoch}, step {step}; "
+                        "lower the learning rate (--lr) or check the data"
+                    )
+                if hasattr(it, "set_postfix"):
+                    el = time.perf_counter() - t0
+                    it.set_postfix(loss=f"{mean_loss:.4f}",
+                                   trees_s=f"{n_trees / max(el, 1e-9):.0f}")
+        total_loss = float(loss_sum)
         train_seconds = time.perf_counter() - t0
         dev_metrics, _ = evaluate(model, dev, batch_size=cfg.eval_batch_size, device=device,
                                   graphs_on_device=graphs_on_device, tokens=dev_tokens)
@@ -647,6 +659,7 @@ def _jsonable(x: Any) -> Any:
 
 def _write_json(path: Path, obj: Any) -> None:
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.chmod(tmp, 0o666 & ~_umask())
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         json.dump(_jsonable(obj), fh, indent=2)
         fh.write("\n")
@@ -673,6 +686,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         on_epoch: Callable[[dict], None] | None = None) -> dict:
     """Check, load, train ``cfg.seeds`` models, write the run directory; return results."""
     cfg.check()
+    mode_given = cfg.embeddings_mode is not None
     cfg = cfg.resolved()
     task = build_task(cfg.task, supervision=cfg.supervision)
     resolve_device(cfg)
@@ -680,7 +694,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
     num_relations = int(rd.meta.get("num_relations", {}).get(cfg.tree, len(rd.relations))
                         or 1)
     check_compatibility(cfg, rd, num_relations)
-    embeddings, emb_info = load_embeddings(cfg, rd)
+    embeddings, emb_info = load_embeddings(cfg, rd, explicit=mode_given)
     if embeddings is not None and cfg.emb_dim is not None \
             and embeddings.shape[1] != cfg.emb_dim:
         raise ValueError(f"--emb-dim {cfg.emb_dim} but {emb_info['path']} has "
@@ -736,6 +750,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         fd, tmp = tempfile.mkstemp(prefix=".best.pt.", suffix=".tmp", dir=out)
         os.close(fd)
         shutil.copyfile(src, tmp)
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, out / "best.pt")
     results = {
         "name": name, "task": cfg.task, "model": cfg.model, "tree": cfg.tree,

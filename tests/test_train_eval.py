@@ -203,10 +203,11 @@ def test_engine_flag_reaches_the_cell(tiny, tmp_path, capsys):
 
 def test_resolved_config_follows_the_papers():
     r = T.RunConfig().resolved()
-    assert (r.optimizer, r.lr, r.emb_lr, r.dropout, r.emb_dropout, r.supervision) == (
-        "adagrad", 0.05, 0.1, 0.5, 0.0, "phrase")              # Tai §5.3
+    assert (r.optimizer, r.lr, r.emb_lr, r.dropout, r.emb_dropout, r.supervision,
+            r.embeddings_mode) == ("adagrad", 0.05, 0.1, 0.5, 0.0, "phrase", "tuned")  # Tai
     r = T.RunConfig(task="sick-r", model="childsum").resolved()
-    assert (r.optimizer, r.dropout, r.supervision) == ("adagrad", 0.0, "root")
+    assert (r.optimizer, r.dropout, r.supervision, r.embeddings_mode) == (
+        "adagrad", 0.0, "root", "fixed")                        # Tai §5.3
     r = T.RunConfig(task="sick-e", model="mtree").resolved()
     assert (r.optimizer, r.lr, r.emb_lr) == ("adam", 1e-3, 1e-3)  # Tran §6.1 (NLI)
     r = T.RunConfig(model="bitree").resolved()

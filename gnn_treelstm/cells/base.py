@@ -61,5 +61,15 @@ class TreeCell(nn.Module):
             )
         G.validate_tree(graph, who=name, **tree_kw)
 
+    def level_forward(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None, **kw):
+        """Run this cell with the level engine (:mod:`gnn_treelstm.engine.level`).
+
+        ``schedule`` is a :class:`~gnn_treelstm.engine.schedule.LevelSchedule` of ``graph``
+        (built once per batch in the data loader's collate); computed here when omitted.
+        """
+        from ..engine.level import level_forward
+
+        return level_forward(self, graph, x, schedule=schedule, **kw)
+
     def extra_repr(self) -> str:
         return f"x_size={self.x_size}, h_size={self.h_size}, engine={self.engine!r}"

@@ -66,10 +66,6 @@ class BidirectionalTreeLSTM(TreeCell):
         engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"BidirectionalTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
-            )
         self.up = LexicalizedTreeLSTM(x_size, h_size, head=head, lexicalized=True)
         self.down = TopDownTreeLSTM(x_size, h_size, head=None, tie_input=tie_input)
         self.reset_parameters()
@@ -92,9 +88,13 @@ class BidirectionalTreeLSTM(TreeCell):
             raise ValueError(f"{type(self).__name__}: x must be a float tensor")
         super().check_input(graph, x, max_children=self.max_children, **tree_kw)
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-node ``(h, c)``, each (N, 2h): ``[h↑ ; h↓]`` and ``[c↑ ; c↓]``."""
         self.check_input(graph, x)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule)
         heads = self.up.head_lexicon_module(graph, x)  # (N, x): eqs 9-10, once
         h_up, c_up = self.up._propagate(graph, x, heads)  # eqs 11, 12, 5, 1
         h_dn, c_dn = self.down._propagate(graph, x, heads)  # eqs 14-15

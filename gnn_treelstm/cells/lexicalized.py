@@ -282,10 +282,6 @@ class LexicalizedTreeLSTM(TreeCell):
         engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"LexicalizedTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
-            )
         if head not in HEAD_MODES:
             raise ValueError(f"unknown head mode {head!r}; choose one of {HEAD_MODES}")
         self.lexicalized = bool(lexicalized)
@@ -347,6 +343,7 @@ class LexicalizedTreeLSTM(TreeCell):
 
     def forward(
         self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None = None,
+        schedule=None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Bottom-up states ``(h, c)``, each (N, h_size)."""
         self.check_input(graph, x)
@@ -354,6 +351,8 @@ class LexicalizedTreeLSTM(TreeCell):
             if not self.lexicalized:
                 raise ValueError("LexicalizedTreeLSTM(lexicalized=False) takes no heads")
             self.check_heads(graph, heads)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule, heads=heads)
         return self._propagate(graph, x, heads)
 
     def _propagate(

@@ -165,10 +165,6 @@ class MultiplicativeTreeLSTM(TreeCell):
         engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"MultiplicativeTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
-            )
         if variant not in VARIANTS:
             raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
         if int(num_relations) <= 0:
@@ -282,9 +278,13 @@ class MultiplicativeTreeLSTM(TreeCell):
         super().check_input(graph, x, edge_fields=(G.REL,),
                             num_relations=self.num_relations, **tree_kw)
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
         self.check_input(graph, x)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule)
         h = self.h_size
         node_rel = self.node_relations(graph) if self.variant == "add" else None
         wx = self.input_terms(x, node_rel)  # (N, 4h)

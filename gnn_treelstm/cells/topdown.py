@@ -150,10 +150,6 @@ class TopDownTreeLSTM(TreeCell):
         engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"TopDownTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
-            )
         if head is not None and head not in HEAD_MODES:
             raise ValueError(f"unknown head mode {head!r}; choose one of {HEAD_MODES} or None")
         self.head_mode = head
@@ -217,10 +213,13 @@ class TopDownTreeLSTM(TreeCell):
 
     def forward(
         self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None = None,
+        schedule=None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Top-down states ``(h, c)``, each (N, h_size)."""
         self.check_input(graph, x)
         self.check_heads(graph, heads)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule, heads=heads)
         return self._propagate(graph, x, heads)
 
     def _propagate(

@@ -243,25 +243,28 @@ class _ChildSumLevels(torch.autograd.Function):
             dt_buf = h.new_empty(fgate.shape)  # dL/d(summand of h~) per edge
             da_buf = torch.empty_like(a_buf)  # dL/d(W_mh h_k) per edge
             ds_buf = torch.empty_like(a_buf)  # dL/ds_jk per edge
+        # local derivatives of all nodes / edges at once (see _NaryLevels.backward)
+        i, o, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs:]
+        tc = torch.tanh(c[:n])
+        q_c = o * (1 - tc * tc)  # dL/dc_j = dc_j + dh_j q_c          (eq 8 into eq 7)
+        q_o = tc * o * (1 - o)  # d pre_o = dh_j q_o                   (eq 8)
+        q_i = u * i * (1 - i)  # d pre_i = dL/dc_j q_i                 (eq 7)
+        q_u = i * (1 - u * u)  # d pre_u = dL/dc_j q_u                 (eq 7)
+        q_f = c.index_select(0, lv.edge_src) * fgate * (1 - fgate)  # per edge (eqs 4, 7)
         for lvl in reversed(range(lv.num_levels)):
             a, b = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
-            g = gates[a:b]
-            i, o, u = g[:, :hs], g[:, hs: 2 * hs], g[:, 2 * hs:]
-            tc = torch.tanh(c[a:b])
             dhl = dh[a:b]
-            dcl = dc[a:b].addcmul_(dhl * o, 1 - tc * tc)  # dL/dc_j (eq 8 into eq 7)
+            dcl = dc[a:b].addcmul_(dhl, q_c[a:b])  # dL/dc_j
             dg = dgates[a:b]
-            torch.mul(dhl * tc, o * (1 - o), out=dg[:, hs: 2 * hs])  # eq 8 -> o
-            torch.mul(dcl * u, i * (1 - i), out=dg[:, :hs])  # eq 7 -> i
-            torch.mul(dcl * i, 1 - u * u, out=dg[:, 2 * hs:])  # eq 7 -> u
+            torch.mul(dcl, q_i[a:b], out=dg[:, :hs])  # eq 3 (i)
+            torch.mul(dhl, q_o[a:b], out=dg[:, hs: 2 * hs])  # eq 5 (o)
+            torch.mul(dcl, q_u[a:b], out=dg[:, 2 * hs:])  # eq 6 (u)
             if eb > ea:
                 src, seg = lv.edge_src[ea:eb], lv.edge_seg[ea:eb]
-                f = fgate[ea:eb]
                 dce = dcl.index_select(0, seg)  # (E_l, h)
-                dc.index_add_(0, src, dce * f)  # eq 7 -> c_k
-                df = dfgate[ea:eb]
-                torch.mul(dce * c.index_select(0, src), f * (1 - f), out=df)  # eq 7 -> f
+                dc.index_add_(0, src, dce * fgate[ea:eb])  # eq 7 -> c_k
+                df = torch.mul(dce, q_f[ea:eb], out=dfgate[ea:eb])  # eq 7 -> f (eq 4)
                 dt = (dg @ U_iou).index_select(0, seg)  # eqs 3,5,6 via h~ (eq 2)
                 if mult:  # back through W_hm (s ⊙ W_mh h_k)
                     dt_buf[ea:eb] = dt
@@ -374,34 +377,41 @@ class _NaryLevels(torch.autograd.Function):
         hs = h.shape[1]
         dh = h.new_zeros(n + 1, hs)
         dc = h.new_zeros(n + 1, hs)
-        if dh_out is not None:
-            dh[:n] = dh_out
-        if dc_out is not None:
-            dc[:n] = dc_out
+        dh[:n] = dh_out
+        dc[:n] = dc_out
+        # Local derivatives of all nodes at once (a few large element-wise ops instead of
+        # ~20 small ones per level): with tc = tanh(c_j),
+        #   dL/dc_j  = dc_j + dh_j * o (1 - tc²)                 (eq 14 into eq 13)
+        #   d pre_i  = dL/dc_j * u i (1 - i)      d pre_u = dL/dc_j * i (1 - u²)
+        #   d pre_o  = dh_j * tc o (1 - o)        d pre_f = dL/dc_j * c_jℓ f (1 - f)
+        i, o, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs: 3 * hs]
+        f = gates[:, 3 * hs:].view(n, k, hs)
+        tc = torch.tanh(c[:n])
+        q_c = o * (1 - tc * tc)  # (N, h)
+        q_o = tc * o * (1 - o)
+        q_i = u * i * (1 - i)
+        q_u = i * (1 - u * u)
+        ck_all = c.index_select(0, slots.reshape(-1)).view(n, k, hs)  # c_jℓ by slot
+        q_f = ck_all * f * (1 - f)  # (N, K, h)
         dgates = torch.empty_like(gates)  # d pre-activations, (N, (3+K) h)
         for lvl in reversed(range(lv.num_levels)):
             a, b = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
-            g = gates[a:b]
-            i, o, u = g[:, :hs], g[:, hs: 2 * hs], g[:, 2 * hs: 3 * hs]
-            tc = torch.tanh(c[a:b])
             dhl = dh[a:b]
-            dcl = dc[a:b].addcmul_(dhl * o, 1 - tc * tc)  # eq 14 into eq 13
+            dcl = dc[a:b].addcmul_(dhl, q_c[a:b])  # dL/dc_j
             dg = dgates[a:b]
-            torch.mul(dcl * u, i * (1 - i), out=dg[:, :hs])  # eq 13 -> i (eq 9)
-            torch.mul(dhl * tc, o * (1 - o), out=dg[:, hs: 2 * hs])  # eq 14 -> o (eq 11)
-            torch.mul(dcl * i, 1 - u * u, out=dg[:, 2 * hs: 3 * hs])  # eq 13 -> u (eq 12)
-            dgf = dg[:, 3 * hs:].view(b - a, k, hs)
-            f = g[:, 3 * hs:].view(b - a, k, hs)
+            torch.mul(dhl, q_o[a:b], out=dg[:, hs: 2 * hs])  # eq 11 (o)
+            torch.mul(dcl, q_i[a:b], out=dg[:, :hs])  # eq 9 (i)
+            torch.mul(dcl, q_u[a:b], out=dg[:, 2 * hs: 3 * hs])  # eq 12 (u)
             if eb > ea:
                 sl = slots[a:b].reshape(-1)
-                ck = c.index_select(0, sl).view(b - a, k, hs)
-                torch.mul(dcl.unsqueeze(1) * ck, f * (1 - f), out=dgf)  # eq 13 -> f (eq 10)
-                dc.index_add_(0, sl, (dcl.unsqueeze(1) * f).view(-1, hs))  # eq 13 -> c_jℓ
+                dcl3 = dcl.unsqueeze(1)
+                torch.mul(dcl3, q_f[a:b], out=dg[:, 3 * hs:].view(b - a, k, hs))  # eq 10 (f)
+                dc.index_add_(0, sl, (dcl3 * f[a:b]).view(-1, hs))  # eq 13 -> c_jℓ
                 dh.index_add_(0, sl, (dg @ U).view(-1, hs))  # eqs 9-12 -> h_jℓ
             else:
-                dgf.zero_()  # no children: c_jℓ = 0, f has no effect
-        # level 0 of the bottom-up schedule holds exactly the leaves (all-zero children)
+                dg[:, 3 * hs:].zero_()  # no children: c_jℓ = 0, f has no effect
+        # level 0 of a schedule holds nodes without sources (all-zero children)
         a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
         hk_all = h.index_select(0, slots[a0:].reshape(-1)).view(n - a0, k * hs)
         dU = dgates[a0:].t() @ hk_all  # ((3+K) h, K h), one product over all inner nodes

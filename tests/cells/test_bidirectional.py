@@ -176,5 +176,5 @@ def test_bad_input_raises_before_computation(monkeypatch):
     del g.edata["pos"]
     with pytest.raises(ValueError, match="pos"):
         cell(g, torch.randn(3, X))
-    with pytest.raises(NotImplementedError):
-        BidirectionalTreeLSTM(X, H, engine="level")
+    with pytest.raises(ValueError, match="unknown engine"):
+        BidirectionalTreeLSTM(X, H, engine="levels")

@@ -209,8 +209,8 @@ def test_bad_input_raises_before_computation(monkeypatch):
 
 
 def test_bad_construction():
-    with pytest.raises(NotImplementedError):
-        LexicalizedTreeLSTM(X, H, engine="level")
+    with pytest.raises(ValueError, match="unknown engine"):
+        LexicalizedTreeLSTM(X, H, engine="levels")
     with pytest.raises(ValueError, match="head"):
         LexicalizedTreeLSTM(X, H, head="middle")
 

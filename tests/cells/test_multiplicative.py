@@ -173,8 +173,8 @@ def test_registry_names_and_class_attributes():
         build_cell("mtree", X, H, num_relations=R, variant="full")
     with pytest.raises(ValueError, match="variant"):
         MultiplicativeTreeLSTM(X, H, R, variant="other")
-    with pytest.raises(NotImplementedError, match="level"):
-        MultiplicativeTreeLSTM(X, H, R, engine="level")
+    with pytest.raises(ValueError, match="unknown engine"):
+        MultiplicativeTreeLSTM(X, H, R, engine="levels")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)

@@ -170,8 +170,8 @@ def test_bad_input_raises_before_computation(monkeypatch):
 
 
 def test_bad_construction():
-    with pytest.raises(NotImplementedError):
-        TopDownTreeLSTM(X, H, engine="level")
+    with pytest.raises(ValueError, match="unknown engine"):
+        TopDownTreeLSTM(X, H, engine="levels")
     with pytest.raises(ValueError, match="head"):
         TopDownTreeLSTM(X, H, head="first")
 
