@@ -201,7 +201,8 @@ class TreeLSTMModel(nn.Module):
 
     def embed(self, graph: dgl.DGLGraph) -> torch.Tensor:
         """Word vectors per node, zero where the node has no word. ``(N, emb_dim)``."""
-        words = graph.ndata[G.WORD]
+        # graphs may stay on the CPU (CPU-only DGL) while the model is on the GPU
+        words = graph.ndata[G.WORD].to(self.embedding.weight.device)
         if words.numel() and int(words.max()) >= self.config.vocab_size:
             raise ValueError(
                 f"word id {int(words.max())} is outside the vocabulary of "
@@ -218,7 +219,7 @@ class TreeLSTMModel(nn.Module):
         g = graph if graph_b is None else dgl.batch([graph, graph_b])
         x = self.embed(g)
         h, _c = self.cell(g, x)                                      # (N, out_size)
-        roots = G.batch_roots(g)                                     # (num_sentences,)
+        roots = G.batch_roots(g).to(h.device)                        # (num_sentences,)
         sent = self.cell.sentence_vector(g, h) if self.has_sentence_vector else h[roots]
         node_fn = self.cell.node_vectors if self.has_node_vectors else None
         return Encoded(graph=g, h=h, sent=sent, roots=roots, num_a=num_a, node_fn=node_fn)

@@ -189,11 +189,13 @@ def test_demo_runs_on_the_sample(tmp_path, capsys):
     assert "root accuracy" in out and f"tree PNG:     {tmp_path / 'demo' / 'tree.png'}" in out
 
 
-def test_engine_flag_reaches_the_cell(tiny, tmp_path, capsys):
+@pytest.mark.parametrize("args", [[], ["--task", "sick-e", "--model", "mtree",
+                                         "--tree", "dependency"]])
+def test_engine_flag_reaches_the_cell(tiny, tmp_path, capsys, args):
     rc = train.main(["--data", str(tiny), "--runs-dir", str(tmp_path), "--name", "lv",
-                     "--engine", "level", *TINY])
+                     "--engine", "level", *args, *TINY])
     err = capsys.readouterr().err
-    if rc == 0:  # the level engine exists: the checkpoint records it
+    if rc == 0:  # the cell has a level engine: the checkpoint records it
         from gnn_treelstm.checkpoint import load_model
 
         assert load_model(tmp_path / "lv" / "best.pt").model.config.engine == "level"

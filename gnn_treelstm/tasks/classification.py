@@ -113,9 +113,9 @@ class ClassificationTask(Task):
 
     def loss(self, out: dict[str, torch.Tensor], batch: Any) -> torch.Tensor:
         if self.supervision == "phrase":
-            labels = batch.graph.ndata[LABEL]
-            mask = labels != IGNORE
             logits = out["node_logits"]
+            labels = batch.graph.ndata[LABEL].to(logits.device)
+            mask = labels != IGNORE
             n = out["root_logits"].shape[0]
             # Tai §4.1: NLL summed over the labelled nodes of a tree, averaged over trees
             return F.cross_entropy(logits[mask], labels[mask], reduction="sum") / max(n, 1)
@@ -130,7 +130,7 @@ class ClassificationTask(Task):
             "prob": probs.max(-1).values.cpu().numpy(),
         }
         if self.node_labels and "node_logits" in out:
-            labels = batch.graph.ndata[LABEL]
+            labels = batch.graph.ndata[LABEL].to(out["node_logits"].device)
             mask = labels != IGNORE
             res["node_pred"] = out["node_logits"].detach()[mask].argmax(-1).cpu().numpy()
             res["node_gold"] = labels[mask].cpu().numpy()
