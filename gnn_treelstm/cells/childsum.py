@@ -14,12 +14,22 @@ dependency trees, Tai's "Dependency Tree-LSTM")::
 Leaves have no children, so ``h~_j = 0`` and the forget sum of eq 7 is 0. Unlike DGL's
 Tree-LSTM example, the forget gate keeps the ``W^(f) x_j`` term of eq 4.
 
+Without output gate (``output_gate=False``): eq 5 is dropped and eq 8 becomes
+``h_j = tanh(c_j)``. This is the cell of Tai et al.'s semantic-relatedness (SICK) models: the
+authors' Torch code (stanfordnlp/treelstm, ``relatedness/TreeLSTMSim.lua`` builds
+``ChildSumTreeLSTM{gate_output = false}``; ``models/ChildSumTreeLSTM.lua``:
+``h = nn.Tanh()(c)``), and Tai Table 1's relatedness parameter counts assume it.
+
 Parameters (the public mapping used by the reference implementation and the tests; see
 :meth:`ChildSumTreeLSTM.paper_weights`): ``W_x`` (Linear ``x_size -> 4h`` holding all biases,
 output rows in gate order ``i, o, u, f``), ``U_iou`` (Linear ``h -> 3h``, rows ``i, o, u``,
 no bias), ``U_f`` (Linear ``h -> h``, no bias). Count: ``4h(x + h + 1)``; Tai Table 1 counts
 ``4h(x + h + 2)`` because the authors' Torch code gives both the ``W`` and the ``U`` layer of
 every gate a bias (see :func:`gnn_treelstm.cells.sequential.num_params`).
+With ``output_gate=False`` there are no output-gate parameters at all: ``W_x`` is
+``x_size -> 3h`` (rows ``i, u, f``), ``U_iu`` (Linear ``h -> 2h``, rows ``i, u``) replaces
+``U_iou`` (the different name makes code that expects the gated layout fail loudly), ``U_f``
+is unchanged. Count: ``3h(x + h + 1)`` (Tai: ``3h(x + h + 2)``).
 
 Propagation (``engine="dgl"``): everything that depends only on the inputs, ``W x + b`` for
 all four gates, is one matrix product over all nodes before propagation
@@ -81,15 +91,23 @@ def childsum_edge_message(
 
 def childsum_node_update(
     iou_x: torch.Tensor, h_tilde: torch.Tensor, fc_sum: torch.Tensor, U_iou: torch.Tensor,
+    output_gate: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eqs 3, 5-8 for a set of nodes.
 
     ``iou_x`` = ``W^(i,o,u) x_j + b^(i,o,u)`` (N, 3h), ``h_tilde`` = ``Σ_k h_k`` (N, h),
     ``fc_sum`` = ``Σ_k f_jk ⊙ c_k`` (N, h), ``U_iou`` (3h, h). Returns ``(h, c)``, (N, h) each.
+    With ``output_gate=False`` the ``o`` rows are absent (``iou_x`` (N, 2h) and ``U_iou``
+    (2h, h), rows ``i, u``), eq 5 is dropped and eq 8 is ``h_j = tanh(c_j)``.
     """
-    iou = iou_x + F.linear(h_tilde, U_iou)  # (N, 3h)
-    i, o, u = torch.chunk(iou, 3, dim=-1)  # 3 x (N, h)
+    iou = iou_x + F.linear(h_tilde, U_iou)  # (N, 3h) or (N, 2h) without output gate
+    if output_gate:
+        i, o, u = torch.chunk(iou, 3, dim=-1)  # 3 x (N, h)
+    else:
+        i, u = torch.chunk(iou, 2, dim=-1)  # 2 x (N, h)
     c = torch.sigmoid(i) * torch.tanh(u) + fc_sum  # eqs 3, 6, 7
+    if not output_gate:
+        return torch.tanh(c), c  # eq 8 without o_j (Tai's relatedness models)
     h = torch.sigmoid(o) * torch.tanh(c)  # eqs 5, 8
     return h, c
 
@@ -102,6 +120,9 @@ class ChildSumTreeLSTM(TreeCell):
     Args:
         x_size: node input size (word vector); ``x`` is read at every node.
         h_size: hidden / memory size ``d``.
+        output_gate: keep the output gate (eqs 5, 8). ``False``: no output-gate parameters,
+            ``h_j = tanh(c_j)``, as Tai et al.'s relatedness (SICK) models
+            (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
     """
 
@@ -109,17 +130,35 @@ class ChildSumTreeLSTM(TreeCell):
     uses_relations = False
     tree_kinds = ("dependency", "constituency", "chain", "amr")
 
-    def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl") -> None:
+    def __init__(
+        self, x_size: int, h_size: int, *, output_gate: bool = True, engine: str = "dgl",
+    ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"ChildSumTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
+        self.output_gate = bool(output_gate)
+        if engine == "level" and not self.output_gate:
+            raise ValueError(
+                f"{type(self).__name__}: the level engine supports the gated cell only; "
+                "use engine='dgl' with output_gate=False"
             )
         h = self.h_size
-        self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
-        self.U_iou = nn.Linear(h, 3 * h, bias=False)  # rows i, o, u
+        if self.output_gate:
+            self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
+            self.U_iou = nn.Linear(h, 3 * h, bias=False)  # rows i, o, u
+        else:
+            self.W_x = nn.Linear(self.x_size, 3 * h)  # rows i, u, f; holds b^(i,u,f)
+            self.U_iu = nn.Linear(h, 2 * h, bias=False)  # rows i, u
         self.U_f = nn.Linear(h, h, bias=False)
         self.reset_parameters()
+
+    @property
+    def gates(self) -> str:
+        """Gate order of the rows of ``W_x``: ``"iouf"``, or ``"iuf"`` without output gate."""
+        return "iouf" if self.output_gate else "iuf"
+
+    def _U_in(self) -> torch.Tensor:
+        """The recurrent matrix of the non-forget gates, (3h, h) ``U_iou`` or (2h, h)
+        ``U_iu``."""
+        return (self.U_iou if self.output_gate else self.U_iu).weight
 
     def reset_parameters(self) -> None:
         """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""
@@ -131,14 +170,15 @@ class ChildSumTreeLSTM(TreeCell):
     def paper_weights(self) -> dict[str, torch.Tensor]:
         """The matrices and biases of eqs 3-6 by their paper names, as views of the
         parameters (gradients flow back): ``W_i, W_f, W_o, W_u`` (h, x), ``U_i, U_f, U_o,
-        U_u`` (h, h), ``b_i, b_f, b_o, b_u`` (h,)."""
+        U_u`` (h, h), ``b_i, b_f, b_o, b_u`` (h,); without output gate no ``*_o``."""
         h = self.h_size
         out: dict[str, torch.Tensor] = {}
-        for k, g in enumerate("iouf"):
+        for k, g in enumerate(self.gates):
             out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
             out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
-        for k, g in enumerate("iou"):
-            out[f"U_{g}"] = self.U_iou.weight[k * h:(k + 1) * h]
+        U_in = self._U_in()
+        for k, g in enumerate(self.gates[:-1]):
+            out[f"U_{g}"] = U_in[k * h:(k + 1) * h]
         out["U_f"] = self.U_f.weight
         return out
 
@@ -153,17 +193,21 @@ class ChildSumTreeLSTM(TreeCell):
         # Child-Sum reads neither child positions nor relations: no edge fields required
         super().check_input(graph, x, edge_fields=(), **tree_kw)
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
         self.check_input(graph, x)
-        h = self.h_size
-        wx = childsum_input_terms(x, self.W_x.weight, self.W_x.bias)  # (N, 4h)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule)
+        h, n_iou = self.h_size, len(self.gates) - 1  # n_iou: 3, or 2 without output gate
+        wx = childsum_input_terms(x, self.W_x.weight, self.W_x.bias)  # (N, 4h) or (N, 3h)
         with graph.local_scope():
-            graph.ndata["iou_x"] = wx[:, : 3 * h]  # (N, 3h)
-            graph.ndata["f_x"] = wx[:, 3 * h:]  # (N, h)
+            graph.ndata["iou_x"] = wx[:, : n_iou * h]  # (N, 3h) or (N, 2h)
+            graph.ndata["f_x"] = wx[:, n_iou * h:]  # (N, h)
             graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
             graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
-            U_f, U_iou = self.U_f.weight, self.U_iou.weight
+            U_f, U_iou, gated = self.U_f.weight, self._U_in(), self.output_gate
 
             def message(edges):  # eq 2 summand, eq 4, eq 7 summand, per child edge
                 return {"m": childsum_edge_message(edges.src["h"], edges.src["c"],
@@ -171,7 +215,8 @@ class ChildSumTreeLSTM(TreeCell):
 
             def apply(nodes):  # eqs 3, 5-8 (leaves: the summed messages are zeros)
                 h_tilde, fc_sum = torch.split(nodes.data["s"], h, dim=-1)  # (n, h) each
-                hj, cj = childsum_node_update(nodes.data["iou_x"], h_tilde, fc_sum, U_iou)
+                hj, cj = childsum_node_update(nodes.data["iou_x"], h_tilde, fc_sum, U_iou,
+                                              output_gate=gated)
                 return {"h": hj, "c": cj}
 
             with warnings.catch_warnings():
@@ -180,3 +225,6 @@ class ChildSumTreeLSTM(TreeCell):
                 # built-in sum of [h_k ; f_jk ⊙ c_k] -> (N, 2h); zeros for leaves
                 dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
             return graph.ndata["h"], graph.ndata["c"]
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, output_gate={self.output_gate}"

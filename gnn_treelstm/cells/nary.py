@@ -18,6 +18,11 @@ The biases are always there. Consequence: on constituency trees (words only at l
 leaves have no children) ``W^(f)`` never influences anything and gets no gradient; it is kept
 because eq 10 has it and a word-bearing internal node (e.g. a chain) uses it.
 
+Without output gate (``output_gate=False``): eq 11 is dropped and eq 14 becomes
+``h_j = tanh(c_j)``, as in Tai et al.'s semantic-relatedness (SICK) models: the authors'
+Torch code (stanfordnlp/treelstm, ``relatedness/TreeLSTMSim.lua`` builds
+``BinaryTreeLSTM{gate_output = false}``), and Tai Table 1's relatedness counts assume it.
+
 Forget-gate parameterisation: by default the full set of ``N x N`` matrices ``U^(f)_kℓ``
 (eq 10, with the "off-diagonal" ``k ≠ ℓ`` terms). With ``tie_forget=True`` — Tai: "for large
 values of N, these additional parameters are impractical and may be tied or fixed to zero" —
@@ -28,7 +33,14 @@ Parameters (see :meth:`NaryTreeLSTM.paper_weights` for the mapping to the paper'
 ``W_x`` (Linear ``x -> 4h`` with all biases, rows ``i, o, u, f``); untied: ``U`` (Linear
 ``N h -> (3 + N) h``, no bias; input columns ``[h_j1 ; ... ; h_jN]``, output rows
 ``i, o, u, f_1, ..., f_N``); tied: ``U_iou`` (Linear ``N h -> 3h``), ``U_f_diag``
-(``N x h x h``) and ``U_f_off`` (Linear ``h -> h``).
+(``N x h x h``) and ``U_f_off`` (Linear ``h -> h``). With ``output_gate=False`` there are no
+output-gate parameters at all: ``W_x`` is ``x -> 3h`` (rows ``i, u, f``), ``U`` is
+``N h -> (2 + N) h`` (rows ``i, u, f_1, ..., f_N``) and, tied, ``U_iu`` (Linear
+``N h -> 2h``, rows ``i, u``) replaces ``U_iou``. Count ``4h(x + 1) + 3N h²`` plus the forget
+matrices (``N² h²``, tied ``(N + 1) h²``); ``3h(x + 1) + 2N h²`` plus them without output gate.
+Tai's Table 1 count for the Constituency Tree-LSTM differs by more than biases: the authors'
+``BinaryTreeLSTM`` has a separate leaf module ``c = W_c x + b`` (no ``W^(i), W^(f)`` on words),
+see :func:`gnn_treelstm.cells.sequential.num_params`.
 
 Propagation (``engine="dgl"``): ``W x + b`` for all nodes is one matrix product before
 propagation (:meth:`NaryTreeLSTM.input_terms`). Under ``dgl.prop_nodes_topo`` each child edge
@@ -79,18 +91,28 @@ def nary_edge_message(
 
 def nary_gates(
     wx: torch.Tensor, iou_h: torch.Tensor, f_h: torch.Tensor, c_kids: torch.Tensor,
+    output_gate: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Eqs 9-14 from their pieces.
 
     ``wx`` = ``W x_j + b`` (n, 4h) in gate order ``i, o, u, f`` (``W x_j`` = 0 where the node
     has no word); ``iou_h`` = ``Σ_ℓ U^(i,o,u)_ℓ h_jℓ`` (n, 3h); ``f_h`` = ``Σ_ℓ U^(f)_kℓ h_jℓ``
     per child slot ``k`` (n, N, h); ``c_kids`` = ``c_jℓ`` by slot (n, N, h), zeros at missing
-    children. Returns ``(h, c)``, (n, h) each.
+    children. Returns ``(h, c)``, (n, h) each. With ``output_gate=False`` the ``o`` parts are
+    absent (``wx`` (n, 3h) in order ``i, u, f``, ``iou_h`` (n, 2h)), eq 11 is dropped and
+    eq 14 is ``h_j = tanh(c_j)``.
     """
     hs = c_kids.shape[-1]
-    i, o, u = torch.chunk(wx[:, : 3 * hs] + iou_h, 3, dim=-1)  # eqs 9, 11, 12: 3 x (n, h)
-    f = torch.sigmoid(wx[:, 3 * hs:].unsqueeze(1) + f_h)  # eq 10: (n, N, h)
+    n_iou = 3 if output_gate else 2
+    pre = wx[:, : n_iou * hs] + iou_h  # eqs 9, 11, 12 pre-activations: (n, 3h) or (n, 2h)
+    if output_gate:
+        i, o, u = torch.chunk(pre, 3, dim=-1)  # 3 x (n, h)
+    else:
+        i, u = torch.chunk(pre, 2, dim=-1)  # 2 x (n, h)
+    f = torch.sigmoid(wx[:, n_iou * hs:].unsqueeze(1) + f_h)  # eq 10: (n, N, h)
     c = torch.sigmoid(i) * torch.tanh(u) + (f * c_kids).sum(dim=1)  # eq 13
+    if not output_gate:
+        return torch.tanh(c), c  # eq 14 without o_j (Tai's relatedness models)
     h = torch.sigmoid(o) * torch.tanh(c)  # eq 14
     return h, c
 
@@ -106,6 +128,9 @@ class NaryTreeLSTM(TreeCell):
         n_ary: maximum number of (ordered) children ``N``; ``edata["pos"]`` in ``[0, N)``.
         tie_forget: tie the off-diagonal forget matrices ``U^(f)_kℓ, k ≠ ℓ`` to one matrix
             (needs ``n_ary >= 2``).
+        output_gate: keep the output gate (eqs 11, 14). ``False``: no output-gate
+            parameters, ``h_j = tanh(c_j)``, as Tai et al.'s relatedness (SICK) models
+            (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
     """
 
@@ -114,13 +139,9 @@ class NaryTreeLSTM(TreeCell):
 
     def __init__(
         self, x_size: int, h_size: int, n_ary: int = 2, tie_forget: bool = False, *,
-        engine: str = "dgl",
+        output_gate: bool = True, engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"NaryTreeLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
-            )
         if int(n_ary) < 1:
             raise ValueError(f"n_ary must be >= 1, got {n_ary}")
         if tie_forget and int(n_ary) < 2:
@@ -129,15 +150,33 @@ class NaryTreeLSTM(TreeCell):
         self.n_ary = int(n_ary)
         self.max_children = self.n_ary  # instance attribute shadows TreeCell.max_children
         self.tie_forget = bool(tie_forget)
+        self.output_gate = bool(output_gate)
+        if engine == "level" and not self.output_gate:
+            raise ValueError(
+                f"{type(self).__name__}: the level engine supports the gated cell only; "
+                "use engine='dgl' with output_gate=False"
+            )
         h, n = self.h_size, self.n_ary
-        self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
+        g = len(self.gates) - 1  # non-forget gates: 3 (i, o, u) or 2 (i, u)
+        # rows i, o, u, f (i, u, f without output gate); holds the biases
+        self.W_x = nn.Linear(self.x_size, (g + 1) * h)
         if self.tie_forget:
-            self.U_iou = nn.Linear(n * h, 3 * h, bias=False)  # [h_j1..h_jN] -> i, o, u
+            # [h_j1..h_jN] -> i, o, u (i, u without output gate)
+            iou = nn.Linear(n * h, g * h, bias=False)
+            if self.output_gate:
+                self.U_iou = iou
+            else:
+                self.U_iu = iou
             self.U_f_diag = nn.Parameter(torch.empty(n, h, h))  # U^(f)_kk
             self.U_f_off = nn.Linear(h, h, bias=False)  # U^(f)_kl, k != l (tied)
         else:
-            self.U = nn.Linear(n * h, (3 + n) * h, bias=False)  # -> i, o, u, f_1..f_N
+            self.U = nn.Linear(n * h, (g + n) * h, bias=False)  # -> i, (o,) u, f_1..f_N
         self.reset_parameters()
+
+    @property
+    def gates(self) -> str:
+        """Gate order of the rows of ``W_x``: ``"iouf"``, or ``"iuf"`` without output gate."""
+        return "iouf" if self.output_gate else "iuf"
 
     def reset_parameters(self) -> None:
         """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""
@@ -149,23 +188,29 @@ class NaryTreeLSTM(TreeCell):
     def paper_weights(self) -> dict[str, object]:
         """The matrices of eqs 9-12 by their paper names, as views of the parameters:
         ``W_g`` (h, x) and ``b_g`` (h,) for ``g`` in ``i, f, o, u``; ``U_i, U_o, U_u``: lists
-        over ``ℓ`` of (h, h); ``U_f``: list over ``k`` of lists over ``ℓ`` of (h, h)."""
+        over ``ℓ`` of (h, h); ``U_f``: list over ``k`` of lists over ``ℓ`` of (h, h).
+        Without output gate there is no ``W_o, b_o, U_o``."""
         h, n = self.h_size, self.n_ary
+        g_iou = len(self.gates) - 1
         out: dict[str, object] = {}
-        for k, g in enumerate("iouf"):
+        for k, g in enumerate(self.gates):
             out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
             out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
-        U_iou = self.U_iou.weight if self.tie_forget else self.U.weight[: 3 * h]
-        for k, g in enumerate("iou"):
+        U_iou = self._U_iou_tied().weight if self.tie_forget else self.U.weight[: g_iou * h]
+        for k, g in enumerate(self.gates[:-1]):
             out[f"U_{g}"] = [U_iou[k * h:(k + 1) * h, m * h:(m + 1) * h] for m in range(n)]
         if self.tie_forget:
             out["U_f"] = [[self.U_f_diag[k] if k == m else self.U_f_off.weight
                            for m in range(n)] for k in range(n)]
         else:
-            Uf = self.U.weight[3 * h:]
+            Uf = self.U.weight[g_iou * h:]
             out["U_f"] = [[Uf[k * h:(k + 1) * h, m * h:(m + 1) * h] for m in range(n)]
                           for k in range(n)]
         return out
+
+    def _U_iou_tied(self) -> nn.Linear:
+        """Tied forget gates: the children -> i, o, u (i, u) layer, ``U_iou`` (``U_iu``)."""
+        return self.U_iou if self.output_gate else self.U_iu
 
     # ------------------------------------------------------------ plain-tensor API
     def word_mask(self, graph: dgl.DGLGraph) -> torch.Tensor:
@@ -174,20 +219,23 @@ class NaryTreeLSTM(TreeCell):
 
     def input_terms(self, x: torch.Tensor, has_word: torch.Tensor) -> torch.Tensor:
         """``W x_j + b`` for every node at once (``W x_j`` omitted where ``has_word`` is
-        False), gate order ``i, o, u, f``. (N, x), (N,) -> (N, 4h)."""
+        False), gate order ``i, o, u, f`` (``i, u, f`` without output gate).
+        (N, x), (N,) -> (N, 4h) or (N, 3h)."""
         x = torch.where(has_word.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype,
                                                                device=x.device))
         return F.linear(x, self.W_x.weight, self.W_x.bias)
 
     def child_terms(self, h_kids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Children's contributions from their hidden states by slot ``h_kids`` (n, N, h):
-        ``Σ_ℓ U^(i,o,u)_ℓ h_jℓ`` (n, 3h) and ``Σ_ℓ U^(f)_kℓ h_jℓ`` per slot ``k`` (n, N, h)."""
+        ``Σ_ℓ U^(i,o,u)_ℓ h_jℓ`` (n, 3h; (n, 2h) without output gate) and
+        ``Σ_ℓ U^(f)_kℓ h_jℓ`` per slot ``k`` (n, N, h)."""
         n_nodes, n, h = h_kids.shape
+        g = len(self.gates) - 1  # 3, or 2 without output gate
         flat = h_kids.reshape(n_nodes, n * h)  # (n, N*h) = [h_j1 ; ... ; h_jN]
         if not self.tie_forget:
-            pre = F.linear(flat, self.U.weight)  # (n, (3+N) h)
-            return pre[:, : 3 * h], pre[:, 3 * h:].reshape(n_nodes, n, h)
-        iou_h = F.linear(flat, self.U_iou.weight)  # (n, 3h)
+            pre = F.linear(flat, self.U.weight)  # (n, (g+N) h)
+            return pre[:, : g * h], pre[:, g * h:].reshape(n_nodes, n, h)
+        iou_h = F.linear(flat, self._U_iou_tied().weight)  # (n, g h)
         # U_kk h_k + U_off Σ_{l≠k} h_l = (U_kk h_k - U_off h_k) + U_off Σ_l h_l
         diag = torch.einsum("nkd,ked->nke", h_kids, self.U_f_diag)  # (n, N, h)
         off_k = F.linear(h_kids, self.U_f_off.weight)  # (n, N, h)
@@ -197,10 +245,11 @@ class NaryTreeLSTM(TreeCell):
     def node_update(
         self, wx: torch.Tensor, h_kids: torch.Tensor, c_kids: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eqs 9-14 for a set of nodes from ``W x + b`` (n, 4h) and the children's states by
-        slot (n, N, h) each, zeros at missing children. Returns ``(h, c)``."""
+        """Eqs 9-14 for a set of nodes from ``W x + b`` (n, 4h; (n, 3h) without output gate)
+        and the children's states by slot (n, N, h) each, zeros at missing children.
+        Returns ``(h, c)``."""
         iou_h, f_h = self.child_terms(h_kids)
-        return nary_gates(wx, iou_h, f_h, c_kids)
+        return nary_gates(wx, iou_h, f_h, c_kids, output_gate=self.output_gate)
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
@@ -228,11 +277,15 @@ class NaryTreeLSTM(TreeCell):
                 raise ValueError(f"{name}: two children of one node share a child position "
                                  "(edata['pos']); positions must be distinct per parent")
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
         self.check_input(graph, x)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule)
         h, n = self.h_size, self.n_ary
-        wx = self.input_terms(x, self.word_mask(graph))  # (N, 4h)
+        wx = self.input_terms(x, self.word_mask(graph))  # (N, 4h) or (N, 3h)
         with graph.local_scope():
             graph.ndata["wx"] = wx
             graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
@@ -254,4 +307,5 @@ class NaryTreeLSTM(TreeCell):
             return graph.ndata["h"], graph.ndata["c"]
 
     def extra_repr(self) -> str:
-        return f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}"
+        return (f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}, "
+                f"output_gate={self.output_gate}")

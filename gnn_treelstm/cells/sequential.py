@@ -31,6 +31,12 @@ Variants (Tai §2.2 and Table 1), registered as ``lstm``, ``bilstm``, ``lstm2``,
   only (not ``[h→ ; h←]`` as in ``torch.nn.LSTM``), which is why Table 1 gives the
   2-layer bidirectional model the 2-layer model's parameter count.
 
+* **Without output gate** (``output_gate=False``): ``h_t = tanh(c_t)``, no ``o_t`` and no
+  output-gate parameters. Tai et al.'s semantic-relatedness (SICK) models are built this way:
+  the authors' Torch code (stanfordnlp/treelstm, ``relatedness/LSTMSim.lua`` builds
+  ``treelstm.LSTM{gate_output = false}``), and Tai Table 1's relatedness parameter counts
+  (``d = 150`` / ``108``) assume it (:func:`num_params` with ``output_gate=False``).
+
 Output per node: the top layer's ``h`` (``concat_layers=True``: every layer's ``h``
 concatenated, as the authors' classifiers read ``[h^1 ; h^2]``), and for bidirectional
 models ``[forward ; backward]``; ``c`` has the same layout. :meth:`SequentialLSTM.
@@ -41,7 +47,9 @@ final states).
 Parameters per layer ``ℓ``: ``layers[ℓ].W_x`` (Linear ``in -> 4h`` holding the biases, gate
 rows ``i, o, u, f``) and ``layers[ℓ].U`` (Linear ``h -> 4h``, no bias). Count per layer
 ``4h(in + h + 1)``; Tai counts ``4h(in + h + 2)`` (the Torch code gives both ``W`` and ``U``
-a bias). :func:`num_params` gives both countings and :func:`hidden_size_for_budget` picks the
+a bias). Without output gate: ``W_x`` ``in -> 3h`` and ``U`` ``h -> 3h``, rows ``i, u, f``;
+count per layer ``3h(in + h + 1)`` (Tai: ``3h(in + h + 2)``).
+:func:`num_params` gives both countings and :func:`hidden_size_for_budget` picks the
 hidden size for a parameter budget the way Table 1 did.
 """
 
@@ -83,33 +91,51 @@ KINDS: dict[str, tuple[int, bool]] = {
 # ---------------------------------------------------------------- plain-tensor math
 def lstm_node_update(
     wx: torch.Tensor, h_prev: torch.Tensor, c_prev: torch.Tensor, U: torch.Tensor,
+    output_gate: bool = True,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Tai eq 1 for a set of time steps.
 
     ``wx`` = ``W x_t + b`` (n, 4h) in gate order ``i, o, u, f``; ``h_prev, c_prev`` (n, h)
     (zeros at the first word); ``U`` (4h, h). Returns ``(h_t, c_t)``, (n, h) each.
+    With ``output_gate=False``: ``wx`` (n, 3h) and ``U`` (3h, h) in gate order ``i, u, f``,
+    and ``h_t = tanh(c_t)``.
     """
-    gates = wx + F.linear(h_prev, U)  # (n, 4h)
-    i, o, u, f = torch.chunk(gates, 4, dim=-1)  # 4 x (n, h)
+    gates = wx + F.linear(h_prev, U)  # (n, 4h) or (n, 3h)
+    if output_gate:
+        i, o, u, f = torch.chunk(gates, 4, dim=-1)  # 4 x (n, h)
+    else:
+        i, u, f = torch.chunk(gates, 3, dim=-1)  # 3 x (n, h)
     c = torch.sigmoid(i) * torch.tanh(u) + torch.sigmoid(f) * c_prev
+    if not output_gate:
+        return torch.tanh(c), c  # no o_t (Tai's relatedness models)
     h = torch.sigmoid(o) * torch.tanh(c)
     return h, c
 
 
 class LSTMLayer(nn.Module):
-    """One LSTM layer (eq 1): ``W_x`` (in -> 4h, biases), ``U`` (h -> 4h); rows i, o, u, f."""
+    """One LSTM layer (eq 1): ``W_x`` (in -> 4h, biases), ``U`` (h -> 4h); rows i, o, u, f.
+    ``output_gate=False``: ``W_x`` (in -> 3h), ``U`` (h -> 3h), rows i, u, f;
+    ``h_t = tanh(c_t)``."""
 
-    def __init__(self, in_size: int, h_size: int) -> None:
+    def __init__(self, in_size: int, h_size: int, output_gate: bool = True) -> None:
         super().__init__()
         self.in_size, self.h_size = int(in_size), int(h_size)
-        self.W_x = nn.Linear(self.in_size, 4 * self.h_size)
-        self.U = nn.Linear(self.h_size, 4 * self.h_size, bias=False)
+        self.output_gate = bool(output_gate)
+        g = len(self.gates)
+        self.W_x = nn.Linear(self.in_size, g * self.h_size)
+        self.U = nn.Linear(self.h_size, g * self.h_size, bias=False)
+
+    @property
+    def gates(self) -> str:
+        """Gate order of the rows of ``W_x`` and ``U``: ``"iouf"``, or ``"iuf"``."""
+        return "iouf" if self.output_gate else "iuf"
 
     def paper_weights(self) -> dict[str, torch.Tensor]:
-        """``W_g`` (h, in), ``U_g`` (h, h), ``b_g`` (h,) for ``g`` in ``i, f, o, u``."""
+        """``W_g`` (h, in), ``U_g`` (h, h), ``b_g`` (h,) for ``g`` in ``i, f, o, u`` (no
+        ``o`` without output gate)."""
         h = self.h_size
         out: dict[str, torch.Tensor] = {}
-        for k, g in enumerate("iouf"):
+        for k, g in enumerate(self.gates):
             out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
             out[f"U_{g}"] = self.U.weight[k * h:(k + 1) * h]
             out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
@@ -118,15 +144,15 @@ class LSTMLayer(nn.Module):
     def propagate(self, graph: dgl.DGLGraph, inp: torch.Tensor) -> tuple[torch.Tensor, ...]:
         """Run eq 1 along the chain ``graph`` (edges t-1 -> t); ``inp`` (N, in) -> (h, c)."""
         h = self.h_size
-        wx = F.linear(inp, self.W_x.weight, self.W_x.bias)  # (N, 4h), all steps at once
-        U = self.U.weight
+        wx = F.linear(inp, self.W_x.weight, self.W_x.bias)  # (N, 4h) or (N, 3h), all at once
+        U, gated = self.U.weight, self.output_gate
         with graph.local_scope():
             graph.ndata["wx"] = wx
             graph.ndata["hc"] = inp.new_zeros(graph.num_nodes(), 2 * h)
 
             def apply(nodes):  # eq 1; the first word's summed message is zeros = [h_0; c_0]
                 h_prev, c_prev = torch.split(nodes.data["s"], h, dim=-1)
-                ht, ct = lstm_node_update(nodes.data["wx"], h_prev, c_prev, U)
+                ht, ct = lstm_node_update(nodes.data["wx"], h_prev, c_prev, U, gated)
                 return {"hc": torch.cat([ht, ct], dim=-1)}
 
             # message [h_{t-1} ; c_{t-1}] over the single in-edge (built-in copy + sum)
@@ -147,6 +173,9 @@ class SequentialLSTM(TreeCell):
         bidirectional: also run the chain backwards with the same weights.
         concat_layers: output every layer's ``h`` (``[h^1 ; ... ; h^L]``) instead of the top
             layer's only.
+        output_gate: keep the output gate. ``False``: no output-gate parameters,
+            ``h_t = tanh(c_t)``, as Tai et al.'s relatedness (SICK) models
+            (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
     """
 
@@ -156,20 +185,23 @@ class SequentialLSTM(TreeCell):
 
     def __init__(
         self, x_size: int, h_size: int, *, num_layers: int = 1, bidirectional: bool = False,
-        concat_layers: bool = False, engine: str = "dgl",
+        concat_layers: bool = False, output_gate: bool = True, engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if engine != "dgl":
-            raise NotImplementedError(
-                f"SequentialLSTM: engine {engine!r} is not implemented yet; use 'dgl'"
-            )
         if int(num_layers) < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
         self.num_layers = int(num_layers)
         self.bidirectional = bool(bidirectional)
         self.concat_layers = bool(concat_layers)
+        self.output_gate = bool(output_gate)
+        if engine == "level" and not self.output_gate:
+            raise ValueError(
+                f"{type(self).__name__}: the level engine supports the gated cell only; "
+                "use engine='dgl' with output_gate=False"
+            )
         self.layers = nn.ModuleList(
-            LSTMLayer(self.x_size if layer == 0 else self.h_size, self.h_size)
+            LSTMLayer(self.x_size if layer == 0 else self.h_size, self.h_size,
+                      output_gate=self.output_gate)
             for layer in range(self.num_layers)
         )
         self.reset_parameters()
@@ -220,9 +252,13 @@ class SequentialLSTM(TreeCell):
             hs, cs = hs[-1:], cs[-1:]
         return hs, cs
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the LSTM(s) over the chain(s) of ``graph``; ``(h, c)`` each (N, out_size)."""
         self.check_input(graph, x)
+        if self.engine == "level":
+            return self.level_forward(graph, x, schedule)
         hs, cs = self._direction(graph, x)
         if self.bidirectional:
             # a new graph with the edges flipped (t+1 -> t); the caller's graph is untouched
@@ -247,7 +283,8 @@ class SequentialLSTM(TreeCell):
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, num_layers={self.num_layers}, "
-                f"bidirectional={self.bidirectional}, concat_layers={self.concat_layers}")
+                f"bidirectional={self.bidirectional}, concat_layers={self.concat_layers}, "
+                f"output_gate={self.output_gate}")
 
 
 def _factory(kind: str):
@@ -285,7 +322,9 @@ def num_params(
     ``counting="module"``: this package's modules (equals ``sum(p.numel())`` of the cell;
     one bias per gate). ``childsum`` / ``lstm`` / ``bilstm``: ``4h(x + h + 1)``; 2 layers add
     ``4h(2h + 1)``; ``nary``: ``4h(x + 1) + 3N h² + N² h²`` (tied: ``(N + 1) h²`` forget
-    matrices).
+    matrices). ``output_gate=False`` (cells built with ``output_gate=False``): ``G = 3``
+    gates instead of 4, i.e. ``3h(x + h + 1)``, 2 layers add ``3h(2h + 1)``; ``nary``:
+    ``3h(x + 1) + 2N h² +`` the forget matrices.
 
     ``counting="tai"``: the authors' Torch code, which reproduces every number of Tai Table 1:
     every gate has a ``W`` and a ``U`` layer, each with a bias, so an LSTM / Child-Sum layer
@@ -301,17 +340,14 @@ def num_params(
         raise ValueError(f"counting must be 'module' or 'tai', got {counting!r}")
     x, h, n = int(x_size), int(h_size), int(n_ary)
     layers = KINDS[kind][0] if kind in KINDS else 1
+    gates = 4 if output_gate else 3
     if counting == "module":
-        if not output_gate:
-            raise ValueError("this package's cells always have an output gate; "
-                             "output_gate=False exists only for counting='tai'")
         if kind == "nary":
             forget = (n + 1) * h * h if tie_forget else n * n * h * h
-            return 4 * h * (x + 1) + 3 * n * h * h + forget
-        return 4 * h * (x + h + 1) + (layers - 1) * 4 * h * (2 * h + 1)
+            return gates * h * (x + 1) + (gates - 1) * n * h * h + forget
+        return gates * h * (x + h + 1) + (layers - 1) * gates * h * (2 * h + 1)
     if tie_forget:
         raise ValueError("the authors' code has no tied forget gates; use counting='module'")
-    gates = 4 if output_gate else 3
     if kind == "nary":
         composer = (gates - 1 + n) * n * h * (h + 1)
         leaf = (2 if output_gate else 1) * h * (x + 1)

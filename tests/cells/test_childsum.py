@@ -10,6 +10,7 @@ import torch
 
 import gnn_treelstm
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
+from gnn_treelstm.cells.sequential import num_params
 from gnn_treelstm.graph import make_tree
 from tests.reference import tai
 from tests.trees import chain, random_dependency_tree, random_tree
@@ -54,12 +55,13 @@ def grads(cell, loss) -> dict[str, torch.Tensor]:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_matches_reference_states_and_gradients(dtype):
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_matches_reference_states_and_gradients(dtype, output_gate):
     torch.manual_seed(0)
     trees = varied_trees()
     assert len(trees) >= 20
     g = dgl.batch(trees)
-    cell = ChildSumTreeLSTM(X, H).to(dtype)
+    cell = ChildSumTreeLSTM(X, H, output_gate=output_gate).to(dtype)
     x = torch.randn(g.num_nodes(), X, dtype=dtype)
     wh, wc = torch.randn(g.num_nodes(), H, dtype=dtype), torch.randn(g.num_nodes(), H, dtype=dtype)
     h, c = cell(g, x)
@@ -69,8 +71,11 @@ def test_matches_reference_states_and_gradients(dtype):
     torch.testing.assert_close(c, rc, atol=tol, rtol=tol)
     g1 = grads(cell, (h * wh).sum() + (c * wc).sum())
     g2 = grads(cell, (rh * wh).sum() + (rc * wc).sum())
+    assert set(g1) == set(g2) == {n for n, _ in cell.named_parameters()}
     for name in g1:
         torch.testing.assert_close(g1[name], g2[name], atol=tol, rtol=tol, msg=name)
+    if not output_gate:  # eq 8 without o_j
+        torch.testing.assert_close(h, torch.tanh(c), atol=0, rtol=0)
 
 
 def test_batched_equals_tree_by_tree_and_graph_unchanged():
@@ -92,10 +97,11 @@ def test_batched_equals_tree_by_tree_and_graph_unchanged():
     assert_same_graph(g, snap)
 
 
-def test_every_parameter_gets_gradient_and_reset_changes_weights():
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_every_parameter_gets_gradient_and_reset_changes_weights(output_gate):
     torch.manual_seed(2)
     g = dgl.batch(varied_trees(seed=2))
-    cell = ChildSumTreeLSTM(X, H)
+    cell = ChildSumTreeLSTM(X, H, output_gate=output_gate)
     h, c = cell(g, torch.randn(g.num_nodes(), X))
     (h.sum() + c.sum()).backward()
     for name, p in cell.named_parameters():
@@ -111,8 +117,33 @@ def test_repr_registry_and_engine():
     assert isinstance(cell, ChildSumTreeLSTM)
     assert "x_size=7" in repr(cell) and "h_size=3" in repr(cell)
     assert cell.out_size == 3
-    with pytest.raises(NotImplementedError, match="level"):
-        ChildSumTreeLSTM(7, 3, engine="level")
+    assert "output_gate=True" in repr(cell)
+    with pytest.raises(ValueError, match="unknown engine"):
+        ChildSumTreeLSTM(7, 3, engine="levels")
+    with pytest.raises(ValueError, match="gated cell only"):
+        ChildSumTreeLSTM(7, 3, engine="level", output_gate=False)
+
+
+def test_without_output_gate_has_no_output_gate_parameters():
+    """Tai's relatedness cell (stanfordnlp/treelstm gate_output = false): no W_o, U_o, b_o."""
+    x, h = 300, 150
+    gated = ChildSumTreeLSTM(x, h)
+    cell = gnn_treelstm.build_cell("childsum", x, h, output_gate=False)
+    assert isinstance(cell, ChildSumTreeLSTM) and cell.output_gate is False
+    assert "output_gate=False" in repr(cell)
+    # the gated layout is unchanged (the level engine reads these names)
+    assert {n: tuple(p.shape) for n, p in gated.named_parameters()} == {
+        "W_x.weight": (4 * h, x), "W_x.bias": (4 * h,), "U_iou.weight": (3 * h, h),
+        "U_f.weight": (h, h)}
+    assert {n: tuple(p.shape) for n, p in cell.named_parameters()} == {
+        "W_x.weight": (3 * h, x), "W_x.bias": (3 * h,), "U_iu.weight": (2 * h, h),
+        "U_f.weight": (h, h)}
+    assert set(cell.paper_weights()) == {f"{m}_{g}" for m in "WUb" for g in "iuf"}
+    count = sum(p.numel() for p in cell.parameters())
+    assert count == num_params("childsum", x, h, counting="module", output_gate=False)
+    assert count == 3 * h * (x + h + 1)  # by hand: 3 gates, W (h x), U (h h), one bias each
+    # exactly one gate's W^(o), U^(o), b^(o) fewer than the gated cell
+    assert sum(p.numel() for p in gated.parameters()) - count == h * (x + h + 1)
 
 
 def test_chain_equals_lstmcell():

@@ -81,12 +81,13 @@ def grads(cell, loss) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("n_ary,tie", [(2, False), (3, False), (3, True), (1, False)])
-def test_matches_reference_states_and_gradients(dtype, n_ary, tie):
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_matches_reference_states_and_gradients(dtype, n_ary, tie, output_gate):
     torch.manual_seed(0)
     trees = varied_trees(n_ary)
     assert len(trees) >= 20
     g = dgl.batch(trees)
-    cell = NaryTreeLSTM(X, H, n_ary=n_ary, tie_forget=tie).to(dtype)
+    cell = NaryTreeLSTM(X, H, n_ary=n_ary, tie_forget=tie, output_gate=output_gate).to(dtype)
     x = torch.randn(g.num_nodes(), X, dtype=dtype)
     x[g.ndata["word"] == NO_WORD] = float("nan")  # rows without a word must be ignored
     wh, wc = torch.randn(g.num_nodes(), H, dtype=dtype), torch.randn(g.num_nodes(), H, dtype=dtype)
@@ -97,8 +98,11 @@ def test_matches_reference_states_and_gradients(dtype, n_ary, tie):
     torch.testing.assert_close(c, rc, atol=tol, rtol=tol)
     g1 = grads(cell, (h * wh).sum() + (c * wc).sum())
     g2 = grads(cell, (rh * wh).sum() + (rc * wc).sum())
+    assert set(g1) == set(g2) == {n for n, _ in cell.named_parameters()}
     for name in g1:
         torch.testing.assert_close(g1[name], g2[name], atol=tol, rtol=tol, msg=name)
+    if not output_gate:  # eq 14 without o_j
+        torch.testing.assert_close(h, torch.tanh(c), atol=0, rtol=0)
 
 
 def test_batched_equals_tree_by_tree_and_graph_unchanged():
@@ -121,11 +125,12 @@ def test_batched_equals_tree_by_tree_and_graph_unchanged():
 
 
 @pytest.mark.parametrize("tie", [False, True])
-def test_every_parameter_gets_gradient_and_reset_changes_weights(tie):
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_every_parameter_gets_gradient_and_reset_changes_weights(tie, output_gate):
     torch.manual_seed(2)
     # words on internal nodes too, so that W^(f) x_j matters (it cannot on constituency trees)
     g = dgl.batch(varied_trees(3, seed=2))
-    cell = NaryTreeLSTM(X, H, n_ary=3, tie_forget=tie)
+    cell = NaryTreeLSTM(X, H, n_ary=3, tie_forget=tie, output_gate=output_gate)
     h, c = cell(g, torch.randn(g.num_nodes(), X))
     (h.sum() + c.sum()).backward()
     for name, p in cell.named_parameters():
@@ -158,14 +163,46 @@ def test_param_count_matches_formula_and_tied_is_smaller():
     assert full - tied == (25 - 6) * 64
 
 
+@pytest.mark.parametrize("n_ary,tie", [(1, False), (2, False), (2, True), (5, False), (5, True)])
+def test_without_output_gate_has_no_output_gate_parameters(n_ary, tie):
+    """Tai's relatedness cell (stanfordnlp/treelstm gate_output = false): no W_o, U_o, b_o."""
+    x, h, n = 300, 150, n_ary
+    gated = NaryTreeLSTM(x, h, n_ary=n, tie_forget=tie)
+    cell = gnn_treelstm.build_cell("nary", x, h, n_ary=n, tie_forget=tie, output_gate=False)
+    assert isinstance(cell, NaryTreeLSTM) and cell.output_gate is False
+    shapes = {name: tuple(p.shape) for name, p in cell.named_parameters()}
+    want = {"W_x.weight": (3 * h, x), "W_x.bias": (3 * h,)}
+    gated_want = {"W_x.weight": (4 * h, x), "W_x.bias": (4 * h,)}
+    if tie:
+        want |= {"U_iu.weight": (2 * h, n * h), "U_f_diag": (n, h, h), "U_f_off.weight": (h, h)}
+        gated_want |= {"U_iou.weight": (3 * h, n * h), "U_f_diag": (n, h, h),
+                       "U_f_off.weight": (h, h)}
+    else:
+        want |= {"U.weight": ((2 + n) * h, n * h)}
+        gated_want |= {"U.weight": ((3 + n) * h, n * h)}
+    assert shapes == want
+    # the gated layout is unchanged (the level engine reads these names)
+    assert {name: tuple(p.shape) for name, p in gated.named_parameters()} == gated_want
+    assert not any(k.endswith("_o") for k in cell.paper_weights())
+    count = sum(p.numel() for p in cell.parameters())
+    assert count == num_params("nary", x, h, n_ary=n, tie_forget=tie, output_gate=False)
+    forget = (n + 1) * h * h if tie else n * n * h * h
+    assert count == 3 * h * (x + 1) + 2 * n * h * h + forget  # by hand: i, u, f
+    # exactly W^(o), b^(o) and the N matrices U^(o)_l fewer than the gated cell
+    assert sum(p.numel() for p in gated.parameters()) - count == h * (x + 1) + n * h * h
+
+
 def test_repr_registry_and_engine():
     cell = gnn_treelstm.build_cell("nary", 7, 3, n_ary=4)
     assert isinstance(cell, NaryTreeLSTM)
     r = repr(cell)
-    assert "x_size=7" in r and "h_size=3" in r and "n_ary=4" in r
+    assert "x_size=7" in r and "h_size=3" in r and "n_ary=4" in r and "output_gate=True" in r
+    assert "output_gate=False" in repr(NaryTreeLSTM(7, 3, output_gate=False))
     assert cell.max_children == 4 and NaryTreeLSTM(7, 3).max_children == 2
-    with pytest.raises(NotImplementedError, match="level"):
-        NaryTreeLSTM(7, 3, engine="level")
+    with pytest.raises(ValueError, match="unknown engine"):
+        NaryTreeLSTM(7, 3, engine="levels")
+    with pytest.raises(ValueError, match="gated cell only"):
+        NaryTreeLSTM(7, 3, engine="level", output_gate=False)
     with pytest.raises(ValueError, match="n_ary"):
         NaryTreeLSTM(7, 3, n_ary=1, tie_forget=True)
 

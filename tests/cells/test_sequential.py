@@ -54,10 +54,12 @@ def grads(cell, loss) -> dict[str, torch.Tensor]:
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 @pytest.mark.parametrize("name,concat", [(n, False) for n in NAMES] + [("bilstm2", True)])
-def test_matches_reference_states_and_gradients(dtype, name, concat):
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_matches_reference_states_and_gradients(dtype, name, concat, output_gate):
     torch.manual_seed(0)
     g = dgl.batch(chains())
-    cell = gnn_treelstm.build_cell(name, X, H, concat_layers=concat).to(dtype)
+    cell = gnn_treelstm.build_cell(name, X, H, concat_layers=concat,
+                                   output_gate=output_gate).to(dtype)
     x = torch.randn(g.num_nodes(), X, dtype=dtype)
     h, c = cell(g, x)
     assert h.shape == c.shape == (g.num_nodes(), cell.out_size)
@@ -68,17 +70,21 @@ def test_matches_reference_states_and_gradients(dtype, name, concat):
     wh, wc = torch.randn_like(h), torch.randn_like(c)
     g1 = grads(cell, (h * wh).sum() + (c * wc).sum())
     g2 = grads(cell, (rh * wh).sum() + (rc * wc).sum())
+    assert set(g1) == set(g2) == {n for n, _ in cell.named_parameters()}
     for pname in g1:
         torch.testing.assert_close(g1[pname], g2[pname], atol=tol, rtol=tol, msg=pname)
+    if not output_gate:  # h_t = tanh(c_t)
+        torch.testing.assert_close(h, torch.tanh(c), atol=0, rtol=0)
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_batched_equals_one_by_one_graph_unchanged_all_grads(name):
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_batched_equals_one_by_one_graph_unchanged_all_grads(name, output_gate):
     torch.manual_seed(1)
     graphs = chains(seed=1)
     g = dgl.batch(graphs)
     snap = snapshot(g)
-    cell = gnn_treelstm.build_cell(name, X, H)
+    cell = gnn_treelstm.build_cell(name, X, H, output_gate=output_gate)
     x = torch.randn(g.num_nodes(), X)
     h, c = cell(g, x)
     assert_same_graph(g, snap)
@@ -133,18 +139,20 @@ def test_equals_torch_lstm(name):
             torch.testing.assert_close(sent, hn[-1], atol=1e-12, rtol=1e-12)
 
 
-def test_lstm_equals_childsum_and_unary_nary_on_a_chain():
+@pytest.mark.parametrize("output_gate", [True, False])
+def test_lstm_equals_childsum_and_unary_nary_on_a_chain(output_gate):
     torch.manual_seed(3)
     g = dgl.batch(chains(seed=3, count=5))
     x = torch.randn(g.num_nodes(), X, dtype=torch.float64)
-    lstm = SequentialLSTM(X, H).double()
-    cs = ChildSumTreeLSTM(X, H).double()
-    nary = NaryTreeLSTM(X, H, n_ary=1).double()
+    lstm = SequentialLSTM(X, H, output_gate=output_gate).double()
+    cs = ChildSumTreeLSTM(X, H, output_gate=output_gate).double()
+    nary = NaryTreeLSTM(X, H, n_ary=1, output_gate=output_gate).double()
     P = lstm.paper_weights()[0]
+    n_iou = 3 if output_gate else 2  # gate rows i, (o,) u, f in every cell
     with torch.no_grad():
         cs.W_x.weight.copy_(lstm.layers[0].W_x.weight)
         cs.W_x.bias.copy_(lstm.layers[0].W_x.bias)
-        cs.U_iou.weight.copy_(lstm.layers[0].U.weight[: 3 * H])
+        cs._U_in().copy_(lstm.layers[0].U.weight[: n_iou * H])
         cs.U_f.weight.copy_(P["U_f"])
         nary.W_x.load_state_dict(lstm.layers[0].W_x.state_dict())
         nary.U.weight.copy_(lstm.layers[0].U.weight)
@@ -162,12 +170,17 @@ def test_repr_registry_engine_and_out_size():
         assert (cell.num_layers, cell.bidirectional) == (layers, bidir)
         r = repr(cell)
         assert "x_size=7" in r and "h_size=3" in r and f"num_layers={layers}" in r
+        assert "output_gate=True" in r
         assert cell.out_size == (6 if bidir else 3)
+        ungated = gnn_treelstm.build_cell(name, 7, 3, output_gate=False)
+        assert "output_gate=False" in repr(ungated) and ungated.out_size == cell.out_size
     assert gnn_treelstm.build_cell("bilstm2", 7, 3, concat_layers=True).out_size == 12
     with pytest.raises(ValueError, match="num_layers"):
         gnn_treelstm.build_cell("lstm", 7, 3, num_layers=2)
-    with pytest.raises(NotImplementedError, match="level"):
-        SequentialLSTM(7, 3, engine="level")
+    with pytest.raises(ValueError, match="unknown engine"):
+        SequentialLSTM(7, 3, engine="levels")
+    with pytest.raises(ValueError, match="gated cell only"):
+        SequentialLSTM(7, 3, engine="level", output_gate=False)
     # shared forward/backward weights: bidirectional has the unidirectional parameters
     for uni, bi in (("lstm", "bilstm"), ("lstm2", "bilstm2")):
         a = sum(p.numel() for p in gnn_treelstm.build_cell(uni, 300, 150).parameters())
@@ -215,10 +228,49 @@ def test_tai_table1_counts_and_hidden_sizes(task, rows, gated):
                                       output_gate=gated) == d, kind
 
 
+@pytest.mark.parametrize("task,rows,gated", [("relatedness", TABLE1_RELATEDNESS, False),
+                                             ("sentiment", TABLE1_SENTIMENT, True)])
+def test_our_modules_at_tai_table1_sizes(task, rows, gated):
+    """Our cells at Table 1's sizes, built as Tai did (relatedness: no output gate).
+
+    Sequential and Child-Sum: our count is Tai's minus exactly one bias per gate and layer
+    (the authors' Torch code gives both the W and the U layer of each gate a bias, we keep
+    one). Constituency (binary N-ary): not a bias difference only. The recurrent matrices
+    agree (Tai's composer: (G-1+N) gates x N children h x h = 8h² = our 2N h² + N² h²), but
+    the authors' BinaryTreeLSTM reads words in a separate leaf module c = W_c x + b
+    (+ o = σ(W_o x + b) if gated), while our cell applies eqs 9-12 at the leaves with
+    W^(i), W^(u), W^(f) (+ W^(o)): 2hx more input weights, and Tai has 2Gh more biases
+    (one on each of the 2(G+1) composer layers + the leaf biases, against our G).
+    """
+    x = 300
+    G = 4 if gated else 3
+    for kind, d, tai_count in rows:
+        cell = gnn_treelstm.build_cell(kind, x, d, output_gate=gated)
+        ours = sum(p.numel() for p in cell.parameters())
+        assert ours == num_params(kind, x, d, counting="module", output_gate=gated), kind
+        if kind == "nary":
+            assert ours - tai_count == 2 * d * x - 2 * G * d, kind
+            # same recurrent matrices as Tai's composer: (G - 1 + N) gates x N children
+            assert cell.U.weight.numel() == (G - 1 + 2) * 2 * d * d, kind
+        else:
+            layers = KINDS[kind][0] if kind in KINDS else 1
+            assert tai_count - ours == G * d * layers, kind  # one extra bias per gate/layer
+            assert abs(tai_count - ours) / tai_count < 0.005, kind
+
+
 def test_module_counting_matches_modules_and_budget_rule():
     for kind in ("lstm", "bilstm", "lstm2", "bilstm2", "childsum", "nary"):
         cell = gnn_treelstm.build_cell(kind, 30, 17)
         assert sum(p.numel() for p in cell.parameters()) == num_params(kind, 30, 17), kind
+        ungated = gnn_treelstm.build_cell(kind, 30, 17, output_gate=False)
+        count = sum(p.numel() for p in ungated.parameters())
+        assert count == num_params(kind, 30, 17, output_gate=False), kind
+        layers = KINDS[kind][0] if kind in KINDS else 1
+        # by hand: 3 gates; each layer W (h in) + U (h h) + one bias; nary N = 2: U is
+        # (2 + N) h x N h, i.e. 2N h² for i, u and N² h² forget matrices
+        by_hand = (3 * 17 * (30 + 1) + 8 * 17 * 17 if kind == "nary" else
+                   3 * 17 * (30 + 17 + 1) + (layers - 1) * 3 * 17 * (2 * 17 + 1))
+        assert count == by_hand, kind
     budget = num_params("childsum", 300, 168)
     assert hidden_size_for_budget("lstm", 300, budget) == 168
     assert hidden_size_for_budget("lstm2", 300, budget) == 120

@@ -4,6 +4,10 @@ Plain torch, no DGL message passing: the tree is read once from the graph's edge
 parent/children lists (:func:`tree_of`), then every node is computed recursively from its
 children, one matrix-vector product per term of the equation. The weights are the cell's
 own, taken by paper name from ``cell.paper_weights()`` (views, so gradients reach the cell).
+
+Cells built with ``output_gate=False`` (Tai's relatedness models; stanfordnlp/treelstm
+``gate_output = false``) have no ``W_o, U_o, b_o``: the output equation (eq 8 / eq 14 / the
+last line of eq 1) is then ``h = tanh(c)``.
 """
 
 from __future__ import annotations
@@ -44,6 +48,15 @@ def tree_of(graph: dgl.DGLGraph) -> Tree:
     return Tree(parent, children, position, word)
 
 
+def _output(P: dict, pre_o, c: torch.Tensor, gated: bool) -> torch.Tensor:
+    """``o ⊙ tanh(c)`` with ``o = σ(pre_o())`` (eqs 5/8, 11/14, 1), or ``tanh(c)`` without
+    output gate (then ``P`` must not have output-gate weights)."""
+    if not gated:
+        assert not any(k.endswith("_o") for k in P), "output_gate=False cell has o weights"
+        return tanh(c)
+    return sigma(pre_o()) * tanh(c)
+
+
 def _run(n: int, node_fn) -> tuple[torch.Tensor, torch.Tensor]:
     memo: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
@@ -60,6 +73,7 @@ def childsum(cell, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, 
     """Tai eqs 2-8, node by node."""
     t = tree_of(graph)
     P = cell.paper_weights()
+    gated = cell.output_gate
     zero = x.new_zeros(cell.h_size)
 
     def node(j, state):
@@ -68,10 +82,11 @@ def childsum(cell, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, 
         h_tilde = sum((hk for hk, _ in kids), zero)  # eq 2
         i = sigma(P["W_i"] @ xj + P["U_i"] @ h_tilde + P["b_i"])  # eq 3
         f = [sigma(P["W_f"] @ xj + P["U_f"] @ hk + P["b_f"]) for hk, _ in kids]  # eq 4
-        o = sigma(P["W_o"] @ xj + P["U_o"] @ h_tilde + P["b_o"])  # eq 5
         u = tanh(P["W_u"] @ xj + P["U_u"] @ h_tilde + P["b_u"])  # eq 6
         c = i * u + sum((fk * ck for fk, (_, ck) in zip(f, kids)), zero)  # eq 7
-        return o * tanh(c), c  # eq 8
+        # eqs 5, 8 (h = tanh(c) without output gate)
+        h = _output(P, lambda: P["W_o"] @ xj + P["U_o"] @ h_tilde + P["b_o"], c, gated)
+        return h, c
 
     return _run(graph.num_nodes(), node)
 
@@ -81,6 +96,7 @@ def nary(cell, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torc
     indexed by their position (absent positions contribute nothing)."""
     t = tree_of(graph)
     P = cell.paper_weights()
+    gated = cell.output_gate
     zero = x.new_zeros(cell.h_size)
 
     def node(j, state):
@@ -95,25 +111,25 @@ def nary(cell, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torc
 
         i = sigma(pre("i", P["U_i"]))  # eq 9
         f = {k: sigma(pre("f", P["U_f"][k])) for k in kids}  # eq 10 (present slots only)
-        o = sigma(pre("o", P["U_o"]))  # eq 11
         u = tanh(pre("u", P["U_u"]))  # eq 12
         c = i * u + sum((f[ell] * c_l for ell, (_, c_l) in kids.items()), zero)  # eq 13
-        return o * tanh(c), c  # eq 14
+        h = _output(P, lambda: pre("o", P["U_o"]), c, gated)  # eqs 11, 14
+        return h, c
 
     return _run(graph.num_nodes(), node)
 
 
-def _lstm_sequence(P: dict, xs: list[torch.Tensor], h_size: int):
-    """Tai eq 1 over a list of input vectors; returns lists of h_t, c_t."""
+def _lstm_sequence(P: dict, xs: list[torch.Tensor], h_size: int, gated: bool = True):
+    """Tai eq 1 over a list of input vectors; returns lists of h_t, c_t
+    (``h_t = tanh(c_t)`` when not ``gated``)."""
     h = c = xs[0].new_zeros(h_size)
     hs, cs = [], []
     for xt in xs:
         i = sigma(P["W_i"] @ xt + P["U_i"] @ h + P["b_i"])
         f = sigma(P["W_f"] @ xt + P["U_f"] @ h + P["b_f"])
-        o = sigma(P["W_o"] @ xt + P["U_o"] @ h + P["b_o"])
         u = tanh(P["W_u"] @ xt + P["U_u"] @ h + P["b_u"])
         c = i * u + f * c
-        h = o * tanh(c)
+        h = _output(P, lambda h=h, xt=xt: P["W_o"] @ xt + P["U_o"] @ h + P["b_o"], c, gated)
         hs.append(h)
         cs.append(c)
     return hs, cs
@@ -148,7 +164,7 @@ def sequential(cell, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor
             order = seq[::-1] if backward else seq
             inputs = [x[j] for j in order]
             for li, P in enumerate(layers):
-                hs, cs = _lstm_sequence(P, inputs, cell.h_size)
+                hs, cs = _lstm_sequence(P, inputs, cell.h_size, cell.output_gate)
                 for j, hj, cj in zip(order, hs, cs):
                     per_layer_h[li][j], per_layer_c[li][j] = hj, cj
                 inputs = hs  # the next layer reads this layer's h, same direction
