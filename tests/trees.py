@@ -43,15 +43,7 @@ def random_tree(
                 new_frontier.append(frontier[i])
                 i += 1
                 continue
-            group = frontier[i:i + k]
-            node = len(parents)
-            parents.append(-1)
-            pos.append(0)
-            spans.append([spans[group[0]][0], spans[group[-1]][1]])
-            for p, c in enumerate(group):
-                parents[c] = node
-                pos[c] = p
-            new_frontier.append(node)
+            new_frontier.append(_merge(parents, pos, spans, frontier[i:i + k]))
             i += k
         if len(new_frontier) == len(frontier):  # no progress (all groups of size 1): force merge
             new_frontier = new_frontier[:-2] + [_merge(parents, pos, spans, new_frontier[-2:])]
@@ -68,7 +60,8 @@ def random_tree(
     return make_tree(parents, w, labels=labels, rels=rels, positions=pos, spans=spans)
 
 
-def _merge(parents, pos, spans, group):
+def _merge(parents: list[int], pos: list[int], spans: list[list[int]], group: list[int]) -> int:
+    """Put the subtrees ``group`` under a new parent node; return its index."""
     node = len(parents)
     parents.append(-1)
     pos.append(0)
