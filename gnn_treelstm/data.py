@@ -16,6 +16,7 @@ root is neutral.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Sequence
@@ -27,6 +28,7 @@ import dgl
 import torch
 
 from . import _dgl_compat
+from .engine.schedule import LevelSchedule
 from .graph import IGNORE, LABEL
 from .vocab import Relations, Vocab
 
@@ -178,21 +180,42 @@ class Example(NamedTuple):
 
 @dataclass
 class Batch:
-    """A collated batch: ``graph`` (and ``graph_b``) are ``dgl.batch`` results."""
+    """A collated batch: ``graph`` (and ``graph_b``) are ``dgl.batch`` results.
+
+    ``schedule`` (optional) is the :class:`~gnn_treelstm.engine.schedule.LevelSchedule` of
+    the graph the encoder runs on: ``graph``, or for pairs ``dgl.batch([graph, graph_b])``
+    (every A sentence, then every B sentence; :meth:`encoder_graph`). ``collate`` builds it
+    once per batch when asked (``schedule=True``), so the level engine does no scheduling
+    in the training step.
+    """
 
     graph: dgl.DGLGraph
     graph_b: dgl.DGLGraph | None
     targets: dict[str, torch.Tensor]
     index: torch.Tensor  # example ids within the split, (batch,)
+    schedule: LevelSchedule | None = None
 
     def __len__(self) -> int:
         return len(self.index)
 
+    def encoder_graph(self) -> dgl.DGLGraph:
+        """The graph the encoder runs on: ``graph``, or A-graphs then B-graphs for pairs."""
+        return self.graph if self.graph_b is None else dgl.batch([self.graph, self.graph_b])
+
     def to(self, device: torch.device | str) -> Batch:
+        """Graphs, targets, ids and the schedule's index tensors on ``device``."""
         return Batch(self.graph.to(device),
                      None if self.graph_b is None else self.graph_b.to(device),
                      {k: v.to(device) for k, v in self.targets.items()},
-                     self.index.to(device))
+                     self.index.to(device),
+                     None if self.schedule is None else self.schedule.to(device))
+
+    def pin_memory(self) -> Batch:
+        """Pinned host copies of the tensors (``DataLoader(pin_memory=True)``, CUDA only)."""
+        return dataclasses.replace(
+            self, targets={k: v.pin_memory() for k, v in self.targets.items()},
+            index=self.index.pin_memory(),
+            schedule=None if self.schedule is None else self.schedule.pin_memory())
 
 
 class TreeDataset(torch.utils.data.Dataset):
@@ -209,16 +232,55 @@ class TreeDataset(torch.utils.data.Dataset):
         return Example(int(i), s.graphs[i], None if s.graphs_b is None else s.graphs_b[i],
                        {k: v[i] for k, v in s.targets.items()})
 
+    def __getitems__(self, indices: Sequence[int]) -> _Examples:
+        """A whole minibatch at once (the ``DataLoader`` calls this instead of
+        ``__getitem__`` per example): targets are gathered with one index per key."""
+        s = self.split
+        idx = torch.as_tensor(indices, dtype=torch.int64)
+        il = idx.tolist()
+        return _Examples(idx, [s.graphs[i] for i in il],
+                         None if s.graphs_b is None else [s.graphs_b[i] for i in il],
+                         {k: v[idx] for k, v in s.targets.items()})
 
-def collate(examples: Sequence[Example]) -> Batch:
-    """Batch examples (``DataLoader(collate_fn=collate)``)."""
-    if not examples:
-        raise ValueError("collate: empty batch")
-    graph = dgl.batch([e.graph for e in examples])
-    has_b = [e.graph_b is not None for e in examples]
-    if any(has_b) and not all(has_b):
-        raise ValueError("collate: some examples have a second graph and some do not")
-    graph_b = dgl.batch([e.graph_b for e in examples]) if all(has_b) else None
-    targets = {k: torch.stack([e.targets[k] for e in examples]) for k in examples[0].targets}
-    index = torch.tensor([e.index for e in examples], dtype=torch.int64)
-    return Batch(graph, graph_b, targets, index)
+
+class _Examples(NamedTuple):
+    """Several examples, as :meth:`TreeDataset.__getitems__` fetches them."""
+
+    index: torch.Tensor
+    graphs: list[dgl.DGLGraph]
+    graphs_b: list[dgl.DGLGraph] | None
+    targets: dict[str, torch.Tensor]
+
+
+def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
+            top_down: bool = True) -> Batch:
+    """Batch examples (``DataLoader(collate_fn=collate)``).
+
+    Args:
+        examples: :class:`Example` tuples, or what :meth:`TreeDataset.__getitems__` returns.
+        schedule: also build the level schedule of the encoder's graph
+            (:attr:`Batch.schedule`, for ``engine="level"``), here on the CPU, once per batch.
+        top_down: the schedule includes the top-down levels (cells of Teng & Zhang §4.3 and
+            the backward sequential LSTM need them).
+    """
+    if isinstance(examples, _Examples):
+        if not examples.graphs:
+            raise ValueError("collate: empty batch")
+        graph = dgl.batch(examples.graphs)
+        graph_b = None if examples.graphs_b is None else dgl.batch(examples.graphs_b)
+        targets, index = dict(examples.targets), examples.index
+    else:
+        if not examples:
+            raise ValueError("collate: empty batch")
+        graph = dgl.batch([e.graph for e in examples])
+        has_b = [e.graph_b is not None for e in examples]
+        if any(has_b) and not all(has_b):
+            raise ValueError("collate: some examples have a second graph and some do not")
+        graph_b = dgl.batch([e.graph_b for e in examples]) if all(has_b) else None
+        targets = {k: torch.stack([e.targets[k] for e in examples])
+                   for k in examples[0].targets}
+        index = torch.tensor([e.index for e in examples], dtype=torch.int64)
+    batch = Batch(graph, graph_b, targets, index)
+    if schedule:
+        batch.schedule = LevelSchedule.from_graph(batch.encoder_graph(), top_down=top_down)
+    return batch

@@ -33,6 +33,7 @@ from torch import nn
 from . import graph as G
 from .cells import build_cell, cells
 from .cells.base import ENGINES, TreeCell
+from .engine.schedule import LevelSchedule
 from .tasks import Encoded, Task, build_task
 
 log = logging.getLogger(__name__)
@@ -199,38 +200,68 @@ class TreeLSTMModel(nn.Module):
         with torch.no_grad():
             self.embedding.weight.copy_(weights)
 
+    @property
+    def sparse_embedding_grad(self) -> bool:
+        """Whether the word embedding's gradient is a sparse tensor (rows of the batch's
+        words only) instead of a dense ``(vocab_size, emb_dim)`` one. Same values; an
+        optimizer that takes sparse gradients (AdaGrad, SGD) then touches only those rows.
+        The training loop turns it on for AdaGrad (:func:`gnn_treelstm.training.
+        build_optimizer`); it is not part of the architecture (not in the config)."""
+        return bool(self.embedding.sparse)
+
+    @sparse_embedding_grad.setter
+    def sparse_embedding_grad(self, value: bool) -> None:
+        self.embedding.sparse = bool(value)
+
     def embed(self, graph: dgl.DGLGraph) -> torch.Tensor:
         """Word vectors per node, zero where the node has no word. ``(N, emb_dim)``."""
-        # graphs may stay on the CPU (CPU-only DGL) while the model is on the GPU
-        words = graph.ndata[G.WORD].to(self.embedding.weight.device)
+        words = graph.ndata[G.WORD]
+        # checked where the graph lives (the CPU, usually): no device sync per batch
         if words.numel() and int(words.max()) >= self.config.vocab_size:
             raise ValueError(
                 f"word id {int(words.max())} is outside the vocabulary of "
                 f"{self.config.vocab_size} words; the graphs were built with another vocab.json"
             )
+        # graphs may stay on the CPU (CPU-only DGL) while the model is on the GPU
+        words = words.to(self.embedding.weight.device, non_blocking=True)
         has_word = (words != G.NO_WORD).unsqueeze(-1)                # (N, 1)
         x = self.embedding(words.clamp(min=0)) * has_word            # (N, emb_dim)
         return self.emb_dropout(x)
 
     # ------------------------------------------------------------------ forward
-    def encode(self, graph: dgl.DGLGraph, graph_b: dgl.DGLGraph | None = None) -> Encoded:
-        """Run the cell on one batch (pairs: A and B graphs batched together)."""
+    def encode(self, graph: dgl.DGLGraph, graph_b: dgl.DGLGraph | None = None, *,
+               schedule: LevelSchedule | None = None) -> Encoded:
+        """Run the cell on one batch (pairs: A and B graphs batched together).
+
+        ``schedule``: the level schedule of that graph (``graph``, or
+        ``dgl.batch([graph, graph_b])``), as :func:`gnn_treelstm.data.collate` builds it;
+        passed to the cell (level engine). Without it the level engine builds its own.
+        """
         num_a = graph.batch_size
         g = graph if graph_b is None else dgl.batch([graph, graph_b])
+        if schedule is not None and schedule.num_nodes != g.num_nodes():
+            raise ValueError(
+                f"the schedule has {schedule.num_nodes} nodes but the batch's graph has "
+                f"{g.num_nodes()}; build it from the same graph (for pairs: "
+                "dgl.batch([graph, graph_b]), as gnn_treelstm.data.collate does)"
+            )
         x = self.embed(g)
-        h, _c = self.cell(g, x)                                      # (N, out_size)
+        if schedule is not None and self.cell.engine == "level":
+            h, _c = self.cell(g, x, schedule=schedule)               # (N, out_size)
+        else:
+            h, _c = self.cell(g, x)                                  # (N, out_size)
         roots = G.batch_roots(g).to(h.device)                        # (num_sentences,)
         sent = self.cell.sentence_vector(g, h) if self.has_sentence_vector else h[roots]
         node_fn = self.cell.node_vectors if self.has_node_vectors else None
         return Encoded(graph=g, h=h, sent=sent, roots=roots, num_a=num_a, node_fn=node_fn)
 
-    def forward(self, graph: dgl.DGLGraph,
-                graph_b: dgl.DGLGraph | None = None) -> dict[str, torch.Tensor]:
+    def forward(self, graph: dgl.DGLGraph, graph_b: dgl.DGLGraph | None = None, *,
+                schedule: LevelSchedule | None = None) -> dict[str, torch.Tensor]:
         if self.task.pair and graph_b is None:
             raise ValueError(f"task {self.task.name!r} needs sentence pairs: pass graph_b")
         if not self.task.pair and graph_b is not None:
             raise ValueError(f"task {self.task.name!r} takes single sentences, got a pair")
-        return self.head(self.encode(graph, graph_b))
+        return self.head(self.encode(graph, graph_b, schedule=schedule))
 
     def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
         """``(embedding parameters that train, all other trainable parameters)``."""

@@ -28,12 +28,14 @@ Nothing here prints; progress goes to ``logging`` and to the optional ``progress
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import logging
 import math
 import os
 import random
+import resource
 import shutil
 import tempfile
 import time
@@ -71,6 +73,7 @@ __all__ = [
     "build_optimizer",
     "make_loader",
     "evaluate",
+    "memory_stats",
     "train_model",
     "run",
 ]
@@ -448,24 +451,59 @@ def load_embeddings(cfg: RunConfig, rd: RunData, *,
     return weights, info
 
 
+def _fused_ok(params: Sequence[torch.Tensor]) -> bool:
+    """Can ``fused=True`` optimizers update these parameters (floating point, CPU or CUDA)?"""
+    return bool(params) and all(p.dtype in (torch.float32, torch.float64, torch.float16,
+                                            torch.bfloat16)
+                                and p.device.type in ("cpu", "cuda") for p in params)
+
+
 def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
-    """AdaGrad/Adam; embeddings in their own group (own lr, no L2), L2 on the rest."""
+    """AdaGrad/Adam; embeddings in their own group (own lr, no L2), L2 on the rest.
+
+    Speed without changing the update (issue 5):
+
+    * **AdaGrad**: the word embedding gets *sparse* gradients
+      (``model.sparse_embedding_grad = True``: ``nn.Embedding(sparse=True)``), and AdaGrad's
+      sparse path updates only the rows of the batch's words. For every other row the
+      dense update is exactly a no-op (zero gradient: the accumulator and the row stay
+      the same), so this is the same algorithm; it saves the dense ``(vocab, dim)``
+      gradient, accumulator and square-root passes of every step (most of an SST epoch's
+      optimizer time with 300-d vectors). The embedding group has no L2 (as before),
+      which the sparse path requires.
+    * **Adam**: dense embedding gradients. ``torch.optim.SparseAdam`` is *lazy* Adam (only
+      the moments of the rows in the batch decay and update), a different algorithm, so
+      it is not used; Adam's dense update is cheap anyway with the fused kernel.
+    * The dense groups use the fused (single kernel, CPU or CUDA) implementation of the
+      same update (``fused=True``) when the parameters allow it.
+    """
     cfg = cfg.resolved()
     emb, rest = model.parameter_groups()
-    groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2}]
+    sparse = cfg.optimizer == "adagrad" and bool(emb)
+    model.sparse_embedding_grad = sparse
+    if sparse:
+        # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
+        # otherwise warns when AdaGrad builds its sparse update
+        torch.sparse.check_sparse_tensor_invariants.disable()
+    groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2,
+                           "fused": _fused_ok(rest)}]
     if emb:
-        groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": 0.0})
+        groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": 0.0,
+                       "fused": not sparse and _fused_ok(emb)})
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
     return torch.optim.Adam(groups)
 
 
-def make_loader(split: D.Split, batch_size: int, *, shuffle: bool,
-                seed: int = 0) -> DataLoader:
+def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
+                schedule: bool = False) -> DataLoader:
+    """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
+    collate function (for ``engine="level"``; see :func:`gnn_treelstm.data.collate`)."""
     gen = torch.Generator()
     gen.manual_seed(seed)
+    collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
     return DataLoader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
-                      collate_fn=D.collate, generator=gen if shuffle else None)
+                      collate_fn=collate, generator=gen if shuffle else None)
 
 
 def _to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D.Batch:
@@ -474,7 +512,8 @@ def _to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> 
     if graphs_on_device:
         return batch.to(device)
     return D.Batch(batch.graph, batch.graph_b,
-                   {k: v.to(device) for k, v in batch.targets.items()}, batch.index)
+                   {k: v.to(device) for k, v in batch.targets.items()}, batch.index,
+                   None if batch.schedule is None else batch.schedule.to(device))
 
 
 def _word_counts(g: dgl.DGLGraph) -> np.ndarray:
@@ -498,13 +537,14 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     was_training = model.training
     model.eval()
     parts = []
+    level = model.cell.engine == "level"
     try:
-        for batch in make_loader(split, batch_size, shuffle=False):
+        for batch in make_loader(split, batch_size, shuffle=False, schedule=level):
             lengths = _word_counts(batch.graph)
             if batch.graph_b is not None:
                 lengths = (lengths + _word_counts(batch.graph_b)) / 2
             batch = _to_device(batch, device, graphs_on_device)
-            out = model(batch.graph, batch.graph_b)
+            out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
             part = task.gather(out, batch)
             part["index"] = batch.index.cpu().numpy()
             part["length"] = lengths
@@ -516,6 +556,26 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     if tokens is not None and len(tokens) >= len(split):
         toks = [tokens[int(i)] for i in gathered.get("index", [])]
     return task.metrics(gathered, toks), gathered
+
+
+def memory_stats(device: torch.device | str = "cpu") -> dict[str, float]:
+    """Memory of this process, in MiB: ``peak_rss_mb`` (the largest resident set so far,
+    ``getrusage``; it only grows, so a flat value across epochs means no growth),
+    ``rss_mb`` (resident now, from ``/proc/self/statm`` where there is one) and, on CUDA,
+    ``cuda_peak_mb`` (most memory allocated by tensors since the last
+    ``torch.cuda.reset_peak_memory_stats``) and ``cuda_allocated_mb`` (allocated now)."""
+    out = {"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            pages = int(fh.read().split()[1])
+        out["rss_mb"] = round(pages * os.sysconf("SC_PAGE_SIZE") / 2**20, 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    device = torch.device(device)
+    if device.type == "cuda":
+        out["cuda_peak_mb"] = round(torch.cuda.max_memory_allocated(device) / 2**20, 1)
+        out["cuda_allocated_mb"] = round(torch.cuda.memory_allocated(device) / 2**20, 1)
+    return out
 
 
 def _seed_everything(seed: int) -> None:
@@ -551,7 +611,8 @@ def train_model(
     optimizer = build_optimizer(model, cfg)
     train, dev = rd.splits["train"], rd.splits[rd.dev_split]
     dev_tokens = rd.tokens(rd.dev_split) if getattr(task, "subsets", False) else None
-    loader = make_loader(train, cfg.batch_size, shuffle=True, seed=seed)
+    loader = make_loader(train, cfg.batch_size, shuffle=True, seed=seed,
+                         schedule=cfg.engine == "level")
     best_score: float | None = None
     best: dict = {}
     epochs_done = []
@@ -559,6 +620,8 @@ def train_model(
     sel = task.selection_metric
     for epoch in range(1, cfg.epochs + 1):
         model.train()
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         t0 = time.perf_counter()
         loss_sum = torch.zeros((), device=device)  # summed on the device: no sync per step
         n_ex, n_trees = 0, 0
@@ -568,7 +631,7 @@ def train_model(
                           desc=f"seed {seed} epoch {epoch}/{cfg.epochs}")
         for step, batch in enumerate(it, 1):
             batch = _to_device(batch, device, graphs_on_device)
-            out = model(batch.graph, batch.graph_b)
+            out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
             loss = task.loss(out, batch)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
@@ -588,10 +651,13 @@ def train_model(
                     el = time.perf_counter() - t0
                     it.set_postfix(loss=f"{mean_loss:.4f}",
                                    trees_s=f"{n_trees / max(el, 1e-9):.0f}")
-        total_loss = float(loss_sum)
+        total_loss = float(loss_sum)  # waits for the device: the epoch's work is done
         train_seconds = time.perf_counter() - t0
+        memory = memory_stats(device)
+        t_eval = time.perf_counter()
         dev_metrics, _ = evaluate(model, dev, batch_size=cfg.eval_batch_size, device=device,
                                   graphs_on_device=graphs_on_device, tokens=dev_tokens)
+        eval_seconds = time.perf_counter() - t_eval
         score = dev_metrics.get(sel, math.nan)
         improved = task.better(score, best_score)
         if improved:
@@ -610,7 +676,7 @@ def train_model(
             "train_seconds": round(train_seconds, 3),
             "trees_per_second": round(n_trees / max(train_seconds, 1e-9), 1),
             "examples": n_ex, "dev": dev_metrics, "best": improved,
-            "eval_seconds": round(time.perf_counter() - t0 - train_seconds, 3),
+            "eval_seconds": round(eval_seconds, 3), **memory,
         }
         epochs_done.append(record)
         if metrics_file is not None:
@@ -626,6 +692,7 @@ def train_model(
     result = {"seed": seed, "best_epoch": best["epoch"], "dev": best["dev"],
               "checkpoint": str(ckpt_path),
               "seconds_per_epoch": float(np.median([r["train_seconds"] for r in epochs_done])),
+              "peak_rss_mb": max(r["peak_rss_mb"] for r in epochs_done),
               "epochs": epochs_done}
     if cfg.test and "test" in rd.splits:
         from .checkpoint import load_model
