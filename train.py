@@ -13,6 +13,20 @@ else the embedded sample (built on the fly into ``runs/_sample_data``). Writes
 
 from __future__ import annotations
 
+import os
+
+# OpenMP waiting (read by libgomp when torch loads, so before any torch import). With 2
+# threads each tensor op hands half its work to a second thread; how that thread waits
+# between ops decides the speed of small ops (issue 5, SST-5 nary --engine level, 2 cores):
+#   idle machine:  GOMP_SPINCOUNT=300 ~4.3 s/epoch, OMP_WAIT_POLICY=PASSIVE 5.0-6.4 s,
+#                  --threads 1 ~5.7 s;
+#   one core busy: GOMP_SPINCOUNT=300 ~9 s, PASSIVE ~6.5 s, --threads 1 ~5.6 s,
+#                  libgomp's default (long spin) 17-45 s.
+# Default: a short spin (300 iterations). On a shared, busy machine use --threads 1 or
+# OMP_WAIT_POLICY=PASSIVE; a value you set yourself is never overridden.
+if not any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
+    os.environ["GOMP_SPINCOUNT"] = "300"
+
 import argparse
 import json
 import logging
@@ -173,7 +187,8 @@ def main(argv: list[str] | None = None) -> int:
         star = " *" if r["best"] else ""
         print(f"seed {r['seed']} epoch {r['epoch']:>3}: loss {r['train_loss']:.4f} | dev "
               f"{_fmt(r['dev'])} | {r['train_seconds']:.1f}s "
-              f"({r['trees_per_second']:.0f} trees/s){star}", flush=True)
+              f"({r['trees_per_second']:.0f} trees/s, peak {r['peak_rss_mb']:.0f} MB, "
+              f"dev {r['eval_seconds']:.1f}s){star}", flush=True)
 
     try:
         res = run(cfg, progress=progress, on_epoch=on_epoch)
@@ -194,7 +209,8 @@ def main(argv: list[str] | None = None) -> int:
                            for k, v in res["test"].items() if not k.startswith("count"))
         print(f"test mean (std) over {len(res['seeds'])} seeds: {summary}")
     print(f"run: {res['run_dir']}  checkpoint: {res['checkpoint']}  "
-          f"({res['seconds_per_epoch']:.1f} s/epoch)")
+          f"({res['seconds_per_epoch']:.2f} s/epoch median, training peak "
+          f"{res['peak_rss_mb']:.0f} MB RSS, process peak {res['process_peak_rss_mb']:.0f} MB)")
     return 0
 
 

@@ -16,7 +16,11 @@ Defaults follow the papers (Tai et al. 2015 §5.3; Tran & Cheng 2018 §6.1):
 A run writes ``<runs_dir>/<name>/``::
 
     config.json      the resolved RunConfig, ModelConfig and data description
-    metrics.jsonl    one JSON object per epoch (seed, train loss, dev metrics, speed)
+    metrics.jsonl    one JSON object per epoch (seed, train loss, dev metrics, speed:
+                     train_seconds = data loading + forward + backward + optimizer of
+                     the training epoch, eval_seconds = the dev evaluation, apart;
+                     memory: peak_rss_mb of the training epoch, eval_peak_rss_mb,
+                     rss_mb at the epoch's end, cuda_* on CUDA)
     best.pt          the selected checkpoint (several seeds: seed-<s>/best.pt each, and
                      best.pt = the seed with the best dev score)
     results.json     dev/test metrics per seed, their mean and std, seconds per epoch
@@ -74,6 +78,7 @@ __all__ = [
     "make_loader",
     "evaluate",
     "memory_stats",
+    "reset_peak_memory",
     "train_model",
     "run",
 ]
@@ -558,12 +563,25 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     return task.metrics(gathered, toks), gathered
 
 
+def reset_peak_memory(device: torch.device | str = "cpu") -> bool:
+    """Start a new peak-memory window: Linux's resident high-water mark (what
+    ``getrusage``'s ``ru_maxrss`` reports; ``/proc/self/clear_refs`` ``5``) and, on CUDA,
+    torch's peak. Returns whether the RSS peak could be reset (else it is the process's)."""
+    if torch.device(device).type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    try:
+        with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
+            fh.write("5")
+        return True
+    except OSError:
+        return False
+
+
 def memory_stats(device: torch.device | str = "cpu") -> dict[str, float]:
-    """Memory of this process, in MiB: ``peak_rss_mb`` (the largest resident set so far,
-    ``getrusage``; it only grows, so a flat value across epochs means no growth),
-    ``rss_mb`` (resident now, from ``/proc/self/statm`` where there is one) and, on CUDA,
-    ``cuda_peak_mb`` (most memory allocated by tensors since the last
-    ``torch.cuda.reset_peak_memory_stats``) and ``cuda_allocated_mb`` (allocated now)."""
+    """Memory of this process, in MiB: ``peak_rss_mb`` (the largest resident set since
+    :func:`reset_peak_memory`, or since the start; ``getrusage``), ``rss_mb`` (resident now,
+    from ``/proc/self/statm`` where there is one) and, on CUDA, ``cuda_peak_mb`` (most
+    memory allocated by tensors since the reset) and ``cuda_allocated_mb`` (allocated now)."""
     out = {"peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)}
     try:
         with open("/proc/self/statm", encoding="ascii") as fh:
@@ -618,10 +636,11 @@ def train_model(
     epochs_done = []
     ckpt_path = out_dir / "best.pt"
     sel = task.selection_metric
+    process_peak = 0.0
     for epoch in range(1, cfg.epochs + 1):
         model.train()
-        if device.type == "cuda":
-            torch.cuda.reset_peak_memory_stats(device)
+        process_peak = max(process_peak, memory_stats(device)["peak_rss_mb"])
+        per_epoch_peak = reset_peak_memory(device)
         t0 = time.perf_counter()
         loss_sum = torch.zeros((), device=device)  # summed on the device: no sync per step
         n_ex, n_trees = 0, 0
@@ -653,11 +672,15 @@ def train_model(
                                    trees_s=f"{n_trees / max(el, 1e-9):.0f}")
         total_loss = float(loss_sum)  # waits for the device: the epoch's work is done
         train_seconds = time.perf_counter() - t0
-        memory = memory_stats(device)
+        memory = memory_stats(device)  # the training epoch's peak (per_epoch_peak)
+        process_peak = max(process_peak, memory["peak_rss_mb"])
+        reset_peak_memory(device)
         t_eval = time.perf_counter()
         dev_metrics, _ = evaluate(model, dev, batch_size=cfg.eval_batch_size, device=device,
                                   graphs_on_device=graphs_on_device, tokens=dev_tokens)
         eval_seconds = time.perf_counter() - t_eval
+        eval_memory = memory_stats(device)
+        process_peak = max(process_peak, eval_memory["peak_rss_mb"])
         score = dev_metrics.get(sel, math.nan)
         improved = task.better(score, best_score)
         if improved:
@@ -677,6 +700,9 @@ def train_model(
             "trees_per_second": round(n_trees / max(train_seconds, 1e-9), 1),
             "examples": n_ex, "dev": dev_metrics, "best": improved,
             "eval_seconds": round(eval_seconds, 3), **memory,
+            "peak_rss_scope": "epoch" if per_epoch_peak else "process",
+            "eval_peak_rss_mb": eval_memory["peak_rss_mb"],
+            "process_peak_rss_mb": process_peak,
         }
         epochs_done.append(record)
         if metrics_file is not None:
@@ -693,6 +719,7 @@ def train_model(
               "checkpoint": str(ckpt_path),
               "seconds_per_epoch": float(np.median([r["train_seconds"] for r in epochs_done])),
               "peak_rss_mb": max(r["peak_rss_mb"] for r in epochs_done),
+              "process_peak_rss_mb": process_peak,
               "epochs": epochs_done}
     if cfg.test and "test" in rd.splits:
         from .checkpoint import load_model
@@ -793,7 +820,10 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
                             "l2": cfg.l2},
               "task": {"name": task.name, "supervision": task.supervision,
                        "selection_metric": task.selection_metric},
-              "device": cfg.device, "torch_threads": torch.get_num_threads()}
+              "device": cfg.device, "engine": cfg.engine,
+              "torch_threads": torch.get_num_threads(),
+              "openmp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
+                                                        "OMP_NUM_THREADS") if k in os.environ}}
     _write_json(out / "config.json", record)
     log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree, rd.data_dir,
              ", ".join(f"{k} {v}" for k, v in counts.items()))
@@ -828,6 +858,8 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         "dev": aggregate(per_seed, "dev"),
         "test": aggregate(per_seed, "test") if cfg.test and "test" in rd.splits else {},
         "seconds_per_epoch": float(np.median([r["seconds_per_epoch"] for r in per_seed])),
+        "peak_rss_mb": max(r["peak_rss_mb"] for r in per_seed),
+        "process_peak_rss_mb": max(r["process_peak_rss_mb"] for r in per_seed),
         "data": record["data"],
     }
     _write_json(out / "results.json", results)

@@ -1,0 +1,160 @@
+"""The fast training paths of issue 5 compute what the reference paths compute: a level
+engine step (schedule built in collate) equals a dgl engine step, sparse embedding
+gradients equal dense ones, AdaGrad's sparse update equals its dense update, batched
+fetching equals per-example fetching."""
+
+import copy
+
+import pytest
+import torch
+
+from gnn_treelstm import data as D
+from gnn_treelstm import training as T
+from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.tasks import build_task
+from tests.tiny_data import WORDS, build_tiny
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    for ds in ("sst", "sick"):
+        build_tiny(root, ds)
+    return root
+
+
+def _split(tiny, dataset, task, tree):
+    return build_task(task).prepare_split(D.load_split(tiny / dataset, "train", tree))
+
+
+def _models(task, cell, **kw):
+    cfg = ModelConfig(task=task, cell=cell, vocab_size=len(WORDS), emb_dim=6, hidden=5,
+                      dropout=0.0, engine="dgl", **kw)
+    torch.manual_seed(0)
+    ref = TreeLSTMModel(cfg)
+    lvl = TreeLSTMModel(ModelConfig(**{**cfg.to_dict(), "engine": "level"}))
+    lvl.load_state_dict(ref.state_dict())
+    return ref, lvl
+
+
+def _step(model, batch, schedule):
+    model.zero_grad(set_to_none=True)
+    out = model(batch.graph, batch.graph_b, schedule=schedule)
+    loss = model.task.loss(out, batch)
+    loss.backward()
+    return loss.detach(), {n: p.grad.to_dense() for n, p in model.named_parameters()
+                           if p.grad is not None}
+
+
+@pytest.mark.parametrize("dataset,task,cell,tree,kw", [
+    ("sst", "sst-5", "nary", "constituency", {}),
+    ("sick", "sick-r", "childsum", "dependency", {}),
+])
+def test_level_step_equals_dgl_step(tiny, dataset, task, cell, tree, kw):
+    split = _split(tiny, dataset, task, tree)
+    batch = next(iter(T.make_loader(split, 7, shuffle=True, seed=3, schedule=True)))
+    assert isinstance(batch.schedule, LevelSchedule)
+    assert batch.schedule.num_nodes == batch.encoder_graph().num_nodes()
+    ref, lvl = _models(task, cell, **kw)
+    lvl.sparse_embedding_grad = True           # also: sparse and dense gradients agree
+    loss_ref, grads_ref = _step(ref, batch, None)
+    loss_lvl, grads_lvl = _step(lvl, batch, batch.schedule)
+    assert loss_lvl.item() == pytest.approx(loss_ref.item(), rel=1e-5, abs=1e-6)
+    assert grads_ref.keys() == grads_lvl.keys() and grads_ref
+    for name, g in grads_ref.items():
+        torch.testing.assert_close(grads_lvl[name], g, rtol=1e-5, atol=1e-6, msg=name)
+    # the level engine without a collate-time schedule builds the same one itself
+    loss_own, _ = _step(lvl, batch, None)
+    assert loss_own.item() == pytest.approx(loss_lvl.item(), rel=1e-6)
+
+
+def test_sparse_embedding_grad_equals_dense(tiny):
+    split = _split(tiny, "sst", "sst-5", "constituency")
+    batch = next(iter(T.make_loader(split, 5, shuffle=False)))
+    dense, _ = _models("sst-5", "nary")
+    sparse = copy.deepcopy(dense)
+    sparse.sparse_embedding_grad = True
+    _, gd = _step(dense, batch, None)
+    sparse.zero_grad(set_to_none=True)
+    sparse.task.loss(sparse(batch.graph), batch).backward()
+    assert sparse.embedding.weight.grad.is_sparse
+    assert not dense.embedding.weight.grad.is_sparse
+    torch.testing.assert_close(sparse.embedding.weight.grad.to_dense(),
+                               gd["embedding.weight"], rtol=1e-6, atol=1e-7)
+
+
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
+def test_optimizer_paths_equal_reference_update(tiny, optimizer):
+    """build_optimizer (sparse AdaGrad embedding rows, fused dense groups) makes the same
+    updates over a few steps as plain torch optimizers on dense gradients."""
+    split = _split(tiny, "sst", "sst-5", "constituency")
+    cfg = T.RunConfig(task="sst-5", optimizer=optimizer, l2=1e-2)
+    fast, _ = _models("sst-5", "nary")
+    ref = copy.deepcopy(fast)
+    opt = T.build_optimizer(fast, cfg)
+    assert fast.sparse_embedding_grad is (optimizer == "adagrad")
+    r = cfg.resolved()
+    emb, rest = ref.parameter_groups()
+    groups = [{"params": rest, "lr": r.lr, "weight_decay": r.l2},
+              {"params": emb, "lr": r.emb_lr, "weight_decay": 0.0}]
+    ref_opt = (torch.optim.Adagrad(groups, foreach=False) if optimizer == "adagrad"
+               else torch.optim.Adam(groups, foreach=False))
+    for batch in list(T.make_loader(split, 6, shuffle=True, seed=1))[:3]:
+        for model, o in ((fast, opt), (ref, ref_opt)):
+            o.zero_grad(set_to_none=True)
+            model.task.loss(model(batch.graph), batch).backward()
+            o.step()
+    for (name, p), q in zip(fast.named_parameters(), ref.parameters(), strict=True):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
+    assert not torch.equal(fast.embedding.weight, _models("sst-5", "nary")[0].embedding.weight)
+
+
+def test_fixed_embeddings_get_no_gradient_and_no_group(tiny):
+    ref, _ = _models("sst-5", "nary", embeddings_mode="fixed")
+    opt = T.build_optimizer(ref, T.RunConfig(task="sst-5"))
+    assert len(opt.param_groups) == 1
+    assert all(p is not ref.embedding.weight for p in opt.param_groups[0]["params"])
+
+
+def test_batched_fetch_equals_per_example_collate(tiny):
+    split = _split(tiny, "sick", "sick-r", "dependency")
+    ds = D.TreeDataset(split)
+    idx = [4, 0, 7, 2]
+    a = D.collate(ds.__getitems__(idx), schedule=True)
+    b = D.collate([ds[i] for i in idx])
+    assert a.index.tolist() == b.index.tolist() == idx
+    assert a.targets.keys() == b.targets.keys()
+    for k in a.targets:
+        assert torch.equal(a.targets[k], b.targets[k])
+    for ga, gb in ((a.graph, b.graph), (a.graph_b, b.graph_b)):
+        assert ga.batch_size == gb.batch_size == len(idx)
+        assert [t.tolist() for t in ga.edges()] == [t.tolist() for t in gb.edges()]
+    joint = a.encoder_graph()          # pairs: A sentences, then B sentences
+    assert joint.batch_size == 2 * len(idx)
+    ref = LevelSchedule.from_graph(joint)
+    assert a.schedule.up.node_offsets == ref.up.node_offsets
+    assert torch.equal(a.schedule.up.order, ref.up.order)
+    assert b.schedule is None
+    moved = a.to("cpu")
+    assert isinstance(moved.schedule, LevelSchedule)
+
+
+def test_schedule_of_the_wrong_graph_is_refused(tiny):
+    split = _split(tiny, "sst", "sst-5", "constituency")
+    batches = list(T.make_loader(split, 3, shuffle=False, schedule=True))
+    _, lvl = _models("sst-5", "nary")
+    small, other = batches[0], next(b for b in batches
+                                    if b.graph.num_nodes() != batches[0].graph.num_nodes())
+    with pytest.raises(ValueError, match="schedule has"):
+        lvl(small.graph, schedule=other.schedule)
+
+
+def test_memory_stats_and_peak_reset():
+    T.reset_peak_memory()
+    m = T.memory_stats()
+    assert m["peak_rss_mb"] > 0 and m.get("rss_mb", 1) > 0
+    big = torch.ones(64 << 18)                  # 64 MiB touched
+    after = T.memory_stats()["peak_rss_mb"]
+    del big
+    assert after >= m["peak_rss_mb"] + 32
