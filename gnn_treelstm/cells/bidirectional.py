@@ -52,7 +52,8 @@ class BidirectionalTreeLSTM(TreeCell):
         head: head lexicalization (``gate | left | right | average``, Table 3).
         tie_input: top-down input weights shared between sides (Table 5), see
             :class:`~gnn_treelstm.cells.topdown.TopDownTreeLSTM`.
-        engine: ``"dgl"``; ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
 
     ``forward(graph, x) -> (h, c)``, each (N, 2*h_size) = ``[bottom-up ; top-down]``.
     """

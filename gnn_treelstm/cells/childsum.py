@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import dgl
 import dgl.function as fn
@@ -53,7 +52,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import cells
-from .base import TreeCell
+from .base import TreeCell, prop_nodes_topo
 
 logger = logging.getLogger(__name__)
 
@@ -64,7 +63,6 @@ __all__ = [
     "childsum_node_update",
 ]
 
-_NO_EDGES_WARNING = "The input graph for the user-defined edge function does not contain"
 
 
 # ---------------------------------------------------------------- plain-tensor math
@@ -123,7 +121,8 @@ class ChildSumTreeLSTM(TreeCell):
         output_gate: keep the output gate (eqs 5, 8). ``False``: no output-gate parameters,
             ``h_j = tanh(c_j)``, as Tai et al.'s relatedness (SICK) models
             (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
-        engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
     """
 
     max_children = None
@@ -219,11 +218,8 @@ class ChildSumTreeLSTM(TreeCell):
                                               output_gate=gated)
                 return {"h": hj, "c": cj}
 
-            with warnings.catch_warnings():
-                # the leaf frontier has no in-edges, so DGL calls the edge UDF on 0 edges
-                warnings.filterwarnings("ignore", message=_NO_EDGES_WARNING)
-                # built-in sum of [h_k ; f_jk ⊙ c_k] -> (N, 2h); zeros for leaves
-                dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
+            # built-in sum of [h_k ; f_jk ⊙ c_k] -> (N, 2h); zeros for leaves
+            prop_nodes_topo(graph, message, fn.sum("m", "s"), apply)
             return graph.ndata["h"], graph.ndata["c"]
 
     def extra_repr(self) -> str:

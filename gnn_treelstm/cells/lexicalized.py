@@ -266,7 +266,8 @@ class LexicalizedTreeLSTM(TreeCell):
         head: head lexicalization, one of :data:`HEAD_MODES` (Table 3 G/L/R/A).
             Ignored when ``lexicalized=False``.
         lexicalized: ``False`` gives the ConTree baseline (no ``x`` at internal nodes).
-        engine: ``"dgl"`` (prop_nodes_topo); ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
 
     ``forward(graph, x, heads=None) -> (h, c)``, each (N, h_size). ``heads`` (N, x_size)
     optionally supplies precomputed head lexicons (the bidirectional cell computes them once

@@ -59,7 +59,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import dgl
 import dgl.function as fn
@@ -69,7 +68,7 @@ from torch.nn import functional as F
 
 from .. import graph as G
 from . import cells
-from .base import TreeCell
+from .base import TreeCell, prop_nodes_topo
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +82,6 @@ __all__ = [
 ]
 
 VARIANTS = ("mult", "add", "full")
-_NO_EDGES_WARNING = "The input graph for the user-defined edge function does not contain"
 
 
 # ---------------------------------------------------------------- plain-tensor math
@@ -147,7 +145,8 @@ class MultiplicativeTreeLSTM(TreeCell):
             ``"full"`` (one ``W_hh`` per relation, eq 2).
         m_size: size of the multiplicative space ``m_jk`` (default ``h_size``, as the
             authors' code). ``mult`` only.
-        engine: ``"dgl"`` (prop_nodes_topo). ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
     """
 
     uses_relations = True
@@ -306,10 +305,7 @@ class MultiplicativeTreeLSTM(TreeCell):
                 return {"h": hj, "c": cj}
 
             # built-in sum: [h~_j ; Σ_k f_jk ⊙ c_k] (N, 2h); zeros for leaves
-            with warnings.catch_warnings():
-                # the leaf frontier has no in-edges, so DGL calls the edge UDF on 0 edges
-                warnings.filterwarnings("ignore", message=_NO_EDGES_WARNING)
-                dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
+            prop_nodes_topo(graph, message, fn.sum("m", "s"), apply)
             return graph.ndata["h"], graph.ndata["c"]
 
     def extra_repr(self) -> str:

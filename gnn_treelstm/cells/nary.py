@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import logging
 import math
-import warnings
 
 import dgl
 import dgl.function as fn
@@ -66,13 +65,12 @@ from torch.nn import functional as F
 
 from .. import graph as G
 from . import cells
-from .base import TreeCell
+from .base import TreeCell, prop_nodes_topo
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["NaryTreeLSTM", "nary_edge_message", "nary_gates"]
 
-_NO_EDGES_WARNING = "The input graph for the user-defined edge function does not contain"
 
 
 # ---------------------------------------------------------------- plain-tensor math
@@ -131,7 +129,8 @@ class NaryTreeLSTM(TreeCell):
         output_gate: keep the output gate (eqs 11, 14). ``False``: no output-gate
             parameters, ``h_j = tanh(c_j)``, as Tai et al.'s relatedness (SICK) models
             (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
-        engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
     """
 
     uses_relations = False
@@ -300,10 +299,7 @@ class NaryTreeLSTM(TreeCell):
                 hj, cj = self.node_update(nodes.data["wx"], kids[..., :h], kids[..., h:])
                 return {"h": hj, "c": cj}
 
-            with warnings.catch_warnings():
-                # the leaf frontier has no in-edges, so DGL calls the edge UDF on 0 edges
-                warnings.filterwarnings("ignore", message=_NO_EDGES_WARNING)
-                dgl.prop_nodes_topo(graph, message, fn.sum("m", "s"), apply_node_func=apply)
+            prop_nodes_topo(graph, message, fn.sum("m", "s"), apply)
             return graph.ndata["h"], graph.ndata["c"]
 
     def extra_repr(self) -> str:

@@ -176,7 +176,8 @@ class SequentialLSTM(TreeCell):
         output_gate: keep the output gate. ``False``: no output-gate parameters,
             ``h_t = tanh(c_t)``, as Tai et al.'s relatedness (SICK) models
             (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
-        engine: ``"dgl"`` (``dgl.prop_nodes_topo``). ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
     """
 
     max_children = 1

@@ -138,7 +138,8 @@ class TopDownTreeLSTM(TreeCell):
             (then ``forward`` requires ``heads``).
         tie_input: share ``W_x*`` and ``b_*`` between ``U_L`` and ``U_R`` (Table 5 /
             authors' code, default) or keep them per side (eq 15 as printed).
-        engine: ``"dgl"`` (prop_nodes_topo); ``"level"`` is not implemented yet.
+        engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
+            (:mod:`gnn_treelstm.engine.level`).
     """
 
     max_children = 2
