@@ -12,6 +12,7 @@ import gnn_treelstm
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
 from gnn_treelstm.cells.sequential import num_params
 from gnn_treelstm.graph import make_tree
+from tests.cells.common import assert_same_graph, grads, snapshot
 from tests.reference import tai
 from tests.trees import chain, random_dependency_tree, random_tree
 
@@ -31,27 +32,6 @@ def varied_trees(seed: int = 0, count: int = 24) -> list[dgl.DGLGraph]:
         else:
             out.append(chain(rng.randint(1, 8), seed=i))
     return out
-
-
-def snapshot(g: dgl.DGLGraph) -> tuple[dict, dict]:
-    return ({k: v.clone() for k, v in g.ndata.items()},
-            {k: v.clone() for k, v in g.edata.items()})
-
-
-def assert_same_graph(g: dgl.DGLGraph, snap: tuple[dict, dict]) -> None:
-    nd, ed = snap
-    assert set(g.ndata.keys()) == set(nd)
-    assert set(g.edata.keys()) == set(ed)
-    for k, v in nd.items():
-        assert torch.equal(g.ndata[k], v), k
-    for k, v in ed.items():
-        assert torch.equal(g.edata[k], v), k
-
-
-def grads(cell, loss) -> dict[str, torch.Tensor]:
-    cell.zero_grad()
-    loss.backward()
-    return {n: p.grad.clone() for n, p in cell.named_parameters()}
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
