@@ -31,6 +31,8 @@ Nothing here prints; progress goes to ``logging`` and to the optional ``progress
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import dataclasses
 import functools
 import hashlib
@@ -563,12 +565,35 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     return task.metrics(gathered, toks), gathered
 
 
+def release_free_heap() -> bool:
+    """Return the C heap's free pages to the OS (glibc ``malloc_trim(0)``; False where
+    there is no glibc). PyTorch's CPU tensors come from ``malloc``: batches of different
+    sizes leave holes in the heap, and without this the resident set drifts upwards by
+    10-30 MB an epoch although the live memory does not grow."""
+    global _MALLOC_TRIM
+    if _MALLOC_TRIM is None:
+        try:
+            _MALLOC_TRIM = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").malloc_trim
+        except (OSError, AttributeError):
+            _MALLOC_TRIM = False
+    if not _MALLOC_TRIM:
+        return False
+    _MALLOC_TRIM(0)
+    return True
+
+
+_MALLOC_TRIM = None
+
+
 def reset_peak_memory(device: torch.device | str = "cpu") -> bool:
-    """Start a new peak-memory window: Linux's resident high-water mark (what
+    """Start a new peak-memory window: free heap pages go back to the OS
+    (:func:`release_free_heap`), then Linux's resident high-water mark (what
     ``getrusage``'s ``ru_maxrss`` reports; ``/proc/self/clear_refs`` ``5``) and, on CUDA,
-    torch's peak. Returns whether the RSS peak could be reset (else it is the process's)."""
+    torch's peak are reset. Returns whether the RSS peak could be reset (else it is the
+    process's)."""
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
+    release_free_heap()
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
             fh.write("5")

@@ -234,6 +234,11 @@ class LevelSchedule:
     #: (and skip the forget-gate input terms at leaves, which have no child to forget).
     word_ids: torch.Tensor | None = None
     num_leaf_words: int = 0
+    #: True when the rows of :attr:`word_ids` are exactly rows ``0..len(word_ids)-1`` of
+    #: the up schedule (every leaf has a word and no other node has one, as in PTB
+    #: constituency trees, or every node has one, as in chains): kernels then copy the
+    #: input terms with one slice instead of a scatter.
+    word_rows_contiguous: bool = False
 
     @classmethod
     def from_graph(cls, graph: dgl.DGLGraph, *, top_down: bool = True) -> LevelSchedule:
@@ -259,14 +264,16 @@ class LevelSchedule:
         depth = depths(par)
         up = _build_levels("up", n, heights(par, depth), src, dst, rel, pos, eid)
         down = _build_levels("down", n, depth, dst, src, rel, pos, eid) if top_down else None
-        word_ids, num_leaf_words = None, 0
+        word_ids, num_leaf_words, contiguous = None, 0, False
         if G.WORD in graph.ndata:
             has_word = graph.ndata[G.WORD].cpu().numpy() != G.NO_WORD
             rows = np.sort(up.rank.numpy()[has_word])  # schedule rows with a word
             num_leaf_words = int(np.searchsorted(rows, up.node_offsets[1] if n else 0))
             word_ids = torch.from_numpy(up.order.numpy()[rows])
+            contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
         return cls(num_nodes=n, batch_size=int(graph.batch_size), up=up, down=down,
-                   word_ids=word_ids, num_leaf_words=num_leaf_words)
+                   word_ids=word_ids, num_leaf_words=num_leaf_words,
+                   word_rows_contiguous=contiguous)
 
     @property
     def device(self) -> torch.device:

@@ -131,10 +131,22 @@ def test_gradcheck_recurrences():
          torch.randn(2, 3, **dd), torch.randn(3, 2, **dd)))
     g = dgl.batch(random_batch(7, 4, max_children=3))
     lv = LevelSchedule.from_graph(g).up
-    n = g.num_nodes()
+    n, k, hs, xs = g.num_nodes(), 3, 2, 3
+    slots = torch.nn.functional.pad(lv.slots, (0, k - lv.width), value=n)
+    n0 = lv.node_offsets[1]
+    params = (torch.randn(4 * hs, xs, **dd), torch.randn(4 * hs, **dd),
+              torch.randn((3 + k) * hs, k * hs, **dd))
+    # every row has an input (rows 0..N-1, the first n0 leaves), schedule order out
     assert torch.autograd.gradcheck(
-        lambda a, b: _NaryLevels.apply(a, b, lv.slots, lv),
-        (torch.randn(n, 4 * 2, **dd), torch.randn(6 * 2, 3 * 2, **dd)))
+        lambda x, w, b, u: _NaryLevels.apply(x, w, b, u, slots, lv, None, n0, None),
+        (torch.randn(n, xs, **dd), *params))
+    # inputs at some leaves and some inner nodes (scattered rows), node order out
+    rows = torch.tensor(sorted({0, 2, n0 - 1, n0, n - 1}))
+    m0 = int((rows < n0).sum())
+    assert torch.autograd.gradcheck(
+        lambda x, w, b, u: _NaryLevels.apply(x, w, b, u, slots, lv, rows, m0,
+                                             (lv.rank, lv.order)),
+        (torch.randn(len(rows), xs, **dd), *params))
 
 
 # ------------------------------------------------------------------ misc
