@@ -14,8 +14,9 @@ dependency trees for Child-Sum / mtree), trees per second of
 
 forward only (``torch.no_grad``) and forward + backward (``h.sum()``, ``x`` requires grad
 as an embedding does), all in one process so the ratios are fair. Also the achieved GFLOP/s
-(matrix-product FLOPs the cell's equations require, backward = 2x forward) against a
-measured ``torch.mm`` peak. Prints a markdown table and writes JSON.
+(matrix-product FLOPs the cell's equations require, backward = 2x forward) against the
+measured peak of ``torch.mm`` and of the oneDNN products the level engine uses. Prints a
+markdown table and writes JSON.
 
 Data: ``--data DIR`` / ``--sick-data DIR`` as built by ``python -m data_prep.build``; else the
 raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with ``data_prep``.
@@ -126,24 +127,34 @@ def model_flops(name: str, graph: dgl.DGLGraph, x_size: int, h: int, n_ary: int 
 
 
 def matmul_peak(repeats: int = 20) -> dict[str, float]:
-    """GFLOP/s of torch.mm at the benchmark's sizes (and a large square one)."""
+    """GFLOP/s of float32 matrix products at the benchmark's sizes (and a large square
+    one), through ``torch.mm`` (MKL) and through the level engine's oneDNN path
+    (:mod:`gnn_treelstm.engine.gemm`; absent when oneDNN is unusable here)."""
+    from gnn_treelstm.engine import gemm
+
     shapes = {
         "930x300 @ 300x600 (input terms, batch 25)": (930, 300, 600),
         "9500x300 @ 300x600 (input terms, batch 256)": (9500, 300, 600),
+        "25x300 @ 300x750 (one level, batch 25)": (25, 300, 750),
         "128x300 @ 300x750 (one level, batch 256)": (128, 300, 750),
         "2048x2048 @ 2048x2048": (2048, 2048, 2048),
     }
+    kinds: dict[str, Callable] = {"torch.mm": lambda a, w, wp: torch.mm(a, w.t())}
+    if gemm.backend() == "onednn":
+        kinds["oneDNN"] = lambda a, w, wp: gemm.mm_nt(a, wp)
     out = {}
     for label, (m, k, n) in shapes.items():
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        for _ in range(3):
-            torch.mm(a, b)
-        reps = max(3, int(repeats * 1e8 / (2 * m * k * n)) + 1)
-        t0 = time.perf_counter()
-        for _ in range(reps):
-            torch.mm(a, b)
-        dt = (time.perf_counter() - t0) / reps
-        out[label] = 2.0 * m * k * n / dt / 1e9
+        a, w = torch.randn(m, k), torch.randn(n, k)
+        wp = gemm.pack(w)
+        for kind, f in kinds.items():
+            for _ in range(3):
+                f(a, w, wp)
+            reps = max(3, int(repeats * 1e8 / (2 * m * k * n)) + 1)
+            t0 = time.perf_counter()
+            for _ in range(reps):
+                f(a, w, wp)
+            dt = (time.perf_counter() - t0) / reps
+            out[f"{kind} {label}"] = 2.0 * m * k * n / dt / 1e9
     return out
 
 

@@ -24,6 +24,10 @@ Design (issue 5):
   and bidirectional cells, fullTreeLSTM): the cell's own plain-tensor step functions run
   per level under autograd; states live in a :class:`_Tape` whose custom write / gather
   functions keep the backward at O(level size) per level too.
+* **N-ary and sequential LSTMs** take the input projection inside their custom function too
+  (gate columns reordered ``o, i, u, f``, ``tanh`` as ``2σ(2x) - 1`` on the CPU), run their
+  matrix products through :mod:`.gemm` (oneDNN, recurrent matrix packed once per batch) and
+  return node order by gathers (a permutation's backward is a gather, not a scatter).
 * **No host-device synchronisation in the loop**: level boundaries are host-side ints of
   the schedule; no ``.item()``, ``nonzero()`` or boolean masking inside the loop, so the
   same code runs on CUDA with the index tensors moved by ``LevelSchedule.to``.

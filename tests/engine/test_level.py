@@ -76,6 +76,21 @@ def test_nary_equals_dgl_engine(n_ary, tie):
     assert_engines_equal(cell, g, torch.randn(g.num_nodes(), X))
 
 
+@pytest.mark.parametrize("backend", ["torch", "auto"])
+def test_nary_and_lstm_equal_dgl_engine_with_either_matrix_backend(backend):
+    from gnn_treelstm.engine import gemm
+
+    torch.manual_seed(0)
+    gemm.set_backend(backend)
+    try:
+        g = dgl.batch(random_batch(5, 12, max_children=2, words="leaves"))
+        assert_engines_equal(build_cell("nary", X, H, n_ary=2), g, torch.randn(g.num_nodes(), X))
+        g = dgl.batch([chain(n, seed=n) for n in (1, 4, 30)])
+        assert_engines_equal(build_cell("lstm", X, H), g, torch.randn(g.num_nodes(), X))
+    finally:
+        gemm.set_backend(None)
+
+
 def test_nary_float64_words_everywhere_and_unary_chains():
     torch.manual_seed(0)
     g = dgl.batch(random_batch(5, 20, max_children=2, words="all"))

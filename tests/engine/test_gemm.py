@@ -1,0 +1,95 @@
+"""The level engine's matrix products (gnn_treelstm/engine/gemm.py) and CPU tanh."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+import torch
+
+from gnn_treelstm.engine import gemm
+from gnn_treelstm.engine.level import _tanh_
+
+
+@pytest.fixture(autouse=True)
+def _fresh_backend(monkeypatch):
+    monkeypatch.delenv("GNN_TREELSTM_GEMM", raising=False)
+    gemm.set_backend(None)
+    yield
+    gemm.set_backend(None)
+
+
+def _close(got, want):
+    scale = want.abs().max().item() + 1.0
+    assert got.shape == want.shape
+    assert (got - want).abs().max().item() <= 1e-5 * scale
+
+
+@pytest.mark.parametrize("m", [1, 3, 4, 5, 16, 17, 129, 300])
+@pytest.mark.parametrize("packed", [False, True])
+def test_mm_nt_matches_torch_mm(m, packed):
+    g = torch.Generator().manual_seed(m)
+    a = torch.randn(m, 37, generator=g)
+    w = torch.randn(23, 37, generator=g)
+    b = torch.randn(23, generator=g)
+    ww = gemm.pack(w) if packed else w
+    _close(gemm.mm_nt(a, ww), a @ w.t())
+    _close(gemm.mm_nt(a, ww, b), a @ w.t() + b)
+    other = torch.randn(m, 23, generator=g)
+    _close(gemm.mm_nt_add(a, ww, other), a @ w.t() + other)
+
+
+def test_mm_nt_strided_inputs_and_varying_k():
+    g = torch.Generator().manual_seed(0)
+    big = torch.randn(70, 90, generator=g)
+    a, w = big[5:40, 10:50], torch.randn(50, 40, generator=g).t()  # column slice, transpose
+    _close(gemm.mm_nt(a, w.t().contiguous()), a @ w)
+    # weight-gradient shape: the reduction dim is a number of nodes (padded with zeros)
+    dy, x = torch.randn(131, 12, generator=g), torch.randn(131, 9, generator=g)
+    _close(gemm.mm_nt(dy.t(), x.t(), vary_k=True), dy.t() @ x)
+
+
+def test_float64_and_torch_backend_are_exact():
+    g = torch.Generator().manual_seed(1)
+    a, w = torch.randn(20, 8, generator=g), torch.randn(6, 8, generator=g)
+    assert torch.equal(gemm.mm_nt(a.double(), w.double()), a.double() @ w.double().t())
+    assert gemm.backend(a.double()) == "torch"
+    gemm.set_backend("torch")
+    assert gemm.backend() == "torch"
+    assert torch.equal(gemm.mm_nt(a, gemm.pack(w)), a @ w.t())
+
+
+def test_bucket_bounds_the_shapes():
+    sizes = {gemm._bucket(m) for m in range(1, 2000)}
+    assert len(sizes) < 30
+    assert all(gemm._bucket(m) >= m for m in range(1, 2000))
+
+
+def test_bad_backend_names(monkeypatch):
+    with pytest.raises(ValueError, match="auto, onednn, torch"):
+        monkeypatch.setenv("GNN_TREELSTM_GEMM", "mkl")
+        gemm.set_backend(None)
+        gemm.backend()
+    with pytest.raises(ValueError, match="unknown matrix-product backend"):
+        gemm.set_backend("blas")
+
+
+def test_unusable_onednn_warns_in_auto_and_fails_when_asked(monkeypatch, caplog):
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    gemm.set_backend("auto")
+    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.engine.gemm"):
+        assert gemm.backend() == "torch"
+    assert "oneDNN unusable" in caplog.text
+    a, w = torch.randn(9, 4), torch.randn(3, 4)
+    assert torch.equal(gemm.mm_nt(a, w), a @ w.t())
+    gemm.set_backend("onednn")
+    with pytest.raises(RuntimeError, match="GNN_TREELSTM_GEMM=onednn"):
+        gemm.backend()
+
+
+@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-7), (torch.float64, 1e-15)])
+def test_cpu_tanh_via_sigmoid(dtype, tol):
+    x = torch.linspace(-30, 30, 20001, dtype=dtype)
+    got = _tanh_(x.clone())
+    assert (got - torch.tanh(x)).abs().max().item() <= tol
+    assert got.min() >= -1 and got.max() <= 1
