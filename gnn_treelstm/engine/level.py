@@ -201,10 +201,10 @@ class _ChildSumLevels(torch.autograd.Function):
             else:
                 g.copy_(wx_iou[a:b])
             g[:, : 2 * hs].sigmoid_()
-            g[:, 2 * hs:].tanh_()
+            _tanh_(g[:, 2 * hs:])
             i, o, u = g[:, :hs], g[:, hs: 2 * hs], g[:, 2 * hs:]
             cl.addcmul_(i, u)  # eq 7
-            torch.mul(o, torch.tanh(cl), out=h[a:b])  # eq 8
+            torch.mul(o, _tanh_(cl.clone()), out=h[a:b])  # eq 8
         ctx.lv = lv
         ctx.save_for_backward(U_iou, U_f, h, c, gates, h_tilde, fgate, s, W_mh, W_hm, a_buf)
         return h[:n], c[:n]
@@ -227,7 +227,7 @@ class _ChildSumLevels(torch.autograd.Function):
             ds_buf = torch.empty_like(a_buf)  # dL/ds_jk per edge
         # local derivatives of all nodes / edges at once (see _NaryLevels.backward)
         i, o, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs:]
-        tc = torch.tanh(c[:n])
+        tc = _tanh_(c[:n].clone())
         q_c = o * (1 - tc * tc)  # dL/dc_j = dc_j + dh_j q_c          (eq 8 into eq 7)
         q_o = tc * o * (1 - o)  # d pre_o = dh_j q_o                   (eq 8)
         q_i = u * i * (1 - i)  # d pre_i = dL/dc_j q_i                 (eq 7)
