@@ -376,7 +376,7 @@ class _NaryLevels(torch.autograd.Function):
             cl = c[a:e]
             if lvl == 0:  # no children: c_j = i ⊙ u (eq 13)
                 g.sigmoid_()
-                _ = g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
+                g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
                 torch.mul(g[:, hs: 2 * hs], g[:, 2 * hs: 3 * hs], out=cl)
             else:
                 sl = slots_flat[a * k: e * k]  # (n_l K,)
@@ -449,7 +449,7 @@ class _NaryLevels(torch.autograd.Function):
         # every row got b; f_1..f_K share b^(f) and W^(f)
         sums = dgates.sum(0)
         db = torch.cat([_io_swap(sums[: 3 * hs], hs), sums[3 * hs:].view(k, hs).sum(0)])
-        dxw = dW = None
+        dxw = None
         need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
         dx_parts, dW = [], h.new_zeros(W_in.shape[0], xw.shape[1])  # (C, X) internal rows
         if m0:
@@ -465,10 +465,10 @@ class _NaryLevels(torch.autograd.Function):
                 dx_parts.append(mm_nt(d1, W_in.t()))  # (M - m0, X)
             if need_w:
                 dW += mm_nt(d1.t(), xw[m0:].t(), vary_k=True)
-        if need_x:
-            dxw = dx_parts[0] if len(dx_parts) == 1 else torch.cat(dx_parts, 0)
-        if need_w:
-            dW = torch.cat([_io_swap(dW[: 3 * hs], hs), dW[3 * hs:].view(k, hs, -1).sum(0)])
+        if need_x:  # no word rows at all: an empty (0, X) gradient
+            dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
+        dW = (torch.cat([_io_swap(dW[: 3 * hs], hs), dW[3 * hs:].view(k, hs, -1).sum(0)])
+              if need_w else None)
         return dxw, dW, db, dU, None, None, None, None, None
 
 

@@ -256,3 +256,19 @@ def test_bitree_equals_dgl_engine_float64():
     g = _sst_like(11)
     cell = build_cell("bitree", X, H).double()
     assert_engines_equal(cell, g, torch.randn(g.num_nodes(), X, dtype=torch.float64), tol=1e-10)
+
+
+def test_nary_without_any_word_gives_empty_input_gradient():
+    from gnn_treelstm import graph as G
+    from gnn_treelstm.engine.schedule import LevelSchedule
+
+    g = G.make_tree([2, 2, -1], [G.NO_WORD] * 3)
+    lv = LevelSchedule.from_graph(g).up
+    xw = torch.zeros(0, 3, requires_grad=True)
+    W, b = torch.randn(8, 3, requires_grad=True), torch.randn(8, requires_grad=True)
+    U = torch.randn(10, 4, requires_grad=True)
+    h, _ = _NaryLevels.apply(xw, W, b, U, lv.slots, lv, None, 0, (lv.rank, lv.order))
+    h.sum().backward()
+    assert xw.grad.shape == (0, 3)
+    assert torch.equal(W.grad, torch.zeros_like(W))
+    assert b.grad.abs().sum() > 0 and U.grad.abs().sum() > 0
