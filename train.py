@@ -46,6 +46,7 @@ from gnn_treelstm.training import (
     TREE_KINDS,
     DataError,
     RunConfig,
+    keep_heap_pages,
     run,
 )
 
@@ -161,6 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
+    keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
     run_dir.mkdir(parents=True, exist_ok=True)

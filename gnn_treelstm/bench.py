@@ -282,6 +282,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.data or args.src):
         p.error("give --data (built) or --src / $GNN_TREELSTM_DATA (raw data root)")
     torch.set_num_threads(args.threads)
+    from gnn_treelstm.training import keep_heap_pages
+
+    keep_heap_pages()  # as train.py does, for every engine alike
     wanted = {w[0] for w in WORKLOADS} if args.cells == ["all"] else set(args.cells)
     peak_by_shape = matmul_peak()
     peak = max(peak_by_shape.values())

@@ -46,7 +46,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .gemm import mm_nt, mm_nt_add, pack
+from . import native
+from .gemm import _bucket, mm_nt, mm_nt_add, pack
 from .schedule import Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
@@ -353,7 +354,11 @@ class _NaryLevels(torch.autograd.Function):
         b_in = torch.cat([_io_swap(b[: 3 * hs], hs), b[3 * hs:].repeat(k)], 0) * two_u[:, 0]
         W_fwd = W_in * two_u
         U_fwd = pack(U_in * two_u)
-        gates = b_in.expand(n, cols).clone()  # (N, C) pre-activations, then activations
+        use_native = native.available(xw)
+        pad = _native_pad(lv) if use_native and U_fwd.packed is not None else 0
+        # (N, C) pre-activations, then activations; `pad` rows past N for the native loop
+        gates_buf = b_in.expand(n + pad, cols).clone()
+        gates = gates_buf[:n]
         if m0:  # leaves: i, o, u only
             p0 = mm_nt(xw[:m0], W_fwd[: 3 * hs], b_in[: 3 * hs])  # (m0, 3h)
             if rows_w is None:
@@ -369,25 +374,11 @@ class _NaryLevels(torch.autograd.Function):
         h = xw.new_zeros(n + 1, hs)  # row n: zero padding row (missing children)
         c = xw.new_zeros(n + 1, hs)
         tc = xw.new_empty(n, hs)  # tanh(c_j), kept for the backward
-        slots_flat = slots.reshape(-1)
-        for lvl in range(lv.num_levels):
-            a, e = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            g = gates[a:e]  # (n_l, C)
-            cl = c[a:e]
-            if lvl == 0:  # no children: c_j = i ⊙ u (eq 13)
-                g.sigmoid_()
-                g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
-                torch.mul(g[:, hs: 2 * hs], g[:, 2 * hs: 3 * hs], out=cl)
-            else:
-                sl = slots_flat[a * k: e * k]  # (n_l K,)
-                hk = h.index_select(0, sl).view(e - a, k * hs)  # [h_j1; ...; h_jK]
-                torch.sigmoid(mm_nt_add(hk, U_fwd, g), out=g)  # eqs 9-12
-                u = g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
-                ck = c.index_select(0, sl).view(e - a, k, hs)
-                torch.sum(ck.mul_(g[:, 3 * hs:].view(e - a, k, hs)), 1, out=cl)  # Σ f c (13)
-                cl.addcmul_(g[:, hs: 2 * hs], u)  # + i ⊙ u (eq 13)
-            _tanh_(torch.mul(cl, 1, out=tc[a:e]))
-            torch.mul(g[:, :hs], tc[a:e], out=h[a:e])  # eq 14
+        if use_native:  # the loop below, in C++ (csrc/nary_levels.cpp)
+            torch.ops.gnn_treelstm.nary_forward(gates_buf, h, c, tc, slots.contiguous(),
+                                                list(lv.node_offsets), U_fwd.dense, U_fwd.packed)
+        else:
+            _nary_forward_loop(gates, h, c, tc, slots, lv, U_fwd)
         ctx.lv, ctx.rows_w, ctx.m0, ctx.perm = lv, rows_w, m0, perm
         ctx.save_for_backward(xw, W_in, U_in, slots, h, c, tc, gates)
         if perm is None:
@@ -399,10 +390,8 @@ class _NaryLevels(torch.autograd.Function):
     def backward(ctx, dh_out, dc_out):
         xw, W_in, U_in, slots, h, c, tc, gates = ctx.saved_tensors
         lv: Levels = ctx.lv
-        rows_w, m0 = ctx.rows_w, ctx.m0
-        n, k = slots.shape
+        n = slots.shape[0]
         hs = h.shape[1]
-        m = xw.shape[0]
         dh = h.new_empty(n + 1, hs)
         dc = h.new_empty(n + 1, hs)
         dh[n] = 0
@@ -414,62 +403,124 @@ class _NaryLevels(torch.autograd.Function):
             order = ctx.perm[1]
             torch.index_select(dh_out, 0, order, out=dh[:n])
             torch.index_select(dc_out, 0, order, out=dc[:n])
-        # Local derivatives of all nodes at once; with t = tanh(c_j), gates o, i, u, f:
-        #   dL/dc_j = dc_j + dh_j o (1 - t²)                   (eq 14 into eq 13)
-        #   d pre_o = dh_j t o (1 - o)    d pre_i = dL/dc_j u i (1 - i)
-        #   d pre_u = dL/dc_j i (1 - u²)  d pre_fℓ = dL/dc_j c_jℓ fℓ (1 - fℓ)
-        o, i, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs: 3 * hs]
-        f = gates[:, 3 * hs:].view(n, k, hs)
-        q_c = o * (1 - tc * tc)  # (N, h)
-        q_o = tc * o * (1 - o)
-        q3 = h.new_empty(n, 2 + k, hs)  # factors of dL/dc_j for i, u, f_1..f_K
-        torch.mul(u * i, 1 - i, out=q3[:, 0])
-        torch.mul(i, 1 - u * u, out=q3[:, 1])
-        ck_all = c.index_select(0, slots.reshape(-1)).view(n, k, hs)  # c_jℓ by slot
-        torch.mul(ck_all * f, 1 - f, out=q3[:, 2:])
-        dgates = torch.empty_like(gates)  # d pre-activations, (N, C), order o, i, u, f
         U_bwd = pack(U_in.t())  # (K h, C)
-        slots_flat = slots.reshape(-1)
-        for lvl in reversed(range(lv.num_levels)):
-            a, e = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            dhl = dh[a:e]
-            dcl = dc[a:e].addcmul_(dhl, q_c[a:e])  # dL/dc_j
-            dg = dgates[a:e]
-            torch.mul(dhl, q_o[a:e], out=dg[:, :hs])  # eq 11 (o)
-            dcl3 = dcl.unsqueeze(1)
-            torch.mul(dcl3, q3[a:e], out=dg[:, hs:].view(e - a, 2 + k, hs))  # eqs 9, 10, 12
-            if lvl:
-                sl = slots_flat[a * k: e * k]
-                dc.index_add_(0, sl, (dcl3 * f[a:e]).view(-1, hs))  # eq 13 -> c_jℓ
-                dh.index_add_(0, sl, mm_nt(dg, U_bwd).view(-1, hs))  # eqs 9-12 -> h_jℓ
-        a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
-        hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
-        # ((3+K) h, K h): one product over all inner nodes
-        dU = _io_swap(mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True), hs)
-        # every row got b; f_1..f_K share b^(f) and W^(f)
-        sums = dgates.sum(0)
-        db = torch.cat([_io_swap(sums[: 3 * hs], hs), sums[3 * hs:].view(k, hs).sum(0)])
-        dxw = None
-        need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-        dx_parts, dW = [], h.new_zeros(W_in.shape[0], xw.shape[1])  # (C, X) internal rows
-        if m0:
-            d0 = dgates[:m0, : 3 * hs] if rows_w is None else \
-                dgates.index_select(0, rows_w[:m0])[:, : 3 * hs]
-            if need_x:
-                dx_parts.append(mm_nt(d0, W_in[: 3 * hs].t()))  # (m0, X)
-            if need_w:
-                dW[: 3 * hs] = mm_nt(d0.t(), xw[:m0].t(), vary_k=True)
-        if m > m0:
-            d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
-            if need_x:
-                dx_parts.append(mm_nt(d1, W_in.t()))  # (M - m0, X)
-            if need_w:
-                dW += mm_nt(d1.t(), xw[m0:].t(), vary_k=True)
-        if need_x:  # no word rows at all: an empty (0, X) gradient
-            dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
-        dW = (torch.cat([_io_swap(dW[: 3 * hs], hs), dW[3 * hs:].view(k, hs, -1).sum(0)])
-              if need_w else None)
-        return dxw, dW, db, dU, None, None, None, None, None
+        if native.available(gates):  # the loop below in C++ (csrc/nary_levels.cpp)
+            pad = _native_pad(lv) if U_bwd.packed is not None else 0
+            dgates_buf = h.new_empty(n + pad, gates.shape[1])
+            dgates_buf[n:] = 0
+            dgates = dgates_buf[:n]
+            torch.ops.gnn_treelstm.nary_backward(
+                dgates_buf, dh, dc, gates, c, tc, slots.contiguous(), list(lv.node_offsets),
+                U_bwd.dense, U_bwd.packed)
+        else:
+            dgates = _nary_backward_loop(dh, dc, gates, c, tc, slots, lv, U_bwd)
+        return _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv)
+
+
+def _nary_forward_loop(gates, h, c, tc, slots, lv: Levels, U_fwd) -> None:
+    """The bottom-up loop of :class:`_NaryLevels` in Python (eqs 9-14): activates ``gates``
+    in place and writes ``h``, ``c``, ``tc``."""
+    n, k = slots.shape
+    hs = tc.shape[1]
+    slots_flat = slots.reshape(-1)
+    for lvl in range(lv.num_levels):
+        a, e = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+        g = gates[a:e]  # (n_l, C)
+        cl = c[a:e]
+        if lvl == 0:  # no children: c_j = i ⊙ u (eq 13)
+            g.sigmoid_()
+            g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
+            torch.mul(g[:, hs: 2 * hs], g[:, 2 * hs: 3 * hs], out=cl)
+        else:
+            sl = slots_flat[a * k: e * k]  # (n_l K,)
+            hk = h.index_select(0, sl).view(e - a, k * hs)  # [h_j1; ...; h_jK]
+            torch.sigmoid(mm_nt_add(hk, U_fwd, g), out=g)  # eqs 9-12
+            u = g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
+            ck = c.index_select(0, sl).view(e - a, k, hs)
+            torch.sum(ck.mul_(g[:, 3 * hs:].view(e - a, k, hs)), 1, out=cl)  # Σ f c (13)
+            cl.addcmul_(g[:, hs: 2 * hs], u)  # + i ⊙ u (eq 13)
+        _tanh_(torch.mul(cl, 1, out=tc[a:e]))
+        torch.mul(g[:, :hs], tc[a:e], out=h[a:e])  # eq 14
+
+
+def _native_pad(lv: Levels) -> int:
+    """Rows past N the native loop may read: a level's product runs on its row count
+    rounded up to a :func:`.gemm._bucket`."""
+    offs = lv.node_offsets
+    return max((_bucket(b - a) - (b - a) for a, b in zip(offs[:-1], offs[1:])), default=0)
+
+
+def _nary_backward_loop(dh, dc, gates, c, tc, slots, lv: Levels, U_bwd) -> torch.Tensor:
+    """The top-down loop of :class:`_NaryLevels` in Python: fills ``dh``/``dc`` of the
+    children and returns the pre-activation gradients (N, C)."""
+    n, k = slots.shape
+    hs = tc.shape[1]
+    # Local derivatives of all nodes at once; with t = tanh(c_j), gates o, i, u, f:
+    #   dL/dc_j = dc_j + dh_j o (1 - t²)                   (eq 14 into eq 13)
+    #   d pre_o = dh_j t o (1 - o)    d pre_i = dL/dc_j u i (1 - i)
+    #   d pre_u = dL/dc_j i (1 - u²)  d pre_fℓ = dL/dc_j c_jℓ fℓ (1 - fℓ)
+    o, i, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs: 3 * hs]
+    f = gates[:, 3 * hs:].view(n, k, hs)
+    q_c = o * (1 - tc * tc)  # (N, h)
+    q_o = tc * o * (1 - o)
+    q3 = tc.new_empty(n, 2 + k, hs)  # factors of dL/dc_j for i, u, f_1..f_K
+    torch.mul(u * i, 1 - i, out=q3[:, 0])
+    torch.mul(i, 1 - u * u, out=q3[:, 1])
+    ck_all = c.index_select(0, slots.reshape(-1)).view(n, k, hs)  # c_jℓ by slot
+    torch.mul(ck_all * f, 1 - f, out=q3[:, 2:])
+    dgates = torch.empty_like(gates)  # d pre-activations, (N, C), order o, i, u, f
+    slots_flat = slots.reshape(-1)
+    for lvl in reversed(range(lv.num_levels)):
+        a, e = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+        dhl = dh[a:e]
+        dcl = dc[a:e].addcmul_(dhl, q_c[a:e])  # dL/dc_j
+        dg = dgates[a:e]
+        torch.mul(dhl, q_o[a:e], out=dg[:, :hs])  # eq 11 (o)
+        dcl3 = dcl.unsqueeze(1)
+        torch.mul(dcl3, q3[a:e], out=dg[:, hs:].view(e - a, 2 + k, hs))  # eqs 9, 10, 12
+        if lvl:
+            sl = slots_flat[a * k: e * k]
+            dc.index_add_(0, sl, (dcl3 * f[a:e]).view(-1, hs))  # eq 13 -> c_jℓ
+            dh.index_add_(0, sl, mm_nt(dg, U_bwd).view(-1, hs))  # eqs 9-12 -> h_jℓ
+    return dgates
+
+
+def _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv: Levels):
+    """Gradients of :class:`_NaryLevels`' inputs from the pre-activation gradients (N, C)
+    (one product per weight over all nodes, not one per level)."""
+    rows_w, m0 = ctx.rows_w, ctx.m0
+    n, k = slots.shape
+    hs = h.shape[1]
+    m = xw.shape[0]
+    slots_flat = slots.reshape(-1)
+    a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
+    hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
+    # ((3+K) h, K h): one product over all inner nodes
+    dU = _io_swap(mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True), hs)
+    # every row got b; f_1..f_K share b^(f) and W^(f)
+    sums = dgates.sum(0)
+    db = torch.cat([_io_swap(sums[: 3 * hs], hs), sums[3 * hs:].view(k, hs).sum(0)])
+    dxw = None
+    need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
+    dx_parts, dW = [], h.new_zeros(W_in.shape[0], xw.shape[1])  # (C, X) internal rows
+    if m0:
+        d0 = dgates[:m0, : 3 * hs] if rows_w is None else \
+            dgates.index_select(0, rows_w[:m0])[:, : 3 * hs]
+        if need_x:
+            dx_parts.append(mm_nt(d0, W_in[: 3 * hs].t()))  # (m0, X)
+        if need_w:
+            dW[: 3 * hs] = mm_nt(d0.t(), xw[:m0].t(), vary_k=True)
+    if m > m0:
+        d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
+        if need_x:
+            dx_parts.append(mm_nt(d1, W_in.t()))  # (M - m0, X)
+        if need_w:
+            dW += mm_nt(d1.t(), xw[m0:].t(), vary_k=True)
+    if need_x:  # no word rows at all: an empty (0, X) gradient
+        dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
+    dW = (torch.cat([_io_swap(dW[: 3 * hs], hs), dW[3 * hs:].view(k, hs, -1).sum(0)])
+          if need_w else None)
+    return dxw, dW, db, dU, None, None, None, None, None
 
 
 def _nary_full_U(cell) -> torch.Tensor:

@@ -1,0 +1,268 @@
+// Fused N-ary Tree-LSTM level loops (Tai, Socher & Manning 2015, eqs 9-14) for float32 CPU
+// tensors: the whole bottom-up loop (forward) and top-down loop (backward) of one batch in one
+// call, each level = one gather, one matrix product, one fused element-wise pass.
+//
+// Built and loaded by gnn_treelstm/engine/native.py (g++ against the installed PyTorch's
+// headers; ops registered as torch.ops.gnn_treelstm.*). The Python reference of the same
+// arithmetic is _NaryLevels in gnn_treelstm/engine/level.py; tests/engine/test_native.py
+// compares the two.
+//
+// Layout (the caller, _NaryLevels, prepares it):
+//   gates (R, C), R >= N + pad: rows in schedule order (level l = rows off[l]:off[l+1]),
+//     columns o, i, u, f_1..f_K (C = (3+K) h). On entry: W x_j + b (u columns doubled:
+//     z' = 2z, so that u = tanh(z) = 2 sigma(z') - 1); on exit: the activated gates.
+//   h, c (N+1, h): states; row N is the zero padding row of missing children.
+//   tc (N, h): tanh(c_j), kept for the backward.
+//   slots (N, K) int64: children rows by position (N: missing).
+//   U_fwd: ((3+K)h, K h) recurrent matrix with the u rows doubled, dense, and optionally
+//     packed by mkldnn::_reorder_linear_weight (then products go through oneDNN).
+//   The pad rows let a level's product run on a row count rounded up to a bucket (the
+//   shapes oneDNN compiles kernels for stay few); rows past a level are read, never written.
+#include <ATen/ATen.h>
+#include <ATen/core/dispatch/Dispatcher.h>
+#include <torch/library.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+using at::Tensor;
+
+// Rows rounded up to a bucket; the same rule as gemm._bucket.
+int64_t bucket(int64_t m) {
+  if (m <= 16) return (m + 3) / 4 * 4;
+  if (m <= 128) return (m + 15) / 16 * 16;
+  if (m <= 1024) return (m + 63) / 64 * 64;
+  return (m + 255) / 256 * 256;
+}
+
+// exp(x) for float32, Cephes' range reduction and polynomial (max error about 1 ulp on
+// [-87, 88]); branch-free so that the loops below vectorize.
+inline float exp_f(float x) {
+  x = std::min(std::max(x, -87.0f), 88.0f);
+  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r + n * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(float));
+  return p * scale;
+}
+
+inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+
+// a (m, k) @ W^T + other -> (m, n): oneDNN with the packed W, else torch.addmm.
+Tensor linear_add(const Tensor& a, const Tensor& other, const Tensor& w_dense,
+                  const std::optional<Tensor>& w_packed) {
+  if (w_packed.has_value()) {
+    static auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("mkldnn::_linear_pointwise", "binary")
+            .typed<Tensor(const Tensor&, const Tensor&, const Tensor&,
+                          const std::optional<Tensor>&, c10::string_view)>();
+    return op.call(a, other, *w_packed, std::nullopt, "add");
+  }
+  return at::addmm(other, a, w_dense.t());
+}
+
+// a (m, k) @ W^T -> (m, n).
+Tensor linear_nt(const Tensor& a, const Tensor& w_dense, const std::optional<Tensor>& w_packed) {
+  if (w_packed.has_value()) {
+    static auto op =
+        c10::Dispatcher::singleton()
+            .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
+            .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&,
+                          c10::string_view, c10::List<std::optional<c10::Scalar>>,
+                          std::optional<c10::string_view>)>();
+    static const c10::List<std::optional<c10::Scalar>> no_scalars;
+    return op.call(a, *w_packed, std::nullopt, "none", no_scalars, "");
+  }
+  return at::mm(a, w_dense.t());
+}
+
+void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& slots,
+                  at::IntArrayRef off, int64_t pad_rows) {
+  TORCH_CHECK(gates.device().is_cpu() && gates.scalar_type() == at::kFloat,
+              "nary_levels: float32 CPU tensors only");
+  TORCH_CHECK(gates.is_contiguous() && h.is_contiguous() && c.is_contiguous() &&
+                  slots.is_contiguous(),
+              "nary_levels: contiguous buffers expected");
+  TORCH_CHECK(slots.scalar_type() == at::kLong, "nary_levels: slots must be int64");
+  const int64_t n = slots.size(0);
+  TORCH_CHECK(off.size() >= 1 && off.front() == 0 && off.back() == n,
+              "nary_levels: offsets must run from 0 to N");
+  TORCH_CHECK(h.size(0) == n + 1 && c.size(0) == n + 1, "nary_levels: h, c need N + 1 rows");
+  TORCH_CHECK(gates.size(0) >= n + pad_rows, "nary_levels: gates needs ", pad_rows,
+              " pad rows past N");
+}
+
+int64_t max_pad(at::IntArrayRef off) {
+  int64_t pad = 0;
+  for (size_t l = 0; l + 1 < off.size(); ++l) {
+    const int64_t m = off[l + 1] - off[l];
+    pad = std::max(pad, bucket(m) - m);
+  }
+  return pad;
+}
+
+// Forward, bottom-up (eqs 9-14). Writes gates (activated), h, c, tc.
+void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& tc, const Tensor& slots,
+                  at::IntArrayRef off, const Tensor& U_fwd,
+                  const std::optional<Tensor>& U_packed) {
+  const bool packed = U_packed.has_value();
+  check_inputs(gates, h, c, slots, off, packed ? max_pad(off) : 0);
+  const int64_t n = slots.size(0), K = slots.size(1), hs = h.size(1), C = gates.size(1);
+  TORCH_CHECK(C == (3 + K) * hs && U_fwd.size(0) == C && U_fwd.size(1) == K * hs,
+              "nary_levels: U must be ((3+K) h, K h)");
+  float* G = gates.data_ptr<float>();
+  float* H = h.data_ptr<float>();
+  float* Cs = c.data_ptr<float>();
+  float* T = tc.data_ptr<float>();
+  const int64_t* S = slots.data_ptr<int64_t>();
+  int64_t max_rows = 0;
+  for (size_t l = 1; l + 1 < off.size(); ++l)
+    max_rows = std::max(max_rows, bucket(off[l + 1] - off[l]));
+  Tensor hk = at::zeros({std::max<int64_t>(max_rows, 1), K * hs}, gates.options());
+  float* HK = hk.data_ptr<float>();
+
+  // One node: pre-activations `pre` (C) -> activated gates at row j; c_j, tanh(c_j), h_j.
+  auto finish_row = [&](const float* pre, int64_t j, bool has_children) {
+    float* g = G + j * C;
+    const int64_t ncols = has_children ? C : 3 * hs;  // leaves: o, i, u only
+#pragma omp simd
+    for (int64_t q = 0; q < ncols; ++q) g[q] = sigmoid_f(pre[q]);  // eqs 9-12
+    float* o = g;
+    float* i = g + hs;
+    float* u = g + 2 * hs;
+    float* cj = Cs + j * hs;
+#pragma omp simd
+    for (int64_t q = 0; q < hs; ++q) {
+      u[q] = 2.0f * u[q] - 1.0f;  // u = tanh(z) = 2 sigma(2z) - 1 (eq 12)
+      cj[q] = i[q] * u[q];         // i (.) u (eq 13)
+    }
+    if (has_children) {
+      for (int64_t l = 0; l < K; ++l) {  // + sum_l f_l (.) c_jl (eq 13)
+        const float* f = g + (3 + l) * hs;
+        const float* ck = Cs + S[j * K + l] * hs;
+#pragma omp simd
+        for (int64_t q = 0; q < hs; ++q) cj[q] += f[q] * ck[q];
+      }
+    }
+    float* t = T + j * hs;
+    float* hj = H + j * hs;
+#pragma omp simd
+    for (int64_t q = 0; q < hs; ++q) {
+      t[q] = 2.0f * sigmoid_f(2.0f * cj[q]) - 1.0f;  // tanh(c_j)
+      hj[q] = o[q] * t[q];                            // eq 14
+    }
+  };
+
+  const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
+  for (int64_t j = 0; j < off[std::min<int64_t>(1, num_levels)]; ++j)
+    finish_row(G + j * C, j, false);  // level 0: leaves, no children
+  for (int64_t lvl = 1; lvl < num_levels; ++lvl) {
+    const int64_t a = off[lvl], e = off[lvl + 1], m = e - a;
+    const int64_t rows = packed ? bucket(m) : m;
+    for (int64_t r = 0; r < m; ++r)  // [h_j1; ...; h_jK] (n_l, K h)
+      for (int64_t l = 0; l < K; ++l)
+        std::memcpy(HK + (r * K + l) * hs, H + S[(a + r) * K + l] * hs, hs * sizeof(float));
+    // U [h_j1; ...; h_jK] + W x_j + b: pre-activations of eqs 9-12, (rows, C)
+    Tensor pre = linear_add(hk.narrow(0, 0, rows), gates.narrow(0, a, rows), U_fwd, U_packed)
+                     .contiguous();
+    const float* P = pre.data_ptr<float>();
+    for (int64_t r = 0; r < m; ++r) finish_row(P + r * C, a + r, true);
+  }
+}
+
+// Backward, top-down. dh, dc (N+1, h) hold dL/dh, dL/dc of the outputs (schedule order) and
+// receive the children's contributions; dgates (R, C), R >= N + pad, receives the gradients
+// of the pre-activations (z for u, not z'); rows past N are read as padding and must be
+// finite. U_bwd: (K h, C) = U^T, optionally packed.
+void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc, const Tensor& gates, const Tensor& c,
+                   const Tensor& tc, const Tensor& slots, at::IntArrayRef off,
+                   const Tensor& U_bwd, const std::optional<Tensor>& U_packed) {
+  const bool packed = U_packed.has_value();
+  check_inputs(dgates, dh, dc, slots, off, packed ? max_pad(off) : 0);
+  const int64_t K = slots.size(1), hs = dh.size(1), C = dgates.size(1);
+  TORCH_CHECK(gates.is_contiguous() && tc.is_contiguous() && gates.size(1) == C,
+              "nary_levels: gates/tc layout");
+  float* DG = dgates.data_ptr<float>();
+  float* DH = dh.data_ptr<float>();
+  float* DC = dc.data_ptr<float>();
+  const float* G = gates.data_ptr<float>();
+  const float* Cs = c.data_ptr<float>();
+  const float* T = tc.data_ptr<float>();
+  const int64_t* S = slots.data_ptr<int64_t>();
+  const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
+  for (int64_t lvl = num_levels - 1; lvl >= 0; --lvl) {
+    const int64_t a = off[lvl], e = off[lvl + 1], m = e - a;
+    for (int64_t j = a; j < e; ++j) {
+      const float* g = G + j * C;
+      const float *o = g, *i = g + hs, *u = g + 2 * hs;
+      const float* t = T + j * hs;
+      const float* dhj = DH + j * hs;
+      float* dcj = DC + j * hs;
+      float* dg = DG + j * C;
+#pragma omp simd
+      for (int64_t q = 0; q < hs; ++q) {
+        dcj[q] += dhj[q] * o[q] * (1.0f - t[q] * t[q]);  // dL/dc_j (eq 14 into eq 13)
+        dg[q] = dhj[q] * t[q] * o[q] * (1.0f - o[q]);    // d pre_o (eq 14, eq 11)
+        dg[hs + q] = dcj[q] * u[q] * i[q] * (1.0f - i[q]);        // d pre_i (eqs 13, 9)
+        dg[2 * hs + q] = dcj[q] * i[q] * (1.0f - u[q] * u[q]);    // d pre_u (eqs 13, 12)
+      }
+      for (int64_t l = 0; l < K; ++l) {
+        float* dgf = dg + (3 + l) * hs;
+        if (lvl == 0) {  // leaves have no forget gates
+          std::memset(dgf, 0, hs * sizeof(float));
+          continue;
+        }
+        const int64_t s = S[j * K + l];
+        const float* f = g + (3 + l) * hs;
+        const float* ck = Cs + s * hs;
+        float* dck = DC + s * hs;
+#pragma omp simd
+        for (int64_t q = 0; q < hs; ++q) {
+          dgf[q] = dcj[q] * ck[q] * f[q] * (1.0f - f[q]);  // d pre_f_l (eqs 13, 10)
+          dck[q] += dcj[q] * f[q];                         // eq 13 -> c_jl
+        }
+      }
+    }
+    if (lvl == 0) break;
+    const int64_t rows = packed ? bucket(m) : m;
+    // eqs 9-12 -> [h_j1; ...; h_jK]: (rows, C) @ (C, K h)
+    Tensor dhk = linear_nt(dgates.narrow(0, a, rows), U_bwd, U_packed).contiguous();
+    const float* DHK = dhk.data_ptr<float>();
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t l = 0; l < K; ++l) {
+        float* d = DH + S[(a + r) * K + l] * hs;
+        const float* src = DHK + (r * K + l) * hs;
+#pragma omp simd
+        for (int64_t q = 0; q < hs; ++q) d[q] += src[q];
+      }
+  }
+}
+
+}  // namespace
+
+// Catch-all kernels: the packed weight is an MkldnnCPU tensor, the rest are plain CPU ones.
+TORCH_LIBRARY(gnn_treelstm, m) {
+  m.def(
+      "nary_forward(Tensor(a!) gates, Tensor(b!) h, Tensor(c!) c, Tensor(d!) tc, Tensor slots, "
+      "int[] offsets, Tensor U_fwd, Tensor? U_packed) -> ()",
+      &nary_forward);
+  m.def(
+      "nary_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, Tensor c, "
+      "Tensor tc, Tensor slots, int[] offsets, Tensor U_bwd, Tensor? U_packed) -> ()",
+      &nary_backward);
+}

@@ -1,0 +1,170 @@
+"""Native (C++) level loops of the level engine, compiled on first use.
+
+The N-ary and sequential level kernels (``_NaryLevels`` in :mod:`.level`) spend most of
+their time outside the matrix products: a level of a batch of 25 SST trees has about 50
+nodes, and each of the ~15 small tensor operations of a level costs 2-5 us of dispatch.
+``csrc/nary_levels.cpp`` runs the whole level loop of one batch (forward bottom-up,
+backward top-down) in one call: per level one gather, one matrix product (oneDNN with the
+packed weight, as :mod:`.gemm`), one fused element-wise pass. The arithmetic is that of the
+Python loop in ``_NaryLevels``, which stays the reference and the fallback
+(``tests/engine/test_native.py`` compares the two).
+
+Building: the source is compiled with the system C++ compiler (``$CXX``, else ``g++``)
+against the installed PyTorch's headers, ``-O3 -march=native``, into a cache directory
+(``$GNN_TREELSTM_CACHE``, else ``~/.cache/gnn_treelstm``); the file name carries a hash of
+the source, PyTorch's version, the compiler, the flags and the CPU, so a change of any of
+them rebuilds, and a finished build is renamed into place atomically (several processes
+may build at once). A build takes about 10 s and happens once per machine.
+
+Choice, by ``GNN_TREELSTM_NATIVE``:
+
+* ``auto`` (default): the native loops for float32 CPU tensors when the build succeeds; on
+  a failed build (no compiler, say), the Python loops, with one logged warning that
+  includes the compiler's message.
+* ``on``: as ``auto``, but a failed build is an error.
+* ``off``: always the Python loops.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import torch
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_path"]
+
+CHOICES = ("auto", "on", "off")
+SOURCE = Path(__file__).with_name("csrc") / "nary_levels.cpp"
+FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++17",
+         "-shared", "-fPIC", "-fopenmp-simd",
+         "-Wno-c++20-extensions")
+
+_state: dict[str, object] = {"choice": None, "loaded": None, "error": ""}
+
+
+def choice() -> str:
+    """The requested mode: ``set_choice`` if called, else ``$GNN_TREELSTM_NATIVE``."""
+    if _state["choice"] is None:
+        value = os.environ.get("GNN_TREELSTM_NATIVE", "auto").strip().lower() or "auto"
+        if value not in CHOICES:
+            raise ValueError(
+                f"GNN_TREELSTM_NATIVE={value!r} is not a choice; use one of {', '.join(CHOICES)}"
+            )
+        _state["choice"] = value
+    return _state["choice"]  # type: ignore[return-value]
+
+
+def set_choice(value: str | None) -> None:
+    """Choose in-process (``None``: back to ``$GNN_TREELSTM_NATIVE``)."""
+    if value is not None and value not in CHOICES:
+        raise ValueError(f"unknown native-kernel choice {value!r}; use one of {CHOICES}")
+    _state["choice"] = value
+
+
+def _compiler() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+def _cpu_signature() -> str:
+    """What ``-march=native`` depends on: the CPU's model and flags (Linux), else the
+    machine name."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))]
+        return "\n".join(sorted(set(lines)))
+    except OSError:
+        return platform.machine() + platform.processor()
+
+
+def _cache_dir() -> Path:
+    root = os.environ.get("GNN_TREELSTM_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "gnn_treelstm"
+
+
+def library_path() -> Path:
+    """Where the shared library for this source, PyTorch, compiler and CPU lives."""
+    cxx = _compiler()
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = "?"
+    key = hashlib.sha256()
+    for part in (SOURCE.read_bytes(), torch.__version__.encode(), cxx.encode(),
+                 version.encode(), " ".join(FLAGS).encode(), _cpu_signature().encode(),
+                 sys.version.encode()):
+        key.update(part)
+        key.update(b"\0")
+    return _cache_dir() / f"nary_levels-{key.hexdigest()[:16]}.so"
+
+
+def build(force: bool = False) -> Path:
+    """Compile the native loops (unless already built) and return the library's path.
+    Raises ``RuntimeError`` with the compiler's output when the build fails."""
+    out = library_path()
+    if out.exists() and not force:
+        return out
+    cxx = _compiler()
+    if shutil.which(cxx) is None:
+        raise RuntimeError(f"no C++ compiler {cxx!r} on PATH (set $CXX, or install g++)")
+    torch_dir = Path(torch.__file__).parent
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
+    os.close(fd)
+    cmd = [cxx, *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+           f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
+           str(SOURCE), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
+           f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", tmp]
+    logger.info("building the native level loops: %s", " ".join(cmd))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        Path(tmp).unlink(missing_ok=True)
+        raise RuntimeError(f"compiling {SOURCE.name} failed: {exc}") from exc
+    if proc.returncode != 0:
+        Path(tmp).unlink(missing_ok=True)
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise RuntimeError(f"compiling {SOURCE.name} failed (exit {proc.returncode}):\n{tail}")
+    os.replace(tmp, out)  # atomic: a concurrent reader sees no half-written library
+    return out
+
+
+def _ops_loaded() -> bool:
+    """Whether the ops are registered already (a library loads once per process)."""
+    return hasattr(torch.ops.gnn_treelstm, "nary_forward")
+
+
+def _load() -> bool:
+    if _state["loaded"] is None:
+        try:
+            if not _ops_loaded():
+                torch.ops.load_library(str(build()))
+            _state["loaded"], _state["error"] = True, ""
+        except (RuntimeError, OSError) as exc:
+            _state["loaded"], _state["error"] = False, str(exc)
+            if choice() == "on":
+                raise RuntimeError(
+                    f"GNN_TREELSTM_NATIVE=on but the native level loops are unusable: {exc}"
+                ) from exc
+            logger.warning("native level loops unusable, using the Python loops: %s", exc)
+    return bool(_state["loaded"])
+
+
+def available(t: torch.Tensor | None = None) -> bool:
+    """Whether the level kernels use the native loops (for tensor ``t``: float32, CPU)."""
+    if choice() == "off":
+        return False
+    if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
+        return False
+    return _load()

@@ -1,0 +1,133 @@
+"""The native (C++) N-ary / sequential level loops equal the Python loops they replace."""
+
+from __future__ import annotations
+
+import logging
+import shutil
+
+import dgl
+import pytest
+import torch
+
+from gnn_treelstm.cells import build_cell
+from gnn_treelstm.engine import gemm, native
+from gnn_treelstm.engine.level import level_forward
+from gnn_treelstm.graph import make_tree
+from tests.trees import chain, random_batch
+
+needs_compiler = pytest.mark.skipif(shutil.which(native._compiler()) is None,
+                                    reason="needs a C++ compiler")
+
+
+@pytest.fixture
+def restore_choices():
+    yield
+    native.set_choice(None)
+    gemm.set_backend(None)
+
+
+def _states_and_grads(cell, graph, x, choice):
+    native.set_choice(choice)
+    torch.manual_seed(1)
+    wh = torch.randn(graph.num_nodes(), cell.out_size)
+    wc = torch.randn(graph.num_nodes(), cell.out_size)
+    x = x.detach().clone().requires_grad_(True)
+    cell.zero_grad(set_to_none=True)
+    h, c = level_forward(cell, graph, x)
+    ((h * wh).sum() + (c * wc).sum()).backward()
+    grads = {n: p.grad.clone() for n, p in cell.named_parameters() if p.grad is not None}
+    grads["x"] = x.grad.clone()
+    return h.detach(), c.detach(), grads
+
+
+def assert_native_equals_python(cell, graph, x, tol=1e-5):
+    h0, c0, g0 = _states_and_grads(cell, graph, x, "off")
+    h1, c1, g1 = _states_and_grads(cell, graph, x, "on")
+    torch.testing.assert_close(h1, h0, rtol=tol, atol=tol)
+    torch.testing.assert_close(c1, c0, rtol=tol, atol=tol)
+    assert set(g0) == set(g1)
+    for name in g0:
+        scale = max(1.0, float(g0[name].abs().max()))
+        torch.testing.assert_close(g1[name] / scale, g0[name] / scale, rtol=tol, atol=tol,
+                                   msg=lambda m, name=name: f"gradient of {name}: {m}")
+
+
+@needs_compiler
+@pytest.mark.parametrize("backend", ["auto", "torch"])  # packed oneDNN / torch.addmm products
+@pytest.mark.parametrize("n_ary,tie,words", [(2, False, "leaves"), (3, False, "all"),
+                                             (3, True, "leaves"), (2, True, "all")])
+def test_nary_native_equals_python(restore_choices, backend, n_ary, tie, words):
+    gemm.set_backend(backend)
+    torch.manual_seed(0)
+    g = dgl.batch(random_batch(3, 30, max_children=n_ary, words=words))
+    cell = build_cell("nary", 7, 5, n_ary=n_ary, tie_forget=tie)
+    assert_native_equals_python(cell, g, torch.randn(g.num_nodes(), 7))
+
+
+@needs_compiler
+def test_native_at_sst_sizes_large_levels_and_missing_children(restore_choices):
+    # h 150, levels of hundreds of nodes (the padded row buckets), a missing left child
+    torch.manual_seed(0)
+    trees = random_batch(5, 120, max_children=2, words="leaves")
+    trees.append(make_tree([1, -1], [3, -1], positions=[1, 0]))  # only a child at position 1
+    g = dgl.batch(trees)
+    cell = build_cell("nary", 30, 150, n_ary=2)
+    assert_native_equals_python(cell, g, torch.randn(g.num_nodes(), 30), tol=2e-5)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", ["lstm", "bilstm2"])
+def test_sequential_native_equals_python(restore_choices, name):
+    torch.manual_seed(0)
+    g = dgl.batch([chain(n, seed=n) for n in (1, 2, 17, 40)])
+    cell = build_cell(name, 7, 5)
+    assert_native_equals_python(cell, g, torch.randn(g.num_nodes(), 7))
+
+
+@needs_compiler
+def test_build_is_cached_and_named_by_content(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path))
+    path = native.build()
+    assert path.parent == tmp_path and path.exists()
+    stamp = path.stat().st_mtime_ns
+    assert native.build() == path and path.stat().st_mtime_ns == stamp  # not rebuilt
+    assert list(tmp_path.iterdir()) == [path]  # no temporary files left behind
+
+
+def test_failed_build_names_the_compiler(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path))
+    monkeypatch.setenv("CXX", "no-such-compiler-xyz")
+    with pytest.raises(RuntimeError, match="no-such-compiler-xyz"):
+        native.build()
+
+
+def test_unusable_library_falls_back_with_a_warning_or_raises_when_required(
+        restore_choices, monkeypatch, caplog):
+    def broken_build(force=False):
+        raise RuntimeError("compiling nary_levels.cpp failed (exit 1): boom")
+
+    monkeypatch.setattr(native, "_ops_loaded", lambda: False)
+    monkeypatch.setattr(native, "build", broken_build)
+    monkeypatch.setitem(native._state, "loaded", None)
+    native.set_choice("auto")
+    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.engine.native"):
+        assert native.available() is False
+    assert "boom" in caplog.text
+    monkeypatch.setitem(native._state, "loaded", None)
+    native.set_choice("on")
+    with pytest.raises(RuntimeError, match="GNN_TREELSTM_NATIVE=on.*boom"):
+        native.available()
+    monkeypatch.setitem(native._state, "loaded", None)
+
+
+def test_choices_and_dtypes(restore_choices, monkeypatch):
+    with pytest.raises(ValueError, match="auto, on, off"):
+        monkeypatch.setenv("GNN_TREELSTM_NATIVE", "fast")
+        native.set_choice(None)
+        native.choice()
+    with pytest.raises(ValueError, match="unknown native-kernel choice"):
+        native.set_choice("yes")
+    native.set_choice("off")
+    assert native.available() is False
+    native.set_choice("auto")
+    assert native.available(torch.zeros(1, dtype=torch.float64)) is False  # float32 only
