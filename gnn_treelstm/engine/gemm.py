@@ -124,13 +124,14 @@ def _bucket(m: int) -> int:
     """Rows padded up to a bucket: oneDNN builds (JIT-compiles and caches) one kernel per
     distinct shape, and level sizes take hundreds of values; buckets keep the number of
     kernels (and the memory of its cache) small."""
-    if m <= 16:  # small products cost about 20 us + 0.8 us per row: pad little
-        return -(-m // 4) * 4
+    # a level-sized product costs about 20 us + 1 us per row (2 Zen 5 cores): pad little
+    if m <= 16:
+        return -(-m // 2) * 2
     if m <= 128:
-        return -(-m // 16) * 16
+        return -(-m // 8) * 8
     if m <= 1024:
-        return -(-m // 64) * 64
-    return -(-m // 256) * 256
+        return -(-m // 32) * 32
+    return -(-m // 128) * 128
 
 
 def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
@@ -138,14 +139,16 @@ def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
 
 
 def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None = None,
-          *, vary_k: bool = False) -> torch.Tensor:
+          *, vary_k: bool = False, vary_m: bool = True) -> torch.Tensor:
     """``a @ w.T (+ bias)`` for ``a`` (m, k) and ``w`` (n, k) (any strides; or a
     :class:`Packed` weight) -> (m, n).
 
-    With oneDNN, ``m`` is padded up to a bucket (zero rows, sliced off again), and so is
-    ``k`` (zero columns of both, which add nothing) when ``vary_k`` says that it changes
-    from batch to batch (weight-gradient products, whose ``k`` is a number of nodes): the
-    shapes oneDNN sees, and so the kernels it compiles and caches, stay a few dozen."""
+    With oneDNN, ``m`` is padded up to a bucket (zero rows, sliced off again) unless
+    ``vary_m=False`` says it is fixed by the model (weight-gradient products, whose ``m``
+    is a weight's size), and ``k`` is padded too (zero columns of both, which add nothing)
+    when ``vary_k`` says that it changes from batch to batch (weight-gradient products,
+    whose ``k`` is a number of nodes): the shapes oneDNN sees, and so the kernels it
+    compiles and caches, stay a few dozen."""
     m = a.shape[0]
     if isinstance(w, Packed):
         if w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu":
@@ -161,8 +164,8 @@ def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None =
             if kp != k:
                 a = torch.nn.functional.pad(a, (0, kp - k))
                 w = torch.nn.functional.pad(w, (0, kp - k))
-        out = torch.ops.mkldnn._linear_pointwise(_pad_rows(a, _bucket(m)), w, bias,
-                                                 "none", [], "")
+        out = torch.ops.mkldnn._linear_pointwise(_pad_rows(a, _bucket(m)) if vary_m else a,
+                                                 w, bias, "none", [], "")
         return out[:m]
     return torch.mm(a, w.t()) if bias is None else torch.addmm(bias, a, w.t())
 

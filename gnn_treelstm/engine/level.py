@@ -496,7 +496,7 @@ def _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv: Levels):
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
     hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
     # ((3+K) h, K h): one product over all inner nodes
-    dU = _io_swap(mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True), hs)
+    dU = _io_swap(mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True, vary_m=False), hs)
     # every row got b; f_1..f_K share b^(f) and W^(f)
     sums = dgates.sum(0)
     db = torch.cat([_io_swap(sums[: 3 * hs], hs), sums[3 * hs:].view(k, hs).sum(0)])
@@ -509,13 +509,13 @@ def _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv: Levels):
         if need_x:
             dx_parts.append(mm_nt(d0, W_in[: 3 * hs].t()))  # (m0, X)
         if need_w:
-            dW[: 3 * hs] = mm_nt(d0.t(), xw[:m0].t(), vary_k=True)
+            dW[: 3 * hs] = mm_nt(d0.t(), xw[:m0].t(), vary_k=True, vary_m=False)
     if m > m0:
         d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
         if need_x:
             dx_parts.append(mm_nt(d1, W_in.t()))  # (M - m0, X)
         if need_w:
-            dW += mm_nt(d1.t(), xw[m0:].t(), vary_k=True)
+            dW += mm_nt(d1.t(), xw[m0:].t(), vary_k=True, vary_m=False)
     if need_x:  # no word rows at all: an empty (0, X) gradient
         dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
     dW = (torch.cat([_io_swap(dW[: 3 * hs], hs), dW[3 * hs:].view(k, hs, -1).sum(0)])

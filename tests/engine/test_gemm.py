@@ -61,7 +61,7 @@ def test_float64_and_torch_backend_are_exact():
 
 def test_bucket_bounds_the_shapes():
     sizes = {gemm._bucket(m) for m in range(1, 2000)}
-    assert len(sizes) < 30
+    assert len(sizes) < 64  # a few dozen oneDNN kernels per product, not one per size
     assert all(gemm._bucket(m) >= m for m in range(1, 2000))
 
 

@@ -34,10 +34,10 @@ using at::Tensor;
 
 // Rows rounded up to a bucket; the same rule as gemm._bucket.
 int64_t bucket(int64_t m) {
-  if (m <= 16) return (m + 3) / 4 * 4;
-  if (m <= 128) return (m + 15) / 16 * 16;
-  if (m <= 1024) return (m + 63) / 64 * 64;
-  return (m + 255) / 256 * 256;
+  if (m <= 16) return (m + 1) / 2 * 2;
+  if (m <= 128) return (m + 7) / 8 * 8;
+  if (m <= 1024) return (m + 31) / 32 * 32;
+  return (m + 127) / 128 * 128;
 }
 
 // exp(x) for float32, Cephes' range reduction and polynomial (max error about 1 ulp on
