@@ -47,7 +47,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import native
-from .gemm import _bucket, mm_nt, mm_nt_add, pack
+from .gemm import mm_nt, mm_nt_add, pack
 from .schedule import Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
@@ -319,9 +319,14 @@ def _tanh_(t: torch.Tensor) -> torch.Tensor:
     return t.mul_(2).sigmoid_().mul_(2).sub_(1)
 
 
-def _io_swap(t: torch.Tensor, hs: int) -> torch.Tensor:
-    """Swap the first two ``hs``-blocks of rows: gate order ``i, o, ...`` <-> ``o, i, ...``."""
-    return torch.cat([t[hs: 2 * hs], t[:hs], t[2 * hs:]], 0)
+def _gate_bias(b: torch.Tensor, hs: int, k: int) -> torch.Tensor:
+    """The bias (4h,) rows ``i, o, u, f`` -> one per gate column ``i, o, u, f_1..f_K``."""
+    return torch.cat([b[: 3 * hs], b[3 * hs:].repeat(k)])
+
+
+def _gate_weight(W: torch.Tensor, hs: int, k: int) -> torch.Tensor:
+    """``W`` (4h, X) rows ``i, o, u, f`` -> ((3+K) h, X), ``W^(f)`` once per forget gate."""
+    return torch.cat([W[: 3 * hs], W[3 * hs:].repeat(k, 1)])
 
 
 class _NaryLevels(torch.autograd.Function):
@@ -335,9 +340,10 @@ class _NaryLevels(torch.autograd.Function):
     rows by position (padding N); ``lv``; ``perm``: ``(rank, order)`` to return node order,
     or ``None`` for schedule order. Every row gets ``b``. Outputs ``h, c`` (N, h).
 
-    Internals: gate columns in the order ``o, i, u, f_1..f_K`` (``i, u, f`` contiguous, so
-    the backward scales them by ``dL/dc`` in one op); the forward weights of ``u`` are
-    doubled so that one ``sigmoid`` activates every gate, ``u = tanh(z) = 2σ(2z) - 1``.
+    The gate columns of the internal buffers follow ``U``'s rows, ``i, o, u, f_1..f_K``
+    (C = (3+K) h). The level loops run in C++ for float32 CPU tensors
+    (:mod:`.native`), else in Python (:func:`_nary_forward_loop`,
+    :func:`_nary_backward_loop`).
     """
 
     @staticmethod
@@ -346,41 +352,40 @@ class _NaryLevels(torch.autograd.Function):
         hs = U.shape[1] // k
         cols = (3 + k) * hs
         m = xw.shape[0]
-        # internal gate order o, i, u, f_1..f_K; forward copies with the u rows doubled
-        two_u = W.new_ones(cols, 1)
-        two_u[2 * hs: 3 * hs] = 2
-        U_in = _io_swap(U, hs)  # ((3+K) h, K h)
-        W_in = torch.cat([_io_swap(W[: 3 * hs], hs), W[3 * hs:].repeat(k, 1)], 0)  # (C, X)
-        b_in = torch.cat([_io_swap(b[: 3 * hs], hs), b[3 * hs:].repeat(k)], 0) * two_u[:, 0]
-        W_fwd = W_in * two_u
-        U_fwd = pack(U_in * two_u)
+        b_all = _gate_bias(b, hs, k)  # (C,)
         use_native = native.available(xw)
-        pad = _native_pad(lv) if use_native and U_fwd.packed is not None else 0
-        # (N, C) pre-activations, then activations; `pad` rows past N for the native loop
-        gates_buf = b_in.expand(n + pad, cols).clone()
-        gates = gates_buf[:n]
+        # (N, C) W x_j + b (eqs 9-12), then the activated gates. The native loop reads only
+        # i, o, u of the leaves, so their forget columns need no value there.
+        if use_native and rows_w is None and m0 > 0:
+            gates = xw.new_empty(n, cols)
+            gates[m0:] = b_all
+        else:
+            gates = b_all.expand(n, cols).clone()
         if m0:  # leaves: i, o, u only
-            p0 = mm_nt(xw[:m0], W_fwd[: 3 * hs], b_in[: 3 * hs])  # (m0, 3h)
+            p0 = mm_nt(xw[:m0], W[: 3 * hs], b[: 3 * hs])  # (m0, 3h)
             if rows_w is None:
                 gates[:m0, : 3 * hs] = p0
             else:
                 gates[:, : 3 * hs].index_copy_(0, rows_w[:m0], p0)
         if m > m0:
-            p1 = mm_nt(xw[m0:], W_fwd, b_in)  # (M - m0, C)
+            p1 = mm_nt(xw[m0:], _gate_weight(W, hs, k), b_all)  # (M - m0, C)
             if rows_w is None:
                 gates[m0:m] = p1
             else:
                 gates.index_copy_(0, rows_w[m0:], p1)
-        h = xw.new_zeros(n + 1, hs)  # row n: zero padding row (missing children)
-        c = xw.new_zeros(n + 1, hs)
+        h = xw.new_empty(n + 1, hs)  # row n: zero padding row (missing children)
+        c = xw.new_empty(n + 1, hs)
+        h[n] = 0
+        c[n] = 0
         tc = xw.new_empty(n, hs)  # tanh(c_j), kept for the backward
+        U_fwd = pack(U)
         if use_native:  # the loop below, in C++ (csrc/nary_levels.cpp)
-            torch.ops.gnn_treelstm.nary_forward(gates_buf, h, c, tc, slots.contiguous(),
-                                                list(lv.node_offsets), U_fwd.dense, U_fwd.packed)
+            torch.ops.gnn_treelstm.nary_forward(gates, h, c, tc, slots.contiguous(),
+                                                lv.node_offsets, U_fwd.dense, U_fwd.packed)
         else:
             _nary_forward_loop(gates, h, c, tc, slots, lv, U_fwd)
         ctx.lv, ctx.rows_w, ctx.m0, ctx.perm = lv, rows_w, m0, perm
-        ctx.save_for_backward(xw, W_in, U_in, slots, h, c, tc, gates)
+        ctx.save_for_backward(xw, W, U, slots, h, c, tc, gates)
         if perm is None:
             return h[:n], c[:n]
         rank = perm[0]
@@ -388,7 +393,7 @@ class _NaryLevels(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        xw, W_in, U_in, slots, h, c, tc, gates = ctx.saved_tensors
+        xw, W, U, slots, h, c, tc, gates = ctx.saved_tensors
         lv: Levels = ctx.lv
         n = slots.shape[0]
         hs = h.shape[1]
@@ -403,18 +408,15 @@ class _NaryLevels(torch.autograd.Function):
             order = ctx.perm[1]
             torch.index_select(dh_out, 0, order, out=dh[:n])
             torch.index_select(dc_out, 0, order, out=dc[:n])
-        U_bwd = pack(U_in.t())  # (K h, C)
-        if native.available(gates):  # the loop below in C++ (csrc/nary_levels.cpp)
-            pad = _native_pad(lv) if U_bwd.packed is not None else 0
-            dgates_buf = h.new_empty(n + pad, gates.shape[1])
-            dgates_buf[n:] = 0
-            dgates = dgates_buf[:n]
-            torch.ops.gnn_treelstm.nary_backward(
-                dgates_buf, dh, dc, gates, c, tc, slots.contiguous(), list(lv.node_offsets),
-                U_bwd.dense, U_bwd.packed)
+        U_bwd = pack(U.t())  # (K h, C)
+        if native.available(gates):  # the loop below, in C++ (csrc/nary_levels.cpp)
+            dgates = torch.empty_like(gates)
+            torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc,
+                                                 slots.contiguous(), lv.node_offsets,
+                                                 U_bwd.dense, U_bwd.packed)
         else:
             dgates = _nary_backward_loop(dh, dc, gates, c, tc, slots, lv, U_bwd)
-        return _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv)
+        return _nary_param_grads(ctx, dgates, xw, W, h, slots, lv)
 
 
 def _nary_forward_loop(gates, h, c, tc, slots, lv: Levels, U_fwd) -> None:
@@ -427,27 +429,21 @@ def _nary_forward_loop(gates, h, c, tc, slots, lv: Levels, U_fwd) -> None:
         a, e = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
         g = gates[a:e]  # (n_l, C)
         cl = c[a:e]
-        if lvl == 0:  # no children: c_j = i ⊙ u (eq 13)
-            g.sigmoid_()
-            g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
-            torch.mul(g[:, hs: 2 * hs], g[:, 2 * hs: 3 * hs], out=cl)
-        else:
+        if lvl:
             sl = slots_flat[a * k: e * k]  # (n_l K,)
             hk = h.index_select(0, sl).view(e - a, k * hs)  # [h_j1; ...; h_jK]
-            torch.sigmoid(mm_nt_add(hk, U_fwd, g), out=g)  # eqs 9-12
-            u = g[:, 2 * hs: 3 * hs].mul_(2).sub_(1)  # u = tanh (eq 12)
+            g.copy_(mm_nt_add(hk, U_fwd, g))  # pre-activations of eqs 9-12
+        g[:, : 2 * hs].sigmoid_()  # i, o (eqs 9, 11)
+        u = _tanh_(g[:, 2 * hs: 3 * hs])  # u (eq 12)
+        if lvl == 0:  # no children: c_j = i ⊙ u (eq 13)
+            torch.mul(g[:, :hs], u, out=cl)
+        else:
+            f = g[:, 3 * hs:].sigmoid_()  # f_jℓ (eq 10)
             ck = c.index_select(0, sl).view(e - a, k, hs)
-            torch.sum(ck.mul_(g[:, 3 * hs:].view(e - a, k, hs)), 1, out=cl)  # Σ f c (13)
-            cl.addcmul_(g[:, hs: 2 * hs], u)  # + i ⊙ u (eq 13)
+            torch.sum(ck.mul_(f.view(e - a, k, hs)), 1, out=cl)  # Σ f c (13)
+            cl.addcmul_(g[:, :hs], u)  # + i ⊙ u (eq 13)
         _tanh_(torch.mul(cl, 1, out=tc[a:e]))
-        torch.mul(g[:, :hs], tc[a:e], out=h[a:e])  # eq 14
-
-
-def _native_pad(lv: Levels) -> int:
-    """Rows past N the native loop may read: a level's product runs on its row count
-    rounded up to a :func:`.gemm._bucket`."""
-    offs = lv.node_offsets
-    return max((_bucket(b - a) - (b - a) for a, b in zip(offs[:-1], offs[1:])), default=0)
+        torch.mul(g[:, hs: 2 * hs], tc[a:e], out=h[a:e])  # eq 14
 
 
 def _nary_backward_loop(dh, dc, gates, c, tc, slots, lv: Levels, U_bwd) -> torch.Tensor:
@@ -455,37 +451,40 @@ def _nary_backward_loop(dh, dc, gates, c, tc, slots, lv: Levels, U_bwd) -> torch
     children and returns the pre-activation gradients (N, C)."""
     n, k = slots.shape
     hs = tc.shape[1]
-    # Local derivatives of all nodes at once; with t = tanh(c_j), gates o, i, u, f:
+    # Local derivatives of all nodes at once; with t = tanh(c_j), gates i, o, u, f:
     #   dL/dc_j = dc_j + dh_j o (1 - t²)                   (eq 14 into eq 13)
     #   d pre_o = dh_j t o (1 - o)    d pre_i = dL/dc_j u i (1 - i)
     #   d pre_u = dL/dc_j i (1 - u²)  d pre_fℓ = dL/dc_j c_jℓ fℓ (1 - fℓ)
-    o, i, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs: 3 * hs]
-    f = gates[:, 3 * hs:].view(n, k, hs)
+    i, o, u = gates[:, :hs], gates[:, hs: 2 * hs], gates[:, 2 * hs: 3 * hs]
     q_c = o * (1 - tc * tc)  # (N, h)
     q_o = tc * o * (1 - o)
-    q3 = tc.new_empty(n, 2 + k, hs)  # factors of dL/dc_j for i, u, f_1..f_K
-    torch.mul(u * i, 1 - i, out=q3[:, 0])
-    torch.mul(i, 1 - u * u, out=q3[:, 1])
-    ck_all = c.index_select(0, slots.reshape(-1)).view(n, k, hs)  # c_jℓ by slot
-    torch.mul(ck_all * f, 1 - f, out=q3[:, 2:])
-    dgates = torch.empty_like(gates)  # d pre-activations, (N, C), order o, i, u, f
+    q_i = u * i * (1 - i)
+    q_uf = tc.new_zeros(n, 1 + k, hs)  # factors of dL/dc_j for u, f_1..f_K
+    torch.mul(i, 1 - u * u, out=q_uf[:, 0])
+    a0 = lv.node_offsets[1] if lv.num_levels > 1 else n  # leaves: no forget gates
+    f = gates[a0:, 3 * hs:].view(n - a0, k, hs)
+    ck_all = c.index_select(0, slots[a0:].reshape(-1)).view(n - a0, k, hs)  # c_jℓ by slot
+    torch.mul(ck_all * f, 1 - f, out=q_uf[a0:, 1:])
+    dgates = torch.empty_like(gates)  # d pre-activations, (N, C), order i, o, u, f
     slots_flat = slots.reshape(-1)
     for lvl in reversed(range(lv.num_levels)):
         a, e = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
         dhl = dh[a:e]
         dcl = dc[a:e].addcmul_(dhl, q_c[a:e])  # dL/dc_j
         dg = dgates[a:e]
-        torch.mul(dhl, q_o[a:e], out=dg[:, :hs])  # eq 11 (o)
+        torch.mul(dcl, q_i[a:e], out=dg[:, :hs])  # eq 9 (i)
+        torch.mul(dhl, q_o[a:e], out=dg[:, hs: 2 * hs])  # eq 11 (o)
         dcl3 = dcl.unsqueeze(1)
-        torch.mul(dcl3, q3[a:e], out=dg[:, hs:].view(e - a, 2 + k, hs))  # eqs 9, 10, 12
+        torch.mul(dcl3, q_uf[a:e], out=dg[:, 2 * hs:].view(e - a, 1 + k, hs))  # eqs 12, 10
         if lvl:
             sl = slots_flat[a * k: e * k]
-            dc.index_add_(0, sl, (dcl3 * f[a:e]).view(-1, hs))  # eq 13 -> c_jℓ
+            fl = gates[a:e, 3 * hs:].view(e - a, k, hs)
+            dc.index_add_(0, sl, (dcl3 * fl).view(-1, hs))  # eq 13 -> c_jℓ
             dh.index_add_(0, sl, mm_nt(dg, U_bwd).view(-1, hs))  # eqs 9-12 -> h_jℓ
     return dgates
 
 
-def _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv: Levels):
+def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
     """Gradients of :class:`_NaryLevels`' inputs from the pre-activation gradients (N, C)
     (one product per weight over all nodes, not one per level)."""
     rows_w, m0 = ctx.rows_w, ctx.m0
@@ -496,30 +495,33 @@ def _nary_param_grads(ctx, dgates, xw, W_in, h, slots, lv: Levels):
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
     hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
     # ((3+K) h, K h): one product over all inner nodes
-    dU = _io_swap(mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True, vary_m=False), hs)
+    dU = mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)
     sums = dgates.sum(0)
-    db = torch.cat([_io_swap(sums[: 3 * hs], hs), sums[3 * hs:].view(k, hs).sum(0)])
+    db = torch.cat([sums[: 3 * hs], sums[3 * hs:].view(k, hs).sum(0)])
     dxw = None
     need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
-    dx_parts, dW = [], h.new_zeros(W_in.shape[0], xw.shape[1])  # (C, X) internal rows
+    dx_parts, dW = [], None
     if m0:
         d0 = dgates[:m0, : 3 * hs] if rows_w is None else \
             dgates.index_select(0, rows_w[:m0])[:, : 3 * hs]
         if need_x:
-            dx_parts.append(mm_nt(d0, W_in[: 3 * hs].t()))  # (m0, X)
+            dx_parts.append(mm_nt(d0, W[: 3 * hs].t()))  # (m0, X)
         if need_w:
+            dW = h.new_zeros(4 * hs, xw.shape[1])
             dW[: 3 * hs] = mm_nt(d0.t(), xw[:m0].t(), vary_k=True, vary_m=False)
     if m > m0:
         d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
         if need_x:
-            dx_parts.append(mm_nt(d1, W_in.t()))  # (M - m0, X)
+            dx_parts.append(mm_nt(d1, _gate_weight(W, hs, k).t()))  # (M - m0, X)
         if need_w:
-            dW += mm_nt(d1.t(), xw[m0:].t(), vary_k=True, vary_m=False)
+            d1w = mm_nt(d1.t(), xw[m0:].t(), vary_k=True, vary_m=False)  # (C, X)
+            d1w = torch.cat([d1w[: 3 * hs], d1w[3 * hs:].view(k, hs, -1).sum(0)])
+            dW = d1w if dW is None else dW + d1w
+    if need_w and dW is None:  # no word rows at all
+        dW = torch.zeros_like(W)
     if need_x:  # no word rows at all: an empty (0, X) gradient
         dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
-    dW = (torch.cat([_io_swap(dW[: 3 * hs], hs), dW[3 * hs:].view(k, hs, -1).sum(0)])
-          if need_w else None)
     return dxw, dW, db, dU, None, None, None, None, None
 
 

@@ -8,16 +8,15 @@
 // compares the two.
 //
 // Layout (the caller, _NaryLevels, prepares it):
-//   gates (R, C), R >= N + pad: rows in schedule order (level l = rows off[l]:off[l+1]),
-//     columns o, i, u, f_1..f_K (C = (3+K) h). On entry: W x_j + b (u columns doubled:
-//     z' = 2z, so that u = tanh(z) = 2 sigma(z') - 1); on exit: the activated gates.
+//   gates (N, C): rows in schedule order (level l = rows off[l]:off[l+1]), columns
+//     i, o, u, f_1..f_K as the rows of U (C = (3+K) h). On entry: W x_j + b (at leaves only
+//     i, o, u are read); on exit: the activated gates.
 //   h, c (N+1, h): states; row N is the zero padding row of missing children.
 //   tc (N, h): tanh(c_j), kept for the backward.
 //   slots (N, K) int64: children rows by position (N: missing).
-//   U_fwd: ((3+K)h, K h) recurrent matrix with the u rows doubled, dense, and optionally
-//     packed by mkldnn::_reorder_linear_weight (then products go through oneDNN).
-//   The pad rows let a level's product run on a row count rounded up to a bucket (the
-//   shapes oneDNN compiles kernels for stay few); rows past a level are read, never written.
+//   U: ((3+K)h, K h) recurrent matrix, dense, and optionally packed by
+//     mkldnn::_reorder_linear_weight (then products go through oneDNN, on a row count
+//     rounded up to a bucket so that the shapes it compiles kernels for stay few).
 #include <ATen/ATen.h>
 #include <ATen/core/dispatch/Dispatcher.h>
 #include <torch/library.h>
@@ -62,20 +61,6 @@ inline float exp_f(float x) {
 
 inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
-// a (m, k) @ W^T + other -> (m, n): oneDNN with the packed W, else torch.addmm.
-Tensor linear_add(const Tensor& a, const Tensor& other, const Tensor& w_dense,
-                  const std::optional<Tensor>& w_packed) {
-  if (w_packed.has_value()) {
-    static auto op =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("mkldnn::_linear_pointwise", "binary")
-            .typed<Tensor(const Tensor&, const Tensor&, const Tensor&,
-                          const std::optional<Tensor>&, c10::string_view)>();
-    return op.call(a, other, *w_packed, std::nullopt, "add");
-  }
-  return at::addmm(other, a, w_dense.t());
-}
-
 // a (m, k) @ W^T -> (m, n).
 Tensor linear_nt(const Tensor& a, const Tensor& w_dense, const std::optional<Tensor>& w_packed) {
   if (w_packed.has_value()) {
@@ -92,7 +77,7 @@ Tensor linear_nt(const Tensor& a, const Tensor& w_dense, const std::optional<Ten
 }
 
 void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& slots,
-                  at::IntArrayRef off, int64_t pad_rows) {
+                  at::IntArrayRef off) {
   TORCH_CHECK(gates.device().is_cpu() && gates.scalar_type() == at::kFloat,
               "nary_levels: float32 CPU tensors only");
   TORCH_CHECK(gates.is_contiguous() && h.is_contiguous() && c.is_contiguous() &&
@@ -103,60 +88,63 @@ void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const T
   TORCH_CHECK(off.size() >= 1 && off.front() == 0 && off.back() == n,
               "nary_levels: offsets must run from 0 to N");
   TORCH_CHECK(h.size(0) == n + 1 && c.size(0) == n + 1, "nary_levels: h, c need N + 1 rows");
-  TORCH_CHECK(gates.size(0) >= n + pad_rows, "nary_levels: gates needs ", pad_rows,
-              " pad rows past N");
+  TORCH_CHECK(gates.size(0) == n, "nary_levels: gates needs N rows");
 }
 
-int64_t max_pad(at::IntArrayRef off) {
-  int64_t pad = 0;
-  for (size_t l = 0; l + 1 < off.size(); ++l) {
+// Rows of the largest level above the leaves, rounded up to its bucket.
+int64_t max_level_rows(at::IntArrayRef off, bool packed) {
+  int64_t rows = 1;
+  for (size_t l = 1; l + 1 < off.size(); ++l) {
     const int64_t m = off[l + 1] - off[l];
-    pad = std::max(pad, bucket(m) - m);
+    rows = std::max(rows, packed ? bucket(m) : m);
   }
-  return pad;
+  return rows;
 }
 
 // Forward, bottom-up (eqs 9-14). Writes gates (activated), h, c, tc.
-void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& tc, const Tensor& slots,
-                  at::IntArrayRef off, const Tensor& U_fwd,
+void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& tc,
+                  const Tensor& slots, at::IntArrayRef off, const Tensor& U,
                   const std::optional<Tensor>& U_packed) {
   const bool packed = U_packed.has_value();
-  check_inputs(gates, h, c, slots, off, packed ? max_pad(off) : 0);
-  const int64_t n = slots.size(0), K = slots.size(1), hs = h.size(1), C = gates.size(1);
-  TORCH_CHECK(C == (3 + K) * hs && U_fwd.size(0) == C && U_fwd.size(1) == K * hs,
+  check_inputs(gates, h, c, slots, off);
+  const int64_t K = slots.size(1), hs = h.size(1), C = gates.size(1);
+  TORCH_CHECK(C == (3 + K) * hs && U.size(0) == C && U.size(1) == K * hs,
               "nary_levels: U must be ((3+K) h, K h)");
   float* G = gates.data_ptr<float>();
   float* H = h.data_ptr<float>();
   float* Cs = c.data_ptr<float>();
   float* T = tc.data_ptr<float>();
   const int64_t* S = slots.data_ptr<int64_t>();
-  int64_t max_rows = 0;
-  for (size_t l = 1; l + 1 < off.size(); ++l)
-    max_rows = std::max(max_rows, bucket(off[l + 1] - off[l]));
-  Tensor hk = at::zeros({std::max<int64_t>(max_rows, 1), K * hs}, gates.options());
-  float* HK = hk.data_ptr<float>();
+  const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
 
-  // One node: pre-activations `pre` (C) -> activated gates at row j; c_j, tanh(c_j), h_j.
-  auto finish_row = [&](const float* pre, int64_t j, bool has_children) {
+  // One node j: the activated gates from its input terms in G plus `pre`, its recurrent
+  // terms (nullptr at a leaf), then c_j, tanh(c_j), h_j.
+  auto finish_row = [&](const float* pre, int64_t j) {
     float* g = G + j * C;
-    const int64_t ncols = has_children ? C : 3 * hs;  // leaves: o, i, u only
-#pragma omp simd
-    for (int64_t q = 0; q < ncols; ++q) g[q] = sigmoid_f(pre[q]);  // eqs 9-12
-    float* o = g;
-    float* i = g + hs;
+    float* i = g;
+    float* o = g + hs;
     float* u = g + 2 * hs;
+    if (pre != nullptr) {
+#pragma omp simd
+      for (int64_t q = 0; q < C; ++q) g[q] += pre[q];  // U h~ + W x_j + b (eqs 9-12)
+    }
+#pragma omp simd
+    for (int64_t q = 0; q < 2 * hs; ++q) g[q] = sigmoid_f(g[q]);  // i, o (eqs 9, 11)
     float* cj = Cs + j * hs;
 #pragma omp simd
     for (int64_t q = 0; q < hs; ++q) {
-      u[q] = 2.0f * u[q] - 1.0f;  // u = tanh(z) = 2 sigma(2z) - 1 (eq 12)
-      cj[q] = i[q] * u[q];         // i (.) u (eq 13)
+      u[q] = 2.0f * sigmoid_f(2.0f * u[q]) - 1.0f;  // u = tanh (eq 12)
+      cj[q] = i[q] * u[q];                          // i (.) u (eq 13)
     }
-    if (has_children) {
-      for (int64_t l = 0; l < K; ++l) {  // + sum_l f_l (.) c_jl (eq 13)
-        const float* f = g + (3 + l) * hs;
+    if (pre != nullptr) {
+      for (int64_t l = 0; l < K; ++l) {  // + sum_l f_l (.) c_jl (eqs 10, 13)
+        float* f = g + (3 + l) * hs;
         const float* ck = Cs + S[j * K + l] * hs;
 #pragma omp simd
-        for (int64_t q = 0; q < hs; ++q) cj[q] += f[q] * ck[q];
+        for (int64_t q = 0; q < hs; ++q) {
+          f[q] = sigmoid_f(f[q]);
+          cj[q] += f[q] * ck[q];
+        }
       }
     }
     float* t = T + j * hs;
@@ -168,34 +156,36 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
     }
   };
 
-  const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
-  for (int64_t j = 0; j < off[std::min<int64_t>(1, num_levels)]; ++j)
-    finish_row(G + j * C, j, false);  // level 0: leaves, no children
+  if (num_levels == 0) return;
+  for (int64_t j = 0; j < off[1]; ++j) finish_row(nullptr, j);  // level 0: leaves
+  // [h_j1; ...; h_jK] of one level; rows past the level (padding) hold stale finite values
+  Tensor hk = at::zeros({max_level_rows(off, packed), K * hs}, gates.options());
+  float* HK = hk.data_ptr<float>();
   for (int64_t lvl = 1; lvl < num_levels; ++lvl) {
-    const int64_t a = off[lvl], e = off[lvl + 1], m = e - a;
-    const int64_t rows = packed ? bucket(m) : m;
-    for (int64_t r = 0; r < m; ++r)  // [h_j1; ...; h_jK] (n_l, K h)
+    const int64_t a = off[lvl], m = off[lvl + 1] - a;
+    for (int64_t r = 0; r < m; ++r)
       for (int64_t l = 0; l < K; ++l)
         std::memcpy(HK + (r * K + l) * hs, H + S[(a + r) * K + l] * hs, hs * sizeof(float));
-    // U [h_j1; ...; h_jK] + W x_j + b: pre-activations of eqs 9-12, (rows, C)
-    Tensor pre = linear_add(hk.narrow(0, 0, rows), gates.narrow(0, a, rows), U_fwd, U_packed)
-                     .contiguous();
+    // U [h_j1; ...; h_jK]: the recurrent terms of eqs 9-12, (rows, C)
+    Tensor pre =
+        linear_nt(hk.narrow(0, 0, packed ? bucket(m) : m), U, U_packed).contiguous();
     const float* P = pre.data_ptr<float>();
-    for (int64_t r = 0; r < m; ++r) finish_row(P + r * C, a + r, true);
+    for (int64_t r = 0; r < m; ++r) finish_row(P + r * C, a + r);
   }
 }
 
 // Backward, top-down. dh, dc (N+1, h) hold dL/dh, dL/dc of the outputs (schedule order) and
-// receive the children's contributions; dgates (R, C), R >= N + pad, receives the gradients
-// of the pre-activations (z for u, not z'); rows past N are read as padding and must be
-// finite. U_bwd: (K h, C) = U^T, optionally packed.
-void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc, const Tensor& gates, const Tensor& c,
-                   const Tensor& tc, const Tensor& slots, at::IntArrayRef off,
-                   const Tensor& U_bwd, const std::optional<Tensor>& U_packed) {
+// receive the children's contributions; dgates (N, C) receives the gradients of the
+// pre-activations. U_t: (K h, C) = U^T, dense, optionally packed.
+void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
+                   const Tensor& gates, const Tensor& c, const Tensor& tc, const Tensor& slots,
+                   at::IntArrayRef off, const Tensor& U_t,
+                   const std::optional<Tensor>& U_packed) {
   const bool packed = U_packed.has_value();
-  check_inputs(dgates, dh, dc, slots, off, packed ? max_pad(off) : 0);
+  check_inputs(dgates, dh, dc, slots, off);
   const int64_t K = slots.size(1), hs = dh.size(1), C = dgates.size(1);
-  TORCH_CHECK(gates.is_contiguous() && tc.is_contiguous() && gates.size(1) == C,
+  TORCH_CHECK(gates.is_contiguous() && tc.is_contiguous() && gates.size(1) == C &&
+                  gates.size(0) == dgates.size(0),
               "nary_levels: gates/tc layout");
   float* DG = dgates.data_ptr<float>();
   float* DH = dh.data_ptr<float>();
@@ -205,21 +195,26 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc, con
   const float* T = tc.data_ptr<float>();
   const int64_t* S = slots.data_ptr<int64_t>();
   const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
+  // one level's pre-activation gradients again, as the (padded) input of its product
+  Tensor dgl = at::zeros({max_level_rows(off, packed), C}, dgates.options());
+  float* DGL = dgl.data_ptr<float>();
+
   for (int64_t lvl = num_levels - 1; lvl >= 0; --lvl) {
-    const int64_t a = off[lvl], e = off[lvl + 1], m = e - a;
-    for (int64_t j = a; j < e; ++j) {
+    const int64_t a = off[lvl], m = off[lvl + 1] - a;
+    for (int64_t r = 0; r < m; ++r) {
+      const int64_t j = a + r;
       const float* g = G + j * C;
-      const float *o = g, *i = g + hs, *u = g + 2 * hs;
+      const float *i = g, *o = g + hs, *u = g + 2 * hs;
       const float* t = T + j * hs;
       const float* dhj = DH + j * hs;
       float* dcj = DC + j * hs;
       float* dg = DG + j * C;
 #pragma omp simd
       for (int64_t q = 0; q < hs; ++q) {
-        dcj[q] += dhj[q] * o[q] * (1.0f - t[q] * t[q]);  // dL/dc_j (eq 14 into eq 13)
-        dg[q] = dhj[q] * t[q] * o[q] * (1.0f - o[q]);    // d pre_o (eq 14, eq 11)
-        dg[hs + q] = dcj[q] * u[q] * i[q] * (1.0f - i[q]);        // d pre_i (eqs 13, 9)
-        dg[2 * hs + q] = dcj[q] * i[q] * (1.0f - u[q] * u[q]);    // d pre_u (eqs 13, 12)
+        dcj[q] += dhj[q] * o[q] * (1.0f - t[q] * t[q]);         // dL/dc_j (eq 14 into 13)
+        dg[q] = dcj[q] * u[q] * i[q] * (1.0f - i[q]);           // d pre_i (eqs 13, 9)
+        dg[hs + q] = dhj[q] * t[q] * o[q] * (1.0f - o[q]);      // d pre_o (eqs 14, 11)
+        dg[2 * hs + q] = dcj[q] * i[q] * (1.0f - u[q] * u[q]);  // d pre_u (eqs 13, 12)
       }
       for (int64_t l = 0; l < K; ++l) {
         float* dgf = dg + (3 + l) * hs;
@@ -237,11 +232,11 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc, con
           dck[q] += dcj[q] * f[q];                         // eq 13 -> c_jl
         }
       }
+      if (lvl > 0) std::memcpy(DGL + r * C, dg, C * sizeof(float));
     }
     if (lvl == 0) break;
-    const int64_t rows = packed ? bucket(m) : m;
     // eqs 9-12 -> [h_j1; ...; h_jK]: (rows, C) @ (C, K h)
-    Tensor dhk = linear_nt(dgates.narrow(0, a, rows), U_bwd, U_packed).contiguous();
+    Tensor dhk = linear_nt(dgl.narrow(0, 0, packed ? bucket(m) : m), U_t, U_packed).contiguous();
     const float* DHK = dhk.data_ptr<float>();
     for (int64_t r = 0; r < m; ++r)
       for (int64_t l = 0; l < K; ++l) {
@@ -259,10 +254,10 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc, con
 TORCH_LIBRARY(gnn_treelstm, m) {
   m.def(
       "nary_forward(Tensor(a!) gates, Tensor(b!) h, Tensor(c!) c, Tensor(d!) tc, Tensor slots, "
-      "int[] offsets, Tensor U_fwd, Tensor? U_packed) -> ()",
+      "int[] offsets, Tensor U, Tensor? U_packed) -> ()",
       &nary_forward);
   m.def(
       "nary_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, Tensor c, "
-      "Tensor tc, Tensor slots, int[] offsets, Tensor U_bwd, Tensor? U_packed) -> ()",
+      "Tensor tc, Tensor slots, int[] offsets, Tensor U_t, Tensor? U_packed) -> ()",
       &nary_backward);
 }
