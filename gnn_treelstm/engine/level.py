@@ -378,12 +378,11 @@ class _NaryLevels(torch.autograd.Function):
         h[n] = 0
         c[n] = 0
         tc = xw.new_empty(n, hs)  # tanh(c_j), kept for the backward
-        U_fwd = pack(U)
         if use_native:  # the loop below, in C++ (csrc/nary_levels.cpp)
             torch.ops.gnn_treelstm.nary_forward(gates, h, c, tc, slots.contiguous(),
-                                                lv.node_offsets, U_fwd.dense, U_fwd.packed)
+                                                lv.node_offsets, U.contiguous())
         else:
-            _nary_forward_loop(gates, h, c, tc, slots, lv, U_fwd)
+            _nary_forward_loop(gates, h, c, tc, slots, lv, pack(U))
         ctx.lv, ctx.rows_w, ctx.m0, ctx.perm = lv, rows_w, m0, perm
         ctx.save_for_backward(xw, W, U, slots, h, c, tc, gates)
         if perm is None:
@@ -408,14 +407,13 @@ class _NaryLevels(torch.autograd.Function):
             order = ctx.perm[1]
             torch.index_select(dh_out, 0, order, out=dh[:n])
             torch.index_select(dc_out, 0, order, out=dc[:n])
-        U_bwd = pack(U.t())  # (K h, C)
         if native.available(gates):  # the loop below, in C++ (csrc/nary_levels.cpp)
             dgates = torch.empty_like(gates)
             torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc,
                                                  slots.contiguous(), lv.node_offsets,
-                                                 U_bwd.dense, U_bwd.packed)
+                                                 U.contiguous())
         else:
-            dgates = _nary_backward_loop(dh, dc, gates, c, tc, slots, lv, U_bwd)
+            dgates = _nary_backward_loop(dh, dc, gates, c, tc, slots, lv, pack(U.t()))
         return _nary_param_grads(ctx, dgates, xw, W, h, slots, lv)
 
 

@@ -14,11 +14,10 @@
 //   h, c (N+1, h): states; row N is the zero padding row of missing children.
 //   tc (N, h): tanh(c_j), kept for the backward.
 //   slots (N, K) int64: children rows by position (N: missing).
-//   U: ((3+K)h, K h) recurrent matrix, dense, and optionally packed by
-//     mkldnn::_reorder_linear_weight (then products go through oneDNN, on a row count
-//     rounded up to a bucket so that the shapes it compiles kernels for stay few).
+//   U: ((3+K)h, K h) recurrent matrix, contiguous; each call copies it once into the
+//     zero-padded operand of its level products (U^T forward, U backward).
 #include <ATen/ATen.h>
-#include <ATen/core/dispatch/Dispatcher.h>
+#include <ATen/Parallel.h>
 #include <torch/library.h>
 
 #include <algorithm>
@@ -30,14 +29,6 @@
 namespace {
 
 using at::Tensor;
-
-// Rows rounded up to a bucket; the same rule as gemm._bucket.
-int64_t bucket(int64_t m) {
-  if (m <= 16) return (m + 1) / 2 * 2;
-  if (m <= 128) return (m + 7) / 8 * 8;
-  if (m <= 1024) return (m + 31) / 32 * 32;
-  return (m + 127) / 128 * 128;
-}
 
 // exp(x) for float32, Cephes' range reduction and polynomial (max error about 1 ulp on
 // [-87, 88]); branch-free so that the loops below vectorize.
@@ -61,19 +52,86 @@ inline float exp_f(float x) {
 
 inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
-// a (m, k) @ W^T -> (m, n).
-Tensor linear_nt(const Tensor& a, const Tensor& w_dense, const std::optional<Tensor>& w_packed) {
-  if (w_packed.has_value()) {
-    static auto op =
-        c10::Dispatcher::singleton()
-            .findSchemaOrThrow("mkldnn::_linear_pointwise", "")
-            .typed<Tensor(const Tensor&, const Tensor&, const std::optional<Tensor>&,
-                          c10::string_view, c10::List<std::optional<c10::Scalar>>,
-                          std::optional<c10::string_view>)>();
-    static const c10::List<std::optional<c10::Scalar>> no_scalars;
-    return op.call(a, *w_packed, std::nullopt, "none", no_scalars, "");
+// ---------------------------------------------------------------- level-sized products
+// C (m, n) = A (m, k) @ B (k, n), row-major, n a multiple of 64 (B is zero-padded), m small
+// (one level). A register-blocked kernel (6 rows x 64 columns of accumulators) written with
+// GCC vector types, so it compiles to AVX-512, AVX2 or SSE alike; the column tiles are split
+// over the intra-op threads. At level sizes it beats oneDNN's packed products (no per-call
+// dispatch, no weight packing; e.g. 7 us against 19 us for 2 x 300 @ 300 x 750 on two cores).
+typedef float v16 __attribute__((vector_size(64), aligned(4)));
+constexpr int64_t kTile = 64;
+
+template <int R>
+inline void tile_kernel(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                        int64_t ldc, int64_t k) {
+  v16 acc[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4; ++v) acc[r][v] = v16{};
+  for (int64_t p = 0; p < k; ++p) {
+    const float* b = B + p * ldb;
+    v16 b0, b1, b2, b3;
+    std::memcpy(&b0, b, 64);
+    std::memcpy(&b1, b + 16, 64);
+    std::memcpy(&b2, b + 32, 64);
+    std::memcpy(&b3, b + 48, 64);
+    for (int r = 0; r < R; ++r) {
+      const float a = A[r * lda + p];
+      acc[r][0] += a * b0;
+      acc[r][1] += a * b1;
+      acc[r][2] += a * b2;
+      acc[r][3] += a * b3;
+    }
   }
-  return at::mm(a, w_dense.t());
+  for (int r = 0; r < R; ++r)
+    for (int v = 0; v < 4; ++v) std::memcpy(C + r * ldc + 16 * v, &acc[r][v], 64);
+}
+
+void gemm_rows(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
+               int64_t m, int64_t n, int64_t k) {
+  const int64_t tiles = n / kTile;
+  const int64_t grain = std::max<int64_t>(1, tiles / std::max(1, at::get_num_threads()));
+  at::parallel_for(0, tiles, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const float* Bt = B + kTile * t;
+      float* Ct = C + kTile * t;
+      int64_t r = 0;
+      for (; r + 6 <= m; r += 6) tile_kernel<6>(A + r * lda, lda, Bt, ldb, Ct + r * ldc, ldc, k);
+      const float* Ar = A + r * lda;
+      float* Cr = Ct + r * ldc;
+      switch (m - r) {
+        case 5: tile_kernel<5>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
+        case 4: tile_kernel<4>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
+        case 3: tile_kernel<3>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
+        case 2: tile_kernel<2>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
+        case 1: tile_kernel<1>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
+        default: break;
+      }
+    }
+  });
+}
+
+inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+// B (k, round_up(n, 64)) = src (n, k)^T (transpose = true) or src (k, n) (transpose = false),
+// zero-padded columns; src row-major contiguous.
+Tensor padded_operand(const Tensor& src, bool transpose) {
+  const int64_t k = transpose ? src.size(1) : src.size(0);
+  const int64_t n = transpose ? src.size(0) : src.size(1);
+  const int64_t np = round_up(n, kTile);
+  Tensor out = at::empty({k, np}, src.options());
+  const float* S = src.data_ptr<float>();
+  float* O = out.data_ptr<float>();
+  for (int64_t p = 0; p < k; ++p) std::memset(O + p * np + n, 0, (np - n) * sizeof(float));
+  if (!transpose) {
+    for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, S + p * n, n * sizeof(float));
+    return out;
+  }
+  constexpr int64_t bs = 32;  // blocked transpose
+  for (int64_t q0 = 0; q0 < n; q0 += bs)
+    for (int64_t p0 = 0; p0 < k; p0 += bs)
+      for (int64_t q = q0; q < std::min(q0 + bs, n); ++q)
+        for (int64_t p = p0; p < std::min(p0 + bs, k); ++p) O[p * np + q] = S[q * k + p];
+  return out;
 }
 
 void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& slots,
@@ -91,25 +149,20 @@ void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const T
   TORCH_CHECK(gates.size(0) == n, "nary_levels: gates needs N rows");
 }
 
-// Rows of the largest level above the leaves, rounded up to its bucket.
-int64_t max_level_rows(at::IntArrayRef off, bool packed) {
+// Rows of the largest level above the leaves.
+int64_t max_level_rows(at::IntArrayRef off) {
   int64_t rows = 1;
-  for (size_t l = 1; l + 1 < off.size(); ++l) {
-    const int64_t m = off[l + 1] - off[l];
-    rows = std::max(rows, packed ? bucket(m) : m);
-  }
+  for (size_t l = 1; l + 1 < off.size(); ++l) rows = std::max(rows, off[l + 1] - off[l]);
   return rows;
 }
 
 // Forward, bottom-up (eqs 9-14). Writes gates (activated), h, c, tc.
 void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& tc,
-                  const Tensor& slots, at::IntArrayRef off, const Tensor& U,
-                  const std::optional<Tensor>& U_packed) {
-  const bool packed = U_packed.has_value();
+                  const Tensor& slots, at::IntArrayRef off, const Tensor& U) {
   check_inputs(gates, h, c, slots, off);
   const int64_t K = slots.size(1), hs = h.size(1), C = gates.size(1);
-  TORCH_CHECK(C == (3 + K) * hs && U.size(0) == C && U.size(1) == K * hs,
-              "nary_levels: U must be ((3+K) h, K h)");
+  TORCH_CHECK(C == (3 + K) * hs && U.size(0) == C && U.size(1) == K * hs && U.is_contiguous(),
+              "nary_levels: U must be contiguous ((3+K) h, K h)");
   float* G = gates.data_ptr<float>();
   float* H = h.data_ptr<float>();
   float* Cs = c.data_ptr<float>();
@@ -158,30 +211,30 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
 
   if (num_levels == 0) return;
   for (int64_t j = 0; j < off[1]; ++j) finish_row(nullptr, j);  // level 0: leaves
-  // [h_j1; ...; h_jK] of one level; rows past the level (padding) hold stale finite values
-  Tensor hk = at::zeros({max_level_rows(off, packed), K * hs}, gates.options());
+  const int64_t rows = max_level_rows(off);
+  const Tensor Ut = padded_operand(U, true);  // (K h, Cp): U^T, zero columns past C
+  const int64_t Cp = Ut.size(1);
+  Tensor hk = at::empty({rows, K * hs}, gates.options());  // [h_j1; ...; h_jK] of a level
+  Tensor pre = at::empty({rows, Cp}, gates.options());     // U [h_j1; ...; h_jK]
   float* HK = hk.data_ptr<float>();
+  float* P = pre.data_ptr<float>();
   for (int64_t lvl = 1; lvl < num_levels; ++lvl) {
     const int64_t a = off[lvl], m = off[lvl + 1] - a;
     for (int64_t r = 0; r < m; ++r)
       for (int64_t l = 0; l < K; ++l)
         std::memcpy(HK + (r * K + l) * hs, H + S[(a + r) * K + l] * hs, hs * sizeof(float));
-    // U [h_j1; ...; h_jK]: the recurrent terms of eqs 9-12, (rows, C)
-    Tensor pre =
-        linear_nt(hk.narrow(0, 0, packed ? bucket(m) : m), U, U_packed).contiguous();
-    const float* P = pre.data_ptr<float>();
-    for (int64_t r = 0; r < m; ++r) finish_row(P + r * C, a + r);
+    // the recurrent terms of eqs 9-12: (m, K h) @ (K h, Cp)
+    gemm_rows(HK, K * hs, Ut.data_ptr<float>(), Cp, P, Cp, m, Cp, K * hs);
+    for (int64_t r = 0; r < m; ++r) finish_row(P + r * Cp, a + r);
   }
 }
 
 // Backward, top-down. dh, dc (N+1, h) hold dL/dh, dL/dc of the outputs (schedule order) and
 // receive the children's contributions; dgates (N, C) receives the gradients of the
-// pre-activations. U_t: (K h, C) = U^T, dense, optionally packed.
+// pre-activations. U: ((3+K) h, K h), contiguous.
 void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
                    const Tensor& gates, const Tensor& c, const Tensor& tc, const Tensor& slots,
-                   at::IntArrayRef off, const Tensor& U_t,
-                   const std::optional<Tensor>& U_packed) {
-  const bool packed = U_packed.has_value();
+                   at::IntArrayRef off, const Tensor& U) {
   check_inputs(dgates, dh, dc, slots, off);
   const int64_t K = slots.size(1), hs = dh.size(1), C = dgates.size(1);
   TORCH_CHECK(gates.is_contiguous() && tc.is_contiguous() && gates.size(1) == C &&
@@ -195,9 +248,12 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
   const float* T = tc.data_ptr<float>();
   const int64_t* S = slots.data_ptr<int64_t>();
   const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
-  // one level's pre-activation gradients again, as the (padded) input of its product
-  Tensor dgl = at::zeros({max_level_rows(off, packed), C}, dgates.options());
-  float* DGL = dgl.data_ptr<float>();
+  TORCH_CHECK(U.size(0) == C && U.size(1) == K * hs && U.is_contiguous(),
+              "nary_levels: U must be contiguous ((3+K) h, K h)");
+  const Tensor Up = padded_operand(U, false);  // (C, KHp): U, zero columns past K h
+  const int64_t KHp = Up.size(1);
+  Tensor dhk = at::empty({max_level_rows(off), KHp}, dgates.options());  // d[h_j1; ...]
+  float* DHK = dhk.data_ptr<float>();
 
   for (int64_t lvl = num_levels - 1; lvl >= 0; --lvl) {
     const int64_t a = off[lvl], m = off[lvl + 1] - a;
@@ -232,16 +288,14 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
           dck[q] += dcj[q] * f[q];                         // eq 13 -> c_jl
         }
       }
-      if (lvl > 0) std::memcpy(DGL + r * C, dg, C * sizeof(float));
     }
     if (lvl == 0) break;
-    // eqs 9-12 -> [h_j1; ...; h_jK]: (rows, C) @ (C, K h)
-    Tensor dhk = linear_nt(dgl.narrow(0, 0, packed ? bucket(m) : m), U_t, U_packed).contiguous();
-    const float* DHK = dhk.data_ptr<float>();
+    // eqs 9-12 -> [h_j1; ...; h_jK]: (m, C) @ (C, KHp)
+    gemm_rows(DG + a * C, C, Up.data_ptr<float>(), KHp, DHK, KHp, m, KHp, C);
     for (int64_t r = 0; r < m; ++r)
       for (int64_t l = 0; l < K; ++l) {
         float* d = DH + S[(a + r) * K + l] * hs;
-        const float* src = DHK + (r * K + l) * hs;
+        const float* src = DHK + r * KHp + l * hs;
 #pragma omp simd
         for (int64_t q = 0; q < hs; ++q) d[q] += src[q];
       }
@@ -250,14 +304,13 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
 
 }  // namespace
 
-// Catch-all kernels: the packed weight is an MkldnnCPU tensor, the rest are plain CPU ones.
 TORCH_LIBRARY(gnn_treelstm, m) {
   m.def(
       "nary_forward(Tensor(a!) gates, Tensor(b!) h, Tensor(c!) c, Tensor(d!) tc, Tensor slots, "
-      "int[] offsets, Tensor U, Tensor? U_packed) -> ()",
+      "int[] offsets, Tensor U) -> ()",
       &nary_forward);
   m.def(
       "nary_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, Tensor c, "
-      "Tensor tc, Tensor slots, int[] offsets, Tensor U_t, Tensor? U_packed) -> ()",
+      "Tensor tc, Tensor slots, int[] offsets, Tensor U) -> ()",
       &nary_backward);
 }
