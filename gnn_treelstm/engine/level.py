@@ -319,6 +319,16 @@ def _tanh_(t: torch.Tensor) -> torch.Tensor:
     return t.mul_(2).sigmoid_().mul_(2).sub_(1)
 
 
+def _matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
+            vary_m: bool = True) -> torch.Tensor:
+    """``a @ b`` for the weight-gradient products, whose ``a`` is a transposed view
+    (``dgates^T``): the native kernel for float32 CPU tensors reads it in place (oneDNN
+    would copy it), else :func:`.gemm.mm_nt` (``vary_k``/``vary_m`` as there)."""
+    if native.available(a):
+        return torch.ops.gnn_treelstm.matmul(a, b)
+    return mm_nt(a, b.t(), vary_k=vary_k, vary_m=vary_m)
+
+
 def _gate_bias(b: torch.Tensor, hs: int, k: int) -> torch.Tensor:
     """The bias (4h,) rows ``i, o, u, f`` -> one per gate column ``i, o, u, f_1..f_K``."""
     return torch.cat([b[: 3 * hs], b[3 * hs:].repeat(k)])
@@ -493,7 +503,7 @@ def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
     hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
     # ((3+K) h, K h): one product over all inner nodes
-    dU = mm_nt(dgates[a0:].t(), hk_all.t(), vary_k=True, vary_m=False)
+    dU = _matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)
     sums = dgates.sum(0)
     db = torch.cat([sums[: 3 * hs], sums[3 * hs:].view(k, hs).sum(0)])
@@ -507,13 +517,13 @@ def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
             dx_parts.append(mm_nt(d0, W[: 3 * hs].t()))  # (m0, X)
         if need_w:
             dW = h.new_zeros(4 * hs, xw.shape[1])
-            dW[: 3 * hs] = mm_nt(d0.t(), xw[:m0].t(), vary_k=True, vary_m=False)
+            dW[: 3 * hs] = _matmul(d0.t(), xw[:m0], vary_k=True, vary_m=False)
     if m > m0:
         d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
         if need_x:
             dx_parts.append(mm_nt(d1, _gate_weight(W, hs, k).t()))  # (M - m0, X)
         if need_w:
-            d1w = mm_nt(d1.t(), xw[m0:].t(), vary_k=True, vary_m=False)  # (C, X)
+            d1w = _matmul(d1.t(), xw[m0:], vary_k=True, vary_m=False)  # (C, X)
             d1w = torch.cat([d1w[: 3 * hs], d1w[3 * hs:].view(k, hs, -1).sum(0)])
             dW = d1w if dW is None else dW + d1w
     if need_w and dW is None:  # no word rows at all

@@ -46,7 +46,7 @@ __all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_pat
 CHOICES = ("auto", "on", "off")
 SOURCE = Path(__file__).with_name("csrc") / "nary_levels.cpp"
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++17",
-         "-shared", "-fPIC", "-fopenmp-simd",
+         "-shared", "-fPIC", "-fopenmp",
          "-Wno-c++20-extensions")
 
 _state: dict[str, object] = {"choice": None, "loaded": None, "error": ""}

@@ -131,3 +131,51 @@ def test_choices_and_dtypes(restore_choices, monkeypatch):
     assert native.available() is False
     native.set_choice("auto")
     assert native.available(torch.zeros(1, dtype=torch.float64)) is False  # float32 only
+
+
+@needs_compiler
+@pytest.mark.parametrize("m,k,n", [(1, 7, 5), (6, 300, 64), (13, 33, 130), (475, 450, 300),
+                                   (0, 4, 3), (3, 0, 5)])
+def test_matmul_row_major_transposed_and_strided_operands(m, k, n):
+    assert native.available()
+    mm = torch.ops.gnn_treelstm.matmul
+    g = torch.Generator().manual_seed(m + k + n)
+    a = torch.randn(m, k, generator=g)
+    b = torch.randn(k, n, generator=g)
+    want = a.double() @ b.double()
+    tol = dict(rtol=1e-5, atol=1e-4)
+    torch.testing.assert_close(mm(a, b).double(), want, **tol)
+    torch.testing.assert_close(mm(a.t().contiguous().t(), b.t().contiguous().t()).double(),
+                               want, **tol)  # transposed views, read in place / copied
+    wide = torch.randn(m, 2 * k + 1, generator=g)[:, 1: 2 * k + 1: 2]  # neither layout
+    torch.testing.assert_close(mm(wide, b).double(), wide.double() @ b.double(), **tol)
+
+
+def test_matmul_rejects_bad_input():
+    if not native.available():
+        pytest.skip("native kernels unavailable")
+    with pytest.raises(RuntimeError, match="shapes"):
+        torch.ops.gnn_treelstm.matmul(torch.zeros(2, 3), torch.zeros(4, 2))
+    with pytest.raises(RuntimeError, match="float32"):
+        torch.ops.gnn_treelstm.matmul(torch.zeros(2, 3, dtype=torch.float64),
+                                      torch.zeros(3, 2, dtype=torch.float64))
+
+
+@needs_compiler
+def test_native_results_do_not_depend_on_the_thread_count(restore_choices):
+    torch.manual_seed(0)
+    g = dgl.batch(random_batch(7, 60, max_children=2, words="leaves"))
+    cell = build_cell("nary", 20, 150, n_ary=2)
+    x = torch.randn(g.num_nodes(), 20)
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        one = _states_and_grads(cell, g, x, "on")
+        torch.set_num_threads(2)
+        two = _states_and_grads(cell, g, x, "on")
+    finally:
+        torch.set_num_threads(threads)
+    torch.testing.assert_close(one[0], two[0], rtol=0, atol=0)
+    torch.testing.assert_close(one[1], two[1], rtol=0, atol=0)
+    for name in one[2]:  # the input products are oneDNN's, whose splits may differ
+        torch.testing.assert_close(one[2][name], two[2][name], rtol=1e-6, atol=1e-6)

@@ -62,8 +62,8 @@ typedef float v16 __attribute__((vector_size(64), aligned(4)));
 constexpr int64_t kTile = 64;
 
 template <int R>
-inline void tile_kernel(const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
-                        int64_t ldc, int64_t k) {
+inline void tile_kernel(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb,
+                        float* C, int64_t ldc, int64_t k) {
   v16 acc[R][4];
   for (int r = 0; r < R; ++r)
     for (int v = 0; v < 4; ++v) acc[r][v] = v16{};
@@ -75,7 +75,7 @@ inline void tile_kernel(const float* A, int64_t lda, const float* B, int64_t ldb
     std::memcpy(&b2, b + 32, 64);
     std::memcpy(&b3, b + 48, 64);
     for (int r = 0; r < R; ++r) {
-      const float a = A[r * lda + p];
+      const float a = A[r * sar + p * sap];
       acc[r][0] += a * b0;
       acc[r][1] += a * b1;
       acc[r][2] += a * b2;
@@ -86,24 +86,26 @@ inline void tile_kernel(const float* A, int64_t lda, const float* B, int64_t ldb
     for (int v = 0; v < 4; ++v) std::memcpy(C + r * ldc + 16 * v, &acc[r][v], 64);
 }
 
-void gemm_rows(const float* A, int64_t lda, const float* B, int64_t ldb, float* C, int64_t ldc,
-               int64_t m, int64_t n, int64_t k) {
-  const int64_t tiles = n / kTile;
-  const int64_t grain = std::max<int64_t>(1, tiles / std::max(1, at::get_num_threads()));
-  at::parallel_for(0, tiles, grain, [&](int64_t t0, int64_t t1) {
-    for (int64_t t = t0; t < t1; ++t) {
+// C (m, n) = A (m, k) @ B (k, n): A[r, p] at A + r * sar + p * sap (row-major: sar = lda,
+// sap = 1; a transposed view: sar = 1, sap = lda), B row-major with n % 64 == 0, C row-major.
+// Tasks are (column tile, block of 6 rows) pairs, tile-major, split over the threads.
+void gemm(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb, float* C,
+          int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  const int64_t tiles = n / kTile, blocks = (m + 5) / 6, tasks = tiles * blocks;
+  const int64_t grain = std::max<int64_t>(1, tasks / std::max(1, at::get_num_threads()));
+  at::parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t task = t0; task < t1; ++task) {
+      const int64_t t = task / blocks, r = (task % blocks) * 6;
+      const float* Ar = A + r * sar;
       const float* Bt = B + kTile * t;
-      float* Ct = C + kTile * t;
-      int64_t r = 0;
-      for (; r + 6 <= m; r += 6) tile_kernel<6>(A + r * lda, lda, Bt, ldb, Ct + r * ldc, ldc, k);
-      const float* Ar = A + r * lda;
-      float* Cr = Ct + r * ldc;
-      switch (m - r) {
-        case 5: tile_kernel<5>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
-        case 4: tile_kernel<4>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
-        case 3: tile_kernel<3>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
-        case 2: tile_kernel<2>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
-        case 1: tile_kernel<1>(Ar, lda, Bt, ldb, Cr, ldc, k); break;
+      float* Cr = C + r * ldc + kTile * t;
+      switch (std::min<int64_t>(6, m - r)) {
+        case 6: tile_kernel<6>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+        case 5: tile_kernel<5>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+        case 4: tile_kernel<4>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+        case 3: tile_kernel<3>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+        case 2: tile_kernel<2>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+        case 1: tile_kernel<1>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
         default: break;
       }
     }
@@ -112,25 +114,57 @@ void gemm_rows(const float* A, int64_t lda, const float* B, int64_t ldb, float* 
 
 inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
-// B (k, round_up(n, 64)) = src (n, k)^T (transpose = true) or src (k, n) (transpose = false),
-// zero-padded columns; src row-major contiguous.
-Tensor padded_operand(const Tensor& src, bool transpose) {
-  const int64_t k = transpose ? src.size(1) : src.size(0);
-  const int64_t n = transpose ? src.size(0) : src.size(1);
-  const int64_t np = round_up(n, kTile);
-  Tensor out = at::empty({k, np}, src.options());
-  const float* S = src.data_ptr<float>();
+// The row-major (k, round_up(n, 64)) copy of the 2-D float32 tensor b (k, n) (any strides:
+// a transposed view is copied by 32 x 32 blocks), zero columns past n.
+Tensor padded_operand(const Tensor& b) {
+  const int64_t k = b.size(0), n = b.size(1), np = round_up(n, kTile);
+  const int64_t s0 = b.stride(0), s1 = b.stride(1);
+  Tensor out = at::empty({k, np}, b.options().memory_format(at::MemoryFormat::Contiguous));
+  const float* S = b.data_ptr<float>();
   float* O = out.data_ptr<float>();
   for (int64_t p = 0; p < k; ++p) std::memset(O + p * np + n, 0, (np - n) * sizeof(float));
-  if (!transpose) {
-    for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, S + p * n, n * sizeof(float));
+  if (s1 == 1) {
+    for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, S + p * s0, n * sizeof(float));
     return out;
   }
-  constexpr int64_t bs = 32;  // blocked transpose
+  constexpr int64_t bs = 32;
   for (int64_t q0 = 0; q0 < n; q0 += bs)
     for (int64_t p0 = 0; p0 < k; p0 += bs)
       for (int64_t q = q0; q < std::min(q0 + bs, n); ++q)
-        for (int64_t p = p0; p < std::min(p0 + bs, k); ++p) O[p * np + q] = S[q * k + p];
+        for (int64_t p = p0; p < std::min(p0 + bs, k); ++p) O[p * np + q] = S[p * s0 + q * s1];
+  return out;
+}
+
+// a @ b for 2-D float32 CPU tensors, a row-major (stride(1) == 1) or a transposed view of one
+// (stride(0) == 1), b any strides -> (m, n) contiguous. The weight-gradient products of the
+// N-ary kernel (a = dgates^T) then need no transposed copy of a.
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
+              "gnn_treelstm::matmul: shapes ", a.sizes(), " @ ", b.sizes());
+  TORCH_CHECK(a.device().is_cpu() && a.scalar_type() == at::kFloat && b.device().is_cpu() &&
+                  b.scalar_type() == at::kFloat,
+              "gnn_treelstm::matmul: float32 CPU tensors only");
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  Tensor out = at::empty({m, n}, a.options().memory_format(at::MemoryFormat::Contiguous));
+  if (m == 0 || n == 0) return out;
+  if (k == 0) return out.zero_();
+  int64_t sar = a.stride(0), sap = a.stride(1);
+  Tensor a_c;
+  if (sap != 1 && sar != 1) {  // neither layout: copy
+    a_c = a.contiguous();
+    sar = k;
+    sap = 1;
+  }
+  const float* A = a_c.defined() ? a_c.data_ptr<float>() : a.data_ptr<float>();
+  const Tensor Bp = padded_operand(b);
+  const int64_t np = Bp.size(1);
+  if (np == n) {
+    gemm(A, sar, sap, Bp.data_ptr<float>(), np, out.data_ptr<float>(), n, m, np, k);
+    return out;
+  }
+  Tensor full = at::empty({m, np}, out.options());
+  gemm(A, sar, sap, Bp.data_ptr<float>(), np, full.data_ptr<float>(), np, m, np, k);
+  out.copy_(full.narrow(1, 0, n));
   return out;
 }
 
@@ -212,7 +246,7 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
   if (num_levels == 0) return;
   for (int64_t j = 0; j < off[1]; ++j) finish_row(nullptr, j);  // level 0: leaves
   const int64_t rows = max_level_rows(off);
-  const Tensor Ut = padded_operand(U, true);  // (K h, Cp): U^T, zero columns past C
+  const Tensor Ut = padded_operand(U.t());  // (K h, Cp): U^T, zero columns past C
   const int64_t Cp = Ut.size(1);
   Tensor hk = at::empty({rows, K * hs}, gates.options());  // [h_j1; ...; h_jK] of a level
   Tensor pre = at::empty({rows, Cp}, gates.options());     // U [h_j1; ...; h_jK]
@@ -224,7 +258,7 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
       for (int64_t l = 0; l < K; ++l)
         std::memcpy(HK + (r * K + l) * hs, H + S[(a + r) * K + l] * hs, hs * sizeof(float));
     // the recurrent terms of eqs 9-12: (m, K h) @ (K h, Cp)
-    gemm_rows(HK, K * hs, Ut.data_ptr<float>(), Cp, P, Cp, m, Cp, K * hs);
+    gemm(HK, K * hs, 1, Ut.data_ptr<float>(), Cp, P, Cp, m, Cp, K * hs);
     for (int64_t r = 0; r < m; ++r) finish_row(P + r * Cp, a + r);
   }
 }
@@ -250,7 +284,7 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
   const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
   TORCH_CHECK(U.size(0) == C && U.size(1) == K * hs && U.is_contiguous(),
               "nary_levels: U must be contiguous ((3+K) h, K h)");
-  const Tensor Up = padded_operand(U, false);  // (C, KHp): U, zero columns past K h
+  const Tensor Up = padded_operand(U);  // (C, KHp): U, zero columns past K h
   const int64_t KHp = Up.size(1);
   Tensor dhk = at::empty({max_level_rows(off), KHp}, dgates.options());  // d[h_j1; ...]
   float* DHK = dhk.data_ptr<float>();
@@ -291,7 +325,7 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
     }
     if (lvl == 0) break;
     // eqs 9-12 -> [h_j1; ...; h_jK]: (m, C) @ (C, KHp)
-    gemm_rows(DG + a * C, C, Up.data_ptr<float>(), KHp, DHK, KHp, m, KHp, C);
+    gemm(DG + a * C, C, 1, Up.data_ptr<float>(), KHp, DHK, KHp, m, KHp, C);
     for (int64_t r = 0; r < m; ++r)
       for (int64_t l = 0; l < K; ++l) {
         float* d = DH + S[(a + r) * K + l] * hs;
@@ -313,4 +347,5 @@ TORCH_LIBRARY(gnn_treelstm, m) {
       "nary_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, Tensor c, "
       "Tensor tc, Tensor slots, int[] offsets, Tensor U) -> ()",
       &nary_backward);
+  m.def("matmul(Tensor a, Tensor b) -> Tensor", &matmul);
 }
