@@ -109,8 +109,9 @@ class BidirectionalTreeLSTM(TreeCell):
         """
         self._check_h(graph, h)
         k = self.h_size
-        roots = G.batch_roots(graph)  # (B,)
-        leaves, gid = G.batch_leaves(graph)  # (L,), (L,)
+        # the graph (DGL's CPU wheel) keeps its indices on the CPU; h may live on a GPU
+        roots = G.batch_roots(graph).to(h.device)  # (B,)
+        leaves, gid = (t.to(h.device) for t in G.batch_leaves(graph))  # (L,), (L,)
         sums = h.new_zeros(graph.batch_size, k).index_add_(0, gid, h[leaves, k:])  # (B, h)
         counts = torch.bincount(gid, minlength=graph.batch_size).to(h.dtype).unsqueeze(-1)
         return torch.cat([h[roots], sums / counts], dim=-1)  # (B, 2h + h)
