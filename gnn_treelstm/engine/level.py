@@ -172,6 +172,20 @@ class _ChildSumLevels(torch.autograd.Function):
         n, hs = wx.shape[0], U_f.shape[0]
         e = lv.edge_src.shape[0]
         mult = s is not None
+        ctx.native = not mult and native.available(wx)
+        if ctx.native:  # the loop below, in C++ (csrc/childsum_levels.cpp)
+            h = wx.new_empty(n + 1, hs)
+            c = wx.new_empty(n + 1, hs)
+            h[n] = 0
+            c[n] = 0
+            gates, h_tilde = wx.new_empty(n, 3 * hs), wx.new_empty(n, hs)
+            fgate, tc = wx.new_empty(e, hs), wx.new_empty(n, hs)
+            torch.ops.gnn_treelstm.childsum_forward(
+                wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
+                lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
+            ctx.lv = lv
+            ctx.save_for_backward(U_iou, U_f, h, c, gates, h_tilde, fgate, tc)
+            return h[:n], c[:n]
         h = wx.new_zeros(n + 1, hs)  # row n: zero padding row
         c = wx.new_zeros(n + 1, hs)
         gates = wx.new_empty(n, 3 * hs)  # activated i, o, u
@@ -212,6 +226,8 @@ class _ChildSumLevels(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
+        if ctx.native:
+            return _childsum_native_backward(ctx, dh_out, dc_out)
         U_iou, U_f, h, c, gates, h_tilde, fgate, s, W_mh, W_hm, a_buf = ctx.saved_tensors
         lv: Levels = ctx.lv
         mult = s is not None
@@ -269,6 +285,30 @@ class _ChildSumLevels(torch.autograd.Function):
         dW_hm = dt_buf.t() @ (s * a_buf)  # (h, m)
         dW_mh = da_buf.t() @ hk_all  # (m, h)
         return dwx, dU_iou, dU_f, ds_buf, dW_mh, dW_hm, None
+
+
+def _childsum_native_backward(ctx, dh_out, dc_out):
+    """:class:`_ChildSumLevels`' backward with the level loop in C++; the weight gradients
+    are one product each over all nodes / edges, as in the Python loop."""
+    U_iou, U_f, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
+    lv: Levels = ctx.lv
+    n, hs = gates.shape[0], U_f.shape[0]
+    dh = h.new_empty(n + 1, hs)
+    dc = h.new_empty(n + 1, hs)
+    dh[:n] = dh_out
+    dc[:n] = dc_out
+    dh[n] = 0
+    dc[n] = 0
+    dgates = torch.empty_like(gates)  # d pre-activations of i, o, u (N, 3h)
+    dfgate = torch.empty_like(fgate)  # d pre-activation of f per edge (E, h)
+    torch.ops.gnn_treelstm.childsum_backward(
+        dh, dc, dgates, dfgate, gates, c, tc, fgate, lv.edge_src, lv.edge_dst,
+        lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
+    hk_all = h.index_select(0, lv.edge_src)  # (E, h)
+    dU_iou = _matmul(dgates.t(), h_tilde)  # (3h, h), one product over all nodes
+    dU_f = _matmul(dfgate.t(), hk_all)  # (h, h) over all edges
+    dwx_f = h.new_zeros(n, hs).index_add_(0, lv.edge_dst, dfgate)
+    return torch.cat([dgates, dwx_f], dim=1), dU_iou, dU_f, None, None, None, None
 
 
 @register_kernel("ChildSumTreeLSTM")

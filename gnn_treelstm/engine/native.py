@@ -44,7 +44,10 @@ logger = logging.getLogger(__name__)
 __all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_path"]
 
 CHOICES = ("auto", "on", "off")
-SOURCE = Path(__file__).with_name("csrc") / "nary_levels.cpp"
+CSRC = Path(__file__).with_name("csrc")
+#: the translation units of the library (common.h is included by both)
+SOURCES = (CSRC / "nary_levels.cpp", CSRC / "childsum_levels.cpp")
+HEADERS = (CSRC / "common.h",)
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++17",
          "-shared", "-fPIC", "-fopenmp",
          "-Wno-c++20-extensions")
@@ -100,12 +103,13 @@ def library_path() -> Path:
     except (OSError, subprocess.SubprocessError):
         version = "?"
     key = hashlib.sha256()
-    for part in (SOURCE.read_bytes(), torch.__version__.encode(), cxx.encode(),
+    for part in (*(f.read_bytes() for f in SOURCES + HEADERS), torch.__version__.encode(),
+                 cxx.encode(),
                  version.encode(), " ".join(FLAGS).encode(), _cpu_signature().encode(),
                  sys.version.encode()):
         key.update(part)
         key.update(b"\0")
-    return _cache_dir() / f"nary_levels-{key.hexdigest()[:16]}.so"
+    return _cache_dir() / f"level_loops-{key.hexdigest()[:16]}.so"
 
 
 def build(force: bool = False) -> Path:
@@ -124,18 +128,19 @@ def build(force: bool = False) -> Path:
     os.close(fd)
     cmd = [cxx, *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
            f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
-           str(SOURCE), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
+           *map(str, SOURCES), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
            f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", tmp]
     logger.info("building the native level loops: %s", " ".join(cmd))
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise RuntimeError(f"compiling {SOURCE.name} failed: {exc}") from exc
+        raise RuntimeError(f"compiling the native level loops failed: {exc}") from exc
     if proc.returncode != 0:
         Path(tmp).unlink(missing_ok=True)
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise RuntimeError(f"compiling {SOURCE.name} failed (exit {proc.returncode}):\n{tail}")
+        raise RuntimeError(
+            f"compiling the native level loops failed (exit {proc.returncode}):\n{tail}")
     os.replace(tmp, out)  # atomic: a concurrent reader sees no half-written library
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import random
 import shutil
 
 import dgl
@@ -14,7 +15,7 @@ from gnn_treelstm.engine import gemm, native
 from gnn_treelstm.engine.level import level_forward
 from gnn_treelstm.graph import make_tree
 from tests.engine.compare import assert_same_run
-from tests.trees import chain, random_batch
+from tests.trees import chain, random_batch, random_dependency_tree
 
 needs_compiler = pytest.mark.skipif(shutil.which(native._compiler()) is None,
                                     reason="needs a C++ compiler")
@@ -79,6 +80,25 @@ def test_sequential_native_equals_python(restore_choices, name):
 
 
 @needs_compiler
+@pytest.mark.parametrize("name", ["childsum", "mtree-add"])
+def test_childsum_native_equals_python(restore_choices, name):
+    # dependency trees (any number of children), constituency trees, chains; h 150 too
+    def _dep_batch(seed, count, **kw):
+        rng = random.Random(seed)
+        return dgl.batch([random_dependency_tree(rng, rng.randint(1, 15), **kw)
+                          for _ in range(count)])
+
+    torch.manual_seed(0)
+    kw = {"num_relations": 4} if name == "mtree-add" else {}
+    for g, hs in ((_dep_batch(3, 40, num_relations=4), 5),
+                  (dgl.batch(random_batch(4, 40, max_children=3, words="all")), 5),
+                  (dgl.batch([chain(n, seed=n) for n in (1, 2, 17)]), 5),
+                  (_dep_batch(5, 60, num_relations=4), 150)):
+        cell = build_cell(name, 7, hs, **kw)
+        assert_native_equals_python(cell, g, torch.randn(g.num_nodes(), 7), tol=2e-5)
+
+
+@needs_compiler
 def test_build_is_cached_and_named_by_content(tmp_path, monkeypatch):
     monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path))
     path = native.build()
@@ -98,7 +118,7 @@ def test_failed_build_names_the_compiler(tmp_path, monkeypatch):
 def test_unusable_library_falls_back_with_a_warning_or_raises_when_required(
         restore_choices, monkeypatch, caplog):
     def broken_build(force=False):
-        raise RuntimeError("compiling nary_levels.cpp failed (exit 1): boom")
+        raise RuntimeError("compiling the native level loops failed (exit 1): boom")
 
     monkeypatch.setattr(native, "_ops_loaded", lambda: False)
     monkeypatch.setattr(native, "build", broken_build)

@@ -16,9 +16,9 @@
 //   slots (N, K) int64: children rows by position (N: missing).
 //   U: ((3+K)h, K h) recurrent matrix, contiguous; each call copies it once into the
 //     zero-padded operand of its level products (U^T forward, U backward).
-#include <ATen/ATen.h>
-#include <ATen/Parallel.h>
 #include <torch/library.h>
+
+#include "common.h"
 
 #include <algorithm>
 #include <cmath>
@@ -29,144 +29,7 @@
 namespace {
 
 using at::Tensor;
-
-// exp(x) for float32, Cephes' range reduction and polynomial (max error about 1 ulp on
-// [-87, 88]); branch-free so that the loops below vectorize.
-inline float exp_f(float x) {
-  x = std::min(std::max(x, -87.0f), 88.0f);
-  const float n = std::floor(x * 1.44269504088896341f + 0.5f);
-  float r = x - n * 0.693359375f;
-  r = r + n * 2.12194440e-4f;
-  float p = 1.9875691500e-4f;
-  p = p * r + 1.3981999507e-3f;
-  p = p * r + 8.3334519073e-3f;
-  p = p * r + 4.1665795894e-2f;
-  p = p * r + 1.6666665459e-1f;
-  p = p * r + 5.0000001201e-1f;
-  p = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
-  float scale;
-  std::memcpy(&scale, &bits, sizeof(float));
-  return p * scale;
-}
-
-inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
-
-// ---------------------------------------------------------------- level-sized products
-// C (m, n) = A (m, k) @ B (k, n), row-major, n a multiple of 64 (B is zero-padded), m small
-// (one level). A register-blocked kernel (6 rows x 64 columns of accumulators) written with
-// GCC vector types, so it compiles to AVX-512, AVX2 or SSE alike; the column tiles are split
-// over the intra-op threads. At level sizes it beats oneDNN's packed products (no per-call
-// dispatch, no weight packing; e.g. 7 us against 19 us for 2 x 300 @ 300 x 750 on two cores).
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
-constexpr int64_t kTile = 64;
-
-template <int R>
-inline void tile_kernel(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb,
-                        float* C, int64_t ldc, int64_t k) {
-  v16 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) acc[r][v] = v16{};
-  for (int64_t p = 0; p < k; ++p) {
-    const float* b = B + p * ldb;
-    v16 b0, b1, b2, b3;
-    std::memcpy(&b0, b, 64);
-    std::memcpy(&b1, b + 16, 64);
-    std::memcpy(&b2, b + 32, 64);
-    std::memcpy(&b3, b + 48, 64);
-    for (int r = 0; r < R; ++r) {
-      const float a = A[r * sar + p * sap];
-      acc[r][0] += a * b0;
-      acc[r][1] += a * b1;
-      acc[r][2] += a * b2;
-      acc[r][3] += a * b3;
-    }
-  }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) std::memcpy(C + r * ldc + 16 * v, &acc[r][v], 64);
-}
-
-// C (m, n) = A (m, k) @ B (k, n): A[r, p] at A + r * sar + p * sap (row-major: sar = lda,
-// sap = 1; a transposed view: sar = 1, sap = lda), B row-major with n % 64 == 0, C row-major.
-// Tasks are (column tile, block of 6 rows) pairs, tile-major, split over the threads.
-void gemm(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb, float* C,
-          int64_t ldc, int64_t m, int64_t n, int64_t k) {
-  const int64_t tiles = n / kTile, blocks = (m + 5) / 6, tasks = tiles * blocks;
-  const int64_t grain = std::max<int64_t>(1, tasks / std::max(1, at::get_num_threads()));
-  at::parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t t = task / blocks, r = (task % blocks) * 6;
-      const float* Ar = A + r * sar;
-      const float* Bt = B + kTile * t;
-      float* Cr = C + r * ldc + kTile * t;
-      switch (std::min<int64_t>(6, m - r)) {
-        case 6: tile_kernel<6>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 5: tile_kernel<5>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 4: tile_kernel<4>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 3: tile_kernel<3>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 2: tile_kernel<2>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 1: tile_kernel<1>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        default: break;
-      }
-    }
-  });
-}
-
-inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
-
-// The row-major (k, round_up(n, 64)) copy of the 2-D float32 tensor b (k, n) (any strides:
-// a transposed view is copied by 32 x 32 blocks), zero columns past n.
-Tensor padded_operand(const Tensor& b) {
-  const int64_t k = b.size(0), n = b.size(1), np = round_up(n, kTile);
-  const int64_t s0 = b.stride(0), s1 = b.stride(1);
-  Tensor out = at::empty({k, np}, b.options().memory_format(at::MemoryFormat::Contiguous));
-  const float* S = b.data_ptr<float>();
-  float* O = out.data_ptr<float>();
-  for (int64_t p = 0; p < k; ++p) std::memset(O + p * np + n, 0, (np - n) * sizeof(float));
-  if (s1 == 1) {
-    for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, S + p * s0, n * sizeof(float));
-    return out;
-  }
-  constexpr int64_t bs = 32;
-  for (int64_t q0 = 0; q0 < n; q0 += bs)
-    for (int64_t p0 = 0; p0 < k; p0 += bs)
-      for (int64_t q = q0; q < std::min(q0 + bs, n); ++q)
-        for (int64_t p = p0; p < std::min(p0 + bs, k); ++p) O[p * np + q] = S[p * s0 + q * s1];
-  return out;
-}
-
-// a @ b for 2-D float32 CPU tensors, a row-major (stride(1) == 1) or a transposed view of one
-// (stride(0) == 1), b any strides -> (m, n) contiguous. The weight-gradient products of the
-// N-ary kernel (a = dgates^T) then need no transposed copy of a.
-Tensor matmul(const Tensor& a, const Tensor& b) {
-  TORCH_CHECK(a.dim() == 2 && b.dim() == 2 && a.size(1) == b.size(0),
-              "gnn_treelstm::matmul: shapes ", a.sizes(), " @ ", b.sizes());
-  TORCH_CHECK(a.device().is_cpu() && a.scalar_type() == at::kFloat && b.device().is_cpu() &&
-                  b.scalar_type() == at::kFloat,
-              "gnn_treelstm::matmul: float32 CPU tensors only");
-  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
-  Tensor out = at::empty({m, n}, a.options().memory_format(at::MemoryFormat::Contiguous));
-  if (m == 0 || n == 0) return out;
-  if (k == 0) return out.zero_();
-  int64_t sar = a.stride(0), sap = a.stride(1);
-  Tensor a_c;
-  if (sap != 1 && sar != 1) {  // neither layout: copy
-    a_c = a.contiguous();
-    sar = k;
-    sap = 1;
-  }
-  const float* A = a_c.defined() ? a_c.data_ptr<float>() : a.data_ptr<float>();
-  const Tensor Bp = padded_operand(b);
-  const int64_t np = Bp.size(1);
-  if (np == n) {
-    gemm(A, sar, sap, Bp.data_ptr<float>(), np, out.data_ptr<float>(), n, m, np, k);
-    return out;
-  }
-  Tensor full = at::empty({m, np}, out.options());
-  gemm(A, sar, sap, Bp.data_ptr<float>(), np, full.data_ptr<float>(), np, m, np, k);
-  out.copy_(full.narrow(1, 0, n));
-  return out;
-}
+using namespace gnn_treelstm_native;
 
 void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& slots,
                   at::IntArrayRef off) {
