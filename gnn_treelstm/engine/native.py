@@ -1,20 +1,23 @@
 """Native (C++) level loops of the level engine, compiled on first use.
 
-The N-ary and sequential level kernels (``_NaryLevels`` in :mod:`.level`) spend most of
-their time outside the matrix products: a level of a batch of 25 SST trees has about 50
-nodes, and each of the ~15 small tensor operations of a level costs 2-5 us of dispatch.
-``csrc/nary_levels.cpp`` runs the whole level loop of one batch (forward bottom-up,
-backward top-down) in one call: per level one gather, one matrix product (oneDNN with the
-packed weight, as :mod:`.gemm`), one fused element-wise pass. The arithmetic is that of the
-Python loop in ``_NaryLevels``, which stays the reference and the fallback
-(``tests/engine/test_native.py`` compares the two).
+The level kernels of the N-ary and sequential LSTMs (``_NaryLevels`` in :mod:`.level`) and
+of Child-Sum / mtree-add (``_ChildSumLevels``) spend most of their time outside the matrix
+products when the loop is Python: a level of a batch of 25 SST trees has about 50 nodes,
+and each of the ~15 small tensor operations of a level costs 2-5 us of dispatch.
+``csrc/nary_levels.cpp`` and ``csrc/childsum_levels.cpp`` run the whole level loop of one
+batch (forward bottom-up, backward top-down) in one call: per level one gather, one or two
+level-sized matrix products (a register-blocked kernel in ``csrc/common.h``, its tiles split
+over PyTorch's intra-op threads), one fused element-wise pass. The arithmetic is that of
+the Python loops, which stay the reference and the fallback (``tests/engine/test_native.py``
+compares the two).
 
-Building: the source is compiled with the system C++ compiler (``$CXX``, else ``g++``)
-against the installed PyTorch's headers, ``-O3 -march=native``, into a cache directory
+Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
+against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to
+the ``libgomp`` that PyTorch ships and has loaded) into one library in a cache directory
 (``$GNN_TREELSTM_CACHE``, else ``~/.cache/gnn_treelstm``); the file name carries a hash of
-the source, PyTorch's version, the compiler, the flags and the CPU, so a change of any of
+the sources, PyTorch's version, the compiler, the flags and the CPU, so a change of any of
 them rebuilds, and a finished build is renamed into place atomically (several processes
-may build at once). A build takes about 10 s and happens once per machine.
+may build at once). A build takes about 15 s and happens once per machine.
 
 Choice, by ``GNN_TREELSTM_NATIVE``:
 
