@@ -25,9 +25,13 @@ Design (issue 5):
   per level under autograd; states live in a :class:`_Tape` whose custom write / gather
   functions keep the backward at O(level size) per level too.
 * **N-ary and sequential LSTMs** take the input projection inside their custom function too
-  (gate columns reordered ``o, i, u, f``, ``tanh`` as ``2σ(2x) - 1`` on the CPU), run their
-  matrix products through :mod:`.gemm` (oneDNN, recurrent matrix packed once per batch) and
-  return node order by gathers (a permutation's backward is a gather, not a scatter).
+  (gate columns in the cell's order ``i, o, u, f_1..f_K``; ``tanh`` as ``2σ(2x) - 1`` on the
+  CPU) and return node order by gathers (a permutation's backward is a gather, not a
+  scatter).
+* **Native loops** (:mod:`.native`): for float32 CPU tensors the level loops of N-ary, the
+  sequential LSTMs, Child-Sum and mtree-add run in C++ (``csrc/``), each level one gather,
+  one or two level-sized products and one fused element-wise pass; the Python loops here
+  stay the reference and the fallback. Bulk products go through :mod:`.gemm` (oneDNN).
 * **No host-device synchronisation in the loop**: level boundaries are host-side ints of
   the schedule; no ``.item()``, ``nonzero()`` or boolean masking inside the loop, so the
   same code runs on CUDA with the index tensors moved by ``LevelSchedule.to``.
