@@ -44,12 +44,6 @@ void check_layout(const Tensor& rows, const Tensor& h, const Tensor& src, const 
               "childsum_levels: U_iou must be (3h, h) and U_f (h, h)");
 }
 
-int64_t max_count(at::IntArrayRef off) {
-  int64_t most = 1;
-  for (size_t l = 0; l + 1 < off.size(); ++l) most = std::max(most, off[l + 1] - off[l]);
-  return most;
-}
-
 // Forward, bottom-up (eqs 2-8).
 void childsum_forward(const Tensor& wx, const Tensor& h, const Tensor& c, const Tensor& gates,
                       const Tensor& h_tilde, const Tensor& fgate, const Tensor& tc,
@@ -69,7 +63,7 @@ void childsum_forward(const Tensor& wx, const Tensor& h, const Tensor& c, const 
   const Tensor Uiou_t = padded_operand(U_iou.t());  // (h, 3h padded)
   const Tensor Uf_t = padded_operand(U_f.t());      // (h, h padded)
   const int64_t p3 = Uiou_t.size(1), p1 = Uf_t.size(1);
-  const int64_t rows = max_count(off), erows = max_count(eoff);
+  const int64_t rows = max_level_rows(off), erows = max_level_rows(eoff);
   Tensor piou = at::empty({rows, p3}, wx.options());  // U_iou h~_j of a level
   Tensor hk = at::empty({erows, hs}, wx.options());   // h_k per edge of a level
   Tensor pf = at::empty({erows, p1}, wx.options());   // U_f h_k per edge
@@ -105,14 +99,7 @@ void childsum_forward(const Tensor& wx, const Tensor& h, const Tensor& c, const 
       } else {
         std::memcpy(g, w, G3 * sizeof(float));
       }
-#pragma omp simd
-      for (int64_t p = 0; p < 2 * hs; ++p) g[p] = sigmoid_f(g[p]);
-      float* u = g + 2 * hs;
-#pragma omp simd
-      for (int64_t p = 0; p < hs; ++p) {
-        u[p] = 2.0f * sigmoid_f(2.0f * u[p]) - 1.0f;  // tanh
-        cj[p] = g[p] * u[p];
-      }
+      activate_iou(g, cj, hs);
     }
     for (int64_t q = 0; q < ne; ++q) {  // f_jk (eq 4), + f_jk (.) c_k (eq 7)
       const int64_t j = dst[ea + q];
@@ -127,17 +114,8 @@ void childsum_forward(const Tensor& wx, const Tensor& h, const Tensor& c, const 
         cj[p] += f[p] * ck[p];
       }
     }
-    for (int64_t j = a; j < a + m; ++j) {  // h_j = o (.) tanh(c_j) (eq 8)
-      const float* o = G + j * G3 + hs;
-      const float* cj = Cs + j * hs;
-      float* t = T + j * hs;
-      float* hj = H + j * hs;
-#pragma omp simd
-      for (int64_t p = 0; p < hs; ++p) {
-        t[p] = 2.0f * sigmoid_f(2.0f * cj[p]) - 1.0f;
-        hj[p] = o[p] * t[p];
-      }
-    }
+    for (int64_t j = a; j < a + m; ++j)  // h_j = o (.) tanh(c_j) (eq 8)
+      output_h(G + j * G3 + hs, Cs + j * hs, T + j * hs, H + j * hs, hs);
   }
 }
 
@@ -164,8 +142,8 @@ void childsum_backward(const Tensor& dh, const Tensor& dc, const Tensor& dgates,
   const Tensor Uiou = padded_operand(U_iou);  // (3h, h padded)
   const Tensor Uf = padded_operand(U_f);      // (h, h padded)
   const int64_t ph = Uiou.size(1);
-  Tensor dht = at::empty({max_count(off), ph}, dgates.options());   // dL/dh~_j of a level
-  Tensor dhk = at::empty({max_count(eoff), ph}, dgates.options());  // U_f^T dpre_f per edge
+  Tensor dht = at::empty({max_level_rows(off), ph}, dgates.options());   // dL/dh~_j of a level
+  Tensor dhk = at::empty({max_level_rows(eoff), ph}, dgates.options());  // U_f^T dpre_f per edge
   float* DHT = dht.data_ptr<float>();
   float* DHK = dhk.data_ptr<float>();
 
@@ -173,21 +151,8 @@ void childsum_backward(const Tensor& dh, const Tensor& dc, const Tensor& dgates,
   for (int64_t lvl = num_levels - 1; lvl >= 0; --lvl) {
     const int64_t a = off[lvl], m = off[lvl + 1] - a;
     const int64_t ea = eoff[lvl], ne = eoff[lvl + 1] - ea;
-    for (int64_t j = a; j < a + m; ++j) {
-      const float* g = G + j * G3;
-      const float *i = g, *o = g + hs, *u = g + 2 * hs;
-      const float* t = T + j * hs;
-      const float* dhj = DH + j * hs;
-      float* dcj = DC + j * hs;
-      float* dg = DG + j * G3;
-#pragma omp simd
-      for (int64_t p = 0; p < hs; ++p) {
-        dcj[p] += dhj[p] * o[p] * (1.0f - t[p] * t[p]);         // dL/dc_j (eq 8 into 7)
-        dg[p] = dcj[p] * u[p] * i[p] * (1.0f - i[p]);           // d pre_i (eqs 7, 3)
-        dg[hs + p] = dhj[p] * t[p] * o[p] * (1.0f - o[p]);      // d pre_o (eqs 8, 5)
-        dg[2 * hs + p] = dcj[p] * i[p] * (1.0f - u[p] * u[p]);  // d pre_u (eqs 7, 6)
-      }
-    }
+    for (int64_t j = a; j < a + m; ++j)  // eqs 8, 7 -> 3, 5, 6
+      iou_backward(G + j * G3, T + j * hs, DH + j * hs, DC + j * hs, DG + j * G3, hs);
     if (ne == 0) continue;
     for (int64_t q = ea; q < ea + ne; ++q) {  // eq 7 -> c_k and f_jk (eq 4)
       const float* dcj = DC + dst[q] * hs;

@@ -37,6 +37,54 @@ inline float exp_f(float x) {
 
 inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
+// ---------------------------------------------------------------- the LSTM node update
+// Shared by Child-Sum (Tai et al. eqs 3, 5-8) and N-ary (eqs 9, 11-14); g holds the gate
+// columns i, o, u (pre-activations in, activations out), the forget terms are the caller's.
+
+// i, o = sigmoid, u = tanh (as 2 sigma(2z) - 1); c_j = i (.) u (eq 7 / 13 without the
+// forget terms).
+inline void activate_iou(float* g, float* cj, int64_t hs) {
+  float* u = g + 2 * hs;
+#pragma omp simd
+  for (int64_t q = 0; q < 2 * hs; ++q) g[q] = sigmoid_f(g[q]);
+#pragma omp simd
+  for (int64_t q = 0; q < hs; ++q) {
+    u[q] = 2.0f * sigmoid_f(2.0f * u[q]) - 1.0f;
+    cj[q] = g[q] * u[q];
+  }
+}
+
+// t = tanh(c_j) (kept for the backward), h_j = o (.) t (eq 8 / 14).
+inline void output_h(const float* o, const float* cj, float* t, float* hj, int64_t hs) {
+#pragma omp simd
+  for (int64_t q = 0; q < hs; ++q) {
+    t[q] = 2.0f * sigmoid_f(2.0f * cj[q]) - 1.0f;
+    hj[q] = o[q] * t[q];
+  }
+}
+
+// Backward of the two above: dcj += dL/dh_j through h_j (dL/dc_j is then complete), and the
+// gradients of the pre-activations of i, o, u into dg[0:3h].
+inline void iou_backward(const float* g, const float* t, const float* dhj, float* dcj,
+                         float* dg, int64_t hs) {
+  const float *i = g, *o = g + hs, *u = g + 2 * hs;
+#pragma omp simd
+  for (int64_t q = 0; q < hs; ++q) {
+    dcj[q] += dhj[q] * o[q] * (1.0f - t[q] * t[q]);         // dL/dc_j
+    dg[q] = dcj[q] * u[q] * i[q] * (1.0f - i[q]);           // d pre_i
+    dg[hs + q] = dhj[q] * t[q] * o[q] * (1.0f - o[q]);      // d pre_o
+    dg[2 * hs + q] = dcj[q] * i[q] * (1.0f - u[q] * u[q]);  // d pre_u
+  }
+}
+
+// The most nodes (or edges) of any level from `first` on, at least 1: the rows of a
+// per-level scratch buffer.
+inline int64_t max_level_rows(at::IntArrayRef off, size_t first = 0) {
+  int64_t rows = 1;
+  for (size_t l = first; l + 1 < off.size(); ++l) rows = std::max(rows, off[l + 1] - off[l]);
+  return rows;
+}
+
 // ---------------------------------------------------------------- level-sized products
 // C (m, n) = A (m, k) @ B (k, n), row-major, n a multiple of 64 (B is zero-padded), m small
 // (one level). A register-blocked kernel (6 rows x 64 columns of accumulators) written with

@@ -46,13 +46,6 @@ void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const T
   TORCH_CHECK(gates.size(0) == n, "nary_levels: gates needs N rows");
 }
 
-// Rows of the largest level above the leaves.
-int64_t max_level_rows(at::IntArrayRef off) {
-  int64_t rows = 1;
-  for (size_t l = 1; l + 1 < off.size(); ++l) rows = std::max(rows, off[l + 1] - off[l]);
-  return rows;
-}
-
 // Forward, bottom-up (eqs 9-14). Writes gates (activated), h, c, tc.
 void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& tc,
                   const Tensor& slots, at::IntArrayRef off, const Tensor& U) {
@@ -71,21 +64,12 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
   // terms (nullptr at a leaf), then c_j, tanh(c_j), h_j.
   auto finish_row = [&](const float* pre, int64_t j) {
     float* g = G + j * C;
-    float* i = g;
-    float* o = g + hs;
-    float* u = g + 2 * hs;
     if (pre != nullptr) {
 #pragma omp simd
       for (int64_t q = 0; q < C; ++q) g[q] += pre[q];  // U h~ + W x_j + b (eqs 9-12)
     }
-#pragma omp simd
-    for (int64_t q = 0; q < 2 * hs; ++q) g[q] = sigmoid_f(g[q]);  // i, o (eqs 9, 11)
     float* cj = Cs + j * hs;
-#pragma omp simd
-    for (int64_t q = 0; q < hs; ++q) {
-      u[q] = 2.0f * sigmoid_f(2.0f * u[q]) - 1.0f;  // u = tanh (eq 12)
-      cj[q] = i[q] * u[q];                          // i (.) u (eq 13)
-    }
+    activate_iou(g, cj, hs);  // i, o, u (eqs 9, 11, 12), i (.) u (eq 13)
     if (pre != nullptr) {
       for (int64_t l = 0; l < K; ++l) {  // + sum_l f_l (.) c_jl (eqs 10, 13)
         float* f = g + (3 + l) * hs;
@@ -97,18 +81,12 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
         }
       }
     }
-    float* t = T + j * hs;
-    float* hj = H + j * hs;
-#pragma omp simd
-    for (int64_t q = 0; q < hs; ++q) {
-      t[q] = 2.0f * sigmoid_f(2.0f * cj[q]) - 1.0f;  // tanh(c_j)
-      hj[q] = o[q] * t[q];                            // eq 14
-    }
+    output_h(g + hs, cj, T + j * hs, H + j * hs, hs);  // eq 14
   };
 
   if (num_levels == 0) return;
   for (int64_t j = 0; j < off[1]; ++j) finish_row(nullptr, j);  // level 0: leaves
-  const int64_t rows = max_level_rows(off);
+  const int64_t rows = max_level_rows(off, 1);  // levels above the leaves
   const Tensor Ut = padded_operand(U.t());  // (K h, Cp): U^T, zero columns past C
   const int64_t Cp = Ut.size(1);
   Tensor hk = at::empty({rows, K * hs}, gates.options());  // [h_j1; ...; h_jK] of a level
@@ -149,7 +127,7 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
               "nary_levels: U must be contiguous ((3+K) h, K h)");
   const Tensor Up = padded_operand(U);  // (C, KHp): U, zero columns past K h
   const int64_t KHp = Up.size(1);
-  Tensor dhk = at::empty({max_level_rows(off), KHp}, dgates.options());  // d[h_j1; ...]
+  Tensor dhk = at::empty({max_level_rows(off, 1), KHp}, dgates.options());  // d[h_j1; ...]
   float* DHK = dhk.data_ptr<float>();
 
   for (int64_t lvl = num_levels - 1; lvl >= 0; --lvl) {
@@ -157,18 +135,9 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
     for (int64_t r = 0; r < m; ++r) {
       const int64_t j = a + r;
       const float* g = G + j * C;
-      const float *i = g, *o = g + hs, *u = g + 2 * hs;
-      const float* t = T + j * hs;
-      const float* dhj = DH + j * hs;
       float* dcj = DC + j * hs;
       float* dg = DG + j * C;
-#pragma omp simd
-      for (int64_t q = 0; q < hs; ++q) {
-        dcj[q] += dhj[q] * o[q] * (1.0f - t[q] * t[q]);         // dL/dc_j (eq 14 into 13)
-        dg[q] = dcj[q] * u[q] * i[q] * (1.0f - i[q]);           // d pre_i (eqs 13, 9)
-        dg[hs + q] = dhj[q] * t[q] * o[q] * (1.0f - o[q]);      // d pre_o (eqs 14, 11)
-        dg[2 * hs + q] = dcj[q] * i[q] * (1.0f - u[q] * u[q]);  // d pre_u (eqs 13, 12)
-      }
+      iou_backward(g, T + j * hs, DH + j * hs, dcj, dg, hs);  // eqs 14, 13 -> 9, 11, 12
       for (int64_t l = 0; l < K; ++l) {
         float* dgf = dg + (3 + l) * hs;
         if (lvl == 0) {  // leaves have no forget gates
