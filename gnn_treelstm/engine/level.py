@@ -159,6 +159,26 @@ def _word_ids(cell: nn.Module, sched: LevelSchedule, graph: dgl.DGLGraph | None
     return torch.nonzero(cell.word_mask(graph)).flatten(), 0
 
 
+def _grad_buffers(dh_out: torch.Tensor, dc_out: torch.Tensor,
+                  order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The backward's ``dh``, ``dc`` buffers (N + 1, h) in schedule order, from the output
+    gradients (N, h) in schedule order, or in node order gathered by ``order`` (a
+    permutation's backward is a gather, not a scatter); row N (the padding row of missing
+    children) is zero."""
+    n, hs = dh_out.shape
+    dh = dh_out.new_empty(n + 1, hs)
+    dc = dc_out.new_empty(n + 1, hs)
+    dh[n] = 0
+    dc[n] = 0
+    if order is None:
+        dh[:n] = dh_out
+        dc[:n] = dc_out
+    else:
+        torch.index_select(dh_out, 0, order, out=dh[:n])
+        torch.index_select(dc_out, 0, order, out=dc[:n])
+    return dh, dc
+
+
 # ============================================================== Child-Sum (Tai eqs 2-8)
 class _ChildSumLevels(torch.autograd.Function):
     """Child-Sum recurrence (Tai eqs 2-8) over all levels, given ``W x + b``; optionally
@@ -236,10 +256,7 @@ class _ChildSumLevels(torch.autograd.Function):
         lv: Levels = ctx.lv
         mult = s is not None
         n, hs = gates.shape[0], U_f.shape[0]
-        dh = h.new_zeros(n + 1, hs)
-        dc = h.new_zeros(n + 1, hs)
-        dh[:n] = dh_out
-        dc[:n] = dc_out
+        dh, dc = _grad_buffers(dh_out, dc_out)
         dgates = h.new_empty(n, 3 * hs)  # d pre-activations of i, o, u
         dfgate = h.new_empty(fgate.shape)  # d pre-activation of f per edge
         if mult:
@@ -297,12 +314,7 @@ def _childsum_native_backward(ctx, dh_out, dc_out):
     U_iou, U_f, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
     lv: Levels = ctx.lv
     n, hs = gates.shape[0], U_f.shape[0]
-    dh = h.new_empty(n + 1, hs)
-    dc = h.new_empty(n + 1, hs)
-    dh[:n] = dh_out
-    dc[:n] = dc_out
-    dh[n] = 0
-    dc[n] = 0
+    dh, dc = _grad_buffers(dh_out, dc_out)
     dgates = torch.empty_like(gates)  # d pre-activations of i, o, u (N, 3h)
     dfgate = torch.empty_like(fgate)  # d pre-activation of f per edge (E, h)
     torch.ops.gnn_treelstm.childsum_backward(
@@ -448,19 +460,7 @@ class _NaryLevels(torch.autograd.Function):
     def backward(ctx, dh_out, dc_out):
         xw, W, U, slots, h, c, tc, gates = ctx.saved_tensors
         lv: Levels = ctx.lv
-        n = slots.shape[0]
-        hs = h.shape[1]
-        dh = h.new_empty(n + 1, hs)
-        dc = h.new_empty(n + 1, hs)
-        dh[n] = 0
-        dc[n] = 0
-        if ctx.perm is None:
-            dh[:n] = dh_out
-            dc[:n] = dc_out
-        else:  # node order -> schedule order: a gather, not a scatter
-            order = ctx.perm[1]
-            torch.index_select(dh_out, 0, order, out=dh[:n])
-            torch.index_select(dc_out, 0, order, out=dc[:n])
+        dh, dc = _grad_buffers(dh_out, dc_out, None if ctx.perm is None else ctx.perm[1])
         if native.available(gates):  # the loop below, in C++ (csrc/nary_levels.cpp)
             dgates = torch.empty_like(gates)
             torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc,
