@@ -108,3 +108,10 @@ def random_batch(seed: int = 0, count: int = 20, **kw) -> list[dgl.DGLGraph]:
     """``count`` random trees of varied size (1 to 12 leaves)."""
     rng = random.Random(seed)
     return [random_tree(rng, rng.randint(1, 12), **kw) for _ in range(count)]
+
+
+def random_dependency_batch(seed: int = 0, count: int = 20, **kw) -> dgl.DGLGraph:
+    """``count`` random dependency trees of 1 to 15 words, batched."""
+    rng = random.Random(seed)
+    return dgl.batch([random_dependency_tree(rng, rng.randint(1, 15), **kw)
+                      for _ in range(count)])

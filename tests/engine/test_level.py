@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import random
-
 import dgl
 import pytest
 import torch
@@ -13,7 +11,7 @@ from gnn_treelstm.engine.level import KERNELS, _ChildSumLevels, _NaryLevels, lev
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.graph import make_tree
 from tests.engine.compare import assert_same_run
-from tests.trees import chain, random_batch, random_dependency_tree
+from tests.trees import chain, random_batch, random_dependency_batch
 
 X, H = 7, 5
 
@@ -40,16 +38,11 @@ def assert_engines_equal(cell, graph, x, *, tol=1e-5):
     assert_same_run(got, want, tol=tol)
 
 
-def _dep_batch(seed=0, count=20, **kw):
-    rng = random.Random(seed)
-    return dgl.batch([random_dependency_tree(rng, rng.randint(1, 15), **kw) for _ in range(count)])
-
-
 # ------------------------------------------------------------------ Child-Sum
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
 def test_childsum_equals_dgl_engine(dtype, tol):
     torch.manual_seed(0)
-    g = _dep_batch()
+    g = random_dependency_batch()
     cell = build_cell("childsum", X, H).to(dtype)
     assert_engines_equal(cell, g, torch.randn(g.num_nodes(), X, dtype=dtype), tol=tol)
 
@@ -126,7 +119,7 @@ def test_schedule_argument_and_batch_equals_single_trees():
 # ------------------------------------------------------------------ custom backward
 def test_gradcheck_recurrences():
     torch.manual_seed(0)
-    g = _dep_batch(1, 4)
+    g = random_dependency_batch(1, 4)
     lv = LevelSchedule.from_graph(g).up
     n = g.num_nodes()
     dd = dict(dtype=torch.float64, requires_grad=True)
@@ -209,7 +202,7 @@ def test_cuda_matches_cpu(name, kw, words):
 @pytest.mark.parametrize("dtype,tol", [(torch.float32, 1e-5), (torch.float64, 1e-10)])
 def test_mtree_equals_dgl_engine(name, dtype, tol):
     torch.manual_seed(0)
-    g = _dep_batch(2, 20, num_relations=4)
+    g = random_dependency_batch(2, 20, num_relations=4)
     cell = build_cell(name, X, H, num_relations=4, rel_size=3).to(dtype)
     assert_engines_equal(cell, g, torch.randn(g.num_nodes(), X, dtype=dtype), tol=tol)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import random
 import shutil
 
 import dgl
@@ -15,7 +14,7 @@ from gnn_treelstm.engine import gemm, native
 from gnn_treelstm.engine.level import level_forward
 from gnn_treelstm.graph import make_tree
 from tests.engine.compare import assert_same_run
-from tests.trees import chain, random_batch, random_dependency_tree
+from tests.trees import chain, random_batch, random_dependency_batch
 
 needs_compiler = pytest.mark.skipif(shutil.which(native._compiler()) is None,
                                     reason="needs a C++ compiler")
@@ -83,17 +82,12 @@ def test_sequential_native_equals_python(restore_choices, name):
 @pytest.mark.parametrize("name", ["childsum", "mtree-add"])
 def test_childsum_native_equals_python(restore_choices, name):
     # dependency trees (any number of children), constituency trees, chains; h 150 too
-    def _dep_batch(seed, count, **kw):
-        rng = random.Random(seed)
-        return dgl.batch([random_dependency_tree(rng, rng.randint(1, 15), **kw)
-                          for _ in range(count)])
-
     torch.manual_seed(0)
     kw = {"num_relations": 4} if name == "mtree-add" else {}
-    for g, hs in ((_dep_batch(3, 40, num_relations=4), 5),
+    for g, hs in ((random_dependency_batch(3, 40, num_relations=4), 5),
                   (dgl.batch(random_batch(4, 40, max_children=3, words="all")), 5),
                   (dgl.batch([chain(n, seed=n) for n in (1, 2, 17)]), 5),
-                  (_dep_batch(5, 60, num_relations=4), 150)):
+                  (random_dependency_batch(5, 60, num_relations=4), 150)):
         cell = build_cell(name, 7, hs, **kw)
         assert_native_equals_python(cell, g, torch.randn(g.num_nodes(), 7), tol=2e-5)
 
