@@ -25,9 +25,10 @@ per-call cost is larger than the arithmetic.
 from __future__ import annotations
 
 import logging
-import os
 
 import torch
+
+from .settings import env_choice
 
 logger = logging.getLogger(__name__)
 
@@ -42,13 +43,7 @@ _state: dict[str, object] = {"requested": None, "onednn": None}
 
 def _requested() -> str:
     if _state["requested"] is None:
-        value = os.environ.get("GNN_TREELSTM_GEMM", "auto").strip().lower() or "auto"
-        if value not in BACKENDS:
-            raise ValueError(
-                f"GNN_TREELSTM_GEMM={value!r} is not a matrix-product backend; "
-                f"use one of {', '.join(BACKENDS)}"
-            )
-        _state["requested"] = value
+        _state["requested"] = env_choice("GNN_TREELSTM_GEMM", BACKENDS, "matrix-product backend")
     return _state["requested"]  # type: ignore[return-value]
 
 

@@ -42,6 +42,8 @@ from pathlib import Path
 
 import torch
 
+from .settings import env_choice
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_path"]
@@ -61,12 +63,7 @@ _state: dict[str, object] = {"choice": None, "loaded": None, "error": ""}
 def choice() -> str:
     """The requested mode: ``set_choice`` if called, else ``$GNN_TREELSTM_NATIVE``."""
     if _state["choice"] is None:
-        value = os.environ.get("GNN_TREELSTM_NATIVE", "auto").strip().lower() or "auto"
-        if value not in CHOICES:
-            raise ValueError(
-                f"GNN_TREELSTM_NATIVE={value!r} is not a choice; use one of {', '.join(CHOICES)}"
-            )
-        _state["choice"] = value
+        _state["choice"] = env_choice("GNN_TREELSTM_NATIVE", CHOICES, "choice")
     return _state["choice"]  # type: ignore[return-value]
 
 
