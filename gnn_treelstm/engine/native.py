@@ -57,7 +57,7 @@ FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=
          "-shared", "-fPIC", "-fopenmp",
          "-Wno-c++20-extensions")
 
-_state: dict[str, object] = {"choice": None, "loaded": None, "error": ""}
+_state: dict[str, object] = {"choice": None, "loaded": None}
 
 
 def choice() -> str:
@@ -155,9 +155,9 @@ def _load() -> bool:
         try:
             if not _ops_loaded():
                 torch.ops.load_library(str(build()))
-            _state["loaded"], _state["error"] = True, ""
+            _state["loaded"] = True
         except (RuntimeError, OSError) as exc:
-            _state["loaded"], _state["error"] = False, str(exc)
+            _state["loaded"] = False
             if choice() == "on":
                 raise RuntimeError(
                     f"GNN_TREELSTM_NATIVE=on but the native level loops are unusable: {exc}"
