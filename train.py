@@ -37,11 +37,12 @@ from pathlib import Path
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.cells import cells
 from gnn_treelstm.cells.base import ENGINES
-from gnn_treelstm.model import EMBEDDING_MODES
+from gnn_treelstm.model import EMBEDDING_MODES, SENTENCE_STATES
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.tasks import tasks
 from gnn_treelstm.training import (
     DEVICES,
+    LOSS_REDUCTIONS,
     OPTIMIZERS,
     TREE_KINDS,
     DataError,
@@ -92,6 +93,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "topdown, bitree (Teng §6), else 0)")
     g.add_argument("--cell-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="extra cell keyword argument (JSON value), e.g. n_ary=3")
+    g.add_argument("--head-arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="extra head keyword argument (JSON value), e.g. features=abs, "
+                        "activation=relu (inference)")
+    g.add_argument("--sentence-state", default=None, choices=SENTENCE_STATES,
+                   help="root state used as the sentence vector (default: the task's)")
     g.add_argument("--engine", default=d.engine, choices=ENGINES,
                    help="propagation engine passed to the cell")
     g = ap.add_argument_group("optimization")
@@ -102,6 +108,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--emb-lr", type=float, default=None,
                    help="embedding learning rate (default: adagrad 0.1, adam = --lr)")
     g.add_argument("--l2", type=float, default=d.l2, help="per-minibatch L2 strength")
+    g.add_argument("--emb-l2", type=float, default=None,
+                   help="L2 on the word embeddings (default: the task's, 0 for most)")
+    g.add_argument("--loss-reduction", default=None, choices=LOSS_REDUCTIONS,
+                   help="mean or sum of the batch's losses (default: the task's)")
     g.add_argument("--batch-size", type=int, default=d.batch_size)
     g.add_argument("--epochs", type=int, default=d.epochs)
     g.add_argument("--seed", type=int, default=d.seed)
@@ -123,20 +133,28 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def config_from_args(a: argparse.Namespace) -> RunConfig:
-    cell_kwargs = {}
-    for item in a.cell_arg:
+def _kwargs(items: list[str], flag: str) -> dict:
+    out = {}
+    for item in items:
         if "=" not in item:
-            raise ValueError(f"--cell-arg {item!r}: expected KEY=VALUE")
+            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
-        cell_kwargs[k.strip()] = _value(v)
+        out[k.strip()] = _value(v)
+    return out
+
+
+def config_from_args(a: argparse.Namespace) -> RunConfig:
+    cell_kwargs = _kwargs(a.cell_arg, "--cell-arg")
+    head_kwargs = _kwargs(a.head_arg, "--head-arg")
     return RunConfig(
         task=a.task, model=a.model, tree=a.tree, data=a.data, embeddings=a.embeddings,
         embeddings_mode=a.embeddings_mode, emb_dim=a.emb_dim, hidden=a.hidden,
         head_hidden=a.head_hidden, optimizer=a.optimizer, lr=a.lr, emb_lr=a.emb_lr, l2=a.l2,
         dropout=a.dropout, emb_dropout=a.emb_dropout, supervision=a.supervision,
         batch_size=a.batch_size, epochs=a.epochs, seed=a.seed, seeds=a.seeds,
-        device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, runs_dir=a.runs_dir,
+        device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, head_kwargs=head_kwargs,
+        sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
+        runs_dir=a.runs_dir,
         name=a.name, max_train=a.max_train, max_eval=a.max_eval, test=not a.no_test,
     )
 

@@ -32,7 +32,10 @@ from .vocab import Vocab
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "save_checkpoint", "load_checkpoint",
            "load_model"]
 
-CHECKPOINT_FORMAT = 1
+CHECKPOINT_FORMAT = 2
+#: format 1 (before ``sentence_state`` and ``head_kwargs``) is read as the model it was:
+#: root ``h`` and, for inference heads, the signed difference feature
+_FORMAT_1_INFERENCE_TASKS = ("sick-e", "snli")
 
 
 @dataclass
@@ -113,12 +116,24 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable checkpoint ({exc})") from exc
     if not isinstance(payload, dict) or "model_config" not in payload:
         raise ValueError(f"{path}: not a gnn_treelstm checkpoint (no model_config)")
+    if payload.get("format") == 1:
+        payload = _upgrade_format_1(payload)
     if payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
             f"{path}: checkpoint format {payload.get('format')!r}, this version reads "
             f"{CHECKPOINT_FORMAT}"
         )
     return payload
+
+
+def _upgrade_format_1(payload: dict[str, Any]) -> dict[str, Any]:
+    """A format-1 checkpoint, with the defaults it was trained under made explicit."""
+    mc = dict(payload["model_config"])
+    mc.setdefault("sentence_state", "h")
+    if "head_kwargs" not in mc:
+        mc["head_kwargs"] = ({"features": "paper"} if mc.get("task") in _FORMAT_1_INFERENCE_TASKS
+                             else {})
+    return {**payload, "model_config": mc, "format": CHECKPOINT_FORMAT}
 
 
 def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",

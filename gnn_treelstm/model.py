@@ -7,7 +7,10 @@ and :class:`TreeLSTMModel` is built from the config alone::
     x_j   = dropout(x_j)   (Teng §6: dropout on the lexical input; off by default)
     h, c  = cell(graph, x)                          node states (Tai §3, Teng §4, Tran §3)
     s     = cell.sentence_vector(graph, h)          if the cell defines one (Teng eq 16)
-          = h[root]                                 otherwise
+          = h[root]                                 otherwise (``sentence_state="h"``)
+          = c[root]                                 ``sentence_state="c"``: the root's memory
+                                                    cell, as Tran & Cheng's released code
+                                                    feeds its heads
     n     = cell.node_vectors(graph, h)             per-node classifier input, if defined
           = h                                       otherwise
     out   = head(n, s)                              (see gnn_treelstm.tasks)
@@ -38,10 +41,13 @@ from .tasks import Encoded, Task, build_task
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "TENG_CELLS", "cell_accepts",
+__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "TENG_CELLS", "SENTENCE_STATES",
+           "cell_accepts",
            "build_model"]
 
 EMBEDDING_MODES = ("tuned", "fixed", "random")
+#: which root state is the sentence vector: ``h`` (the papers' text) or ``c`` (Tran's code)
+SENTENCE_STATES = ("h", "c")
 #: Teng & Zhang's cells: their classifiers have eq 17's ReLU hidden layer by default
 TENG_CELLS = frozenset({"lex", "topdown", "bitree"})
 
@@ -64,6 +70,10 @@ class ModelConfig:
         num_relations: size of the tree kind's relation vocabulary.
         engine: ``dgl`` or ``level`` (passed to the cell).
         cell_kwargs: extra keyword arguments of the cell.
+        sentence_state: which root state is the sentence vector, ``h`` or ``c`` (None:
+            the task's default; cells with their own ``sentence_vector`` need ``h``).
+        head_kwargs: extra keyword arguments of the task's head (over the task's
+            defaults), e.g. ``{"features": "abs", "activation": "relu"}`` for inference.
     """
 
     task: str = "sst-5"
@@ -79,6 +89,8 @@ class ModelConfig:
     num_relations: int = 1
     engine: str = "dgl"
     cell_kwargs: dict[str, Any] = field(default_factory=dict)
+    sentence_state: str | None = None
+    head_kwargs: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -109,6 +121,9 @@ class ModelConfig:
                 raise ValueError(f"{name} must be in [0, 1), got {v}")
         if self.num_relations <= 0:
             raise ValueError(f"num_relations must be positive, got {self.num_relations}")
+        if self.sentence_state not in (None, *SENTENCE_STATES):
+            raise ValueError(f"unknown sentence state {self.sentence_state!r}; choose one of: "
+                             f"{', '.join(SENTENCE_STATES)}")
 
 
 def cell_accepts(name: str, param: str) -> bool:
@@ -172,14 +187,25 @@ class TreeLSTMModel(nn.Module):
                                          engine=config.engine, **kwargs)
         self.has_sentence_vector = callable(getattr(self.cell, "sentence_vector", None))
         self.has_node_vectors = callable(getattr(self.cell, "node_vectors", None))
+        self.sentence_state = config.sentence_state or self.task.default_sentence_state
+        if self.sentence_state == "c" and self.has_sentence_vector:
+            raise ValueError(
+                f"cell {config.cell!r} builds its own sentence vector (sentence_vector); "
+                "sentence_state 'c' needs a cell whose sentence vector is a root state: "
+                "use sentence_state 'h'")
         sent_size = _sentence_size(self.cell) if self.has_sentence_vector else self.cell.out_size
         node_size = sent_size if self.has_node_vectors else self.cell.out_size
         dropout = self.task.default_dropout if config.dropout is None else config.dropout
-        self.head = self.task.build_head(
-            node_size, sent_size,
-            hidden=self.task.head_hidden(config.head_hidden, config.cell in TENG_CELLS),
-            dropout=dropout,
-        )
+        head_kwargs = {**self.task.default_head_kwargs, **config.head_kwargs}
+        try:
+            self.head = self.task.build_head(
+                node_size, sent_size,
+                hidden=self.task.head_hidden(config.head_hidden, config.cell in TENG_CELLS),
+                dropout=dropout, **head_kwargs,
+            )
+        except TypeError as exc:
+            raise ValueError(f"task {config.task!r}: bad head option in {head_kwargs} "
+                             f"({exc})") from exc
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -247,11 +273,14 @@ class TreeLSTMModel(nn.Module):
             )
         x = self.embed(g)
         if schedule is not None and self.cell.engine == "level":
-            h, _c = self.cell(g, x, schedule=schedule)               # (N, out_size)
+            h, c = self.cell(g, x, schedule=schedule)                # (N, out_size)
         else:
-            h, _c = self.cell(g, x)                                  # (N, out_size)
+            h, c = self.cell(g, x)                                   # (N, out_size)
         roots = G.batch_roots(g).to(h.device)                        # (num_sentences,)
-        sent = self.cell.sentence_vector(g, h) if self.has_sentence_vector else h[roots]
+        if self.has_sentence_vector:
+            sent = self.cell.sentence_vector(g, h)
+        else:
+            sent = (c if self.sentence_state == "c" else h)[roots]   # (num_sentences, d)
         node_fn = self.cell.node_vectors if self.has_node_vectors else None
         return Encoded(graph=g, h=h, sent=sent, roots=roots, num_a=num_a, node_fn=node_fn)
 

@@ -60,7 +60,14 @@ from . import graph as G
 from . import metrics as M
 from .cells import build_cell, cells
 from .checkpoint import _umask, save_checkpoint
-from .model import EMBEDDING_MODES, TENG_CELLS, ModelConfig, TreeLSTMModel, cell_accepts
+from .model import (
+    EMBEDDING_MODES,
+    SENTENCE_STATES,
+    TENG_CELLS,
+    ModelConfig,
+    TreeLSTMModel,
+    cell_accepts,
+)
 from .tasks import Task, build_task, gather_batches, tasks
 
 log = logging.getLogger(__name__)
@@ -89,6 +96,9 @@ __all__ = [
 TREE_KINDS = ("constituency", "dependency", "chain", "amr", "dependency-spacy",
               "constituency-spacy")
 OPTIMIZERS = ("adagrad", "adam")
+#: ``mean``: the batch's mean loss (Tai's code); ``sum``: the summed loss, i.e. one
+#: backward per example accumulated over the batch (Tran & Cheng's code)
+LOSS_REDUCTIONS = ("mean", "sum")
 DEVICES = ("cpu", "cuda")
 SAMPLE_SRC = Path(__file__).resolve().parent / "sample_data"
 #: raw-data probes: a directory holding one of these for the data set is raw (unbuilt) data
@@ -134,6 +144,10 @@ class RunConfig:
     device: str = "cpu"
     engine: str = "dgl"
     cell_kwargs: dict[str, Any] = field(default_factory=dict)
+    sentence_state: str | None = None
+    head_kwargs: dict[str, Any] = field(default_factory=dict)
+    loss_reduction: str | None = None
+    emb_l2: float | None = None
     runs_dir: str = "runs"
     name: str | None = None
     max_train: int | None = None
@@ -162,6 +176,10 @@ class RunConfig:
         emb_lr = self.emb_lr if self.emb_lr is not None else (0.1 if opt == "adagrad" else lr)
         return dataclasses.replace(
             self, optimizer=opt, lr=lr, emb_lr=emb_lr,
+            sentence_state=self.sentence_state or task.default_sentence_state,
+            head_kwargs={**task.default_head_kwargs, **self.head_kwargs},
+            loss_reduction=self.loss_reduction or task.default_loss_reduction,
+            emb_l2=self.emb_l2 if self.emb_l2 is not None else task.default_emb_l2,
             dropout=task.default_dropout if self.dropout is None else self.dropout,
             emb_dropout=(0.5 if teng else 0.0) if self.emb_dropout is None
             else self.emb_dropout,
@@ -191,6 +209,14 @@ class RunConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.l2 < 0:
             raise ValueError(f"l2 must be >= 0, got {self.l2}")
+        if self.emb_l2 is not None and self.emb_l2 < 0:
+            raise ValueError(f"emb_l2 must be >= 0, got {self.emb_l2}")
+        if self.loss_reduction not in (None, *LOSS_REDUCTIONS):
+            raise ValueError(f"unknown loss reduction {self.loss_reduction!r}; choose one of: "
+                             f"{', '.join(LOSS_REDUCTIONS)}")
+        if self.sentence_state not in (None, *SENTENCE_STATES):
+            raise ValueError(f"unknown sentence state {self.sentence_state!r}; choose one of: "
+                             f"{', '.join(SENTENCE_STATES)}")
         if self.embeddings is not None and not Path(self.embeddings).is_file():
             raise ValueError(f"--embeddings {self.embeddings}: no such file")
 
@@ -487,7 +513,7 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     """
     cfg = cfg.resolved()
     emb, rest = model.parameter_groups()
-    sparse = cfg.optimizer == "adagrad" and bool(emb)
+    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2
     model.sparse_embedding_grad = sparse
     if sparse:
         # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
@@ -496,7 +522,7 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2,
                            "fused": _fused_ok(rest)}]
     if emb:
-        groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": 0.0,
+        groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": cfg.emb_l2,
                        "fused": not sparse and _fused_ok(emb)})
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
@@ -648,6 +674,23 @@ def memory_stats(device: torch.device | str = "cpu") -> dict[str, float]:
     return out
 
 
+def batch_objective(mean_loss: torch.Tensor, batch_size: int, reduction: str) -> torch.Tensor:
+    """What one optimizer step minimizes, from the task's mean loss over a batch.
+
+    ``mean``: the mean (Tai's code: loss and gradients divided by the batch size);
+    ``sum``: the sum over the batch's examples, as Tran & Cheng's code does by calling
+    ``backward`` once per example and stepping every 25 examples. With Adam the two differ
+    only through L2 (weight decay is added to a gradient 25× larger, so it weighs 25× less)
+    and ε.
+    """
+    if reduction == "mean":
+        return mean_loss
+    if reduction == "sum":
+        return mean_loss * batch_size
+    raise ValueError(f"unknown loss reduction {reduction!r}; choose one of: "
+                     f"{', '.join(LOSS_REDUCTIONS)}")
+
+
 def _seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % (2**32))
@@ -688,6 +731,7 @@ def train_model(
     epochs_done = []
     ckpt_path = out_dir / "best.pt"
     sel = task.selection_metric
+    reduction = cfg.resolved().loss_reduction
     process_peak = 0.0
     for epoch in range(1, cfg.epochs + 1):
         model.train()
@@ -704,10 +748,10 @@ def train_model(
             batch = _to_device(batch, device, graphs_on_device)
             out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
             loss = task.loss(out, batch)
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
             b = len(batch)
+            optimizer.zero_grad(set_to_none=True)
+            batch_objective(loss, b, reduction).backward()
+            optimizer.step()
             loss_sum += loss.detach() * b
             n_ex += b
             n_trees += b * (2 if batch.graph_b is not None else 1)
@@ -852,6 +896,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         emb_dropout=cfg.emb_dropout, head_hidden=cfg.head_hidden,
         supervision=task.supervision, num_relations=max(num_relations, 1),
         engine=cfg.engine, cell_kwargs=dict(cfg.cell_kwargs),
+        sentence_state=cfg.sentence_state, head_kwargs=dict(cfg.head_kwargs),
     )
     TreeLSTMModel(model_config)  # fail on a bad architecture before writing anything
     name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
@@ -869,7 +914,8 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
                        "dev_split": rd.dev_split},
               "embeddings": emb_info,
               "optimizer": {"name": cfg.optimizer, "lr": cfg.lr, "emb_lr": cfg.emb_lr,
-                            "l2": cfg.l2},
+                            "l2": cfg.l2, "emb_l2": cfg.emb_l2,
+                            "loss_reduction": cfg.loss_reduction},
               "task": {"name": task.name, "supervision": task.supervision,
                        "selection_metric": task.selection_metric},
               "device": cfg.device, "engine": cfg.engine,

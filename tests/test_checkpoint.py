@@ -61,3 +61,19 @@ def test_bad_inputs(tmp_path):
     torch.save({"format": 99, "model_config": {}}, tmp_path / "new.pt")
     with pytest.raises(ValueError, match="format 99"):
         C.load_model(tmp_path / "new.pt")
+
+
+def test_format_1_checkpoints_load_as_the_model_they_were(tmp_path):
+    m = _model(task="sick-e", cell="childsum", head_kwargs={"features": "paper"}).eval()
+    path = C.save_checkpoint(tmp_path / "best.pt", m, vocab=_vocab(), relations=["r"],
+                             label_names=None, run_config={}, meta={})
+    payload = torch.load(path, weights_only=False)
+    payload["format"] = 1
+    for key in ("sentence_state", "head_kwargs"):
+        del payload["model_config"][key]
+    torch.save(payload, tmp_path / "old.pt")
+    ck = C.load_model(tmp_path / "old.pt")
+    assert ck.model.head.features == "paper" and ck.model.sentence_state == "h"
+    assert C.load_model(path).model.head.features == "paper"
+    new = _model(task="sick-e", cell="childsum")         # today's task default
+    assert new.head.features == "abs"

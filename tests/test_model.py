@@ -94,3 +94,32 @@ def test_sequential_cell_sentence_vector_size():
     g = dgl.batch([chain(3), chain(5)])
     out = m(g, dgl.batch([chain(4), chain(2)]))
     assert out["score"].shape == (2,)
+
+
+def test_sentence_state_c_reads_the_root_memory_cell():
+    rng = random.Random(2)
+    a = [random_dependency_tree(rng, rng.randint(2, 6)) for _ in range(2)]
+    b = [random_dependency_tree(rng, rng.randint(2, 6)) for _ in range(2)]
+    m = TreeLSTMModel(_cfg(task="sick-e", cell="childsum", dropout=0.0,
+                           sentence_state="c")).eval()
+    g = dgl.batch(a + b)
+    h, c = m.cell(g, m.embed(g))
+    from gnn_treelstm.graph import batch_roots
+
+    enc = m.encode(dgl.batch(a), dgl.batch(b))
+    torch.testing.assert_close(enc.sent, c[batch_roots(g)])
+    assert not torch.allclose(enc.sent, h[batch_roots(g)])
+    hm = TreeLSTMModel(_cfg(task="sick-e", cell="childsum", sentence_state="h"))
+    assert hm.sentence_state == "h"
+    with pytest.raises(ValueError, match="unknown sentence state 'x'"):
+        TreeLSTMModel(_cfg(task="sick-e", cell="childsum", sentence_state="x"))
+    with pytest.raises(ValueError, match="sentence_state 'h'"):
+        TreeLSTMModel(_cfg(task="sst-5", cell="bitree", sentence_state="c"))
+
+
+def test_head_kwargs_reach_the_head_and_bad_ones_are_named():
+    m = TreeLSTMModel(_cfg(task="sick-e", cell="childsum",
+                           head_kwargs={"features": "abs", "activation": "relu"}))
+    assert m.head.features == "abs" and m.head.activation == "relu"
+    with pytest.raises(ValueError, match="bad head option"):
+        TreeLSTMModel(_cfg(task="sst-5", head_kwargs={"features": "abs"}))

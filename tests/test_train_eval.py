@@ -212,5 +212,27 @@ def test_resolved_config_follows_the_papers():
         "adagrad", 0.0, "root", "fixed")                        # Tai §5.3
     r = T.RunConfig(task="sick-e", model="mtree").resolved()
     assert (r.optimizer, r.lr, r.emb_lr) == ("adam", 1e-3, 1e-3)  # Tran §6.1 (NLI)
+    assert r.head_kwargs == {"features": "abs"}                   # Tran's code: |h_P - h_H|
+    assert (r.sentence_state, r.loss_reduction, r.emb_l2) == ("h", "mean", 0.0)
+    r = T.RunConfig(task="sick-e", head_kwargs={"features": "paper"}).resolved()
+    assert r.head_kwargs == {"features": "paper"}
     r = T.RunConfig(model="bitree").resolved()
     assert (r.optimizer, r.emb_dropout) == ("adam", 0.5)          # Teng §6
+
+
+def test_batch_objective_and_embedding_l2():
+    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+
+    loss = T.torch.tensor(0.5)
+    assert float(T.batch_objective(loss, 25, "mean")) == 0.5
+    assert float(T.batch_objective(loss, 25, "sum")) == 12.5      # Tran's code
+    with pytest.raises(ValueError, match="choose one of: mean, sum"):
+        T.batch_objective(loss, 25, "max")
+    m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
+    opt = T.build_optimizer(m, T.RunConfig(emb_l2=1e-4))
+    assert opt.param_groups[1]["weight_decay"] == 1e-4
+    assert not m.sparse_embedding_grad        # sparse AdaGrad takes no weight decay
+    with pytest.raises(ValueError, match="emb_l2 must be >= 0"):
+        T.RunConfig(emb_l2=-1.0).check()
+    with pytest.raises(ValueError, match="unknown loss reduction"):
+        T.RunConfig(loss_reduction="max").check()

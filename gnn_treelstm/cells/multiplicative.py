@@ -82,6 +82,9 @@ __all__ = [
 ]
 
 VARIANTS = ("mult", "add", "full")
+#: relation-embedding initializations: ``uniform`` U(-0.05, 0.05) as Tran §6.1 writes;
+#: ``normal`` N(0, 1), what the authors' released code gets (``nn.Embedding``'s default)
+REL_INITS = ("uniform", "normal")
 
 
 # ---------------------------------------------------------------- plain-tensor math
@@ -145,6 +148,8 @@ class MultiplicativeTreeLSTM(TreeCell):
             ``"full"`` (one ``W_hh`` per relation, eq 2).
         m_size: size of the multiplicative space ``m_jk`` (default ``h_size``, as the
             authors' code). ``mult`` only.
+        rel_init: ``"uniform"`` (U(-0.05, 0.05), Tran §6.1) or ``"normal"`` (N(0, 1), the
+            authors' code) for the relation embeddings (``mult``, ``add``).
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
             (:mod:`gnn_treelstm.engine.level`).
     """
@@ -161,6 +166,7 @@ class MultiplicativeTreeLSTM(TreeCell):
         rel_size: int = 100,
         variant: str = "mult",
         m_size: int | None = None,
+        rel_init: str = "uniform",
         engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
@@ -168,6 +174,9 @@ class MultiplicativeTreeLSTM(TreeCell):
             raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
         if int(num_relations) <= 0:
             raise ValueError(f"num_relations must be positive, got {num_relations}")
+        if rel_init not in REL_INITS:
+            raise ValueError(f"unknown rel_init {rel_init!r}; choose one of {REL_INITS}")
+        self.rel_init = rel_init
         if int(rel_size) <= 0:
             raise ValueError(f"rel_size must be positive, got {rel_size}")
         self.variant = variant
@@ -195,12 +204,15 @@ class MultiplicativeTreeLSTM(TreeCell):
 
     def reset_parameters(self) -> None:
         """Linear layers: PyTorch's default uniform init; relation embeddings
-        ``U(-0.05, 0.05)`` (Tran §6.1); ``W_hh[r]`` uniform ``±1/sqrt(h)``; biases zero."""
+        ``U(-0.05, 0.05)`` (Tran §6.1) or ``N(0, 1)`` (``rel_init="normal"``); ``W_hh[r]``
+        uniform ``±1/sqrt(h)``; biases zero."""
         for mod in self.modules():
             if isinstance(mod, nn.Linear):
                 mod.reset_parameters()
         nn.init.zeros_(self.W_x.bias)
-        if self.variant in ("mult", "add"):
+        if self.variant in ("mult", "add") and self.rel_init == "normal":
+            nn.init.normal_(self.rel_emb.weight)
+        elif self.variant in ("mult", "add"):
             nn.init.uniform_(self.rel_emb.weight, -0.05, 0.05)
         else:
             bound = 1.0 / math.sqrt(self.h_size)

@@ -78,6 +78,14 @@ class Task:
     default_head_hidden: ClassVar[int] = 0
     #: hidden layer size with Teng & Zhang's cells (eq 17; 0 = as above)
     default_head_hidden_teng: ClassVar[int] = 0
+    #: the root state a pair task compares (``h``; ``c`` as Tran & Cheng's code)
+    default_sentence_state: ClassVar[str] = "h"
+    #: how a batch's per-example losses are combined (see training.LOSS_REDUCTIONS)
+    default_loss_reduction: ClassVar[str] = "mean"
+    #: L2 on the word embeddings (the papers' L2 is on the other parameters)
+    default_emb_l2: ClassVar[float] = 0.0
+    #: keyword arguments of the head that differ from its own defaults
+    default_head_kwargs: ClassVar[dict[str, Any]] = {}
     #: graph-level target keys the task reads from ``Batch.targets``
     target_keys: ClassVar[tuple[str, ...]] = ("label",)
 

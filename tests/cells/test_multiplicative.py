@@ -374,3 +374,15 @@ def test_parameter_counts_match_tran_tables_5_6(variant, rel_size, paper_k):
         assert round(total / 1e5) / 10 == paper_k / 1000  # "1.1M"
     else:
         assert round(total / 1000) == paper_k
+
+
+@pytest.mark.parametrize("variant", ["mult", "add"])
+def test_relation_embedding_init_paper_and_code(variant):
+    torch.manual_seed(0)
+    paper = MultiplicativeTreeLSTM(6, 5, 40, variant=variant)
+    assert paper.rel_emb.weight.abs().max() <= 0.05           # Tran §6.1: U(-0.05, 0.05)
+    code = MultiplicativeTreeLSTM(6, 5, 40, variant=variant, rel_init="normal")
+    std = float(code.rel_emb.weight.std())
+    assert 0.9 < std < 1.1                                    # N(0, 1), the authors' code
+    with pytest.raises(ValueError, match="unknown rel_init 'xavier'"):
+        MultiplicativeTreeLSTM(6, 5, 4, variant=variant, rel_init="xavier")

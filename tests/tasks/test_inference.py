@@ -60,3 +60,24 @@ def test_loss_and_describe():
         "entailment", "neutral", "contradiction"}
     with pytest.raises(ValueError, match="hidden layer"):
         task.head_hidden(0)
+
+
+def test_code_features_and_relu_hidden_layer():
+    head = InferenceHead(2, hidden=3, dropout=0.0, features="abs", activation="relu")
+    h_p, h_h = torch.tensor([[1.0, 2.0]]), torch.tensor([[0.5, -1.0]])
+    out = head(_enc(h_p, h_h))
+    x_c = torch.tensor([[1.0, 2.0, 0.5, -1.0, 0.5, -2.0, 0.5, 3.0]])  # [P; H; P⊙H; |P-H|]
+    expected = head.W_p(torch.relu(head.W_c(x_c)))
+    torch.testing.assert_close(out["logits"], expected)
+    from gnn_treelstm.tasks.inference import pair_features
+
+    # |P-H| is the same for the swapped pair, P-H changes sign
+    assert torch.equal(pair_features(h_p, h_h, "abs")[:, 6:], pair_features(h_h, h_p, "abs")[:, 6:])
+    assert torch.equal(pair_features(h_p, h_h)[:, 4:6], -pair_features(h_h, h_p)[:, 4:6])
+
+
+def test_bad_head_options_name_the_choices():
+    with pytest.raises(ValueError, match="choose one of: paper, abs"):
+        InferenceHead(2, features="concat")
+    with pytest.raises(ValueError, match="choose one of: sigmoid, relu, tanh"):
+        InferenceHead(2, activation="gelu")
