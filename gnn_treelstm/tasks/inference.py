@@ -19,8 +19,8 @@ difference, 83.0 (0.1) % with the absolute one (Tran Table 3: 82.9 (0.3); see
 docs/RESULTS.md). ``features="paper"`` keeps the signed version.
 
 Metric: accuracy; on SICK also the two subsets of Tran Table 3: *LS*, pairs whose premise
-has at least 18 words, and *Negation*, pairs where a negation word (*not*, *n't*, *no*) appears in the hypothesis but not in the
-premise.
+has at least 18 words, and *Negation*, pairs where a negation word (*not*, *n't*, *no*)
+appears in the hypothesis but not in the premise.
 """
 
 from __future__ import annotations
