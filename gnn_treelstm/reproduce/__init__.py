@@ -1,0 +1,16 @@
+"""Reproduce the papers' tables: a registry of table rows, a resumable runner, a report.
+
+    python -m gnn_treelstm.reproduce tran-t3 --data DATA --vectors-dir GLOVE
+    python -m gnn_treelstm.reproduce --list
+    python -m gnn_treelstm.reproduce 'tai-t3/*' --quick      # smoke test on the sample
+
+:mod:`.rows` holds the rows (paper numbers and settings), :mod:`.runner` trains their seeds
+under ``runs/reproduce/`` and :mod:`.report` writes the tables of ``docs/RESULTS.md``.
+"""
+
+from .report import write_results
+from .rows import ROWS, TABLES, Row, get, select, unavailable_reason
+from .runner import RowRun, done_seeds, run_rows
+
+__all__ = ["ROWS", "TABLES", "Row", "RowRun", "done_seeds", "get", "run_rows", "select",
+           "unavailable_reason", "write_results"]

@@ -1,0 +1,195 @@
+"""Regenerate the reproduction tables of ``docs/RESULTS.md`` from run directories.
+
+Only the text between :data:`BEGIN` and :data:`END` is rewritten; everything outside the
+markers is kept byte for byte. One markdown table per paper table: each row's test metrics
+over its finished seeds (mean and *sample* standard deviation, ``ddof=1``), next to the
+paper's number, the gap, the median seconds per epoch, the vectors and the exact
+``train.py`` command.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from .rows import TABLES, VECTORS, Row, is_accuracy, unavailable_reason
+from .runner import atomic_write, command, row_config, row_dir
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BEGIN", "END", "RowResults", "collect", "render", "write_results"]
+
+BEGIN = "<!-- BEGIN GENERATED: reproduce -->"
+END = "<!-- END GENERATED: reproduce -->"
+HEADER = ("# Results\n\nReproduction of the papers' tables (`python -m gnn_treelstm.reproduce`)."
+          " Text outside the generated markers below is kept when the tables are "
+          "regenerated.\n\n")
+LOWER_IS_BETTER = ("mse",)
+
+
+@dataclass
+class RowResults:
+    """The finished seeds of a row: per metric the test values, and seconds per epoch."""
+
+    row: Row
+    values: dict[str, list[float]] = field(default_factory=dict)
+    seconds_per_epoch: list[float] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)  # row.json, if any
+
+    @property
+    def n(self) -> int:
+        return len(self.seconds_per_epoch)
+
+    def stats(self, metric: str) -> tuple[float, float | None] | None:
+        """(mean, sample std or None for one seed) of a test metric, None if not run."""
+        vals = [v for v in self.values.get(metric, []) if v is not None and math.isfinite(v)]
+        if not vals:
+            return None
+        return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else None
+
+
+def _test_metrics(res: dict) -> dict[str, float]:
+    out = {k: v["mean"] for k, v in res.get("test", {}).items() if isinstance(v, dict)}
+    if not out and res.get("seeds"):
+        out = dict(res["seeds"][0].get("test", {}))
+    return out
+
+
+def collect(root: Path, row: Row) -> RowResults:
+    """Read ``row``'s ``row.json`` and every ``seed-*/results.json`` under ``root``."""
+    rdir = row_dir(root, row)
+    out = RowResults(row)
+    if (rdir / "row.json").is_file():
+        out.info = json.loads((rdir / "row.json").read_text(encoding="utf-8"))
+    seed_dirs = [d for d in rdir.glob("seed-*") if d.name[5:].isdigit()]
+    for d in sorted(seed_dirs, key=lambda d: int(d.name[5:])):
+        path = d / "results.json"
+        if not path.is_file():
+            continue
+        res = json.loads(path.read_text(encoding="utf-8"))
+        for metric, value in _test_metrics(res).items():
+            out.values.setdefault(metric, []).append(value)
+        out.seconds_per_epoch.append(float(res.get("seconds_per_epoch", math.nan)))
+    return out
+
+
+def _fmt(metric: str, value: float | None, *, sign: bool = False) -> str:
+    if value is None:
+        return "–"
+    if is_accuracy(metric):
+        return f"{value * 100:+.1f}" if sign else f"{value * 100:.1f}"
+    return f"{value:+.4f}" if sign else f"{value:.4f}"
+
+
+def _mean_std(metric: str, ms: tuple[float, float | None]) -> str:
+    mean, std = ms
+    return _fmt(metric, mean) + ("" if std is None else f" ({_fmt(metric, std)})")
+
+
+def _within(metric: str, ours: float, paper: tuple[float, float | None]) -> str:
+    mean, std = paper
+    if std is None:
+        return "–"
+    if metric in LOWER_IS_BETTER:
+        return "✓" if ours <= mean + std else "✗"
+    return "✓" if ours >= mean - std else "✗"
+
+
+def _reason(r: RowResults) -> str:
+    if unavailable_reason(r.row):
+        return unavailable_reason(r.row)
+    return r.info.get("reason", "") if r.info.get("status") == "unavailable" else ""
+
+
+def _command(r: RowResults) -> str:
+    if r.info.get("command"):
+        return r.info["command"]
+    patterns = VECTORS[r.row.vectors]
+    vec = Path("VECTORS_DIR") / patterns[0] if patterns else None
+    return command(row_config(r.row, embeddings=vec))
+
+
+def _setting(row: Row) -> str:
+    o = row.overrides
+    parts = [o.get("task", ""), o.get("tree", "")]
+    if o.get("supervision"):
+        parts.append(f"{o['supervision']}-level")
+    return " ".join(p for p in parts if p)
+
+
+def _table(table: str, results: list[RowResults]) -> list[str]:
+    info = TABLES[table]
+    citation = info.citation.replace("*", "\\*")
+    lines = [f"### {info.title}", "", f"*{citation}*", "",
+             "| row | setting | metric | paper | ours (n seeds) | gap | ≥ paper − std "
+             "| s/epoch | vectors |", "|---|---|---|---|---|---|---|---|---|"]
+    notes = []
+    for r in results:
+        row, reason = r.row, _reason(r)
+        vectors = Path(r.info["vectors"]).name if r.info.get("vectors") else row.vectors
+        if r.info.get("quick") and not reason:
+            vectors = "sample (quick)"
+        spe = [s for s in r.seconds_per_epoch if math.isfinite(s)]
+        speed = f"{statistics.median(spe):.1f}" if spe else "–"
+        for i, (metric, paper) in enumerate(row.paper.items()):
+            ms = r.stats(metric)
+            if reason:
+                ours, gap, within = f"unavailable: {reason}" if i == 0 else "", "–", "–"
+            elif ms is None:
+                ours, gap, within = "not run", "–", "–"
+            else:
+                total = r.info.get("config", {}).get("seeds", row.seeds)
+                ours = f"{_mean_std(metric, ms)}, n={r.n}" + ("" if r.n >= total
+                                                               else f"/{total}")
+                gap = _fmt(metric, ms[0] - paper[0], sign=True)
+                within = _within(metric, ms[0], paper)
+            first = i == 0
+            label = f"{row.label} (`{row.key.split('/', 1)[1]}`)" if first else ""
+            lines.append(f"| {label} | {_setting(row) if first else ''} | {metric} | "
+                         f"{_mean_std(metric, paper)} | {ours} | {gap} | {within} | "
+                         f"{speed if first else ''} | {vectors if first else ''} |")
+        note = f" — {row.note}" if row.note else ""
+        notes.append(f"- `{row.key}`: `{_command(r)}`{note}")
+    lines += ["", "<details><summary>commands and notes</summary>", "", *notes, "",
+              "</details>", ""]
+    return lines
+
+
+def render(root: Path, rows: list[Row], *, note: str = "") -> str:
+    """The generated section (between the markers, markers excluded)."""
+    lines = ["", f"Generated by `python -m gnn_treelstm.reproduce` from `{root}`. "
+             "**ours** = mean (sample standard deviation, ddof=1; none for one seed) over the "
+             "finished seeds of each seed's test metric at its dev-selected epoch; **paper** = "
+             "as printed, mean (std). **gap** = ours − paper: accuracies in points (×100), "
+             "Pearson / Spearman / MSE as the raw difference. **≥ paper − std**: ✓ if ours ≥ "
+             "paper mean − paper std (MSE: ours ≤ mean + std); – where the paper gives no std. "
+             "Accuracies are shown in %.", ""]
+    if note:
+        lines += [note, ""]
+    for table in TABLES:
+        chosen = [r for r in rows if r.table == table]
+        if chosen:
+            lines += _table(table, [collect(root, r) for r in chosen])
+    return "\n".join(lines)
+
+
+def write_results(root: Path, out: Path, rows: list[Row], *, note: str = "") -> Path:
+    """Rewrite the generated section of ``out`` (created with a header if absent)."""
+    out = Path(out)
+    text = out.read_text(encoding="utf-8") if out.exists() else HEADER + f"{BEGIN}\n{END}\n"
+    b, e = text.find(BEGIN), text.find(END)
+    if b < 0 and e < 0:
+        text = text.rstrip("\n") + f"\n\n{BEGIN}\n{END}\n"
+        b, e = text.find(BEGIN), text.find(END)
+    if b < 0 or e < 0 or e < b or text.count(BEGIN) > 1 or text.count(END) > 1:
+        raise ValueError(f"{out}: expected exactly one {BEGIN} followed by one {END}; fix "
+                         "the markers by hand (or delete them to have them appended)")
+    section = render(root, rows, note=note)
+    atomic_write(out, text[:b + len(BEGIN)] + "\n" + section + "\n" + text[e:])
+    log.info("wrote %s (%d rows)", out, len(rows))
+    return out

@@ -1,0 +1,246 @@
+"""Run paper rows, one training run per seed, resumable.
+
+Layout: ``<root>/<row key, "/" -> "__">/seed-<s>/`` is one
+:func:`gnn_treelstm.training.run` with ``seeds=1, seed=s`` (its ``results.json`` marks the
+seed done), and ``<root>/<row>/row.json`` records the row, the resolved
+:class:`~gnn_treelstm.training.RunConfig`, the equivalent ``train.py`` command, the
+vectors file and the data directory. A seed directory without ``results.json`` (a killed
+run) is deleted and trained again; a finished seed is never retrained unless ``force``.
+Data are resolved once per data set and tree kind with ``runs_dir=root``, so raw data or
+the embedded sample are built once into ``<root>/_built`` / ``<root>/_sample_data``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import os
+import shlex
+import shutil
+import tempfile
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..tasks import build_task
+from ..training import RAW_PROBES, SAMPLE_SRC, RunConfig, resolve_data_dir, run
+from .rows import VECTORS, Row, engine_for, unavailable_reason
+
+log = logging.getLogger(__name__)
+ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
+
+__all__ = ["RowRun", "QUICK", "run_rows", "row_dir", "done_seeds", "find_vectors",
+           "row_config", "command", "atomic_write", "data_reason"]
+
+#: quick mode: a smoke test of every row on the embedded sample, in seconds per row
+QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
+#: RunConfig field -> train.py flag, in the order the command lists them
+FLAGS = {"task": "--task", "model": "--model", "tree": "--tree", "supervision": "--supervision",
+         "data": "--data", "embeddings": "--embeddings",
+         "embeddings_mode": "--embeddings-mode", "emb_dim": "--emb-dim",
+         "hidden": "--hidden", "head_hidden": "--head-hidden", "dropout": "--dropout",
+         "emb_dropout": "--emb-dropout", "sentence_state": "--sentence-state",
+         "engine": "--engine", "optimizer": "--optimizer", "lr": "--lr",
+         "emb_lr": "--emb-lr", "l2": "--l2", "emb_l2": "--emb-l2",
+         "loss_reduction": "--loss-reduction", "batch_size": "--batch-size",
+         "epochs": "--epochs", "seed": "--seed", "seeds": "--seeds", "device": "--device",
+         "max_train": "--max-train", "max_eval": "--max-eval"}
+ALWAYS = ("task", "model", "tree", "hidden", "engine", "epochs", "seeds")
+
+
+@dataclass
+class RowRun:
+    """What happened to one row: ``done`` (nothing to do), ``ran``, ``skipped``, ``failed``."""
+
+    row: Row
+    status: str
+    dir: Path
+    reason: str = ""
+    seeds: list[int] = field(default_factory=list)
+
+
+def row_dir(root: Path, row: Row) -> Path:
+    """Where ``row``'s seeds live (a row with ``same_as`` shares that row's directory)."""
+    return Path(root) / (row.same_as or row.key).replace("/", "__")
+
+
+def done_seeds(root: Path, row: Row) -> list[int]:
+    """Seeds of ``row`` whose ``results.json`` exists."""
+    out = []
+    for d in row_dir(root, row).glob("seed-*"):
+        suffix = d.name[len("seed-"):]
+        if suffix.isdigit() and (d / "results.json").is_file():
+            out.append(int(suffix))
+    return sorted(out)
+
+
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` via a temporary file in the same directory + os.replace."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def find_vectors(row: Row, vectors_dir: Path | None) -> Path | None:
+    """The vectors file ``row`` needs (None for rows with random vectors)."""
+    patterns = VECTORS[row.vectors]
+    if not patterns:
+        return None
+    fix = ("pass --vectors-dir DIR (or set $GNN_TREELSTM_VECTORS) naming the directory that "
+           "holds it (e.g. glove.840B.300d.sick-vocab.txt.gz, glove.6B.50d.filtered.txt.gz)")
+    if vectors_dir is None:
+        raise ValueError(f"row {row.key} needs {row.vectors} vectors ({patterns[0]}) and no "
+                         f"vectors directory was given; {fix}")
+    for pattern in patterns:
+        hits = sorted(Path(vectors_dir).glob(pattern))
+        if hits:
+            return hits[0]
+    raise ValueError(f"row {row.key} needs {row.vectors} vectors: no file matching "
+                     f"{' or '.join(patterns)} in {vectors_dir}; {fix}")
+
+
+def row_config(row: Row, *, data: str | None = None, embeddings: Path | None = None,
+               seeds: int | None = None, epochs: int | None = None,
+               quick: bool = False) -> RunConfig:
+    """The RunConfig of ``row`` (seed 1, ``seeds`` seeds; only the row's fields set)."""
+    kw: dict[str, Any] = {k: (dict(v) if isinstance(v, dict) else v)
+                          for k, v in row.overrides.items()}
+    kw["engine"] = engine_for(row)
+    kw.update(QUICK if quick else {})
+    if epochs is not None:
+        kw["epochs"] = epochs
+    return RunConfig(**kw, data=data, embeddings=None if embeddings is None else str(embeddings),
+                     seed=1, seeds=seeds or (1 if quick else row.seeds))
+
+
+def command(cfg: RunConfig) -> str:
+    """The ``python train.py ...`` command equivalent to ``cfg``."""
+    default = RunConfig()
+    args = ["python", "train.py"]
+    for name, flag in FLAGS.items():
+        value = getattr(cfg, name)
+        if value is not None and (name in ALWAYS or value != getattr(default, name)):
+            args += [flag, str(value)]
+    for flag, kwargs in (("--cell-arg", cfg.cell_kwargs), ("--head-arg", cfg.head_kwargs)):
+        for k, v in kwargs.items():
+            args += [flag, f"{k}={v if isinstance(v, str) else json.dumps(v)}"]
+    if not cfg.test:
+        args.append("--no-test")
+    return shlex.join(args)
+
+
+def _snli_has_train(data: str | None) -> bool:
+    data = data if data is not None else os.environ.get("GNN_TREELSTM_DATA") or None
+    if data is None:
+        return False
+    p = Path(data)
+    for meta in (p / "meta.json", p / "snli" / "meta.json"):
+        if meta.is_file():
+            info = json.loads(meta.read_text(encoding="utf-8"))
+            if info.get("dataset") == "snli":
+                return "train" in info.get("splits", {})
+    return any((p / "snli").glob("*train*"))
+
+
+def data_reason(row: Row, data: str | None, quick: bool) -> str:
+    """Why the data at hand cannot run ``row`` ("" if it can, as far as we can tell)."""
+    dataset = build_task(row.overrides["task"]).dataset
+    if quick and not (SAMPLE_SRC / RAW_PROBES.get(dataset, dataset)).exists():
+        return f"the embedded sample has no {dataset} data"
+    if dataset == "snli" and not _snli_has_train(str(SAMPLE_SRC) if quick else data):
+        return ("no SNLI train split in the data (the data here has dev/test only); pass "
+                "--data DIR holding snli/snli_1.0_train.jsonl or a built SNLI directory")
+    return ""
+
+
+def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
+                 progress: ProgressFn | None) -> bool:
+    """Train the missing seeds 1..n of a row; True if anything was trained."""
+    trained = False
+    for s in range(1, n + 1):
+        sdir = rdir / f"seed-{s}"
+        if (sdir / "results.json").is_file() and not force:
+            log.info("%s seed %d: done (%s)", row.key, s, sdir / "results.json")
+            continue
+        if sdir.exists():
+            log.info("%s seed %d: removing %s run %s", row.key, s,
+                     "finished" if force else "incomplete", sdir)
+            shutil.rmtree(sdir)
+        log.info("%s seed %d/%d: training", row.key, s, n)
+        run(dataclasses.replace(cfg, seed=s, seeds=1, runs_dir=str(rdir), name=f"seed-{s}"),
+            progress=progress)
+        trained = True
+    return trained
+
+
+def _record(rdir: Path, row: Row, **info: Any) -> None:
+    if row.same_as:  # the directory's own row records it
+        return
+    atomic_write(rdir / "row.json", json.dumps({"row": row.to_dict(), **info}, indent=2,
+                                               default=str) + "\n")
+
+
+def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
+             vectors_dir: Path | None = None, seeds: int | None = None,
+             epochs: int | None = None, quick: bool = False, force: bool = False,
+             progress: ProgressFn | None = None) -> list[RowRun]:
+    """Train every seed of every row that is not done; skip rows that cannot run here.
+
+    Checks every row's vectors first (``ValueError`` naming the row, before any training);
+    a row whose training fails is reported as ``failed`` and the others still run.
+    """
+    root = Path(root)
+    for name, value in (("seeds", seeds), ("epochs", epochs)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    if quick and data is not None:
+        log.warning("quick mode uses the embedded sample; ignoring data %s", data)
+    data_arg = str(SAMPLE_SRC) if quick else data
+    if data_arg is not None and not Path(data_arg).exists():
+        raise ValueError(f"data directory {data_arg} does not exist")
+    plan: list[tuple[Row, str, Path | None]] = []
+    for row in rows:
+        reason = unavailable_reason(row) or data_reason(row, data_arg, quick)
+        plan.append((row, reason, None if reason or quick else find_vectors(row, vectors_dir)))
+    out: list[RowRun] = []
+    built: dict[tuple[str, str], str] = {}
+    for row, reason, vectors in plan:
+        rdir = row_dir(root, row)
+        if reason:
+            log.info("%s: skipped (%s)", row.key, reason)
+            _record(rdir, row, status="unavailable", reason=reason, quick=quick)
+            out.append(RowRun(row, "skipped", rdir, reason))
+            continue
+        cfg = row_config(row, data=data_arg, embeddings=vectors, seeds=seeds, epochs=epochs,
+                         quick=quick)
+        n = cfg.seeds
+        try:
+            cfg.check()
+            key = (build_task(cfg.task).dataset, cfg.tree)
+            if key not in built:
+                built[key] = str(resolve_data_dir(data_arg, *key, runs_dir=root))
+            info = dict(quick=quick, data=data_arg, data_dir=built[key], vectors=vectors,
+                        engine=cfg.engine, command=command(cfg),
+                        config=cfg.resolved().to_dict())
+            _record(rdir, row, status="running", **info)
+            trained = _train_seeds(row, dataclasses.replace(cfg, data=built[key]), rdir, n,
+                                   force=force, progress=progress)
+            _record(rdir, row, status="done", seeds_done=done_seeds(root, row), **info)
+        except Exception as e:  # one failing row must not stop the others
+            log.error("%s: failed: %s", row.key, e)
+            log.debug("%s: traceback", row.key, exc_info=True)
+            out.append(RowRun(row, "failed", rdir, f"{type(e).__name__}: {e}",
+                              done_seeds(root, row)))
+            continue
+        out.append(RowRun(row, "ran" if trained else "done", rdir, "", done_seeds(root, row)))
+    return out

@@ -1,0 +1,104 @@
+"""The results document: markers, text kept outside them, statistics of hand-written runs."""
+
+import json
+
+import pytest
+
+from gnn_treelstm.reproduce import report
+from gnn_treelstm.reproduce import rows as R
+from gnn_treelstm.reproduce.runner import row_dir
+
+SICK_E = R.get("tran-t3/treelstm-d")  # paper 82.9 (0.3), LS 81.0 (2.6), Neg 84.3 (1.2)
+SICK_R = R.get("tai-t3/dep-treelstm")  # paper r .8676 (.0030), mse .2532 (.0052)
+
+
+def _fake(root, row, seed, test, seconds=1.0, std_key=True):
+    d = row_dir(root, row) / f"seed-{seed}"
+    d.mkdir(parents=True)
+    agg = {k: {"mean": v, "std": 0.0, "values": [v]} for k, v in test.items()}
+    (d / "results.json").write_text(json.dumps({
+        "test": agg if std_key else {}, "seeds": [{"seed": seed, "test": test}],
+        "seconds_per_epoch": seconds}))
+
+
+def _line(text, label, metric):
+    rows = [ln for ln in text.splitlines() if ln.startswith("| ")]
+    start = next(i for i, ln in enumerate(rows) if f"(`{label}`)" in ln)
+    return next(ln for ln in rows[start:] if f"| {metric} |" in ln).split(" | ")
+
+
+def test_mean_sample_std_gap_and_within(tmp_path):
+    for s, (acc, neg, spe) in enumerate([(0.80, 0.85, 3.0), (0.82, 0.86, 1.0),
+                                         (0.84, 0.87, 2.0)], start=1):
+        _fake(tmp_path, SICK_E, s, {"accuracy": acc, "accuracy_negation": neg,
+                                    "accuracy_ls": 0.8, "count": 40}, seconds=spe)
+    res = report.collect(tmp_path, SICK_E)
+    assert res.n == 3
+    mean, std = res.stats("accuracy")
+    assert mean == pytest.approx(0.82) and std == pytest.approx(0.02)  # ddof=1
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, [SICK_E])
+    text = doc.read_text()
+    cells = _line(text, "treelstm-d", "accuracy")
+    assert cells[3] == "82.9 (0.3)"           # paper
+    assert cells[4] == "82.0 (2.0), n=3/5"     # ours, sample std, 3 of 5 seeds
+    assert cells[5] == "-0.9"                  # gap in points
+    assert cells[6] == "✗"                     # 82.0 < 82.9 - 0.3
+    assert cells[7] == "2.0"                   # median seconds per epoch
+    neg = _line(text, "treelstm-d", "accuracy_negation")
+    assert neg[4] == "86.0 (1.0), n=3/5" and neg[5] == "+1.7" and neg[6] == "✓"
+    assert "ddof=1" in text
+    assert "python train.py --task sick-e --model childsum --tree dependency" in text
+
+
+def test_correlations_and_mse_raw_gap_and_one_seed(tmp_path):
+    _fake(tmp_path, SICK_R, 1, {"pearson": 0.8600, "spearman": 0.80, "mse": 0.2600},
+          std_key=False)  # per-seed numbers only
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, [SICK_R])
+    text = doc.read_text()
+    r = _line(text, "dep-treelstm", "pearson")
+    assert r[4] == "0.8600, n=1/5" and r[5] == "-0.0076" and r[6] == "✗"
+    mse = _line(text, "dep-treelstm", "mse")
+    assert mse[5] == "+0.0068" and mse[6] == "✗"  # lower is better: .2600 > .2532 + .0052
+    assert report.collect(tmp_path, SICK_R).stats("mse") == (0.26, None)
+
+
+def test_not_run_and_unavailable_rows(tmp_path):
+    doc = tmp_path / "RESULTS.md"
+    rows = [SICK_E, R.get("tran-t3/treelstm-a")]
+    report.write_results(tmp_path, doc, rows)
+    text = doc.read_text()
+    assert _line(text, "treelstm-d", "accuracy")[4] == "not run"
+    assert _line(text, "treelstm-a", "accuracy")[4].startswith("unavailable: no AMR")
+    assert "VECTORS_DIR/glove.840B.300d" in text  # the command of a row not run yet
+
+
+def test_preserves_text_outside_the_markers(tmp_path):
+    doc = tmp_path / "RESULTS.md"
+    before = "# My results\n\nintro *kept*\n\n"
+    after = "\n## Discussion\n\nhand-written, kept\n"
+    doc.write_text(f"{before}{report.BEGIN}\nold generated text\n{report.END}{after}")
+    report.write_results(tmp_path, doc, [SICK_E])
+    text = doc.read_text()
+    assert text.startswith(before + report.BEGIN + "\n")
+    assert text.endswith(report.END + after)
+    assert "old generated text" not in text and "TreeLSTM (D)" in text
+    report.write_results(tmp_path, doc, [SICK_E])  # idempotent
+    assert doc.read_text() == text
+    assert not list(tmp_path.glob(".RESULTS.md.*"))  # no temporary file left behind
+
+
+def test_creates_or_appends_markers(tmp_path):
+    new = tmp_path / "docs" / "RESULTS.md"
+    report.write_results(tmp_path, new, [SICK_E])
+    text = new.read_text()
+    assert text.startswith("# Results") and text.count(report.BEGIN) == 1
+    plain = tmp_path / "plain.md"
+    plain.write_text("notes only\n")
+    report.write_results(tmp_path, plain, [SICK_E])
+    assert plain.read_text().startswith("notes only\n\n" + report.BEGIN)
+    broken = tmp_path / "broken.md"
+    broken.write_text(f"{report.END}\n{report.BEGIN}\n")
+    with pytest.raises(ValueError, match="markers"):
+        report.write_results(tmp_path, broken, [SICK_E])

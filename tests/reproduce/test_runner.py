@@ -1,0 +1,176 @@
+"""The runner: quick mode end to end, resume (in process and after a real SIGKILL), the CLI."""
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+import train
+from gnn_treelstm.reproduce import __main__ as cli
+from gnn_treelstm.reproduce import report, runner
+from gnn_treelstm.reproduce import rows as R
+
+REPO = Path(__file__).resolve().parents[2]
+SICK_E = "tran-t3/treelstm-d"
+SST_5 = "tai-t2/const-treelstm-sst5"
+
+
+def _mtimes(root: Path) -> dict[str, int]:
+    return {str(p): p.stat().st_mtime_ns for p in root.glob("*/seed-*/results.json")}
+
+
+def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
+    rows = [R.get(SICK_E), R.get(SST_5)]
+    out = runner.run_rows(rows, root=tmp_path, quick=True)
+    assert [r.status for r in out] == ["ran", "ran"], [r.reason for r in out]
+    for r in out:
+        assert r.seeds == [1]
+        res = json.loads((r.dir / "seed-1" / "results.json").read_text())
+        assert "accuracy" in res["test"]
+        info = json.loads((r.dir / "row.json").read_text())
+        assert info["status"] == "done" and info["quick"] is True
+        assert info["row"]["key"] == r.row.key
+        assert info["config"]["hidden"] == 16 and info["config"]["max_train"] == 40
+        assert info["command"].startswith("python train.py --task ")
+    assert (tmp_path / "tran-t3__treelstm-d" / "seed-1" / "best.pt").is_file()
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, rows)
+    text = doc.read_text()
+    assert "n=1" in text and "TreeLSTM (D)" in text and "Constituency Tree-LSTM" in text
+    before = _mtimes(tmp_path)
+    assert len(before) == 2
+
+    calls = []
+    monkeypatch.setattr(runner, "run", lambda *a, **k: calls.append(a))
+    again = runner.run_rows(rows, root=tmp_path, quick=True)
+    assert [r.status for r in again] == ["done", "done"] and calls == []
+    assert _mtimes(tmp_path) == before
+
+
+def _fake_run(calls):
+    def fake(cfg, progress=None):
+        calls.append(cfg.seed)
+        d = Path(cfg.runs_dir) / cfg.name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "results.json").write_text(json.dumps({
+            "test": {"accuracy": {"mean": 0.5 + cfg.seed / 100}}, "seconds_per_epoch": 1.0}))
+        return {}
+    return fake
+
+
+def test_resume_reruns_only_unfinished_seeds(tmp_path, monkeypatch):
+    row = R.get(SICK_E)
+    rdir = runner.row_dir(tmp_path, row)
+    (rdir / "seed-1").mkdir(parents=True)
+    (rdir / "seed-1" / "results.json").write_text('{"test": {}}')
+    (rdir / "seed-2").mkdir()
+    (rdir / "seed-2" / "metrics.jsonl").write_text("partial\n")  # a killed run
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    out = runner.run_rows([row], root=tmp_path, quick=True, seeds=3)
+    assert calls == [2, 3]
+    assert out[0].status == "ran" and out[0].seeds == [1, 2, 3]
+    assert not (rdir / "seed-2" / "metrics.jsonl").exists()
+    assert (rdir / "seed-1" / "results.json").read_text() == '{"test": {}}'
+    calls.clear()
+    out = runner.run_rows([row], root=tmp_path, quick=True, seeds=3, force=True)
+    assert calls == [1, 2, 3]
+
+
+def test_resume_after_sigkill(tmp_path):
+    """A real run killed by SIGKILL after its first seed: the rerun keeps seed 1."""
+    root = tmp_path / "q"
+    seed1 = root / "tran-t3__treelstm-d" / "seed-1" / "results.json"
+    cmd = [sys.executable, "-m", "gnn_treelstm.reproduce", SICK_E, "--quick", "--seeds", "2",
+           "--epochs", "3", "--root", str(root), "-q"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while not seed1.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"run ended (rc {proc.returncode}) before seed 1 finished: "
+                            f"{proc.stdout.read().decode()}")
+            if time.monotonic() > deadline:
+                pytest.fail("seed 1 did not finish within 180 s")
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert proc.returncode == -signal.SIGKILL
+    mtime = seed1.stat().st_mtime_ns
+    content = seed1.read_text()
+    seed2 = root / "tran-t3__treelstm-d" / "seed-2"
+    assert not (seed2 / "results.json").exists(), "seed 2 finished before the kill"
+
+    out = runner.run_rows([R.get(SICK_E)], root=root, quick=True, seeds=2, epochs=3)
+    assert out[0].status == "ran" and out[0].seeds == [1, 2]
+    assert seed1.stat().st_mtime_ns == mtime and seed1.read_text() == content
+    assert (seed2 / "results.json").is_file()
+
+
+def test_unavailable_rows_are_skipped_with_the_reason(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    rows = R.select(["tran-t4", "tran-t3/treelstm-a"])
+    out = runner.run_rows(rows, root=tmp_path, quick=True)
+    assert {r.status for r in out} == {"skipped"} and calls == []
+    info = json.loads((runner.row_dir(tmp_path, R.get("tran-t4/treelstm-d")) / "row.json")
+                      .read_text())
+    assert info["status"] == "unavailable" and "SNLI train split" in info["reason"]
+    assert "AMR" in {r.row.key: r for r in out}["tran-t3/treelstm-a"].reason
+
+
+def test_missing_vectors_is_a_clear_error_before_training(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    rows = [R.get(SST_5), R.get(SICK_E)]
+    (tmp_path / "glove.6B.50d.filtered.txt.gz").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"tran-t3/treelstm-d.*glove\.840B\.300d\*\.txt\.gz"
+                                         r".*--vectors-dir"):
+        runner.run_rows(rows, root=tmp_path / "runs", vectors_dir=tmp_path)
+    with pytest.raises(ValueError, match="no vectors directory"):
+        runner.run_rows(rows, root=tmp_path / "runs", vectors_dir=None)
+    assert calls == []
+    (tmp_path / "glove.840B.300d.sick-vocab.txt.gz").write_bytes(b"")
+    assert runner.find_vectors(R.get(SICK_E), tmp_path).name == \
+        "glove.840B.300d.sick-vocab.txt.gz"
+    assert runner.find_vectors(R.get("tai-t2/const-treelstm-random-sst5"), None) is None
+
+
+@pytest.mark.parametrize("row", [r for r in R.ROWS if not R.unavailable_reason(r)],
+                         ids=lambda r: r.key)
+def test_command_round_trips_through_train_py(row):
+    cfg = runner.row_config(row, data="DATA", embeddings=Path("V/glove.txt.gz"))
+    args = shlex.split(runner.command(cfg))
+    assert args[:2] == ["python", "train.py"]
+    parsed = train.config_from_args(train.parse_args(args[2:]))
+    assert parsed == cfg
+
+
+def test_cli_bad_input_exits_2_without_traceback(tmp_path, capsys):
+    assert cli.main(["nope", "--root", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: no row matches 'nope'") and "Traceback" not in err
+    assert cli.main([SICK_E, "--root", str(tmp_path), "--vectors-dir", str(tmp_path)]) == 2
+    assert "error: row tran-t3/treelstm-d needs 840b vectors" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:
+        cli.main(["--seeds", "0"])
+    assert e.value.code == 2 and "positive integer" in capsys.readouterr().err
+
+
+def test_cli_list_and_report_only(tmp_path, capsys):
+    assert cli.main(["tran-t3", "tai-t3/mean", "--list", "--root", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "tran-t3/treelstm-d" in out and "0/5 seeds" in out
+    assert "unavailable: " in out and "AMR" in out
+    doc = tmp_path / "R.md"
+    assert cli.main(["--report-only", "--root", str(tmp_path), "--results", str(doc)]) == 0
+    assert "not run" in doc.read_text()
