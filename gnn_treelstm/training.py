@@ -513,7 +513,8 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     """
     cfg = cfg.resolved()
     emb, rest = model.parameter_groups()
-    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2
+    sparse = (cfg.optimizer == "adagrad" and model.embedding.weight.requires_grad
+              and not cfg.emb_l2)
     model.sparse_embedding_grad = sparse
     if sparse:
         # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch

@@ -4,6 +4,7 @@ import json
 import math
 
 import pytest
+import torch
 
 import evaluate
 import train
@@ -236,3 +237,26 @@ def test_batch_objective_and_embedding_l2():
         T.RunConfig(emb_l2=-1.0).check()
     with pytest.raises(ValueError, match="unknown loss reduction"):
         T.RunConfig(loss_reduction="max").check()
+
+
+def test_relation_embeddings_train_with_the_word_embeddings(tiny):
+    """Tran §6.1: word and relation embeddings at lr 0.1 (AdaGrad), no L2; one step works
+    with the word embedding's sparse gradient beside the relation embedding's dense one."""
+    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+
+    for mode in ("tuned", "fixed"):
+        m = TreeLSTMModel(ModelConfig(task="sick-r", cell="mtree", vocab_size=400, emb_dim=4,
+                                      hidden=3, num_relations=40, embeddings_mode=mode))
+        opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree"))
+        rest, emb = opt.param_groups
+        words = [m.embedding.weight] if mode == "tuned" else []
+        assert emb["params"] == [*words, m.cell.rel_emb.weight]
+        assert (emb["lr"], emb["weight_decay"]) == (0.1, 0.0)
+        assert all(p is not m.cell.rel_emb.weight for p in rest["params"])
+        assert m.sparse_embedding_grad is (mode == "tuned")
+    split = T.D.load_split(tiny / "sick", "train", "dependency")
+    batch = next(iter(T.make_loader(split, 4, shuffle=False)))
+    before = m.cell.rel_emb.weight.detach().clone()
+    m.task.loss(m(batch.graph, batch.graph_b), batch).backward()
+    opt.step()
+    assert not torch.equal(before, m.cell.rel_emb.weight)

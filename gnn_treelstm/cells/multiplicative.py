@@ -218,6 +218,11 @@ class MultiplicativeTreeLSTM(TreeCell):
             bound = 1.0 / math.sqrt(self.h_size)
             nn.init.uniform_(self.W_hh, -bound, bound)
 
+    def embedding_parameters(self) -> list[nn.Parameter]:
+        """The relation embeddings: "the word and relation embeddings were updated during
+        training with a learning rate of 0.1" (Tran §6.1)."""
+        return [self.rel_emb.weight] if self.variant in ("mult", "add") else []
+
     # ------------------------------------------------------------ plain-tensor API
     def node_relations(self, graph: dgl.DGLGraph) -> torch.Tensor:
         """``add`` only: relation id of each node's edge to its parent; the root gets
