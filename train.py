@@ -110,6 +110,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--l2", type=float, default=d.l2, help="per-minibatch L2 strength")
     g.add_argument("--emb-l2", type=float, default=None,
                    help="L2 on the word embeddings (default: the task's, 0 for most)")
+    g.add_argument("--rel-lr", type=float, default=None,
+                   help="learning rate of mtree's relation embeddings, without L2 (Tran "
+                        "§6.1: 0.1; default: with the other weights)")
     g.add_argument("--loss-reduction", default=None, choices=LOSS_REDUCTIONS,
                    help="mean or sum of the batch's losses (default: the task's)")
     g.add_argument("--batch-size", type=int, default=d.batch_size)
@@ -154,6 +157,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         batch_size=a.batch_size, epochs=a.epochs, seed=a.seed, seeds=a.seeds,
         device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, head_kwargs=head_kwargs,
         sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
+        rel_lr=a.rel_lr,
         runs_dir=a.runs_dir,
         name=a.name, max_train=a.max_train, max_eval=a.max_eval, test=not a.no_test,
     )

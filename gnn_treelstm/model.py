@@ -293,15 +293,9 @@ class TreeLSTMModel(nn.Module):
         return self.head(self.encode(graph, graph_b, schedule=schedule))
 
     def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
-        """``(embeddings that train, all other trainable parameters)``.
-
-        The embeddings are the word embedding (unless fixed) and the cell's
-        :meth:`~gnn_treelstm.cells.base.TreeCell.embedding_parameters` (mTreeLSTM's
-        relation embeddings, which Tran §6.1 trains with the word embeddings' rate).
-        """
+        """``(word embedding parameters that train, all other trainable parameters)``."""
         emb = [p for p in self.embedding.parameters() if p.requires_grad]
-        emb += [p for p in self.cell.embedding_parameters() if p.requires_grad]
-        emb_ids = {id(p) for p in emb} | {id(p) for p in self.embedding.parameters()}
+        emb_ids = {id(p) for p in self.embedding.parameters()}
         rest = [p for p in self.parameters() if p.requires_grad and id(p) not in emb_ids]
         return emb, rest
 

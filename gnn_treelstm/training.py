@@ -148,6 +148,7 @@ class RunConfig:
     head_kwargs: dict[str, Any] = field(default_factory=dict)
     loss_reduction: str | None = None
     emb_l2: float | None = None
+    rel_lr: float | None = None
     runs_dir: str = "runs"
     name: str | None = None
     max_train: int | None = None
@@ -209,6 +210,8 @@ class RunConfig:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.l2 < 0:
             raise ValueError(f"l2 must be >= 0, got {self.l2}")
+        if self.rel_lr is not None and not self.rel_lr > 0:
+            raise ValueError(f"rel_lr must be positive, got {self.rel_lr}")
         if self.emb_l2 is not None and self.emb_l2 < 0:
             raise ValueError(f"emb_l2 must be >= 0, got {self.emb_l2}")
         if self.loss_reduction not in (None, *LOSS_REDUCTIONS):
@@ -513,8 +516,10 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     """
     cfg = cfg.resolved()
     emb, rest = model.parameter_groups()
-    sparse = (cfg.optimizer == "adagrad" and model.embedding.weight.requires_grad
-              and not cfg.emb_l2)
+    rel = [p for p in model.cell.embedding_parameters() if p.requires_grad] \
+        if cfg.rel_lr is not None else []
+    rest = [p for p in rest if all(p is not q for q in rel)]
+    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2
     model.sparse_embedding_grad = sparse
     if sparse:
         # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
@@ -525,6 +530,9 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     if emb:
         groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": cfg.emb_l2,
                        "fused": not sparse and _fused_ok(emb)})
+    if rel:  # relation embeddings at their own rate, no L2 (Tran §6.1: lr 0.1)
+        groups.append({"params": rel, "lr": cfg.rel_lr, "weight_decay": 0.0,
+                       "fused": _fused_ok(rel)})
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
     return torch.optim.Adam(groups)
@@ -915,7 +923,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
                        "dev_split": rd.dev_split},
               "embeddings": emb_info,
               "optimizer": {"name": cfg.optimizer, "lr": cfg.lr, "emb_lr": cfg.emb_lr,
-                            "l2": cfg.l2, "emb_l2": cfg.emb_l2,
+                            "l2": cfg.l2, "emb_l2": cfg.emb_l2, "rel_lr": cfg.rel_lr,
                             "loss_reduction": cfg.loss_reduction},
               "task": {"name": task.name, "supervision": task.supervision,
                        "selection_metric": task.selection_metric},

@@ -239,24 +239,33 @@ def test_batch_objective_and_embedding_l2():
         T.RunConfig(loss_reduction="max").check()
 
 
-def test_relation_embeddings_train_with_the_word_embeddings(tiny):
-    """Tran §6.1: word and relation embeddings at lr 0.1 (AdaGrad), no L2; one step works
-    with the word embedding's sparse gradient beside the relation embedding's dense one."""
+def test_relation_embeddings_at_their_own_rate(tiny):
+    """--rel-lr: mtree's relation embeddings in their own group without L2 (Tran §6.1: 0.1);
+    by default they train with the other weights. One step works with the word embedding's
+    sparse gradient beside them."""
     from gnn_treelstm.model import ModelConfig, TreeLSTMModel
 
+    def model(mode):
+        return TreeLSTMModel(ModelConfig(task="sick-r", cell="mtree", vocab_size=400,
+                                         emb_dim=4, hidden=3, num_relations=40,
+                                         embeddings_mode=mode))
+
+    m = model("tuned")
+    rest = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree")).param_groups[0]
+    assert any(p is m.cell.rel_emb.weight for p in rest["params"])
     for mode in ("tuned", "fixed"):
-        m = TreeLSTMModel(ModelConfig(task="sick-r", cell="mtree", vocab_size=400, emb_dim=4,
-                                      hidden=3, num_relations=40, embeddings_mode=mode))
-        opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree"))
-        rest, emb = opt.param_groups
-        words = [m.embedding.weight] if mode == "tuned" else []
-        assert emb["params"] == [*words, m.cell.rel_emb.weight]
-        assert (emb["lr"], emb["weight_decay"]) == (0.1, 0.0)
+        m = model(mode)
+        opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree", rel_lr=0.1))
+        rest, rel = opt.param_groups[0], opt.param_groups[-1]
+        assert rel["params"] == [m.cell.rel_emb.weight]
+        assert (rel["lr"], rel["weight_decay"]) == (0.1, 0.0)
         assert all(p is not m.cell.rel_emb.weight for p in rest["params"])
-        assert m.sparse_embedding_grad is (mode == "tuned")
+        assert len(opt.param_groups) == (3 if mode == "tuned" else 2)
     split = T.D.load_split(tiny / "sick", "train", "dependency")
     batch = next(iter(T.make_loader(split, 4, shuffle=False)))
     before = m.cell.rel_emb.weight.detach().clone()
     m.task.loss(m(batch.graph, batch.graph_b), batch).backward()
     opt.step()
     assert not torch.equal(before, m.cell.rel_emb.weight)
+    with pytest.raises(ValueError, match="rel_lr must be positive"):
+        T.RunConfig(rel_lr=0.0).check()

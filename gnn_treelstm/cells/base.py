@@ -80,9 +80,9 @@ class TreeCell(nn.Module):
         G.validate_tree(graph, who=name, **tree_kw)
 
     def embedding_parameters(self) -> list[nn.Parameter]:
-        """Parameters that are embeddings (e.g. relation embeddings, Tran §6.1): trained
-        with the word embeddings' learning rate and without the L2 of the other weights.
-        None by default."""
+        """Parameters that are embeddings (e.g. mTreeLSTM's relation embeddings), which a
+        run may train at their own rate without L2 (``RunConfig.rel_lr``). None by
+        default."""
         return []
 
     def level_forward(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None, **kw):

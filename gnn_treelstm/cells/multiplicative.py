@@ -219,8 +219,8 @@ class MultiplicativeTreeLSTM(TreeCell):
             nn.init.uniform_(self.W_hh, -bound, bound)
 
     def embedding_parameters(self) -> list[nn.Parameter]:
-        """The relation embeddings: "the word and relation embeddings were updated during
-        training with a learning rate of 0.1" (Tran §6.1)."""
+        """The relation embeddings ("updated during training with a learning rate of 0.1",
+        Tran §6.1; ``--rel-lr 0.1``)."""
         return [self.rel_emb.weight] if self.variant in ("mult", "add") else []
 
     # ------------------------------------------------------------ plain-tensor API
