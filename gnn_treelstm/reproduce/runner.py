@@ -44,7 +44,8 @@ FLAGS = {"task": "--task", "model": "--model", "tree": "--tree", "supervision": 
          "emb_dropout": "--emb-dropout", "sentence_state": "--sentence-state",
          "engine": "--engine", "optimizer": "--optimizer", "lr": "--lr",
          "emb_lr": "--emb-lr", "l2": "--l2", "emb_l2": "--emb-l2",
-         "loss_reduction": "--loss-reduction", "batch_size": "--batch-size",
+         "loss_reduction": "--loss-reduction", "rel_lr": "--rel-lr",
+         "batch_size": "--batch-size",
          "epochs": "--epochs", "seed": "--seed", "seeds": "--seeds", "device": "--device",
          "max_train": "--max-train", "max_eval": "--max-eval"}
 ALWAYS = ("task", "model", "tree", "hidden", "engine", "epochs", "seeds")

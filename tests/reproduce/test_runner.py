@@ -174,3 +174,13 @@ def test_cli_list_and_report_only(tmp_path, capsys):
     doc = tmp_path / "R.md"
     assert cli.main(["--report-only", "--root", str(tmp_path), "--results", str(doc)]) == 0
     assert "not run" in doc.read_text()
+
+
+def test_command_carries_every_training_option():
+    from gnn_treelstm.training import RunConfig
+
+    cfg = RunConfig(task="sick-r", model="mtree", tree="dependency", rel_lr=0.1, emb_l2=1e-4,
+                    loss_reduction="sum", sentence_state="c", cell_kwargs={"rel_init": "normal"},
+                    head_kwargs={"activation": "relu"}, engine="level")
+    args = shlex.split(runner.command(cfg))
+    assert train.config_from_args(train.parse_args(args[2:])) == cfg
