@@ -121,6 +121,9 @@ class ModelConfig:
                 raise ValueError(f"{name} must be in [0, 1), got {v}")
         if self.num_relations <= 0:
             raise ValueError(f"num_relations must be positive, got {self.num_relations}")
+        if not isinstance(self.head_kwargs, dict) or not isinstance(self.cell_kwargs, dict):
+            raise ValueError(f"head_kwargs and cell_kwargs must be dicts, got "
+                             f"{self.head_kwargs!r} and {self.cell_kwargs!r}")
         if self.sentence_state not in (None, *SENTENCE_STATES):
             raise ValueError(f"unknown sentence state {self.sentence_state!r}; choose one of: "
                              f"{', '.join(SENTENCE_STATES)}")
@@ -206,6 +209,10 @@ class TreeLSTMModel(nn.Module):
         except TypeError as exc:
             raise ValueError(f"task {config.task!r}: bad head option in {head_kwargs} "
                              f"({exc})") from exc
+        # the defaults resolved now are part of the architecture: a checkpoint rebuilds this
+        # head even if a task default changes later
+        self.config = dataclasses.replace(config, sentence_state=self.sentence_state,
+                                          head_kwargs=head_kwargs)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:

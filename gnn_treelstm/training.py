@@ -496,7 +496,9 @@ def _fused_ok(params: Sequence[torch.Tensor]) -> bool:
 
 
 def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
-    """AdaGrad/Adam; embeddings in their own group (own lr, no L2), L2 on the rest.
+    """AdaGrad/Adam; word embeddings in their own group (own lr, L2 ``emb_l2``, default 0),
+    L2 ``l2`` on the rest; with ``rel_lr``, the cell's relation embeddings in a third group
+    (that lr, no L2).
 
     Speed without changing the update (issue 5):
 
@@ -506,8 +508,8 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
       dense update is exactly a no-op (zero gradient: the accumulator and the row stay
       the same), so this is the same algorithm; it saves the dense ``(vocab, dim)``
       gradient, accumulator and square-root passes of every step (most of an SST epoch's
-      optimizer time with 300-d vectors). The embedding group has no L2 (as before),
-      which the sparse path requires.
+      optimizer time with 300-d vectors). The sparse path takes no weight decay, so
+      ``emb_l2 > 0`` turns it off (dense gradients, same update).
     * **Adam**: dense embedding gradients. ``torch.optim.SparseAdam`` is *lazy* Adam (only
       the moments of the rows in the batch decay and update), a different algorithm, so
       it is not used; Adam's dense update is cheap anyway with the fused kernel.
@@ -518,6 +520,12 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     emb, rest = model.parameter_groups()
     rel = [p for p in model.cell.embedding_parameters() if p.requires_grad] \
         if cfg.rel_lr is not None else []
+    if cfg.rel_lr is not None and not rel:
+        raise ValueError(f"--rel-lr: cell {cfg.model!r} has no relation embeddings "
+                         "(mtree and mtree-add have)")
+    if cfg.emb_l2 and not emb:
+        raise ValueError("--emb-l2: the word embeddings are fixed (not trained), so there is "
+                         "nothing to regularize; use --embeddings-mode tuned or drop --emb-l2")
     rest = [p for p in rest if all(p is not q for q in rel)]
     sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2
     model.sparse_embedding_grad = sparse

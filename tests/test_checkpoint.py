@@ -77,3 +77,5 @@ def test_format_1_checkpoints_load_as_the_model_they_were(tmp_path):
     assert C.load_model(path).model.head.features == "paper"
     new = _model(task="sick-e", cell="childsum")         # today's task default
     assert new.head.features == "abs"
+    # the resolved head is saved: a later change of the task default cannot change it
+    assert new.config.head_kwargs == {"features": "abs"} and new.config.sentence_state == "h"

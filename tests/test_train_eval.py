@@ -253,7 +253,7 @@ def test_relation_embeddings_at_their_own_rate(tiny):
     m = model("tuned")
     rest = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree")).param_groups[0]
     assert any(p is m.cell.rel_emb.weight for p in rest["params"])
-    for mode in ("tuned", "fixed"):
+    for mode in ("fixed", "tuned"):
         m = model(mode)
         opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree", rel_lr=0.1))
         rest, rel = opt.param_groups[0], opt.param_groups[-1]
@@ -261,11 +261,19 @@ def test_relation_embeddings_at_their_own_rate(tiny):
         assert (rel["lr"], rel["weight_decay"]) == (0.1, 0.0)
         assert all(p is not m.cell.rel_emb.weight for p in rest["params"])
         assert len(opt.param_groups) == (3 if mode == "tuned" else 2)
+    assert m.sparse_embedding_grad                      # tuned: sparse word gradient
     split = T.D.load_split(tiny / "sick", "train", "dependency")
     batch = next(iter(T.make_loader(split, 4, shuffle=False)))
     before = m.cell.rel_emb.weight.detach().clone()
     m.task.loss(m(batch.graph, batch.graph_b), batch).backward()
+    assert m.embedding.weight.grad.is_sparse
     opt.step()
     assert not torch.equal(before, m.cell.rel_emb.weight)
     with pytest.raises(ValueError, match="rel_lr must be positive"):
         T.RunConfig(rel_lr=0.0).check()
+    cs = TreeLSTMModel(ModelConfig(task="sick-r", cell="childsum", vocab_size=40, emb_dim=4,
+                                   hidden=3))
+    with pytest.raises(ValueError, match="has no relation embeddings"):
+        T.build_optimizer(cs, T.RunConfig(task="sick-r", model="childsum", rel_lr=0.1))
+    with pytest.raises(ValueError, match="word embeddings are fixed"):
+        T.build_optimizer(model("fixed"), T.RunConfig(task="sick-r", emb_l2=1e-4))

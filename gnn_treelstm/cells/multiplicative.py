@@ -176,6 +176,8 @@ class MultiplicativeTreeLSTM(TreeCell):
             raise ValueError(f"num_relations must be positive, got {num_relations}")
         if rel_init not in REL_INITS:
             raise ValueError(f"unknown rel_init {rel_init!r}; choose one of {REL_INITS}")
+        if variant == "full" and rel_init != "uniform":
+            raise ValueError("rel_init applies to relation embeddings; variant 'full' has none")
         self.rel_init = rel_init
         if int(rel_size) <= 0:
             raise ValueError(f"rel_size must be positive, got {rel_size}")

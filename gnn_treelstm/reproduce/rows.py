@@ -337,6 +337,8 @@ for slug, kw in ABLATIONS_SICK_E.items():
     _variant(_BY_KEY["tran-t3/treelstm-d"], "ablation-sick-e", slug,
              "ablation: " + (", ".join(f"{k}={v}" for k, v in kw.items()) or "today's default"),
              label=f"TreeLSTM (D) {slug}", seeds=3, **kw)
+_i = next(i for i, r in enumerate(ROWS) if r.key == "ablation-sick-e/abs-base")
+ROWS[_i] = dataclasses.replace(ROWS[_i], same_as="tran-t3/treelstm-d")  # seeds 1-3 of it
 _BY_KEY = {r.key: r for r in ROWS}
 assert len(_BY_KEY) == len(ROWS), "duplicate row keys"
 

@@ -164,15 +164,36 @@ def data_reason(row: Row, data: str | None, quick: bool) -> str:
     return ""
 
 
+#: RunConfig fields that may differ between a finished seed and the row (where it ran)
+_PLACE = ("seed", "seeds", "name", "runs_dir", "data")
+
+
+def _stale(sdir: Path, cfg: RunConfig) -> str:
+    """How a finished seed's recorded configuration differs from ``cfg`` ("" = same)."""
+    try:
+        had = json.loads((sdir / "config.json").read_text(encoding="utf-8"))["run_config"]
+    except (OSError, ValueError, KeyError):
+        return "no readable config.json"
+    want = json.loads(json.dumps(cfg.resolved().to_dict()))
+    diff = sorted(k for k in set(had) | set(want)
+                  if k not in _PLACE and had.get(k) != want.get(k))
+    return ", ".join(f"{k}: {had.get(k)!r} -> {want.get(k)!r}" for k in diff)
+
+
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                  progress: ProgressFn | None) -> bool:
-    """Train the missing seeds 1..n of a row; True if anything was trained."""
+    """Train the missing seeds 1..n of a row; True if anything was trained. A finished
+    seed whose recorded configuration differs from the row's is trained again."""
     trained = False
     for s in range(1, n + 1):
         sdir = rdir / f"seed-{s}"
         if (sdir / "results.json").is_file() and not force:
-            log.info("%s seed %d: done (%s)", row.key, s, sdir / "results.json")
-            continue
+            stale = _stale(sdir, cfg)
+            if not stale:
+                log.info("%s seed %d: done (%s)", row.key, s, sdir / "results.json")
+                continue
+            log.warning("%s seed %d: the row changed since it ran (%s); training it again",
+                        row.key, s, stale)
         if sdir.exists():
             log.info("%s seed %d: removing %s run %s", row.key, s,
                      "finished" if force else "incomplete", sdir)
@@ -215,8 +236,12 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
         plan.append((row, reason, None if reason or quick else find_vectors(row, vectors_dir)))
     out: list[RowRun] = []
     built: dict[tuple[str, str], str] = {}
+    handled: set[Path] = set()  # rows that share runs (same_as) are trained once per call
     for row, reason, vectors in plan:
         rdir = row_dir(root, row)
+        if rdir in handled:
+            out.append(RowRun(row, "done", rdir, "", done_seeds(root, row)))
+            continue
         if reason:
             log.info("%s: skipped (%s)", row.key, reason)
             _record(rdir, row, status="unavailable", reason=reason, quick=quick)
@@ -236,6 +261,7 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
             _record(rdir, row, status="running", **info)
             trained = _train_seeds(row, dataclasses.replace(cfg, data=built[key]), rdir, n,
                                    force=force, progress=progress)
+            handled.add(rdir)
             _record(rdir, row, status="done", seeds_done=done_seeds(root, row), **info)
         except Exception as e:  # one failing row must not stop the others
             log.error("%s: failed: %s", row.key, e)

@@ -1,5 +1,6 @@
 """The runner: quick mode end to end, resume (in process and after a real SIGKILL), the CLI."""
 
+import dataclasses
 import json
 import os
 import shlex
@@ -60,15 +61,24 @@ def _fake_run(calls):
         d.mkdir(parents=True, exist_ok=True)
         (d / "results.json").write_text(json.dumps({
             "test": {"accuracy": {"mean": 0.5 + cfg.seed / 100}}, "seconds_per_epoch": 1.0}))
+        (d / "config.json").write_text(json.dumps({"run_config": cfg.resolved().to_dict()}))
         return {}
     return fake
+
+
+def _finished_seed(rdir, row, seed, **change):
+    """A seed directory as a finished run of ``row`` (quick mode) leaves it."""
+    cfg = dataclasses.replace(runner.row_config(row, quick=True), seed=seed, **change)
+    d = rdir / f"seed-{seed}"
+    d.mkdir(parents=True)
+    (d / "results.json").write_text('{"test": {}}')
+    (d / "config.json").write_text(json.dumps({"run_config": cfg.resolved().to_dict()}))
 
 
 def test_resume_reruns_only_unfinished_seeds(tmp_path, monkeypatch):
     row = R.get(SICK_E)
     rdir = runner.row_dir(tmp_path, row)
-    (rdir / "seed-1").mkdir(parents=True)
-    (rdir / "seed-1" / "results.json").write_text('{"test": {}}')
+    _finished_seed(rdir, row, 1)
     (rdir / "seed-2").mkdir()
     (rdir / "seed-2" / "metrics.jsonl").write_text("partial\n")  # a killed run
     calls: list[int] = []
@@ -184,3 +194,22 @@ def test_command_carries_every_training_option():
                     head_kwargs={"activation": "relu"}, engine="level")
     args = shlex.split(runner.command(cfg))
     assert train.config_from_args(train.parse_args(args[2:])) == cfg
+
+
+def test_a_finished_seed_of_a_changed_row_is_trained_again(tmp_path, monkeypatch):
+    row = R.get(SICK_E)
+    rdir = runner.row_dir(tmp_path, row)
+    _finished_seed(rdir, row, 1)
+    _finished_seed(rdir, row, 2, dropout=0.3)      # the row's settings changed since
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    runner.run_rows([row], root=tmp_path, quick=True, seeds=2)
+    assert calls == [2]
+
+
+def test_rows_sharing_runs_train_once_even_with_force(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    rows = [R.get("tran-t3/treelstm-d"), R.get("tran-t6/treelstm-d")]
+    out = runner.run_rows(rows, root=tmp_path, quick=True, force=True)
+    assert calls == [1] and [r.status for r in out] == ["ran", "done"]
