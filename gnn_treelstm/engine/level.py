@@ -327,6 +327,20 @@ def _childsum_native_backward(ctx, dh_out, dc_out):
     return torch.cat([dgates, dwx_f], dim=1), dU_iou, dU_f, None, None, None, None
 
 
+@register_kernel("MeanVectors")
+def mean_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None, *, own: torch.Tensor):
+    """Mean vectors (:mod:`gnn_treelstm.cells.mean`): subtree sums of ``own = [w x ; w]``
+    one level at a time, then the means."""
+    from ..cells.mean import subtree_means, subtree_sums_by_level
+
+    lv = sched.up
+    s = subtree_sums_by_level(_to_schedule_order(own, lv), lv.edge_src, lv.edge_dst,
+                              lv.edge_offsets)
+    s = _to_node_order(s, lv)
+    sums, counts = s[:, :-1], s[:, -1:]
+    return subtree_means(sums, counts), sums
+
+
 @register_kernel("ChildSumTreeLSTM")
 def childsum_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None):
     """Child-Sum (Tai eqs 2-8). Reads ``cell.W_x`` (Linear x -> 4h, rows i, o, u, f, with

@@ -163,7 +163,7 @@ for slug, label, model, tree, sst, _ in TAI_MODELS:
                  supervision="phrase", epochs=10, **mode_kw)
 _add("tai-t3", "mean", "Mean vectors",
      {"pearson": (0.7577, 0.0013), "spearman": (0.6738, 0.0027), "mse": (0.4557, 0.0090)},
-     note="runs only if a 'mean' (average of word vectors) cell is registered",
+     note="the `mean` cell: subtree means of the word vectors, root = sentence mean",
      task="sick-r", model="mean", tree="chain", epochs=10)
 for slug, label, model, tree, _, sick in TAI_MODELS:
     paper = dict(zip(("pearson", "spearman", "mse"), sick))

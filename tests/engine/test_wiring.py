@@ -19,7 +19,7 @@ X, H, R = 6, 5, 4
 def _graph_for(name: str) -> dgl.DGLGraph:
     if name in ("lstm", "bilstm", "lstm2", "bilstm2"):
         return dgl.batch([chain(n, seed=n) for n in (1, 3, 7, 4)])
-    if name in ("lex", "topdown", "bitree"):
+    if name in ("lex", "topdown", "bitree", "mean"):
         return dgl.batch(random_batch(seed=5, count=8, exact_children=True, words="leaves"))
     if name == "nary":
         return dgl.batch(random_batch(seed=6, count=8))
@@ -46,8 +46,12 @@ def test_level_engine_via_forward(name, precomputed):
     h2, c2 = lvl(g, x, schedule=sched)
     torch.testing.assert_close(h2, h1, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(c2, c1, rtol=1e-5, atol=1e-5)
+    x.requires_grad_(True)
+    h2, c2 = lvl(g, x, schedule=sched)
     (h2.sum() + c2.sum()).backward()
-    assert any(p.grad is not None and p.grad.abs().sum() > 0 for p in lvl.parameters())
+    params = list(lvl.parameters())
+    assert (any(p.grad is not None and p.grad.abs().sum() > 0 for p in params) if params
+            else x.grad.abs().sum() > 0)      # a cell without parameters (mean): the input
 
 
 def test_unknown_engine_is_refused():
