@@ -15,7 +15,10 @@ from pathlib import Path
 
 from gnn_treelstm.registry import UnknownNameError
 
-from . import report, rows, runner
+from . import plot, report, rows, runner
+
+#: the figure written beside the results document (paper vs ours per row)
+FIGURE = "results.png"
 
 
 def _positive(text: str) -> int:
@@ -102,6 +105,10 @@ def main(argv: list[str] | None = None) -> int:
             done = runner.run_rows(selected, root=a.root, data=a.data,
                                    vectors_dir=a.vectors_dir, seeds=a.seeds, epochs=a.epochs,
                                    quick=a.quick, force=a.force, progress=progress)
+        figure = plot.plot_results(a.root, rows.ROWS, Path(results).with_name(FIGURE))
+        if figure is not None:
+            note = "\n\n".join(x for x in (note, f"![paper vs ours, row by row]({FIGURE})")
+                                if x)
         report.write_results(a.root, results, rows.ROWS, note=note)
     except (ValueError, UnknownNameError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -102,3 +102,16 @@ def test_creates_or_appends_markers(tmp_path):
     broken.write_text(f"{report.END}\n{report.BEGIN}\n")
     with pytest.raises(ValueError, match="markers"):
         report.write_results(tmp_path, broken, [SICK_E])
+
+
+def test_figure_has_a_panel_per_table_with_runs(tmp_path):
+    from gnn_treelstm.reproduce import plot
+
+    assert plot.plot_results(tmp_path, [SICK_E, SICK_R], tmp_path / "f.png") is None
+    assert not (tmp_path / "f.png").exists()                 # nothing run, nothing drawn
+    _fake(tmp_path, SICK_E, 1, {"accuracy": 0.83})
+    _fake(tmp_path, SICK_E, 2, {"accuracy": 0.84})
+    panels = plot._panels(tmp_path, [SICK_E, SICK_R])
+    assert [t for t, _ in panels] == ["tran-t3"]             # Tai T3 has no finished row
+    out = plot.plot_results(tmp_path, [SICK_E, SICK_R], tmp_path / "f.png")
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
