@@ -157,9 +157,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         batch_size=a.batch_size, epochs=a.epochs, seed=a.seed, seeds=a.seeds,
         device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, head_kwargs=head_kwargs,
         sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
-        rel_lr=a.rel_lr,
-        runs_dir=a.runs_dir,
-        name=a.name, max_train=a.max_train, max_eval=a.max_eval, test=not a.no_test,
+        rel_lr=a.rel_lr, runs_dir=a.runs_dir, name=a.name, max_train=a.max_train,
+        max_eval=a.max_eval, test=not a.no_test,
     )
 
 

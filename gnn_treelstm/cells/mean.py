@@ -31,12 +31,14 @@ from .. import graph as G
 from . import cells
 from .base import TreeCell
 
-__all__ = ["MeanVectors", "subtree_means", "subtree_sums_by_level"]
+__all__ = ["MeanVectors", "mean_states", "subtree_sums_by_level"]
 
 
-def subtree_means(sums: torch.Tensor, counts: torch.Tensor) -> torch.Tensor:
-    """``h_j = s_j / n_j`` (0 where ``n_j = 0``). ``sums`` (N, d), ``counts`` (N, 1)."""
-    return sums / counts.clamp(min=1.0)
+def mean_states(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(h, c)`` from the subtree sums ``s = [s_j ; n_j]`` (N, d + 1): ``h_j = s_j / n_j``
+    (0 where ``n_j = 0``) and ``c_j = s_j``, each (N, d)."""
+    sums, counts = s[:, :-1], s[:, -1:]
+    return sums / counts.clamp(min=1.0), sums
 
 
 def subtree_sums_by_level(acc: torch.Tensor, edge_src: torch.Tensor, edge_dst: torch.Tensor,
@@ -99,5 +101,4 @@ class MeanVectors(TreeCell):
                 s = graph.ndata["s"]
             else:  # single nodes: every subtree is the node itself
                 s = own
-        sums, counts = s[:, :-1], s[:, -1:]
-        return subtree_means(sums, counts), sums
+        return mean_states(s)

@@ -331,14 +331,12 @@ def _childsum_native_backward(ctx, dh_out, dc_out):
 def mean_kernel(cell, sched: LevelSchedule, x: torch.Tensor, graph=None, *, own: torch.Tensor):
     """Mean vectors (:mod:`gnn_treelstm.cells.mean`): subtree sums of ``own = [w x ; w]``
     one level at a time, then the means."""
-    from ..cells.mean import subtree_means, subtree_sums_by_level
+    from ..cells.mean import mean_states, subtree_sums_by_level
 
     lv = sched.up
     s = subtree_sums_by_level(_to_schedule_order(own, lv), lv.edge_src, lv.edge_dst,
                               lv.edge_offsets)
-    s = _to_node_order(s, lv)
-    sums, counts = s[:, :-1], s[:, -1:]
-    return subtree_means(sums, counts), sums
+    return mean_states(_to_node_order(s, lv))
 
 
 @register_kernel("ChildSumTreeLSTM")

@@ -8,6 +8,7 @@ Written next to ``docs/RESULTS.md`` as ``results.png`` and linked from it.
 
 from __future__ import annotations
 
+import io
 import logging
 import math
 import textwrap
@@ -15,6 +16,7 @@ from pathlib import Path
 
 from .report import RowResults, collect
 from .rows import TABLES, Row, is_accuracy
+from .runner import atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -73,10 +75,9 @@ def plot_results(root: Path, rows: list[Row], out: Path) -> Path | None:
         if not all(math.isfinite(x) for x in ax.get_xlim()):
             ax.set_xlim(0, 100)
     axes[0].legend(fontsize=8, loc="lower right")
+    png = io.BytesIO()
+    fig.savefig(png, dpi=110, format="png")
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    fig.savefig(tmp, dpi=110, format="png")
-    tmp.replace(out)
+    atomic_write(out, png.getvalue())
     log.info("wrote %s (%d panels)", out, len(panels))
     return out

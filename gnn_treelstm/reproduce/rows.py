@@ -115,10 +115,11 @@ def _add(table: str, slug: str, label: str, paper: Mapping, *, vectors: str = "8
 
 
 def _variant(base: Row, table: str, slug: str, note: str, *, vectors: str | None = None,
-             label: str | None = None, seeds: int | None = None, **overrides: Any) -> Row:
+             label: str | None = None, seeds: int | None = None, same_as: str = "",
+             **overrides: Any) -> Row:
     row = dataclasses.replace(base, key=f"{table}/{slug}", table=table, note=note,
                               vectors=vectors or base.vectors, label=label or base.label,
-                              seeds=seeds or base.seeds, same_as="",
+                              seeds=seeds or base.seeds, same_as=same_as,
                               overrides={**base.overrides, **overrides})
     ROWS.append(row)
     return row
@@ -305,11 +306,11 @@ for slug, label, model, acc in (("treelstm-d", "TreeLSTM (D)", "childsum", 82.9)
 # ---------------------------------------------------------------- our comparisons
 _BY_KEY = {r.key: r for r in ROWS}
 SPACY = "parser comparison: spaCy dependency parses; paper value = the Stanford-parse row"
+SPACY_SAME = {"tran-t2/treelstm-d": "spacy/tai-t3-dep-treelstm"}  # same configuration
 for base in ("tran-t2/treelstm-d", "tran-t2/mtreelstm-d", "tran-t3/treelstm-d",
              "tran-t3/mtreelstm-d", "tai-t3/dep-treelstm", "tai-t3/dep-treelstm-no-og"):
-    _variant(_BY_KEY[base], "spacy", base.replace("/", "-"), SPACY, tree="dependency-spacy")
-_i = next(i for i, r in enumerate(ROWS) if r.key == "spacy/tran-t2-treelstm-d")
-ROWS[_i] = dataclasses.replace(ROWS[_i], same_as="spacy/tai-t3-dep-treelstm")  # same config
+    _variant(_BY_KEY[base], "spacy", base.replace("/", "-"), SPACY, tree="dependency-spacy",
+             same_as=SPACY_SAME.get(base, ""))
 for base in ("tai-t3/dep-treelstm", "tai-t3/dep-treelstm-no-og"):
     _variant(_BY_KEY[base], "vectors", base.replace("/", "-") + "-6b50d",
              "measured cost of weaker vectors: GloVe 6B 50d instead of 840B 300d",
@@ -336,9 +337,9 @@ ABLATIONS_SICK_E: dict[str, dict[str, Any]] = {
 for slug, kw in ABLATIONS_SICK_E.items():
     _variant(_BY_KEY["tran-t3/treelstm-d"], "ablation-sick-e", slug,
              "ablation: " + (", ".join(f"{k}={v}" for k, v in kw.items()) or "today's default"),
-             label=f"TreeLSTM (D) {slug}", seeds=3, **kw)
-_i = next(i for i, r in enumerate(ROWS) if r.key == "ablation-sick-e/abs-base")
-ROWS[_i] = dataclasses.replace(ROWS[_i], same_as="tran-t3/treelstm-d")  # seeds 1-3 of it
+             label=f"TreeLSTM (D) {slug}", seeds=3,
+             same_as="tran-t3/treelstm-d" if not kw else "",  # today's default: its seeds 1-3
+             **kw)
 _BY_KEY = {r.key: r for r in ROWS}
 assert len(_BY_KEY) == len(ROWS), "duplicate row keys"
 
