@@ -14,8 +14,8 @@ The difference feature. Tran §5.3 says "their difference"; the authors' release
 which produced their tables, uses the *absolute* difference ``|h_P − h_H|``, and so does
 this task by default (``features="abs"``). The signed difference adds nothing: ``W [h_P;
 h_H; h_P − h_H]`` is ``W' [h_P; h_H]`` for some ``W'``, so with it the head has no distance
-feature at all. Measured on SICK-E, Tree-LSTM(D), 3 seeds: 71.4 (0.5) % with the signed
-difference, 83.0 (0.1) % with the absolute one (Tran Table 3: 82.9 (0.3); see
+feature at all. Measured on SICK-E, Tree-LSTM(D), 3 seeds, mean (sample std): 71.4 (0.6) %
+with the signed difference, 83.0 (0.1) % with the absolute one (Tran Table 3: 82.9 (0.3); see
 docs/RESULTS.md). ``features="paper"`` keeps the signed version.
 
 Metric: accuracy; on SICK also the two subsets of Tran Table 3: *LS*, pairs whose premise
