@@ -19,6 +19,7 @@ It is written to a temporary file in the same directory and renamed over the tar
 from __future__ import annotations
 
 import os
+import pickle
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,10 +33,13 @@ from .vocab import Vocab
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "save_checkpoint", "load_checkpoint",
            "load_model"]
 
-CHECKPOINT_FORMAT = 2
+CHECKPOINT_FORMAT = 3
 #: format 1 (before ``sentence_state`` and ``head_kwargs``) is read as the model it was:
 #: root ``h`` and, for inference heads, the signed difference feature
 _FORMAT_1_INFERENCE_TASKS = ("sick-e", "snli")
+#: formats 1-2 (before 2-layer sequential LSTMs read every layer by default) are read as the
+#: model they were: the top layer's ``h`` only
+_FORMAT_2_MULTILAYER_CELLS = ("lstm2", "bilstm2")
 
 
 @dataclass
@@ -111,13 +115,26 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             hint = f"; did you mean {path / 'best.pt'}?"
         raise FileNotFoundError(f"checkpoint not found: {path}{hint}")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=False)
+        # tensors and plain containers only: unpickling never calls code from the file
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "GLOBAL" not in str(exc):  # damaged or not a pickle at all
+            raise ValueError(f"{path}: not a readable checkpoint "
+                             f"({_unpickling_reason(exc)})") from exc
+        raise ValueError(
+            f"{path}: refused: the file holds objects other than tensors, numbers, strings, "
+            f"lists and dicts, which gnn_treelstm checkpoints never contain, and loading "
+            f"them could run code from the file ({_unpickling_reason(exc)}). Unpickle it in full "
+            "yourself only if you trust where it came from."
+        ) from exc
     except Exception as exc:
         raise ValueError(f"{path}: not a readable checkpoint ({exc})") from exc
     if not isinstance(payload, dict) or "model_config" not in payload:
         raise ValueError(f"{path}: not a gnn_treelstm checkpoint (no model_config)")
     if payload.get("format") == 1:
         payload = _upgrade_format_1(payload)
+    if payload.get("format") == 2:
+        payload = _upgrade_format_2(payload)
     if payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
             f"{path}: checkpoint format {payload.get('format')!r}, this version reads "
@@ -133,7 +150,22 @@ def _upgrade_format_1(payload: dict[str, Any]) -> dict[str, Any]:
     if "head_kwargs" not in mc:
         mc["head_kwargs"] = ({"features": "paper"} if mc.get("task") in _FORMAT_1_INFERENCE_TASKS
                              else {})
-    return {**payload, "model_config": mc, "format": CHECKPOINT_FORMAT}
+    return {**payload, "model_config": mc, "format": 2}
+
+
+def _upgrade_format_2(payload: dict[str, Any]) -> dict[str, Any]:
+    """A format-2 checkpoint: its 2-layer sequential LSTMs read the top layer only."""
+    mc = dict(payload["model_config"])
+    if mc.get("cell") in _FORMAT_2_MULTILAYER_CELLS:
+        mc["cell_kwargs"] = {"concat_layers": False, **(mc.get("cell_kwargs") or {})}
+    return {**payload, "model_config": mc, "format": 3}
+
+
+def _unpickling_reason(exc: BaseException) -> str:
+    """The line of torch's refusal that names the offending object."""
+    lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
+    named = [ln for ln in lines if "GLOBAL" in ln or "Unsupported" in ln] or lines[1:]
+    return (named or lines or [type(exc).__name__])[0]
 
 
 def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",

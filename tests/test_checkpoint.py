@@ -79,3 +79,33 @@ def test_format_1_checkpoints_load_as_the_model_they_were(tmp_path):
     assert new.head.features == "abs"
     # the resolved head is saved: a later change of the task default cannot change it
     assert new.config.head_kwargs == {"features": "abs"} and new.config.sentence_state == "h"
+
+
+def test_format_2_two_layer_lstms_load_as_the_model_they_were(tmp_path):
+    """Format 2 predates ``concat_layers=True`` as the default: its 2-layer sequential
+    LSTMs fed the head the top layer only, and must load that way."""
+    old = _model(task="sick-r", cell="lstm2", cell_kwargs={"concat_layers": False}).eval()
+    path = C.save_checkpoint(tmp_path / "best.pt", old, vocab=_vocab())
+    payload = torch.load(path, weights_only=True)
+    payload["format"] = 2
+    payload["model_config"]["cell_kwargs"] = {}  # as format 2 wrote it
+    torch.save(payload, tmp_path / "old.pt")
+    ck = C.load_model(tmp_path / "old.pt")
+    assert ck.model.config.cell_kwargs == {"concat_layers": False}
+    assert ck.model.cell.out_size == 5
+    assert _model(task="sick-r", cell="lstm2").cell.out_size == 10  # today's default
+
+
+class _RunsCode:
+    def __reduce__(self):
+        return (print, ("this ran from a checkpoint",))
+
+
+def test_checkpoint_with_a_pickled_callable_is_refused(tmp_path, capsys):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab())
+    payload = torch.load(path, weights_only=True)  # genuine checkpoints load this way
+    payload["meta"] = {"note": _RunsCode()}
+    torch.save(payload, tmp_path / "evil.pt")
+    with pytest.raises(ValueError, match=r"evil\.pt: refused.*GLOBAL print"):
+        C.load_model(tmp_path / "evil.pt")
+    assert "this ran" not in capsys.readouterr().out

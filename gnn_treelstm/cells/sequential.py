@@ -37,9 +37,14 @@ Variants (Tai §2.2 and Table 1), registered as ``lstm``, ``bilstm``, ``lstm2``,
   ``treelstm.LSTM{gate_output = false}``), and Tai Table 1's relatedness parameter counts
   (``d = 150`` / ``108``) assume it (:func:`num_params` with ``output_gate=False``).
 
-Output per node: the top layer's ``h`` (``concat_layers=True``: every layer's ``h``
-concatenated, as the authors' classifiers read ``[h^1 ; h^2]``), and for bidirectional
-models ``[forward ; backward]``; ``c`` has the same layout. :meth:`SequentialLSTM.
+Output per node: every layer's ``h`` concatenated, ``[h^1 ; ... ; h^L]`` (the default,
+``concat_layers=True``), because that is what the authors' classifiers read: in
+stanfordnlp/treelstm both ``sentiment/LSTMSentiment.lua`` and ``relatedness/LSTMSim.lua``
+``JoinTable`` the final states of all layers, and the head's input size is
+``num_layers * mem_dim``. ``concat_layers=False`` gives the top layer's ``h`` only (what
+``torch.nn.LSTM`` returns); on SICK-R it costs the 2-layer LSTM .038 Pearson (measured, see
+docs/RESULTS.md). For bidirectional models the output is ``[forward ; backward]``, each
+direction laid out as above; ``c`` has the same layout. :meth:`SequentialLSTM.
 sentence_vector` gives Tai's sentence representation: the forward state at the last word
 and, for bidirectional models, the backward state at the first word (both directions'
 final states).
@@ -171,8 +176,9 @@ class SequentialLSTM(TreeCell):
         h_size: memory size ``d`` of every layer.
         num_layers: stacked layers (Tai: 1 or 2).
         bidirectional: also run the chain backwards with the same weights.
-        concat_layers: output every layer's ``h`` (``[h^1 ; ... ; h^L]``) instead of the top
-            layer's only.
+        concat_layers: output every layer's ``h`` (``[h^1 ; ... ; h^L]``, Tai et al.'s
+            classifiers; the default) or, ``False``, the top layer's only. No effect with
+            one layer.
         output_gate: keep the output gate. ``False``: no output-gate parameters,
             ``h_t = tanh(c_t)``, as Tai et al.'s relatedness (SICK) models
             (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
@@ -186,7 +192,7 @@ class SequentialLSTM(TreeCell):
 
     def __init__(
         self, x_size: int, h_size: int, *, num_layers: int = 1, bidirectional: bool = False,
-        concat_layers: bool = False, output_gate: bool = True, engine: str = "dgl",
+        concat_layers: bool = True, output_gate: bool = True, engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
         if int(num_layers) < 1:

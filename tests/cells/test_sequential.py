@@ -33,7 +33,8 @@ def chains(seed: int = 0, count: int = 20) -> list[dgl.DGLGraph]:
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-@pytest.mark.parametrize("name,concat", [(n, False) for n in NAMES] + [("bilstm2", True)])
+@pytest.mark.parametrize("name,concat", [(n, True) for n in NAMES] + [("lstm2", False),
+                                                                   ("bilstm2", False)])
 @pytest.mark.parametrize("output_gate", [True, False])
 def test_matches_reference_states_and_gradients(dtype, name, concat, output_gate):
     torch.manual_seed(0)
@@ -93,7 +94,7 @@ def test_equals_torch_lstm(name):
     layers, bidir = KINDS[name]
     n = 9
     g = chain(n)
-    cell = gnn_treelstm.build_cell(name, X, H).double()
+    cell = gnn_treelstm.build_cell(name, X, H, concat_layers=False).double()
     ref = torch.nn.LSTM(X, H, num_layers=layers).double()
     with torch.no_grad():
         for li, P in enumerate(cell.paper_weights()):  # torch gate order: i, f, g(=u), o
@@ -106,6 +107,11 @@ def test_equals_torch_lstm(name):
         fwd, (hn, cn) = ref(x.unsqueeze(1))
         torch.testing.assert_close(h[:, :H], fwd[:, 0], atol=1e-12, rtol=1e-12)
         torch.testing.assert_close(c[-1, :H], cn[-1, 0], atol=1e-12, rtol=1e-12)
+        # the default reads every layer: the last word's [h^1 ; ... ; h^L] = torch's h_n
+        every = gnn_treelstm.build_cell(name, X, H).double()
+        every.load_state_dict(cell.state_dict())
+        torch.testing.assert_close(every(g, x)[0][-1, :H * layers], hn[:, 0].reshape(-1),
+                                   atol=1e-12, rtol=1e-12)
         if bidir:
             bwd, (_, cb) = ref(x.flip(0).unsqueeze(1))
             torch.testing.assert_close(h[:, H:], bwd[:, 0].flip(0), atol=1e-12, rtol=1e-12)
@@ -151,10 +157,11 @@ def test_repr_registry_engine_and_out_size():
         r = repr(cell)
         assert "x_size=7" in r and "h_size=3" in r and f"num_layers={layers}" in r
         assert "output_gate=True" in r
-        assert cell.out_size == (6 if bidir else 3)
+        # Tai's classifiers read every layer's final state: [h^1 ; h^2] per direction
+        assert cell.out_size == (2 if bidir else 1) * 3 * layers
         ungated = gnn_treelstm.build_cell(name, 7, 3, output_gate=False)
         assert "output_gate=False" in repr(ungated) and ungated.out_size == cell.out_size
-    assert gnn_treelstm.build_cell("bilstm2", 7, 3, concat_layers=True).out_size == 12
+    assert gnn_treelstm.build_cell("bilstm2", 7, 3, concat_layers=False).out_size == 6
     with pytest.raises(ValueError, match="num_layers"):
         gnn_treelstm.build_cell("lstm", 7, 3, num_layers=2)
     with pytest.raises(ValueError, match="unknown engine"):
