@@ -42,6 +42,7 @@ import dgl
 import torch
 
 import gnn_treelstm
+from gnn_treelstm.files import atomic_path, atomic_write
 from gnn_treelstm.vocab import Relations, Vocab
 
 from . import binarize, chain, dependency, preparsed, ptb, readers
@@ -217,27 +218,14 @@ def check_counts(dataset: str, data: dict[str, list[Example]]) -> None:
 
 
 # ----------------------------------------------------------------------------- writing
-def _tmp(path: Path) -> Path:
-    return path.with_name(f".{path.name}.tmp-{os.getpid()}")
-
-
 def _write_text(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text)
 
 
 def _save_graphs(path: Path, graphs: list[dgl.DGLGraph],
                  labels: dict[str, torch.Tensor] | None) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _tmp(path)
-    try:
+    with atomic_path(path) as tmp:
         dgl.save_graphs(str(tmp), graphs, labels)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
 
 
 def _targets(exs: list[Example]) -> dict[str, torch.Tensor]:
@@ -464,7 +452,7 @@ def build(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m data_prep.build", description=__doc__.split(
+    ap = argparse.ArgumentParser(prog="gnn-treelstm build", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, choices=DATASETS)
     ap.add_argument("--src", required=True, type=Path,

@@ -39,7 +39,6 @@ import logging
 import os
 import shutil
 import sys
-import tempfile
 import urllib.error
 import urllib.request
 import zipfile
@@ -47,6 +46,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
+
+from gnn_treelstm.files import atomic_path, atomic_write
 
 log = logging.getLogger(__name__)
 
@@ -161,18 +162,16 @@ def download(
     progress: bool = False,
     timeout: float = 60.0,
 ) -> Path:
-    """Stream ``url`` to ``dest`` (via ``dest.part``, renamed at the end).
+    """Stream ``url`` to ``dest`` (via a temporary file beside it, renamed at the end).
 
     Raises:
         FetchError: HTTP error (with its status), unreachable host, a checksum mismatch
             (the partial file is removed), or a short read.
     """
     dest = Path(dest)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    part = dest.with_name(dest.name + ".part")
     digest = hashlib.sha256()
     try:
-        with urllib.request.urlopen(url, timeout=timeout) as resp:
+        with urllib.request.urlopen(url, timeout=timeout) as resp, atomic_path(dest) as part:
             total = resp.headers.get("Content-Length")
             total = int(total) if total and total.isdigit() else None
             bar = _progress(total, dest.name, progress)
@@ -188,14 +187,15 @@ def download(
             finally:
                 if bar is not None:
                     bar.close()
-        if total is not None and got != total:
-            raise FetchError(f"{url}: the connection closed after {got} of {total} bytes")
-        if sha256 is not None and digest.hexdigest() != sha256.lower():
-            raise FetchError(
-                f"{url}: checksum mismatch: expected sha256 {sha256}, got {digest.hexdigest()}; "
-                "the file is damaged or not the official one (it was not kept)"
-            )
-        os.replace(part, dest)
+            # raising here removes the partial file and leaves ``dest`` as it was
+            if total is not None and got != total:
+                raise FetchError(f"{url}: the connection closed after {got} of {total} bytes")
+            if sha256 is not None and digest.hexdigest() != sha256.lower():
+                raise FetchError(
+                    f"{url}: checksum mismatch: expected sha256 {sha256}, got "
+                    f"{digest.hexdigest()}; the file is damaged or not the official one (it "
+                    "was not kept)"
+                )
     except urllib.error.HTTPError as exc:
         raise FetchError(f"{url}: HTTP {exc.code} {exc.reason}") from exc
     except urllib.error.URLError as exc:
@@ -203,8 +203,6 @@ def download(
             f"{url}: cannot reach the server ({exc.reason}); when offline, copy a local "
             "mirror with --from DIR"
         ) from exc
-    finally:
-        part.unlink(missing_ok=True)
     log.info("downloaded %s -> %s (sha256 %s)", url, dest, digest.hexdigest())
     return dest
 
@@ -213,8 +211,6 @@ def _write_atomic(dest: Path, src: IO[bytes], *, compress: bool = False) -> str:
     """Copy the stream ``src`` to ``dest`` via a temp file; gzip it when ``compress``.
 
     Returns the SHA-256 of the bytes written to ``dest``."""
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{dest.name}.", suffix=".tmp", dir=dest.parent)
     digest = hashlib.sha256()
 
     class _Hashing:
@@ -228,19 +224,17 @@ def _write_atomic(dest: Path, src: IO[bytes], *, compress: bool = False) -> str:
         def flush(self) -> None:
             self.fh.flush()
 
-    try:
-        with os.fdopen(fd, "wb") as raw:
-            hashing = _Hashing(raw)
-            if compress:
-                # mtime=0 so that the same content always gives the same bytes
-                with gzip.GzipFile(filename=dest.name[:-3], mode="wb", fileobj=hashing,
-                                   mtime=0) as gz:
-                    shutil.copyfileobj(src, gz, _CHUNK)
-            else:
-                shutil.copyfileobj(src, hashing, _CHUNK)
-        os.replace(tmp, dest)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+    def write(raw: IO[bytes]) -> None:
+        hashing = _Hashing(raw)
+        if compress:
+            # mtime=0 so that the same content always gives the same bytes
+            with gzip.GzipFile(filename=dest.name[:-3], mode="wb", fileobj=hashing,
+                               mtime=0) as gz:
+                shutil.copyfileobj(src, gz, _CHUNK)
+        else:
+            shutil.copyfileobj(src, hashing, _CHUNK)
+
+    atomic_write(dest, write, fsync=False)
     return digest.hexdigest()
 
 
@@ -413,11 +407,10 @@ def _copy_one(path: Path, out: Path, expected: str | None, force: bool) -> str:
         if expected is None or _sha256_file(out) == expected:
             return "present"
         log.warning("%s differs from its SHA256SUMS entry; copying it again", out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{out.name}.", suffix=".tmp", dir=out.parent)
-    try:
-        digest = hashlib.sha256()
-        with open(path, "rb") as fh, os.fdopen(fd, "wb") as dst:
+    digest = hashlib.sha256()
+
+    def copy(dst: IO[bytes]) -> None:  # raising here leaves ``out`` as it was
+        with open(path, "rb") as fh:
             while chunk := fh.read(_CHUNK):
                 digest.update(chunk)
                 dst.write(chunk)
@@ -426,17 +419,15 @@ def _copy_one(path: Path, out: Path, expected: str | None, force: bool) -> str:
                 f"{path}: checksum mismatch with SHA256SUMS: expected {expected}, got "
                 f"{digest.hexdigest()}; the mirror copy is damaged (not copied)"
             )
-        shutil.copystat(path, tmp)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, out)
-    finally:
-        Path(tmp).unlink(missing_ok=True)
+
+    atomic_write(out, copy, fsync=False, mode=0o644)
+    shutil.copystat(path, out)
     return "copied"
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m data_prep.fetch",
+        prog="gnn-treelstm fetch",
         description="Download the official benchmark archives, or copy a local mirror.",
     )
     parser.add_argument("--dest", default="data", help="where to put the data (default: data)")

@@ -28,9 +28,9 @@ Binary cache
     Parsing a large text file is slow, so :func:`load_vectors` stores the parsed words and
     matrix in one ``.npz`` file (written to a temporary name and renamed, so a crash never
     leaves half a cache) and reuses it while the source file's size and modification time
-    are unchanged. The cache lives in ``cache_dir`` when given, else next to the source
-    file when that directory is writable, else in ``$GNN_TREELSTM_CACHE`` or
-    ``~/.cache/gnn_treelstm/vectors``.
+    are unchanged. The cache lives in ``cache_dir`` when given, else in
+    ``$GNN_TREELSTM_CACHE/vectors`` (default ``~/.cache/gnn_treelstm/vectors``), never next
+    to the data; its name carries a hash of the source's absolute path.
 """
 
 from __future__ import annotations
@@ -41,7 +41,6 @@ import io
 import json
 import logging
 import os
-import tempfile
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, field
@@ -49,6 +48,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from gnn_treelstm.files import atomic_write, cache_dir
 
 log = logging.getLogger(__name__)
 
@@ -236,10 +237,7 @@ def _all_numeric(parts: Sequence[str]) -> bool:
 
 
 def _default_cache_dir(source: Path) -> Path:
-    if os.access(source.parent, os.W_OK):
-        return source.parent
-    env = os.environ.get("GNN_TREELSTM_CACHE")
-    return Path(env) / "vectors" if env else Path.home() / ".cache" / "gnn_treelstm" / "vectors"
+    return cache_dir("vectors")
 
 
 def cache_path_for(path: str | os.PathLike, cache_dir: str | os.PathLike | None = None) -> Path:
@@ -260,14 +258,8 @@ def _write_cache(cache: Path, meta: dict, words: list[str], vectors: np.ndarray)
     cache.parent.mkdir(parents=True, exist_ok=True)
     blob = np.frombuffer("\n".join(words).encode("utf-8"), dtype=np.uint8)
     meta_arr = np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8)
-    fd, tmp = tempfile.mkstemp(prefix=cache.name + ".", suffix=".tmp", dir=cache.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, vectors=vectors, words=blob, meta=meta_arr)
-        os.replace(tmp, cache)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(cache, lambda fh: np.savez(fh, vectors=vectors, words=blob, meta=meta_arr),
+                 fsync=False)
     log.info("cached %d vectors in %s", len(words), cache)
 
 

@@ -15,31 +15,41 @@ MultiplicativeTreeLSTM     mtree mtree-add mtree-full  Tran & Cheng 2018, eqs 2-
 =========================  ==========================  ===============================
 """
 
-from . import _dgl_compat  # noqa: F401, I001  (must run before anything imports dgl)
-from . import graph
-from .cells import TreeCell, build_cell
-from .cells import cells as cell_registry
-from .cells.bidirectional import BidirectionalTreeLSTM
-from .cells.childsum import ChildSumTreeLSTM
-from .cells.lexicalized import LexicalizedTreeLSTM
-from .cells.multiplicative import MultiplicativeTreeLSTM
-from .cells.nary import NaryTreeLSTM
-from .cells.sequential import SequentialLSTM
-from .cells.topdown import TopDownTreeLSTM
+from . import _dgl_compat  # noqa: F401  (must run before anything imports dgl)
 
 __version__ = "0.1.0"
 
-__all__ = [
-    "graph",
-    "TreeCell",
-    "build_cell",
-    "cell_registry",
-    "ChildSumTreeLSTM",
-    "NaryTreeLSTM",
-    "SequentialLSTM",
-    "LexicalizedTreeLSTM",
-    "TopDownTreeLSTM",
-    "BidirectionalTreeLSTM",
-    "MultiplicativeTreeLSTM",
-    "__version__",
-]
+# Public names resolve on first use (PEP 562), so ``import gnn_treelstm`` (and the command
+# line entry points) load neither torch nor dgl until a cell or graph is needed: the CLIs
+# set process-wide settings (OpenMP waiting) that torch reads when it loads.
+_LAZY = {
+    "graph": ("gnn_treelstm.graph", None),
+    "TreeCell": ("gnn_treelstm.cells", "TreeCell"),
+    "build_cell": ("gnn_treelstm.cells", "build_cell"),
+    "cell_registry": ("gnn_treelstm.cells", "cells"),
+    "ChildSumTreeLSTM": ("gnn_treelstm.cells.childsum", "ChildSumTreeLSTM"),
+    "NaryTreeLSTM": ("gnn_treelstm.cells.nary", "NaryTreeLSTM"),
+    "SequentialLSTM": ("gnn_treelstm.cells.sequential", "SequentialLSTM"),
+    "LexicalizedTreeLSTM": ("gnn_treelstm.cells.lexicalized", "LexicalizedTreeLSTM"),
+    "TopDownTreeLSTM": ("gnn_treelstm.cells.topdown", "TopDownTreeLSTM"),
+    "BidirectionalTreeLSTM": ("gnn_treelstm.cells.bidirectional", "BidirectionalTreeLSTM"),
+    "MultiplicativeTreeLSTM": ("gnn_treelstm.cells.multiplicative", "MultiplicativeTreeLSTM"),
+}
+
+__all__ = [*_LAZY, "__version__"]
+
+
+def __getattr__(name: str):  # noqa: ANN202 - module protocol
+    if name not in _LAZY:
+        raise AttributeError(f"module 'gnn_treelstm' has no attribute {name!r}")
+    import importlib
+
+    module, attr = _LAZY[name]
+    value = importlib.import_module(module)
+    value = value if attr is None else getattr(value, attr)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

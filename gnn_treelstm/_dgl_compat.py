@@ -24,6 +24,7 @@ idempotent and reports what it did, so the tests can check both paths.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 import importlib.util
 import logging
 import sys
@@ -58,9 +59,15 @@ class GraphboltUnavailable(types.ModuleType):
 
 
 def _torch_version() -> str:
-    import torch
+    """The installed torch's version, read from its metadata: importing torch here would
+    load it (and libgomp) before a command line can set its process-wide options."""
+    try:
+        version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        import torch
 
-    return torch.__version__.split("+", maxsplit=1)[0]
+        version = torch.__version__
+    return version.split("+", maxsplit=1)[0]
 
 
 def graphbolt_library_path() -> Path | None:

@@ -253,7 +253,7 @@ def markdown(rows: list[dict], peak: float) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="gnn-treelstm bench", description=__doc__.split("\n")[0])
     p.add_argument("--data", help="built SST directory (python -m data_prep.build)")
     p.add_argument("--sick-data", help="built SICK directory")
     p.add_argument("--src", default=os.environ.get("GNN_TREELSTM_DATA"),

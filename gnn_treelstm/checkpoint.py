@@ -20,13 +20,13 @@ from __future__ import annotations
 
 import os
 import pickle
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from .files import atomic_write
 from .model import ModelConfig, TreeLSTMModel
 from .vocab import Vocab
 
@@ -85,25 +85,7 @@ def save_checkpoint(
         "run_config": dict(run_config or {}),
         "meta": dict(meta or {}),
     }
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the usual mode
-        with os.fdopen(fd, "wb") as f:
-            torch.save(payload, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
+    return atomic_write(path, lambda f: torch.save(payload, f))
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

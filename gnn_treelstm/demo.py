@@ -37,7 +37,7 @@ def _pick_tree(split: D.Split, lo: int = 7, hi: int = 14) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m gnn_treelstm.demo", description=__doc__
+    ap = argparse.ArgumentParser(prog="gnn-treelstm demo", description=__doc__
                                  .split("\n\n")[0])
     ap.add_argument("--runs-dir", default="runs")
     ap.add_argument("--epochs", type=int, default=5)
@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"tree PNG:     {png}")
     print(f"run:          {run_dir}  (config.json, metrics.jsonl, best.pt, results.json)")
     print(f"metrics:      {run_dir / 'results.json'}")
-    print(f"evaluate:     python evaluate.py {run_dir / 'best.pt'} --split test")
+    print(f"evaluate:     gnn-treelstm evaluate {run_dir / 'best.pt'} --split test")
     print(f"total time:   {time.perf_counter() - t_start:.1f}s")
     return 0
 

@@ -22,6 +22,7 @@ import dgl
 import networkx as nx
 
 from . import _dgl_compat  # noqa: F401  (the package __init__ ran it before dgl)
+from .files import atomic_write
 from .graph import IGNORE, LABEL, LEAF, NO_WORD, POS, REL, ROOT, SPAN, WORD
 
 log = logging.getLogger(__name__)
@@ -265,13 +266,7 @@ def draw_tree(
     if title:
         ax.set_title(title, fontsize=10)
     fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        fig.savefig(tmp, dpi=dpi, format="png", bbox_inches="tight", pad_inches=0.15)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+    path = atomic_write(path, lambda f: fig.savefig(f, dpi=dpi, format="png",
+                                                  bbox_inches="tight", pad_inches=0.15))
     log.info("drew a tree of %d nodes to %s", tree.number_of_nodes(), path)
     return path

@@ -43,7 +43,6 @@ import os
 import random
 import resource
 import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
@@ -59,7 +58,8 @@ from . import data as D
 from . import graph as G
 from . import metrics as M
 from .cells import build_cell, cells
-from .checkpoint import _umask, save_checkpoint
+from .checkpoint import save_checkpoint
+from .files import atomic_write
 from .model import (
     EMBEDDING_MODES,
     SENTENCE_STATES,
@@ -865,12 +865,7 @@ def _jsonable(x: Any) -> Any:
 
 
 def _write_json(path: Path, obj: Any) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.chmod(tmp, 0o666 & ~_umask())
-    with os.fdopen(fd, "w", encoding="utf-8") as fh:
-        json.dump(_jsonable(obj), fh, indent=2)
-        fh.write("\n")
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
 def aggregate(per_seed: list[dict], split: str) -> dict[str, dict]:
@@ -959,11 +954,8 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
             best_i = i
     if len(seeds) > 1:
         src = Path(per_seed[best_i]["checkpoint"])
-        fd, tmp = tempfile.mkstemp(prefix=".best.pt.", suffix=".tmp", dir=out)
-        os.close(fd)
-        shutil.copyfile(src, tmp)
-        os.chmod(tmp, 0o666 & ~_umask())
-        os.replace(tmp, out / "best.pt")
+        with open(src, "rb") as f:
+            atomic_write(out / "best.pt", lambda dst: shutil.copyfileobj(f, dst))
     results = {
         "name": name, "task": cfg.task, "model": cfg.model, "tree": cfg.tree,
         "selection_metric": task.selection_metric,

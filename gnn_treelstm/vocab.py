@@ -11,6 +11,8 @@ import os
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .files import atomic_write
+
 __all__ = ["Vocab", "Relations", "UNK_TOKEN"]
 
 UNK_TOKEN = "<unk>"
@@ -78,12 +80,8 @@ class Vocab:
         return f"Vocab(size={len(self)}, unk_token={self.unk_token!r})"
 
     def save(self, path: str | os.PathLike) -> None:
-        """Write the token list as JSON (via a temporary file, then rename)."""
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.itos, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        """Write the token list as JSON (atomically: :func:`~gnn_treelstm.files.atomic_write`)."""
+        atomic_write(path, json.dumps(self.itos, ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Vocab:
@@ -141,11 +139,8 @@ class Relations:
         return f"Relations({self.names!r})"
 
     def save(self, path: str | os.PathLike) -> None:
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(json.dumps(self.names, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        """Write the names as JSON (atomically)."""
+        atomic_write(path, json.dumps(self.names, ensure_ascii=False))
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> Relations:

@@ -31,7 +31,7 @@ def test_environment_yml_matches_pyproject():
             m = re.match(r"\s+- (.+)$", line)
             if not m:
                 break
-            pip_lines.append(m.group(1).strip())
+            pip_lines.append(m.group(1).split(" #")[0].strip())
     got = {_norm(x) for x in pip_lines if x != "-e ."}
     assert got == wanted, f"pyproject only: {wanted - got}; environment.yml only: {got - wanted}"
     assert "-e ." in pip_lines

@@ -6,9 +6,8 @@ import math
 import pytest
 import torch
 
-import evaluate
-import train
 from gnn_treelstm import data as D
+from gnn_treelstm import evaluate, train
 from gnn_treelstm import training as T
 from tests.tiny_data import build_tiny
 
@@ -147,11 +146,17 @@ def test_optimizer_groups_follow_tai():
 
 
 def test_predict_reads_pairs_and_rejects_unpaired():
+    from gnn_treelstm.predict import Input
+
     assert evaluate.read_inputs("A man runs ||| A person moves", True) == [
-        ("A man runs", "A person moves")]
-    assert evaluate.read_inputs("a fine film", False) == [("a fine film", None)]
-    with pytest.raises(ValueError, match="premise<TAB>hypothesis"):
+        Input(1, "A man runs", "A person moves")]
+    assert evaluate.read_inputs("a fine film", False) == [Input(1, "a fine film")]
+    with pytest.raises(ValueError, match="sentence A<TAB>sentence B"):
         evaluate.read_inputs("only one sentence", True)
+    with pytest.raises(ValueError, match="one sentence per line"):
+        evaluate.read_inputs("two ||| sentences", False)
+    long_text = "word " * 200  # 1000 bytes: text, never tried as a file name
+    assert evaluate.read_inputs(long_text, False) == [Input(1, long_text.strip())]
 
 
 def test_predict_parses_raw_text_with_spacy(tiny, tmp_path, capsys):
@@ -171,13 +176,14 @@ def test_predict_parses_raw_text_with_spacy(tiny, tmp_path, capsys):
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 1 and out[0].endswith("\tA w1 and w2 film .")
     names = ["very negative", "negative", "neutral", "positive", "very positive"]
-    assert any(out[0].startswith(n + " (p=") for n in names)
+    label, p, _ = out[0].split("\t")
+    assert label in names and 0 < float(p) <= 1
     pairs = tmp_path / "pairs.txt"
     pairs.write_text("A man is not w3 .\tA man w3 .\nTwo dogs run ||| No dog runs\n")
     assert evaluate.main([str(runs / "d" / "best.pt"), "--predict", str(pairs)]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     assert len(out) == 2 and out[1].endswith("Two dogs run ||| No dog runs")
-    assert out[0].split(" (p=")[0] in {"ENTAILMENT", "CONTRADICTION", "NEUTRAL"}
+    assert out[0].split("\t")[0] in {"ENTAILMENT", "CONTRADICTION", "NEUTRAL"}
 
 
 def test_demo_runs_on_the_sample(tmp_path, capsys):

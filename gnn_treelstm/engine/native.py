@@ -37,11 +37,11 @@ import platform
 import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import torch
 
+from ..files import atomic_path, cache_dir
 from .settings import env_choice
 
 logger = logging.getLogger(__name__)
@@ -90,8 +90,7 @@ def _cpu_signature() -> str:
 
 
 def _cache_dir() -> Path:
-    root = os.environ.get("GNN_TREELSTM_CACHE")
-    return Path(root) if root else Path.home() / ".cache" / "gnn_treelstm"
+    return cache_dir()
 
 
 def library_path() -> Path:
@@ -122,10 +121,13 @@ def build(force: bool = False) -> Path:
     if shutil.which(cxx) is None:
         raise RuntimeError(f"no C++ compiler {cxx!r} on PATH (set $CXX, or install g++)")
     torch_dir = Path(torch.__file__).parent
+    with atomic_path(out, mode=0o755) as tmp:  # a concurrent reader never sees half a library
+        _compile(cxx, torch_dir, str(tmp))
+    return out
+
+
+def _compile(cxx: str, torch_dir: Path, tmp: str) -> None:
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=out.parent)
-    os.close(fd)
     cmd = [cxx, *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
            f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
            *map(str, SOURCES), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
@@ -134,15 +136,11 @@ def build(force: bool = False) -> Path:
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise RuntimeError(f"compiling the native level loops failed: {exc}") from exc
     if proc.returncode != 0:
-        Path(tmp).unlink(missing_ok=True)
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
         raise RuntimeError(
             f"compiling the native level loops failed (exit {proc.returncode}):\n{tail}")
-    os.replace(tmp, out)  # atomic: a concurrent reader sees no half-written library
-    return out
 
 
 def _ops_loaded() -> bool:

@@ -33,7 +33,7 @@ def _positive(text: str) -> int:
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(
-        prog="python -m gnn_treelstm.reproduce", description=__doc__.split("\n\n")[0],
+        prog="gnn-treelstm reproduce", description=__doc__.split("\n\n")[0],
         epilog=f"tables: {', '.join(rows.TABLES)}")
     ap.add_argument("rows", nargs="*", metavar="ROWS",
                     help="table ids, row keys or globs (default: all rows)")

@@ -14,9 +14,9 @@ import math
 import textwrap
 from pathlib import Path
 
+from ..files import atomic_write
 from .report import RowResults, collect
 from .rows import TABLES, Row, is_accuracy
-from .runner import atomic_write
 
 log = logging.getLogger(__name__)
 

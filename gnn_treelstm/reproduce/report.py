@@ -17,8 +17,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_write
 from .rows import TABLES, VECTORS, Row, is_accuracy, unavailable_reason
-from .runner import atomic_write, command, row_config, row_dir
+from .runner import command, row_config, row_dir
 
 log = logging.getLogger(__name__)
 

@@ -18,12 +18,12 @@ import logging
 import os
 import shlex
 import shutil
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..files import atomic_write
 from ..tasks import build_task
 from ..training import RAW_PROBES, SAMPLE_SRC, RunConfig, resolve_data_dir, run
 from .rows import VECTORS, Row, engine_for, unavailable_reason
@@ -32,7 +32,7 @@ log = logging.getLogger(__name__)
 ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
 
 __all__ = ["RowRun", "QUICK", "run_rows", "row_dir", "done_seeds", "find_vectors",
-           "row_config", "command", "atomic_write", "data_reason"]
+           "row_config", "command", "data_reason"]
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
@@ -76,21 +76,6 @@ def done_seeds(root: Path, row: Row) -> list[int]:
             out.append(int(suffix))
     return sorted(out)
 
-
-def atomic_write(path: Path, data: str | bytes) -> None:
-    """Write ``data`` (text as UTF-8, or bytes) to ``path`` via a temporary file in the same
-    directory + os.replace."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def find_vectors(row: Row, vectors_dir: Path | None) -> Path | None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-import train
+from gnn_treelstm import train
 from gnn_treelstm.reproduce import __main__ as cli
 from gnn_treelstm.reproduce import report, runner
 from gnn_treelstm.reproduce import rows as R

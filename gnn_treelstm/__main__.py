@@ -1,0 +1,8 @@
+"""``python -m gnn_treelstm COMMAND ...`` = ``gnn-treelstm COMMAND ...`` (see :mod:`.cli`)."""
+
+import sys
+
+from .cli import main
+
+if __name__ == "__main__":
+    sys.exit(main())

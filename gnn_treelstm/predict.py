@@ -1,0 +1,333 @@
+"""``gnn-treelstm predict``: label raw sentences with a trained checkpoint.
+
+    gnn-treelstm predict runs/NAME "a gorgeous, witty film" "a dull one"
+    gnn-treelstm predict runs/NAME --file sentences.txt --json > predictions.jsonl
+    gnn-treelstm predict runs/NAME --json --nodes < sentences.txt
+    gnn-treelstm predict runs/SICK "A man is playing ||| Nobody is playing"
+
+Input: the texts given as arguments, else ``--file PATH`` (``-`` = standard input), else
+standard input. **One input per line**: a line is parsed as one sentence (one tree) and is
+never joined with the next; a line that looks like several sentences is still one tree and
+gets a warning naming it. Sentence-pair models (``sick-r``, ``sick-e``, ``snli``) read
+``A ||| B`` or ``A<TAB>B``. Blank lines are skipped (line numbers still count them).
+
+Sentences are parsed with spaCy (``--spacy-model``, any installed English pipeline) into
+the checkpoint's tree kind, through the same functions as ``data_prep.build``: dependency
+trees, binarized for constituency models, chains for the sequential LSTMs.
+
+Output, one line per input: text (``label<TAB>p<TAB>sentence``) or, with ``--json``, one
+JSON object per line::
+
+    {"line": 3, "text": "...", "tokens": [...], "unknown_words": [...],
+     "label": "positive", "probabilities": {"very negative": 0.01, ...},   # classification
+     "score": 4.2,                                       # relatedness (1-5), with its
+                                                         # "probabilities" over 1..5
+     "text_b": "...", "tokens_b": [...],                 # sentence pairs
+     "nodes": [{"id": 0, "parent": 5, "span": [0, 1], "words": "a", "label": "neutral",
+                "probabilities": {...}}, ...]}           # --nodes (per-node models)
+
+``--nodes`` needs a model that labels every node (SST with phrase-level training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import re
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from gnn_treelstm.cli import set_openmp_wait_policy
+
+set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
+
+import torch  # noqa: E402
+
+from gnn_treelstm import graph as G  # noqa: E402
+from gnn_treelstm.checkpoint import Checkpoint, load_model  # noqa: E402
+
+__all__ = ["Input", "read_lines", "text_graphs", "predict_records", "format_text", "main"]
+
+log = logging.getLogger(__name__)
+
+PAIR_SEPARATORS = ("\t", "|||")
+#: more than one sentence in a line: an end mark followed by more words
+_SENTENCE_END = re.compile(r"[.!?]")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input line: its number in the source, the sentence and, for pairs, the second."""
+
+    line: int
+    a: str
+    b: str | None = None
+
+
+def read_lines(lines: Iterable[str], *, pair: bool, source: str = "input") -> list[Input]:
+    """Inputs from lines of text, one per non-blank line (see the module docstring).
+
+    Raises:
+        ValueError: a pair model's line without a separator, or a single-sentence model's
+            line with one, naming ``source`` and the line.
+    """
+    out = []
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        sep = next((s for s in PAIR_SEPARATORS if s in line), None)
+        if pair:
+            if sep is None:
+                raise ValueError(
+                    f"{source}:{n}: this model reads sentence pairs; write them as "
+                    "'sentence A ||| sentence B' or 'sentence A<TAB>sentence B'")
+            a, b = (x.strip() for x in line.split(sep, 1))
+            if not a or not b:
+                raise ValueError(f"{source}:{n}: one side of the pair is empty: {line!r}")
+            out.append(Input(n, a, b))
+        else:
+            if sep is not None:
+                raise ValueError(
+                    f"{source}:{n}: the line holds a pair separator ({sep!r}) but this model "
+                    "reads one sentence per line; give the sentences on separate lines")
+            out.append(Input(n, line))
+    return out
+
+
+def _word_ids(tokens: Sequence[str], vocab) -> list[int]:
+    """Teng §6's rule for lookups: the word, else its lowercase, else unk."""
+    return [vocab.stoi.get(t, vocab.stoi.get(t.lower(), vocab.unk)) for t in tokens]
+
+
+def _looks_like_sentences(tokens: Sequence[str]) -> int:
+    """How many sentences the tokens look like (an end mark followed by a word)."""
+    count = 1
+    for i, t in enumerate(tokens[:-1]):
+        if _SENTENCE_END.fullmatch(t) and any(c.isalpha() for c in tokens[i + 1]):
+            count += 1
+    return count
+
+
+def text_graphs(parses: Sequence, ck: Checkpoint) -> list:
+    """Graphs of the checkpoint's tree kind from spaCy parses (:class:`DepParse`)."""
+    from data_prep import binarize, chain, dependency
+    from gnn_treelstm.vocab import Relations
+
+    tree = ck.run_config.get("tree") or ck.meta.get("tree")
+    graphs = []
+    rels = Relations(ck.relations)
+    unknown: set[str] = set()
+    for p in parses:
+        ids = _word_ids(p.tokens, ck.vocab)
+        if tree in ("constituency", "constituency-spacy"):
+            graphs.append(binarize.binary_graph(p.heads, ids))
+        elif tree in ("dependency", "dependency-spacy"):
+            deps = []
+            for h, d in zip(p.heads, p.deps):
+                if h >= 0 and d not in rels:
+                    unknown.add(d)
+                    d = rels.names[0] if rels.names else d
+                deps.append(d)
+            graphs.append(dependency.dependency_graph(p.heads, deps, ids, rels,
+                                                      add_relations=not rels.names))
+        elif tree == "chain":
+            graphs.append(chain.chain_graph(ids))
+        else:
+            raise ValueError(f"predict cannot build {tree!r} graphs from raw text; the "
+                             "checkpoint was trained on pre-built trees of that kind")
+    if unknown:
+        log.warning("relations unseen in training mapped to %r: %s",
+                    rels.names[0] if rels.names else None, ", ".join(sorted(unknown)))
+    return graphs
+
+
+def _distribution(probs: torch.Tensor, names: Sequence[str]) -> dict[str, float]:
+    return {name: round(float(p), 6) for name, p in zip(names, probs.tolist())}
+
+
+def _class_names(ck: Checkpoint, count: int) -> list[str]:
+    names = list(ck.label_names or [])
+    if names and len(names) != count:
+        raise ValueError(f"{ck.path}: the checkpoint names {len(names)} labels "
+                         f"({', '.join(names)}) but its head predicts {count} classes")
+    return names or [str(k) for k in range(count)]
+
+
+def _nodes(graph, tokens: Sequence[str], logits: torch.Tensor, names: Sequence[str]) -> list:
+    src, dst = graph.edges()
+    parent = [None] * graph.num_nodes()
+    for s, d in zip(src.tolist(), dst.tolist()):
+        parent[s] = d
+    spans = graph.ndata[G.SPAN].tolist()
+    probs = logits.softmax(-1)
+    out = []
+    for i, (lo, hi) in enumerate(spans):
+        k = int(probs[i].argmax())
+        out.append({"id": i, "parent": parent[i], "span": [lo, hi],
+                    "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "",
+                    "label": names[k], "probabilities": _distribution(probs[i], names)})
+    return out
+
+
+@torch.no_grad()
+def predict_records(
+    ck: Checkpoint, inputs: Sequence[Input], nlp, *, nodes: bool = False,
+    batch_size: int = 64, progress: Callable[[Iterable, int], Iterable] | None = None,
+) -> Iterator[dict]:
+    """One record per input (the JSON schema of the module docstring), batch by batch."""
+    import dgl
+
+    from data_prep.dependency import parse_texts
+
+    task, model = ck.model.task, ck.model
+    model.eval()
+    if nodes and (task.pair or not getattr(task, "node_labels", False)):
+        raise ValueError(f"--nodes: the {task.name} task predicts one label per "
+                         f"{'pair' if task.pair else 'sentence'}, not one per node; use it "
+                         "with a phrase-level sentiment model (sst-5 / sst-2)")
+    if batch_size <= 0:
+        raise ValueError(f"--batch-size must be positive, got {batch_size}")
+    starts = range(0, len(inputs), batch_size)
+    for start in (progress(starts, len(starts)) if progress else starts):
+        chunk = inputs[start:start + batch_size]
+        pa = parse_texts(nlp, [x.a for x in chunk])
+        pb = parse_texts(nlp, [x.b for x in chunk]) if task.pair else None
+        ga = text_graphs(pa, ck)
+        gb = text_graphs(pb, ck) if pb is not None else None
+        batch_a = dgl.batch(ga)
+        out = model(batch_a, None if gb is None else dgl.batch(gb))
+        if nodes and "node_logits" not in out:
+            raise ValueError("--nodes: this model was trained on sentence labels only "
+                             "(root supervision) and has no per-node outputs")
+        offsets = [0, *batch_a.batch_num_nodes().cumsum(0).tolist()]
+        for j, x in enumerate(chunk):
+            rec: dict = {"line": x.line, "text": x.a, "tokens": pa[j].tokens}
+            if pb is not None:
+                rec.update(text_b=x.b, tokens_b=pb[j].tokens)
+            parses = [pa[j]] + ([pb[j]] if pb is not None else [])
+            unknown = [t for p in parses for t, w in zip(p.tokens, _word_ids(p.tokens,
+                                                                             ck.vocab))
+                       if w == ck.vocab.unk]
+            rec["unknown_words"] = unknown
+            total = sum(len(p.tokens) for p in parses)
+            if unknown and len(unknown) == total:
+                log.warning("line %d: every word is unknown to the model's vocabulary; the "
+                            "prediction rests on the unknown-word vector alone", x.line)
+            for p in parses:
+                if _looks_like_sentences(p.tokens) > 1:
+                    log.warning("line %d looks like %d sentences; it is predicted as one "
+                                "tree (give one sentence per line)", x.line,
+                                _looks_like_sentences(p.tokens))
+            if "score" in out:  # relatedness: expected score and its 1..5 distribution
+                rec["score"] = round(float(out["score"][j]), 6)
+                probs = out["log_probs"][j].exp()
+                rec["probabilities"] = _distribution(
+                    probs, [str(k + 1) for k in range(probs.numel())])
+            else:
+                logits = out["root_logits"] if "root_logits" in out else out["logits"]
+                names = _class_names(ck, logits.shape[-1])
+                probs = logits[j].softmax(-1)
+                rec["label"] = names[int(probs.argmax())]
+                rec["probabilities"] = _distribution(probs, names)
+            if nodes:
+                lo, hi = offsets[j], offsets[j + 1]
+                rec["nodes"] = _nodes(ga[j], pa[j].tokens, out["node_logits"][lo:hi], names)
+            yield rec
+
+
+def format_text(rec: dict) -> str:
+    """The text form of a record: ``label<TAB>p<TAB>sentence`` (pairs: ``A ||| B``)."""
+    shown = rec["text"] if "text_b" not in rec else f"{rec['text']} ||| {rec['text_b']}"
+    if "score" in rec:
+        return f"{rec['score']:.3f}\t{shown}"
+    return f"{rec['label']}\t{rec['probabilities'][rec['label']]:.3f}\t{shown}"
+
+
+# ---------------------------------------------------------------------------- CLI
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
+                                 description=__doc__.split("\n\n")[0].strip("`"))
+    ap.add_argument("run", help="checkpoint (best.pt) or run directory")
+    ap.add_argument("texts", nargs="*", help="sentences (default: --file, else stdin)")
+    ap.add_argument("--file", default=None, metavar="PATH",
+                    help="one input per line ('-' = standard input)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per line")
+    ap.add_argument("--nodes", action="store_true",
+                    help="with --json: every node's label, span and words")
+    ap.add_argument("--spacy-model", default=None,
+                    help="spaCy pipeline (default: the first installed English one)")
+    ap.add_argument("--engine", default=None, choices=("dgl", "level"),
+                    help="propagation engine (default: the checkpoint's)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--log-level", default="WARNING",
+                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    return ap.parse_intermixed_args(argv)  # texts may come before or after the options
+
+
+def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
+    if a.texts:
+        if a.file is not None:
+            raise ValueError("give the texts as arguments or --file, not both")
+        return list(a.texts), "argument"
+    if a.file not in (None, "-"):
+        path = Path(a.file)
+        if not path.is_file():
+            raise FileNotFoundError(f"--file {a.file}: no such file")
+        try:
+            return path.read_text(encoding="utf-8").splitlines(), str(path)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
+    if a.file is None and sys.stdin.isatty():
+        raise ValueError("no input: give sentences as arguments, --file PATH, or pipe them "
+                         "into standard input")
+    return sys.stdin.read().splitlines(), "stdin"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if a.nodes and not a.json:
+            raise ValueError("--nodes needs --json (per-node output is JSON only)")
+        path = Path(a.run)
+        ck = load_model(path / "best.pt" if path.is_dir() else path, engine=a.engine)
+        lines, source = _lines(a)
+        inputs = read_lines(lines, pair=ck.model.task.pair, source=source)
+        if not inputs:
+            raise ValueError(f"{source}: no text to predict (only blank lines)")
+        from data_prep.dependency import load_pipeline
+
+        nlp = load_pipeline(a.spacy_model)
+        progress = None
+        if not a.quiet and len(inputs) > a.batch_size:
+            from tqdm import tqdm
+
+            def progress(it, total):
+                return tqdm(it, total=total, desc="predict", unit="batch", leave=False,
+                            dynamic_ncols=True)
+
+        t0 = time.perf_counter()
+        count = 0
+        for rec in predict_records(ck, inputs, nlp, nodes=a.nodes, batch_size=a.batch_size,
+                                   progress=progress):
+            print(json.dumps(rec, ensure_ascii=False) if a.json else format_text(rec),
+                  flush=False)
+            count += 1
+        seconds = time.perf_counter() - t0
+        sys.stdout.flush()
+        log.info("predicted %d inputs in %.2f s (%.0f inputs/s, spaCy parse included)",
+                 count, seconds, count / max(seconds, 1e-9))
+        return 0
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

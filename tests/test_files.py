@@ -1,0 +1,62 @@
+"""The cache location and the one atomic-write helper."""
+
+import os
+
+import pytest
+
+from data_prep import vectors as V
+from gnn_treelstm import files as F
+
+
+def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path / "c"))
+    assert F.cache_dir("vectors") == tmp_path / "c" / "vectors"
+    monkeypatch.delenv("GNN_TREELSTM_CACHE")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert F.cache_dir() == tmp_path / "home" / ".cache" / "gnn_treelstm"
+
+
+def test_vector_cache_is_never_written_next_to_the_data(monkeypatch, tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    src = data / "vecs.txt"
+    src.write_text("a 1 2\nb 3 4\n")
+    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path / "cache"))
+    V.load_vectors(src)
+    assert sorted(p.name for p in data.iterdir()) == ["vecs.txt"]
+    cached = list((tmp_path / "cache" / "vectors").glob("vecs.txt.*.vectors.npz"))
+    assert len(cached) == 1 and V.cache_path_for(src) == cached[0]
+
+
+@pytest.mark.parametrize("content", [b"bytes\x00", "text é", lambda f: f.write(b"writer")])
+def test_atomic_write_kinds(tmp_path, content):
+    path = F.atomic_write(tmp_path / "sub" / "out.bin", content)
+    want = {bytes: content, str: "text é".encode()}.get(type(content), b"writer")
+    assert path.read_bytes() == want
+    assert oct(path.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    assert [p.name for p in path.parent.iterdir()] == ["out.bin"]
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temp(tmp_path):
+    path = F.atomic_write(tmp_path / "out.txt", "old")
+
+    def boom(f):
+        f.write(b"half of the new")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        F.atomic_write(path, boom)
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    with pytest.raises(RuntimeError), F.atomic_path(path) as tmp:
+        tmp.write_text("new")
+        raise RuntimeError("the compiler failed")
+    assert path.read_text() == "old" and [p.name for p in tmp_path.iterdir()] == ["out.txt"]
+    with F.atomic_path(path, mode=0o755) as tmp:
+        tmp.write_text("new")
+    assert path.read_text() == "new" and path.stat().st_mode & 0o777 == 0o755
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
