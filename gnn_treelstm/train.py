@@ -50,11 +50,29 @@ def _value(text: str):
         return text
 
 
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+class _DefaultsOnce(argparse.HelpFormatter):
+    """Appends ``(default: X)`` to a flag's help unless the help already says its default
+    or there is none to say."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+            return text
+        return f"{text} (default: %(default)s)".strip()
+
+
+def build_parser() -> argparse.ArgumentParser:
     d = RunConfig()
     ap = argparse.ArgumentParser(
         prog="gnn-treelstm train", description=__doc__.split("\n\n")[0],
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=_DefaultsOnce)
+    ap.add_argument("--config", default=None, metavar="YAML",
+                    help="a run config (YAML or JSON; every flag below may be a key, with "
+                         "- or _; a run's config.yaml reproduces it); flags given on the "
+                         "command line override it")
+    ap.add_argument("--log-level", default="WARNING",
+                    choices=("DEBUG", "INFO", "WARNING", "ERROR"),
+                    help="console log level (train.log in the run directory gets INFO)")
     g = ap.add_argument_group("what to train")
     g.add_argument("--task", default=d.task, help=f"one of: {', '.join(tasks.names())}")
     g.add_argument("--model", default=d.model, help=f"one of: {', '.join(cells.names())}")
@@ -107,6 +125,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     g.add_argument("--loss-reduction", default=None, choices=LOSS_REDUCTIONS,
                    help="mean or sum of the batch's losses (default: the task's)")
     g.add_argument("--batch-size", type=int, default=d.batch_size)
+    g.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size,
+                   help="batch size of dev/test evaluation")
     g.add_argument("--epochs", type=int, default=d.epochs)
     g.add_argument("--seed", type=int, default=d.seed)
     g.add_argument("--seeds", type=int, default=d.seeds,
@@ -124,6 +144,88 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="use only the first N examples of dev/test")
     g.add_argument("--no-test", action="store_true", help="skip the test-set evaluation")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    return ap
+
+
+#: config-file keys that are RunConfig fields with another shape on the command line
+_CONFIG_DICTS = {"cell_kwargs": "cell_arg", "head_kwargs": "head_arg"}
+
+
+def config_file_defaults(path: str, ap: argparse.ArgumentParser) -> dict:
+    """The parser defaults a ``--config`` file sets (keys checked, values type-checked).
+
+    Raises:
+        ValueError: unreadable file, not a mapping, an unknown key, or a value of the wrong
+            type or outside the flag's choices; the message names the file and the key.
+    """
+    import yaml
+
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except OSError as exc:
+        raise ValueError(f"--config {path}: cannot read it ({exc.strerror})") from exc
+    except yaml.YAMLError as exc:
+        raise ValueError(f"--config {path}: not valid YAML ({exc})") from exc
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ValueError(f"--config {path}: expected a mapping of options, got "
+                         f"{type(data).__name__}")
+    actions = {a.dest: a for a in ap._actions if a.dest not in ("help", "config")}
+    out: dict = {}
+    for key, value in data.items():
+        dest = str(key).replace("-", "_")
+        if dest == "test":  # RunConfig.test = not --no-test
+            dest, value = "no_test", (not value) if isinstance(value, bool) else value
+        if dest in _CONFIG_DICTS:
+            if not isinstance(value, dict):
+                raise ValueError(f"--config {path}: {key} must be a mapping, got {value!r}")
+            dest, value = _CONFIG_DICTS[dest], [f"{k}={json.dumps(v)}" for k, v in
+                                                 value.items()]
+        action = actions.get(dest)
+        if action is None:
+            known = sorted({*actions, *_CONFIG_DICTS, "test"} - {"no_test", "cell_arg",
+                                                                  "head_arg"})
+            raise ValueError(f"--config {path}: unknown key {key!r}; known keys: "
+                             f"{', '.join(known)}")
+        _check_value(path, key, value, action)
+        out[dest] = value
+    return out
+
+
+def _check_value(path: str, key: str, value, action: argparse.Action) -> None:
+    bad = None
+    if isinstance(action, argparse._StoreTrueAction):
+        bad = None if isinstance(value, bool) else "true or false"
+    elif action.type is int:
+        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
+        bad = None if ok else "an integer"
+    elif action.type is float:
+        ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
+        bad = None if ok else "a number"
+    elif isinstance(action, argparse._AppendAction):
+        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
+        bad = None if ok else "a list of KEY=VALUE strings"
+    elif value is not None and not isinstance(value, str):
+        bad = "a string"
+    if bad is None and action.choices is not None and value is not None \
+            and value not in action.choices:
+        bad = f"one of {', '.join(map(str, action.choices))}"
+    if bad:
+        raise ValueError(f"--config {path}: {key} must be {bad}, got {value!r}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = build_parser()
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("--config", default=None)
+    known, _ = pre.parse_known_args(argv)
+    if known.config is not None:
+        try:
+            ap.set_defaults(**config_file_defaults(known.config, ap))
+        except ValueError as exc:
+            ap.error(str(exc))  # exit 2 with the message
     return ap.parse_args(argv)
 
 
@@ -145,7 +247,8 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         embeddings_mode=a.embeddings_mode, emb_dim=a.emb_dim, hidden=a.hidden,
         head_hidden=a.head_hidden, optimizer=a.optimizer, lr=a.lr, emb_lr=a.emb_lr, l2=a.l2,
         dropout=a.dropout, emb_dropout=a.emb_dropout, supervision=a.supervision,
-        batch_size=a.batch_size, epochs=a.epochs, seed=a.seed, seeds=a.seeds,
+        batch_size=a.batch_size, eval_batch_size=a.eval_batch_size, epochs=a.epochs,
+        seed=a.seed, seeds=a.seeds,
         device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, head_kwargs=head_kwargs,
         sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
         rel_lr=a.rel_lr, runs_dir=a.runs_dir, name=a.name, max_train=a.max_train,
@@ -160,7 +263,7 @@ def _fmt(metrics: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         cfg = config_from_args(a)
         cfg.check()
@@ -187,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("data_prep").setLevel(logging.INFO)
     for h in root.handlers:
         if h is not handler:
-            h.setLevel(logging.WARNING)
+            h.setLevel(a.log_level)
 
     progress = None
     if not a.quiet:

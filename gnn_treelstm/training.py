@@ -16,6 +16,7 @@ Defaults follow the papers (Tai et al. 2015 §5.3; Tran & Cheng 2018 §6.1):
 A run writes ``<runs_dir>/<name>/``::
 
     config.json      the resolved RunConfig, ModelConfig and data description
+    config.yaml      the resolved RunConfig alone, for ``gnn-treelstm train --config``
     metrics.jsonl    one JSON object per epoch (seed, train loss, dev metrics, speed:
                      train_seconds = data loading + forward + backward + optimizer of
                      the training epoch, eval_seconds = the dev evaluation, apart;
@@ -868,6 +869,19 @@ def _write_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(_jsonable(obj), indent=2) + "\n")
 
 
+def run_config_yaml(cfg: RunConfig) -> str:
+    """``config.yaml`` of a run: the resolved :class:`RunConfig` (every default filled in)
+    as YAML, which ``gnn-treelstm train --config`` reads back. The run's ``name`` is left
+    out, so training from the file makes a new run directory instead of overwriting this
+    one (``--name`` picks one)."""
+    import yaml
+
+    body = {k: v for k, v in _jsonable(cfg.to_dict()).items() if k != "name"}
+    return ("# the resolved configuration of this run; `gnn-treelstm train --config "
+            "THIS_FILE` trains it again\n# (command-line flags override these keys)\n"
+            + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
+
+
 def aggregate(per_seed: list[dict], split: str) -> dict[str, dict]:
     """``{metric: {"mean", "std", "values"}}`` over seeds for one split."""
     keys: list[str] = []
@@ -935,6 +949,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
               "openmp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
                                                         "OMP_NUM_THREADS") if k in os.environ}}
     _write_json(out / "config.json", record)
+    atomic_write(out / "config.yaml", run_config_yaml(cfg))
     log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree, rd.data_dir,
              ", ".join(f"{k} {v}" for k, v in counts.items()))
     seeds = [cfg.seed + k for k in range(cfg.seeds)]
