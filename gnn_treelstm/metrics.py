@@ -6,7 +6,8 @@
 * length-binned scores in windows of +-2 words (Tai Figs 3-4).
 
 All functions take array-likes and return Python floats, so the results go straight
-into JSON. Checked against scikit-learn and scipy in ``tests/test_metrics.py``.
+into JSON. The correlations are scipy's (``scipy.stats``); ``tests/test_metrics.py`` checks
+them against hand-computed values.
 """
 
 from __future__ import annotations
@@ -40,33 +41,27 @@ def accuracy(pred, gold) -> float:
     return float(np.mean(p == g)) if p.size else math.nan
 
 
-def pearson(pred, gold) -> float:
-    """Pearson correlation coefficient; NaN when either side is constant or empty."""
+def _correlation(fn: Callable, pred, gold) -> float:
     p, g = _arrays(pred, gold)
-    if p.size < 2:
-        return math.nan
-    pc, gc = p - p.mean(), g - g.mean()
-    denom = math.sqrt(float(pc @ pc) * float(gc @ gc))
-    return float(pc @ gc / denom) if denom > 0 else math.nan
+    if p.size < 2 or np.all(p == p[0]) or np.all(g == g[0]):
+        return math.nan  # undefined (scipy would warn and return nan)
+    return float(fn(p, g).statistic)
 
 
-def _ranks(x: np.ndarray) -> np.ndarray:
-    """Average ranks (ties share the mean of their positions), 1-based."""
-    order = np.argsort(x, kind="mergesort")
-    ranks = np.empty(x.size, dtype=np.float64)
-    ranks[order] = np.arange(1, x.size + 1)
-    # average tied ranks
-    _, inv, counts = np.unique(x, return_inverse=True, return_counts=True)
-    sums = np.bincount(inv, weights=ranks)
-    return sums[inv] / counts[inv]
+def pearson(pred, gold) -> float:
+    """Pearson correlation coefficient (``scipy.stats.pearsonr``); NaN when either side is
+    constant or has fewer than two values."""
+    from scipy import stats
+
+    return _correlation(stats.pearsonr, pred, gold)
 
 
 def spearman(pred, gold) -> float:
-    """Spearman rank correlation (Pearson on average ranks, as scipy.stats.spearmanr)."""
-    p, g = _arrays(pred, gold)
-    if p.size < 2:
-        return math.nan
-    return pearson(_ranks(p), _ranks(g))
+    """Spearman rank correlation (``scipy.stats.spearmanr``: Pearson on average ranks);
+    NaN when either side is constant or has fewer than two values."""
+    from scipy import stats
+
+    return _correlation(stats.spearmanr, pred, gold)
 
 
 def mse(pred, gold) -> float:

@@ -37,9 +37,14 @@ _NO_LABEL = "#ffffff"
 
 
 def _names(vocab: Sequence[str] | Any | None) -> Sequence[str] | None:
+    """Names by id from a list, a :class:`~gnn_treelstm.vocab.Vocab` (``itos``) or a
+    :class:`~gnn_treelstm.vocab.Relations` (``names``)."""
     if vocab is None:
         return None
-    return vocab.itos if hasattr(vocab, "itos") else vocab
+    for attr in ("itos", "names"):
+        if hasattr(vocab, attr):
+            return getattr(vocab, attr)
+    return vocab
 
 
 def _single(graph: dgl.DGLGraph, index: int | None) -> dgl.DGLGraph:
@@ -120,15 +125,24 @@ def to_networkx(
 
 
 def tree_layout(
-    tree: nx.DiGraph, *, leaves_at_bottom: bool = True
+    tree: nx.DiGraph, *, leaves_at_bottom: bool = True, sentence_order: bool = False,
+    widths: Mapping[int, float] | None = None,
 ) -> dict[int, tuple[float, float]]:
     """Tidy top-down positions ``{node: (x, y)}`` of a tree from :func:`to_networkx`.
 
-    Children are ordered by the edge ``position`` (then node id). Leaves get consecutive
-    x = 0, 1, 2, ... in that left-to-right order; a parent sits at the midpoint of its first
-    and last child. y is minus the depth (root at 0); with ``leaves_at_bottom`` every leaf
-    is put on the lowest row, as in parse-tree drawings. Since each subtree covers a
-    contiguous run of leaves, no two nodes of a row collide.
+    y is minus the depth (root at 0). x, two layouts:
+
+    * default (constituency, AMR): children are ordered by the edge ``position`` (then node
+      id); leaves take consecutive slots left to right and a parent sits at the midpoint of
+      its first and last child. With ``leaves_at_bottom`` every leaf is put on the lowest
+      row, as in parse-tree drawings. Each subtree covers a contiguous run of leaves, so no
+      two nodes of a row collide.
+    * ``sentence_order=True`` (dependency trees, chains: every node is a word): every node
+      takes the slot of its word, in node-id order, i.e. the sentence read left to right;
+      a projective tree then draws without crossing edges.
+
+    ``widths`` (default 1 each, i.e. x = 0, 1, 2, ...) is the width of a node's slot, so
+    long words get more room than short ones; x is the centre of the slot, the first at 0.
     """
     if tree.number_of_nodes() == 0:
         return {}
@@ -154,28 +168,49 @@ def tree_layout(
             stack.append(c)
     if len(order) != tree.number_of_nodes():
         raise ValueError("the graph is not a single tree (some nodes are not below the root)")
+    width = (lambda v: 1.0) if widths is None else (lambda v: float(widths[v]))
     x: dict[int, float] = {}
-    next_leaf = 0
-    for v in order:
-        if not children[v]:
-            x[v] = float(next_leaf)
-            next_leaf += 1
-    for v in reversed(order):  # post-order-compatible: children before parents
-        if children[v]:
-            x[v] = (x[children[v][0]] + x[children[v][-1]]) / 2.0
+    slots = sorted(tree.nodes) if sentence_order else [v for v in order if not children[v]]
+    edge = -width(slots[0]) / 2.0  # the first slot is centred at x = 0
+    for v in slots:
+        x[v] = edge + width(v) / 2.0
+        edge += width(v)
+    if not sentence_order:
+        for v in reversed(order):  # children before parents
+            if children[v]:
+                x[v] = (x[children[v][0]] + x[children[v][-1]]) / 2.0
     bottom = max(depth.values())
-    return {v: (x[v], -float(bottom if (leaves_at_bottom and not children[v]) else depth[v]))
+    at_bottom = leaves_at_bottom and not sentence_order
+    return {v: (x[v], -float(bottom if (at_bottom and not children[v]) else depth[v]))
             for v in order}
 
 
 def _node_text(data: Mapping[str, Any]) -> str:
+    """A node's box text: its word, else its label id (the legend names the labels)."""
     if data.get("word") is not None:
         return str(data["word"])
-    if data.get("label_name") is not None:
-        return str(data["label_name"])
     if data.get("label") is not None:
         return str(data["label"])
     return ""
+
+
+#: SST's class names, used in the legend when a 5-class tree comes without label names
+SST_LABEL_NAMES = ("very negative", "negative", "neutral", "positive", "very positive")
+_CHAR_IN = 0.072   # width of a character at the 8 pt node font, inches
+_PAD_IN = 0.22     # box padding plus the gap between neighbours, inches
+_ROW_IN = 0.62     # row height, inches
+_MAX_TEXT = 18     # longer node texts are cut with an ellipsis
+
+
+def _in_sentence_order(tree: nx.DiGraph) -> bool:
+    """Whether every node is a word whose span covers its own position (dependency trees
+    and chains: node i is token i); then the tree is drawn in sentence order."""
+    n = tree.number_of_nodes()
+    for v, d in tree.nodes(data=True):
+        lo, hi = (tuple(d.get("span") or (-1, -1)) + (-1, -1))[:2]
+        if d.get("word") is None or not (0 <= lo <= v < hi <= n):
+            return False
+    return n > 0
 
 
 def draw_tree(
@@ -189,34 +224,58 @@ def draw_tree(
     label_names: Sequence[str] | None = None,
     edge_labels: bool | None = None,
     leaves_at_bottom: bool | None = None,
+    sentence_order: bool | None = None,
     dpi: int = 120,
+    format: str | None = None,  # noqa: A002 - matplotlib's name
 ) -> Path:
-    """Write a PNG of one tree: root at the top, leaves in sentence order at the bottom.
+    """Write a picture (PNG, or SVG for a ``.svg`` path or ``format="svg"``) of one tree.
 
-    Node text is the word (via ``vocab``) or, for nodes without a word, the label. Nodes
-    are coloured by label where there is one (the five SST classes from red to green; other
-    label sets by a qualitative palette), white otherwise. Edge labels are relation names
-    (shown by default when ``relations`` is given). ``leaves_at_bottom`` (default: only
-    when no internal node carries a word, i.e. constituency trees) puts every leaf on the
-    bottom row; otherwise (dependency, AMR) a leaf sits one row below its parent, which
-    avoids long crossing edges. Returns the path written; the file is written to a
-    temporary name and renamed.
+    Layout (:func:`tree_layout`): dependency trees and chains (every node a word, spans
+    covering their own position) are drawn in sentence order, each word in its slot and
+    its depth as the row, so projective trees have no crossing edges; constituency trees
+    put the leaves in sentence order on the bottom row (``leaves_at_bottom``) and each
+    phrase above the middle of its children; AMR and other trees use the same tidy layout
+    with leaves one row below their parent. A slot is as wide as its word, so the width
+    follows the sentence's length in characters, not its longest word times its nodes.
+
+    Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.vocab.Vocab`)
+    or, for nodes without a word, the label id. Nodes are coloured by label (the five SST
+    classes from red to green; other label sets by a qualitative palette), white without
+    one; the legend names the labels (``label_names``; SST's names for a 5-class tree
+    without them). Edge labels are relation names (``relations``: a list or a
+    :class:`~gnn_treelstm.vocab.Relations`; shown by default when given). Written
+    atomically; returns the path.
     """
     # a bare Figure renders with the Agg canvas and leaves pyplot's global state alone
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
+    path = Path(path)
+    fmt = (format or path.suffix.lstrip(".") or "png").lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise ValueError(f"draw_tree: cannot write {fmt!r}; use a .png, .svg or .pdf path "
+                         "(or format='png'|'svg'|'pdf')")
     tree = graph if isinstance(graph, nx.DiGraph) else to_networkx(
         graph, index, vocab=vocab, relations=relations, label_names=label_names)
+    if sentence_order is None:
+        sentence_order = _in_sentence_order(tree)
     if leaves_at_bottom is None:
         leaves_at_bottom = all(d["word"] is None for _, d in tree.nodes(data=True)
                                if not d["leaf"])
-    pos = tree_layout(tree, leaves_at_bottom=leaves_at_bottom)
+    texts = {}
+    for v, d in tree.nodes(data=True):
+        t = _node_text(d)
+        texts[v] = t if len(t) <= _MAX_TEXT else t[:_MAX_TEXT - 1] + "…"
+    widths = {v: max(1, len(t)) * _CHAR_IN + _PAD_IN for v, t in texts.items()}
+    pos = tree_layout(tree, leaves_at_bottom=leaves_at_bottom, sentence_order=sentence_order,
+                      widths=widths)
     if edge_labels is None:
         edge_labels = relations is not None
     labels_seen = sorted({d["label"] for _, d in tree.nodes(data=True) if d["label"] is not None})
     sst = bool(labels_seen) and max(labels_seen) <= 4 and (
         label_names is None or len(label_names) == 5)
+    if label_names is None and sst:
+        label_names = SST_LABEL_NAMES
 
     def colour(lab: int | None) -> str:
         if lab is None:
@@ -225,48 +284,46 @@ def draw_tree(
             return _SST_COLOURS[lab]
         return _OTHER_COLOURS[lab % len(_OTHER_COLOURS)]
 
-    n_cols = max(1, sum(1 for v in tree.nodes if tree.in_degree(v) == 0))
-    n_rows = max(1, int(-min((y for _, y in pos.values()), default=0)) + 1)
-    longest = max((len(_node_text(d)) for _, d in tree.nodes(data=True)), default=1)
-    col_w = max(0.75, 0.11 * min(longest, 14) + 0.25)
-    fig = Figure(figsize=(min(max(3.0, n_cols * col_w + 1.0), 60.0),
-                          min(max(2.5, n_rows * 0.85 + 1.0), 40.0)))
-    ax = fig.add_subplot(1, 1, 1)
+    xs = [p[0] for p in pos.values()] or [0.0]
+    ys = [p[1] for p in pos.values()] or [0.0]
+    legend_in = 1.4 if labels_seen else 0.0
+    width_in = (max(xs) - min(xs)) + 2 * _PAD_IN + 0.6 + legend_in
+    height_in = (max(ys) - min(ys)) * _ROW_IN + 0.9 + (0.3 if title else 0.0)
+    fig = Figure(figsize=(max(2.5, width_in), max(1.6, height_in)))
+    ax = fig.add_axes((0.0, 0.0, 1.0 - legend_in / max(2.5, width_in), 1.0))
     ax.set_axis_off()
+    # y in rows -> inches, so the axes keep the aspect the figure size assumes
+    pos = {v: (x, y * _ROW_IN) for v, (x, y) in pos.items()}
     for c, p in tree.edges:
         (x0, y0), (x1, y1) = pos[c], pos[p]
-        ax.plot([x0, x1], [y0, y1], color="#555555", linewidth=0.9, zorder=1)
+        ax.plot([x0, x1], [y0, y1], color="#555555", linewidth=0.8, zorder=1)
         if edge_labels:
             rel = tree.edges[c, p].get("relation")
             if rel is not None:
-                ax.text((x0 + x1) / 2, (y0 + y1) / 2, str(rel), fontsize=7, color="#1f4e79",
+                ax.text((x0 + x1) / 2, (y0 + y1) / 2, str(rel), fontsize=6, color="#1f4e79",
                         ha="center", va="center", zorder=3,
                         bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
                               "alpha": 0.85})
     for v, d in tree.nodes(data=True):
         x, y = pos[v]
-        text = _node_text(d)
-        if len(text) > 18:
-            text = text[:17] + "…"
-        ax.text(x, y, text or " ", ha="center", va="center", zorder=4,
-                fontsize=9, fontweight="bold" if d["root"] else "normal",
-                bbox={"boxstyle": "round,pad=0.3", "fc": colour(d["label"]),
+        ax.text(x, y, texts[v] or " ", ha="center", va="center", zorder=4,
+                fontsize=8, fontweight="bold" if d["root"] else "normal",
+                bbox={"boxstyle": "round,pad=0.25", "fc": colour(d["label"]),
                       "ec": "#333333" if d["word"] is not None else "#999999",
-                      "lw": 0.8})
-    xs = [p[0] for p in pos.values()] or [0.0]
-    ys = [p[1] for p in pos.values()] or [0.0]
-    ax.set_xlim(min(xs) - 0.7, max(xs) + 0.7)
-    ax.set_ylim(min(ys) - 0.6, max(ys) + 0.6)
+                      "lw": 0.7})
+    ys_in = [p[1] for p in pos.values()] or [0.0]
+    ax.set_xlim(min(xs) - _PAD_IN - 0.3, max(xs) + _PAD_IN + 0.3)
+    ax.set_ylim(min(ys_in) - 0.45, max(ys_in) + 0.45)
     if labels_seen:
         handles = [Patch(facecolor=colour(lab), edgecolor="#333333",
-                         label=(label_names[lab] if label_names is not None else str(lab)))
+                         label=(f"{lab} {label_names[lab]}" if label_names is not None
+                                and lab < len(label_names) else str(lab)))
                    for lab in labels_seen]
-        ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=7,
-                  frameon=False, title="label", title_fontsize=7)
+        fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False,
+                   title="label", title_fontsize=7)
     if title:
-        ax.set_title(title, fontsize=10)
-    fig.tight_layout()
-    path = atomic_write(path, lambda f: fig.savefig(f, dpi=dpi, format="png",
-                                                  bbox_inches="tight", pad_inches=0.15))
+        ax.set_title(title, fontsize=9)
+    path = atomic_write(path, lambda f: fig.savefig(f, dpi=dpi, format=fmt,
+                                                  bbox_inches="tight", pad_inches=0.1))
     log.info("drew a tree of %d nodes to %s", tree.number_of_nodes(), path)
     return path

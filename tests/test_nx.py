@@ -90,3 +90,53 @@ def test_draw_tree_png(tmp_path):
     g = random_dependency_tree(random.Random(1), 8)
     p2 = draw_tree(g, tmp_path / "dep.png", relations=[f"r{i}" for i in range(5)])
     assert p2.stat().st_size > 2000
+
+
+def test_draw_tree_takes_the_librarys_vocab_and_relations_and_writes_svg(tmp_path):
+    from gnn_treelstm.vocab import Relations, Vocab
+
+    g = random_dependency_tree(random.Random(3), 9, num_relations=3)
+    vocab = Vocab([f"word{i}" for i in range(1, 40)])
+    rels = Relations(["nsubj", "obj", "amod"])
+    out = draw_tree(g, tmp_path / "dep.svg", vocab=vocab, relations=rels)
+    svg = out.read_text()
+    assert svg.lstrip().startswith("<?xml") and "<svg" in svg
+    assert "nsubj" in svg or "obj" in svg or "amod" in svg  # relation names, not ids
+    sst = draw_tree(sst_tree(), tmp_path / "sst.svg", vocab=VOCAB)
+    assert "very positive" in sst.read_text() or "very negative" in sst.read_text()
+    with pytest.raises(ValueError, match="cannot write 'gif'"):
+        draw_tree(g, tmp_path / "x.gif")
+
+
+def test_dependency_trees_are_drawn_in_sentence_order():
+    g = random_dependency_tree(random.Random(4), 15)
+    t = to_networkx(g)
+    pos = tree_layout(t, sentence_order=True)
+    xs = [pos[v][0] for v in sorted(t.nodes)]
+    assert xs == sorted(xs) and len(set(xs)) == len(xs)
+    assert all(pos[v][1] == -nx_depth(t, v) for v in t.nodes)
+
+
+def nx_depth(t, v):
+    d = 0
+    while t.out_degree(v):
+        v = next(iter(t.successors(v)))
+        d += 1
+    return d
+
+
+def test_a_100_node_tree_stays_readable(tmp_path):
+    """A 50-word binarized sentence (99 nodes): slots as wide as the words, not 50 times
+    the longest word; the PNG stays under 3500 px wide at the default 120 dpi."""
+    from data_prep.binarize import binary_graph
+
+    words = [(1 + i % 39) for i in range(50)]
+    g = binary_graph([i + 1 if i < 49 else -1 for i in range(50)], words)
+    assert g.num_nodes() == 99
+    vocab = ["<unk>"] + [w * (1 + i % 9) for i, w in enumerate("abcdefghijklmnopqrstuvwxyz"
+                                                               "abcdefghijklm")]
+    out = draw_tree(g, tmp_path / "long.png", vocab=vocab)
+    from matplotlib.image import imread
+
+    h, w = imread(out).shape[:2]
+    assert w < 3500, w
