@@ -228,6 +228,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--engine", default=None, choices=("dgl", "level"),
                     help="override the checkpoint's engine")
     ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--log-level", default="WARNING",
+                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     ap.add_argument("--json", action="store_true",
                     help="metrics, or --predict records, as JSON lines")
     return ap.parse_args(argv)
@@ -235,7 +237,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
-    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     split = a.split or "test"
     try:
         if a.table:

@@ -17,6 +17,7 @@ A run writes ``<runs_dir>/<name>/``::
 
     config.json      the resolved RunConfig, ModelConfig and data description
     config.yaml      the resolved RunConfig alone, for ``gnn-treelstm train --config``
+    metrics.csv      the same per-epoch numbers as metrics.jsonl, one row per epoch
     metrics.jsonl    one JSON object per epoch (seed, train loss, dev metrics, speed:
                      train_seconds = data loading + forward + backward + optimizer of
                      the training epoch, eval_seconds = the dev evaluation, apart;
@@ -822,6 +823,7 @@ def train_model(
         if metrics_file is not None:
             with open(metrics_file, "a", encoding="utf-8") as fh:
                 fh.write(json.dumps(_jsonable(record)) + "\n")
+            append_csv(metrics_file.with_suffix(".csv"), record)
         log.info("seed %d epoch %d/%d: loss %.4f, dev %s %.4f%s, %.1fs (%.0f trees/s)",
                  seed, epoch, cfg.epochs, record["train_loss"], sel, score,
                  " (best)" if improved else "", train_seconds, record["trees_per_second"])
@@ -867,6 +869,36 @@ def _jsonable(x: Any) -> Any:
 
 def _write_json(path: Path, obj: Any) -> None:
     atomic_write(path, json.dumps(_jsonable(obj), indent=2) + "\n")
+
+
+def _flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in record.items():
+        if isinstance(v, dict):
+            out.update(_flat(v, f"{prefix}{k}_"))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
+
+
+def append_csv(path: Path, record: dict[str, Any]) -> None:
+    """Append one epoch record to ``metrics.csv`` (nested keys joined by ``_``, e.g.
+    ``dev_accuracy``), writing the header with the first row: the same numbers as
+    ``metrics.jsonl``, for spreadsheets and plotting tools."""
+    import csv
+
+    row = _flat(_jsonable(record))
+    new = not path.exists()
+    with open(path, "a", encoding="utf-8", newline="") as fh:
+        if not new:  # the columns of the first row: a later extra key is dropped, not shifted
+            with open(path, encoding="utf-8", newline="") as rf:
+                fields = next(csv.reader(rf))
+        else:
+            fields = list(row)
+        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def run_config_yaml(cfg: RunConfig) -> str:
@@ -932,6 +964,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
     if metrics_file.exists():
         log.warning("%s exists; overwriting the run", out)
         metrics_file.unlink()
+    metrics_file.with_suffix(".csv").unlink(missing_ok=True)
     counts = {k: len(v) for k, v in rd.splits.items()}
     record = {"run_config": cfg.to_dict(), "model_config": model_config.to_dict(),
               "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),

@@ -39,11 +39,21 @@ def test_round_trip_every_task(tiny, tmp_path, capsys, task, model, tree):
     assert rc == 0, out
     assert "epoch   1: loss" in out and "checkpoint:" in out
     run = runs / "r"
-    assert {p.name for p in run.iterdir()} >= {"best.pt", "config.json", "metrics.jsonl",
+    assert {p.name for p in run.iterdir()} >= {"best.pt", "config.json", "config.yaml",
+                                                "metrics.jsonl", "metrics.csv",
                                                 "results.json", "train.log"}
     res = json.loads((run / "results.json").read_text())
     epochs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(epochs) == 1 and epochs[0]["best"] and epochs[0]["trees_per_second"] > 0
+    import csv
+
+    with open(run / "metrics.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    sel = res["selection_metric"]
+    assert len(rows) == 1 and float(rows[0]["train_loss"]) == epochs[0]["train_loss"]
+    dev_sel = epochs[0]["dev"][sel]
+    assert (rows[0][f"dev_{sel}"] == "") if dev_sel is None else \
+        float(rows[0][f"dev_{sel}"]) == pytest.approx(dev_sel)
     ck, metrics, gathered = evaluate.evaluate_checkpoint(run / "best.pt", split="test")
     for k, v in res["seeds"][0]["test"].items():           # rebuilt from the file alone
         assert metrics[k] == pytest.approx(v, nan_ok=True) or (v is None and math.isnan(

@@ -4,7 +4,7 @@ Only the text between :data:`BEGIN` and :data:`END` is rewritten; everything out
 markers is kept byte for byte. One markdown table per paper table: each row's test metrics
 over its finished seeds (mean and *sample* standard deviation, ``ddof=1``), next to the
 paper's number, the gap, the median seconds per epoch, the vectors and the exact
-``train.py`` command.
+``gnn-treelstm train`` command.
 """
 
 from __future__ import annotations
@@ -108,8 +108,11 @@ def _reason(r: RowResults) -> str:
 
 
 def _command(r: RowResults) -> str:
-    if r.info.get("command"):
-        return r.info["command"]
+    if r.info.get("command"):  # runs recorded before the console command say train.py
+        recorded = r.info["command"]
+        old = "python train.py "
+        return "gnn-treelstm train " + recorded[len(old):] if recorded.startswith(old) \
+            else recorded
     patterns = VECTORS[r.row.vectors]
     vec = Path("VECTORS_DIR") / patterns[0] if patterns else None
     return command(row_config(r.row, embeddings=vec))

@@ -3,7 +3,7 @@
 Layout: ``<root>/<row key, "/" -> "__">/seed-<s>/`` is one
 :func:`gnn_treelstm.training.run` with ``seeds=1, seed=s`` (its ``results.json`` marks the
 seed done), and ``<root>/<row>/row.json`` records the row, the resolved
-:class:`~gnn_treelstm.training.RunConfig`, the equivalent ``train.py`` command, the
+:class:`~gnn_treelstm.training.RunConfig`, the equivalent ``gnn-treelstm train`` command, the
 vectors file and the data directory. A seed directory without ``results.json`` (a killed
 run) is deleted and trained again; a finished seed is never retrained unless ``force``.
 Data are resolved once per data set and tree kind with ``runs_dir=root``, so raw data or
@@ -36,7 +36,7 @@ __all__ = ["RowRun", "QUICK", "run_rows", "row_dir", "done_seeds", "find_vectors
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
-#: RunConfig field -> train.py flag, in the order the command lists them
+#: RunConfig field -> train flag, in the order the command lists them
 FLAGS = {"task": "--task", "model": "--model", "tree": "--tree", "supervision": "--supervision",
          "data": "--data", "embeddings": "--embeddings",
          "embeddings_mode": "--embeddings-mode", "emb_dim": "--emb-dim",
@@ -111,9 +111,10 @@ def row_config(row: Row, *, data: str | None = None, embeddings: Path | None = N
 
 
 def command(cfg: RunConfig) -> str:
-    """The ``python train.py ...`` command equivalent to ``cfg``."""
+    """The ``gnn-treelstm train ...`` command equivalent to ``cfg`` (``python train.py``
+    in a checkout takes the same flags)."""
     default = RunConfig()
-    args = ["python", "train.py"]
+    args = ["gnn-treelstm", "train"]
     for name, flag in FLAGS.items():
         value = getattr(cfg, name)
         if value is not None and (name in ALWAYS or value != getattr(default, name)):

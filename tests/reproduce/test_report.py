@@ -48,7 +48,7 @@ def test_mean_sample_std_gap_and_within(tmp_path):
     neg = _line(text, "treelstm-d", "accuracy_negation")
     assert neg[4] == "86.0 (1.0), n=3/5" and neg[5] == "+1.7" and neg[6] == "✓"
     assert "ddof=1" in text
-    assert "python train.py --task sick-e --model childsum --tree dependency" in text
+    assert "gnn-treelstm train --task sick-e --model childsum --tree dependency" in text
 
 
 def test_correlations_and_mse_raw_gap_and_one_seed(tmp_path):

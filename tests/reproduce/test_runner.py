@@ -38,7 +38,7 @@ def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
         assert info["status"] == "done" and info["quick"] is True
         assert info["row"]["key"] == r.row.key
         assert info["config"]["hidden"] == 16 and info["config"]["max_train"] == 40
-        assert info["command"].startswith("python train.py --task ")
+        assert info["command"].startswith("gnn-treelstm train --task ")
     assert (tmp_path / "tran-t3__treelstm-d" / "seed-1" / "best.pt").is_file()
     doc = tmp_path / "RESULTS.md"
     report.write_results(tmp_path, doc, rows)
@@ -160,7 +160,7 @@ def test_missing_vectors_is_a_clear_error_before_training(tmp_path, monkeypatch)
 def test_command_round_trips_through_train_py(row):
     cfg = runner.row_config(row, data="DATA", embeddings=Path("V/glove.txt.gz"))
     args = shlex.split(runner.command(cfg))
-    assert args[:2] == ["python", "train.py"]
+    assert args[:2] == ["gnn-treelstm", "train"]
     parsed = train.config_from_args(train.parse_args(args[2:]))
     assert parsed == cfg
 
