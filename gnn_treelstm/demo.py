@@ -79,7 +79,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{dev['accuracy']:.3f} (phrases {dev['phrase_accuracy']:.3f}), "
               f"{r['train_seconds']:.1f}s{' *' if r['best'] else ''}", flush=True)
 
-    res = run(cfg, on_epoch=on_epoch)
+    # the demo is rerun at will: it replaces its previous run, keeping the tree just drawn
+    res = run(cfg, on_epoch=on_epoch, overwrite=True, keep=("tree.png",))
     run_dir = Path(res["run_dir"])
 
     # 4. evaluate the checkpoint, rebuilt from the file alone

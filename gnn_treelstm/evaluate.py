@@ -30,6 +30,7 @@ from gnn_treelstm import data as D
 from gnn_treelstm import metrics as M
 from gnn_treelstm.checkpoint import Checkpoint, load_model
 from gnn_treelstm.predict import Input, format_text, predict_records, read_lines
+from gnn_treelstm.rundir import check_same_run
 from gnn_treelstm.training import DataError, _dgl_cuda_ok, evaluate, resolve_data_dir
 
 log = logging.getLogger("evaluate")
@@ -154,6 +155,11 @@ def markdown_table(run_dirs: Sequence[str | Path], split: str = "test") -> str:
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no results.json (is {d} a finished run?)")
         res = json.loads(path.read_text(encoding="utf-8"))
+        config = path.with_name("config.json")
+        if config.is_file():  # results and config of one run, never two
+            check_same_run(path.parent, {
+                "results.json": res,
+                "config.json": json.loads(config.read_text(encoding="utf-8"))})
         for m in res.get("metric_names") or list(res.get(split, {})):
             if m not in metrics:
                 metrics.append(m)

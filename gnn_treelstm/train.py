@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
+from gnn_treelstm import rundir
 from gnn_treelstm.cells import cells
 from gnn_treelstm.cells.base import ENGINES
 from gnn_treelstm.model import EMBEDDING_MODES, SENTENCE_STATES
@@ -37,6 +38,7 @@ from gnn_treelstm.training import (
     OPTIMIZERS,
     TREE_KINDS,
     DataError,
+    NonFiniteError,
     RunConfig,
     keep_heap_pages,
     run,
@@ -143,6 +145,11 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-eval", type=int, default=None,
                    help="use only the first N examples of dev/test")
     g.add_argument("--no-test", action="store_true", help="skip the test-set evaluation")
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in runs/NAME (default: refuse it)")
+    g.add_argument("--skip-nonfinite", action="store_true",
+                   help="skip (and count) batches whose loss or gradients are NaN/inf "
+                        "instead of stopping the run")
     g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     return ap
 
@@ -252,7 +259,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, head_kwargs=head_kwargs,
         sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
         rel_lr=a.rel_lr, runs_dir=a.runs_dir, name=a.name, max_train=a.max_train,
-        max_eval=a.max_eval, test=not a.no_test,
+        max_eval=a.max_eval, test=not a.no_test, skip_nonfinite=a.skip_nonfinite,
     )
 
 
@@ -280,6 +287,11 @@ def main(argv: list[str] | None = None) -> int:
     keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
+    try:  # before train.log is opened: a refused directory keeps its old log
+        rundir.check_free(run_dir, overwrite=a.overwrite)
+    except rundir.RunDirError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     run_dir.mkdir(parents=True, exist_ok=True)
     handler = logging.FileHandler(run_dir / "train.log", mode="w", encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -308,9 +320,10 @@ def main(argv: list[str] | None = None) -> int:
               f"dev {r['eval_seconds']:.1f}s){star}", flush=True)
 
     try:
-        res = run(cfg, progress=progress, on_epoch=on_epoch)
+        res = run(cfg, progress=progress, on_epoch=on_epoch, overwrite=a.overwrite,
+                  keep=("train.log",))
     except (ValueError, DataError, UnknownNameError, FileNotFoundError,
-            NotImplementedError) as e:
+            NotImplementedError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     finally:

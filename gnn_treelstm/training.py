@@ -59,6 +59,7 @@ from torch.utils.data import DataLoader
 from . import data as D
 from . import graph as G
 from . import metrics as M
+from . import rundir
 from .cells import build_cell, cells
 from .checkpoint import save_checkpoint
 from .files import atomic_write
@@ -118,6 +119,15 @@ class DataError(FileNotFoundError):
     """Missing or unusable data; the message names the command that builds it."""
 
 
+class NonFiniteError(RuntimeError):
+    """The loss or a gradient became NaN or infinite; the message names the epoch, the
+    step and the batch's example ids, and what the run directory still holds."""
+
+
+#: largest learning rate accepted: beyond it a run only diverges (AdaGrad's papers: 0.05)
+MAX_LR = 10.0
+
+
 @dataclass
 class RunConfig:
     """A training run. ``None`` fields take the task's / optimizer's paper default."""
@@ -156,6 +166,7 @@ class RunConfig:
     max_train: int | None = None
     max_eval: int | None = None
     test: bool = True
+    skip_nonfinite: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -210,12 +221,26 @@ class RunConfig:
         for name in ("batch_size", "eval_batch_size", "epochs", "seeds", "hidden"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        if self.l2 < 0:
-            raise ValueError(f"l2 must be >= 0, got {self.l2}")
-        if self.rel_lr is not None and not self.rel_lr > 0:
-            raise ValueError(f"rel_lr must be positive, got {self.rel_lr}")
-        if self.emb_l2 is not None and self.emb_l2 < 0:
-            raise ValueError(f"emb_l2 must be >= 0, got {self.emb_l2}")
+        for name in ("lr", "emb_lr", "rel_lr"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and 0 < v <= MAX_LR):
+                raise ValueError(f"--{name.replace('_', '-')} {v}: a learning rate must be in "
+                                 f"(0, {MAX_LR:g}] (the papers use 0.05-0.1 with AdaGrad, "
+                                 "0.001 with Adam)")
+        for name in ("l2", "emb_l2"):
+            v = getattr(self, name)
+            if v is not None and not (math.isfinite(v) and v >= 0):
+                raise ValueError(f"--{name.replace('_', '-')} {v}: must be a finite number "
+                                 ">= 0 (the papers use 1e-4)")
+        for name in ("dropout", "emb_dropout"):
+            v = getattr(self, name)
+            if v is not None and not 0 <= v < 1:
+                raise ValueError(f"--{name.replace('_', '-')} {v}: must be in [0, 1)")
+        for name in ("max_train", "max_eval", "emb_dim", "head_hidden"):
+            v = getattr(self, name)
+            if v is not None and v <= 0:
+                raise ValueError(f"--{name.replace('_', '-')} {v}: must be a positive integer "
+                                 "(leave it out for the default)")
         if self.loss_reduction not in (None, *LOSS_REDUCTIONS):
             raise ValueError(f"unknown loss reduction {self.loss_reduction!r}; choose one of: "
                              f"{', '.join(LOSS_REDUCTIONS)}")
@@ -752,6 +777,10 @@ def train_model(
     sel = task.selection_metric
     reduction = cfg.resolved().loss_reduction
     process_peak = 0.0
+    # gradients checked for NaN/inf each step: all but the word embedding (a fault upstream
+    # of it shows in the cell's gradients too); ~0.2 ms a step
+    checked = [p for n, p in model.named_parameters()
+               if p.requires_grad and not n.startswith("embedding.")]
     for epoch in range(1, cfg.epochs + 1):
         model.train()
         process_peak = max(process_peak, memory_stats(device)["peak_rss_mb"])
@@ -763,6 +792,7 @@ def train_model(
         if progress is not None:
             it = progress(loader, total=len(loader),
                           desc=f"seed {seed} epoch {epoch}/{cfg.epochs}")
+        skipped = 0
         for step, batch in enumerate(it, 1):
             batch = _to_device(batch, device, graphs_on_device)
             out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
@@ -770,17 +800,22 @@ def train_model(
             b = len(batch)
             optimizer.zero_grad(set_to_none=True)
             batch_objective(loss, b, reduction).backward()
+            fault = _nonfinite(loss, checked)
+            if fault:
+                if not cfg.skip_nonfinite:
+                    raise NonFiniteError(_nonfinite_message(
+                        fault, epoch, step, batch, best, ckpt_path))
+                skipped += 1
+                log.warning("seed %d epoch %d step %d: %s; batch skipped (examples %s)",
+                            seed, epoch, step, fault, _ids(batch))
+                optimizer.zero_grad(set_to_none=True)
+                continue
             optimizer.step()
             loss_sum += loss.detach() * b
             n_ex += b
             n_trees += b * (2 if batch.graph_b is not None else 1)
             if step % 5 == 0 or step == len(loader):
-                mean_loss = float(loss_sum) / n_ex
-                if not math.isfinite(mean_loss):
-                    raise FloatingPointError(
-                        f"the training loss became {mean_loss} at epoch {epoch}, step {step}; "
-                        "lower the learning rate (--lr) or check the data"
-                    )
+                mean_loss = float(loss_sum) / max(n_ex, 1)
                 if hasattr(it, "set_postfix"):
                     el = time.perf_counter() - t0
                     it.set_postfix(loss=f"{mean_loss:.4f}",
@@ -810,9 +845,11 @@ def train_model(
                       **(config_record or {})},
             )
         record = {
+            "run_id": (config_record or {}).get("run_id"),
             "seed": seed, "epoch": epoch, "train_loss": total_loss / max(n_ex, 1),
             "train_seconds": round(train_seconds, 3),
             "trees_per_second": round(n_trees / max(train_seconds, 1e-9), 1),
+            "skipped_nonfinite": skipped,
             "examples": n_ex, "dev": dev_metrics, "best": improved,
             "eval_seconds": round(eval_seconds, 3), **memory,
             "peak_rss_scope": "epoch" if per_epoch_peak else "process",
@@ -848,6 +885,31 @@ def train_model(
         log.info("seed %d: best epoch %d, dev %s %.4f, test %s", seed, best["epoch"], sel,
                  best_score, _fmt(result["test"]))
     return result
+
+
+def _nonfinite(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> str:
+    """"" if the loss and the gradients of ``params`` are finite, else what is not."""
+    if not bool(torch.isfinite(loss.detach())):
+        return f"the training loss is {float(loss.detach())}"
+    grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
+    if grads and not bool(torch.isfinite(torch.nn.utils.get_total_norm(grads))):
+        return "a gradient is NaN or infinite"
+    return ""
+
+
+def _ids(batch: Any) -> str:
+    ids = batch.index.tolist()
+    return ", ".join(map(str, ids[:10])) + (f", ... ({len(ids)} in all)" if len(ids) > 10
+                                            else "")
+
+
+def _nonfinite_message(fault: str, epoch: int, step: int, batch: Any, best: dict,
+                       ckpt: Path) -> str:
+    kept = (f"{ckpt} holds the last good checkpoint (epoch {best['epoch']})" if best
+            else "no checkpoint was written yet")
+    return (f"{fault} at epoch {epoch}, step {step} (training examples {_ids(batch)}); "
+            f"{kept}. Lower the learning rate (--lr), check those examples, or pass "
+            "--skip-nonfinite to skip such batches and count them")
 
 
 def _fmt(metrics: dict) -> str:
@@ -931,8 +993,13 @@ def aggregate(per_seed: list[dict], split: str) -> dict[str, dict]:
 
 
 def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
-        on_epoch: Callable[[dict], None] | None = None) -> dict:
-    """Check, load, train ``cfg.seeds`` models, write the run directory; return results."""
+        on_epoch: Callable[[dict], None] | None = None, overwrite: bool = False,
+        keep: Sequence[str] = ()) -> dict:
+    """Check, load, train ``cfg.seeds`` models, write the run directory; return results.
+
+    The run directory is claimed first (:func:`gnn_treelstm.rundir.claim`): one writer at a
+    time, and a directory that already holds a run is refused unless ``overwrite``;
+    ``keep`` names files the caller put there for this run (the CLI's ``train.log``)."""
     cfg.check()
     mode_given = cfg.embeddings_mode is not None
     cfg = cfg.resolved()
@@ -959,14 +1026,20 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
     TreeLSTMModel(model_config)  # fail on a bad architecture before writing anything
     name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(cfg.runs_dir) / name
-    out.mkdir(parents=True, exist_ok=True)
+    with rundir.claim(out, overwrite=overwrite, keep=keep):
+        return _train_run(cfg, task, rd, model_config, embeddings, emb_info, num_relations,
+                          out, name, progress=progress, on_epoch=on_epoch)
+
+
+def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfig,
+               embeddings: torch.Tensor | None, emb_info: dict, num_relations: int,
+               out: Path, name: str, *, progress: ProgressFn | None,
+               on_epoch: Callable[[dict], None] | None) -> dict:
+    """The body of :func:`run`, inside the claimed run directory ``out``."""
     metrics_file = out / "metrics.jsonl"
-    if metrics_file.exists():
-        log.warning("%s exists; overwriting the run", out)
-        metrics_file.unlink()
-    metrics_file.with_suffix(".csv").unlink(missing_ok=True)
+    run_id = rundir.new_run_id()
     counts = {k: len(v) for k, v in rd.splits.items()}
-    record = {"run_config": cfg.to_dict(), "model_config": model_config.to_dict(),
+    record = {"run_id": run_id, "run_config": cfg.to_dict(), "model_config": model_config.to_dict(),
               "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
                        "tree": cfg.tree, "examples": counts, "vocab_size": len(rd.vocab),
                        "num_relations": num_relations, "sample": rd.meta.get("sample"),
@@ -993,7 +1066,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         per_seed.append(train_model(
             cfg, rd, model_config, seed=s, out_dir=seed_dir, embeddings=embeddings,
             progress=progress, on_epoch=on_epoch, metrics_file=metrics_file,
-            config_record={"data_examples": counts},
+            config_record={"data_examples": counts, "run_id": run_id},
         ))
     best_i = 0
     for i, r in enumerate(per_seed):
@@ -1005,7 +1078,7 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         with open(src, "rb") as f:
             atomic_write(out / "best.pt", lambda dst: shutil.copyfileobj(f, dst))
     results = {
-        "name": name, "task": cfg.task, "model": cfg.model, "tree": cfg.tree,
+        "run_id": run_id, "name": name, "task": cfg.task, "model": cfg.model, "tree": cfg.tree,
         "selection_metric": task.selection_metric,
         "metric_names": list(task.metric_names),
         "seeds": [{k: v for k, v in r.items() if k != "epochs"} for r in per_seed],

@@ -249,7 +249,7 @@ def test_batch_objective_and_embedding_l2():
     opt = T.build_optimizer(m, T.RunConfig(emb_l2=1e-4))
     assert opt.param_groups[1]["weight_decay"] == 1e-4
     assert not m.sparse_embedding_grad        # sparse AdaGrad takes no weight decay
-    with pytest.raises(ValueError, match="emb_l2 must be >= 0"):
+    with pytest.raises(ValueError, match="--emb-l2 -1.0: must be a finite number >= 0"):
         T.RunConfig(emb_l2=-1.0).check()
     with pytest.raises(ValueError, match="unknown loss reduction"):
         T.RunConfig(loss_reduction="max").check()
@@ -285,7 +285,7 @@ def test_relation_embeddings_at_their_own_rate(tiny):
     assert m.embedding.weight.grad.is_sparse
     opt.step()
     assert not torch.equal(before, m.cell.rel_emb.weight)
-    with pytest.raises(ValueError, match="rel_lr must be positive"):
+    with pytest.raises(ValueError, match="--rel-lr .*: a learning rate must be in"):
         T.RunConfig(rel_lr=0.0).check()
     cs = TreeLSTMModel(ModelConfig(task="sick-r", cell="childsum", vocab_size=40, emb_dim=4,
                                    hidden=3))

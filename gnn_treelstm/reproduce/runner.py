@@ -162,6 +162,9 @@ def _stale(sdir: Path, cfg: RunConfig) -> str:
     except (OSError, ValueError, KeyError):
         return "no readable config.json"
     want = json.loads(json.dumps(cfg.resolved().to_dict()))
+    default = json.loads(json.dumps(RunConfig().to_dict()))
+    # a field added after the seed ran counts as its default there
+    had = {**{k: v for k, v in default.items() if k not in had}, **had}
     diff = sorted(k for k in set(had) | set(want)
                   if k not in _PLACE and had.get(k) != want.get(k))
     return ", ".join(f"{k}: {had.get(k)!r} -> {want.get(k)!r}" for k in diff)

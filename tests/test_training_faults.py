@@ -1,0 +1,85 @@
+"""Numerical faults and bad numeric options: a clear message and exit code 2, never a
+traceback, and the last good checkpoint left intact."""
+
+import json
+
+import pytest
+import torch
+
+from gnn_treelstm import train
+from gnn_treelstm import training as T
+from tests.tiny_data import build_tiny
+
+TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    build_tiny(root, "sst")
+    return root
+
+
+@pytest.mark.parametrize("flags,message", [
+    (["--lr", "-1"], "--lr -1.0: a learning rate must be in (0, 10]"),
+    (["--lr", "1e6"], "--lr 1000000.0: a learning rate must be in (0, 10]"),
+    (["--lr", "nan"], "--lr nan: a learning rate must be in"),
+    (["--emb-lr", "0"], "--emb-lr 0.0: a learning rate must be in"),
+    (["--l2", "-0.1"], "--l2 -0.1: must be a finite number >= 0"),
+    (["--dropout", "1.5"], "--dropout 1.5: must be in [0, 1)"),
+    (["--max-eval", "0"], "--max-eval 0: must be a positive integer"),
+    (["--max-train", "-3"], "--max-train -3: must be a positive integer"),
+    (["--epochs", "0"], "epochs must be positive"),
+])
+def test_bad_numbers_are_refused_up_front(data, tmp_path, capsys, flags, message):
+    rc = train.main(["--data", str(data), "--runs-dir", str(tmp_path), *TINY, *flags])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err
+    assert not list(tmp_path.iterdir())  # nothing written
+
+
+def _poison_after(calls: int, monkeypatch):
+    """Make the task loss NaN from the ``calls``-th training step on."""
+    from gnn_treelstm.tasks.classification import ClassificationTask
+
+    real = ClassificationTask.loss
+    seen = {"n": 0}
+
+    def loss(self, out, batch):
+        value = real(self, out, batch)
+        seen["n"] += 1
+        return value * float("nan") if seen["n"] >= calls else value
+
+    monkeypatch.setattr(ClassificationTask, "loss", loss)
+
+
+def test_a_nan_loss_stops_the_run_with_the_batch_and_keeps_the_last_checkpoint(
+        data, tmp_path, capsys, monkeypatch):
+    # the tiny SST train split has 16 sentences: 4 steps of 4 per epoch
+    _poison_after(4 + 2, monkeypatch)  # epoch 1 is clean, epoch 2 step 2 is not
+    rc = train.main(["--data", str(data), "--runs-dir", str(tmp_path), "--name", "r",
+                     "--epochs", "3", "--batch-size", "4", *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "the training loss is nan at epoch 2, step 2 (training examples " in err
+    assert "holds the last good checkpoint (epoch 1)" in err and "--skip-nonfinite" in err
+    ck = torch.load(tmp_path / "r" / "best.pt", weights_only=True)
+    assert ck["meta"]["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in ck["state_dict"].values())
+
+
+def test_skip_nonfinite_skips_and_counts(data, tmp_path, monkeypatch):
+    _poison_after(3, monkeypatch)
+    assert train.main(["--data", str(data), "--runs-dir", str(tmp_path), "--name", "r",
+                       "--epochs", "1", "--batch-size", "4", "--skip-nonfinite", *TINY]) == 0
+    rec = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[0])
+    assert rec["skipped_nonfinite"] >= 1
+
+
+def test_nonfinite_gradients_are_caught_too():
+    p = torch.nn.Parameter(torch.ones(3))
+    p.grad = torch.tensor([1.0, float("inf"), 0.0])
+    assert T._nonfinite(torch.tensor(1.0), [p]) == "a gradient is NaN or infinite"
+    p.grad = torch.zeros(3)
+    assert T._nonfinite(torch.tensor(1.0), [p]) == ""
+    assert "loss is inf" in T._nonfinite(torch.tensor(float("inf")), [p])
