@@ -111,9 +111,41 @@ def _dir(data_dir: str | os.PathLike) -> Path:
     return d
 
 
+def _rebuild_hint(d: Path) -> str:
+    return (f"rebuild it with `python -m data_prep.build --dataset DATASET --src RAW "
+            f"--out {d}`")
+
+
 def load_meta(data_dir: str | os.PathLike) -> dict:
-    """The ``meta.json`` of a built data directory."""
-    return json.loads((_dir(data_dir) / "meta.json").read_text(encoding="utf-8"))
+    """The ``meta.json`` of a built data directory.
+
+    Raises:
+        ValueError: the file is not valid JSON (cut short, edited), naming it."""
+    path = _dir(data_dir) / "meta.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: damaged ({exc}); {_rebuild_hint(path.parent)}") from exc
+
+
+def load_graphs(path: str | os.PathLike) -> tuple[list[dgl.DGLGraph], dict]:
+    """``dgl.load_graphs`` with a clear error for a missing or damaged file.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: DGL cannot read it (truncated, not a graph file); the message names the
+            file and the command that rebuilds it instead of DGL's C++ backtrace.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing from the built data; "
+                                f"{_rebuild_hint(path.parent.parent)}")
+    try:
+        return dgl.load_graphs(str(path))
+    except Exception as exc:  # DGLError with a C++ backtrace
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{path}: damaged graph file ({first}); "
+                         f"{_rebuild_hint(path.parent.parent)}") from None
 
 
 def load_vocab(data_dir: str | os.PathLike) -> Vocab:
@@ -147,10 +179,10 @@ def load_split(data_dir: str | os.PathLike, split: str, tree: str) -> Split:
     if split not in meta.get("splits", {}):
         raise ValueError(f"{d}: no split {split!r}; splits: {list(meta.get('splits', {}))}")
     if meta.get("pair"):
-        graphs, labels = dgl.load_graphs(str(d / tree / f"{split}.a.bin"))
-        graphs_b, _ = dgl.load_graphs(str(d / tree / f"{split}.b.bin"))
+        graphs, labels = load_graphs(d / tree / f"{split}.a.bin")
+        graphs_b, _ = load_graphs(d / tree / f"{split}.b.bin")
     else:
-        graphs, labels = dgl.load_graphs(str(d / tree / f"{split}.bin"))
+        graphs, labels = load_graphs(d / tree / f"{split}.bin")
         graphs_b = None
     return Split(graphs, graphs_b, dict(labels), split, tree, meta)
 

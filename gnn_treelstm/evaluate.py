@@ -32,6 +32,7 @@ from gnn_treelstm.checkpoint import Checkpoint, load_model
 from gnn_treelstm.predict import Input, format_text, predict_records, read_lines
 from gnn_treelstm.rundir import check_same_run
 from gnn_treelstm.training import DataError, _dgl_cuda_ok, evaluate, resolve_data_dir
+from gnn_treelstm.vocab import fingerprint
 
 log = logging.getLogger("evaluate")
 
@@ -62,13 +63,16 @@ def data_dir_for(ck: Checkpoint, data: str | None) -> Path:
     )
 
 
-def load_eval_split(ck: Checkpoint, data_dir: Path, split: str) -> D.Split:
+def load_eval_split(ck: Checkpoint, data_dir: Path, split: str, *,
+                    remap_vocab: bool = False) -> D.Split:
     tree = ck.run_config.get("tree") or ck.meta.get("tree")
     meta = D.load_meta(data_dir)
     if split not in meta.get("splits", {}):
         raise DataError(f"{data_dir} has no split {split!r}; splits: "
                         f"{', '.join(meta.get('splits', {}))}")
-    sp = ck.model.task.prepare_split(D.load_split(data_dir, split, tree))
+    raw = check_vocabularies(ck, data_dir, D.load_split(data_dir, split, tree),
+                             remap=remap_vocab)
+    sp = ck.model.task.prepare_split(raw)
     limit = ck.run_config.get("max_eval")
     if limit is not None and len(sp) > limit:
         sp = sp.subset(list(range(limit)))
@@ -86,15 +90,82 @@ def _device(name: str, engine: str) -> tuple[torch.device, bool]:
     return torch.device("cpu"), True
 
 
+def _id_map(data_names: Sequence[str], model_ids: dict[str, int], default: int | None,
+            what: str, data_file: Path) -> torch.Tensor:
+    out = []
+    for name in data_names:
+        i = model_ids.get(name, default)
+        if i is None:
+            raise DataError(f"{data_file}: {what} {name!r} is unknown to the checkpoint; it "
+                            "cannot be remapped")
+        out.append(i)
+    return torch.tensor(out, dtype=torch.long)
+
+
+def check_vocabularies(ck: Checkpoint, data_dir: Path, sp: D.Split, *,
+                       remap: bool = False) -> D.Split:
+    """The split, its word (and relation) ids checked against the checkpoint's.
+
+    Data built with another vocabulary would be scored with word ids that point at other
+    words; that is an error naming both fingerprints, unless ``remap``: ids are then
+    translated by the word's text (words the model never saw become ``<unk>``; an unknown
+    relation stays an error)."""
+    data_vocab = D.load_vocab(data_dir)
+    tree = sp.tree
+    word_map = rel_map = None
+    if data_vocab.itos != ck.vocab.itos:
+        if not remap:
+            raise DataError(
+                f"{data_dir / 'vocab.json'} ({len(data_vocab)} words, fingerprint "
+                f"{fingerprint(data_vocab.itos)}) is not the vocabulary the checkpoint was "
+                f"trained with ({len(ck.vocab)} words, fingerprint "
+                f"{fingerprint(ck.vocab.itos)}): its word ids would point at other words. "
+                "Evaluate on the data the model was trained on, or pass --remap-vocab to "
+                "translate the ids by word")
+        word_map = _id_map(data_vocab.itos, ck.vocab.stoi, ck.vocab.unk, "word",
+                           data_dir / "vocab.json")
+        unseen = int((word_map == ck.vocab.unk).sum()) - 1
+        log.warning("--remap-vocab: %d of %d words of %s are unknown to the model",
+                    unseen, len(data_vocab) - 1, data_dir)
+    rel_file = data_dir / "relations" / f"{tree}.json"
+    if ck.relations and rel_file.exists():
+        data_rels = D.load_relations(data_dir, tree).names
+        if data_rels != list(ck.relations):
+            if not remap:
+                raise DataError(
+                    f"{rel_file} (fingerprint {fingerprint(data_rels)}) is not the relation "
+                    f"set the checkpoint was trained with (fingerprint "
+                    f"{fingerprint(ck.relations)}); pass --remap-vocab to translate by name")
+            rel_map = _id_map(data_rels, {r: i for i, r in enumerate(ck.relations)}, None,
+                              "relation", rel_file)
+    if word_map is None and rel_map is None:
+        return sp
+    from gnn_treelstm import graph as G
+
+    def fix(graphs: list | None) -> list | None:
+        if graphs is None:
+            return None
+        for g in graphs:
+            if word_map is not None:
+                w = g.ndata[G.WORD]
+                g.ndata[G.WORD] = torch.where(w >= 0, word_map[w.clamp(min=0)], w)
+            if rel_map is not None and g.num_edges():
+                g.edata[G.REL] = rel_map[g.edata[G.REL]]
+        return graphs
+
+    return D.Split(fix(sp.graphs), fix(sp.graphs_b), sp.targets, sp.name, sp.tree, sp.meta)
+
+
 def evaluate_checkpoint(path: str | Path, *, split: str = "test", data: str | None = None,
                         device: str = "cpu", engine: str | None = None,
-                        batch_size: int = 256) -> tuple[Checkpoint, dict, dict]:
+                        batch_size: int = 256, remap_vocab: bool = False,
+                        ) -> tuple[Checkpoint, dict, dict]:
     """Load a checkpoint, evaluate it on ``split``; ``(checkpoint, metrics, gathered)``."""
     ck = load_model(_checkpoint_path(path), engine=engine)
     dev, on_device = _device(device, ck.model.config.engine)
     ck.model.to(dev)
     data_dir = data_dir_for(ck, data)
-    sp = load_eval_split(ck, data_dir, split)
+    sp = load_eval_split(ck, data_dir, split, remap_vocab=remap_vocab)
     tokens = None
     if getattr(ck.model.task, "subsets", False) and (data_dir / "text").exists():
         recs = D.load_text(data_dir, split)
@@ -234,6 +305,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--engine", default=None, choices=("dgl", "level"),
                     help="override the checkpoint's engine")
     ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--remap-vocab", action="store_true",
+                    help="data built with another vocabulary: translate word and relation "
+                         "ids by name (default: refuse it)")
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     ap.add_argument("--json", action="store_true",
@@ -268,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
             for p in a.paths:
                 ck, metrics, gathered = evaluate_checkpoint(
                     p, split=split, data=a.data, device=a.device, engine=a.engine,
-                    batch_size=a.batch_size)
+                    batch_size=a.batch_size, remap_vocab=a.remap_vocab)
                 metric = ck.model.task.curve_metric()
                 cp = _checkpoint_path(p)
                 label = f"{ck.model.config.cell} ({ck.run_config.get('tree')}) "\
@@ -280,7 +354,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         for p in a.paths:
             ck, metrics, _ = evaluate_checkpoint(p, split=split, data=a.data, device=a.device,
-                                                 engine=a.engine, batch_size=a.batch_size)
+                                                 engine=a.engine, batch_size=a.batch_size,
+                                                 remap_vocab=a.remap_vocab)
             if a.json:
                 print(json.dumps({"checkpoint": str(_checkpoint_path(p)), "split": split,
                                   **metrics}))

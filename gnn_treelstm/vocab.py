@@ -6,6 +6,7 @@ Saved as a JSON list of tokens (the id of a token is its index), which is the
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from collections.abc import Iterable, Iterator
@@ -13,7 +14,13 @@ from pathlib import Path
 
 from .files import atomic_write
 
-__all__ = ["Vocab", "Relations", "UNK_TOKEN"]
+__all__ = ["Vocab", "Relations", "UNK_TOKEN", "fingerprint"]
+
+
+def fingerprint(names: Iterable[str]) -> str:
+    """12 hex digits identifying an ordered list of names (a vocabulary, a relation set):
+    equal fingerprints mean the same id for every name."""
+    return hashlib.sha256("\n".join(names).encode("utf-8")).hexdigest()[:12]
 
 UNK_TOKEN = "<unk>"
 
