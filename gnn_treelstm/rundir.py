@@ -103,25 +103,32 @@ def _remove_debris(path: Path) -> None:
 
 @contextmanager
 def claim(path: str | os.PathLike, *, overwrite: bool = False,
-          keep: Sequence[str] = ()) -> Iterator[Path]:
+          keep: Sequence[str] = (), resume: bool = False) -> Iterator[Path]:
     """Hold ``path`` (created if missing) as the only writer for the ``with`` block.
 
     Args:
         overwrite: remove a previous run's files instead of refusing the directory.
         keep: names that may already be there and stay (the CLI's ``train.log``, opened
             before the run starts).
+        resume: the run in the directory continues: its files stay (``overwrite`` is
+            ignored); the directory must exist.
 
     Raises:
         RunDirError: another process holds the directory, or it holds a run and
             ``overwrite`` is off.
     """
     path = Path(path)
+    if resume and not path.is_dir():
+        raise RunDirError(f"--resume {path}: no such run directory")
     path.mkdir(parents=True, exist_ok=True)
     fd = _try_lock(path)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         _remove_debris(path)
+        if resume:
+            yield path
+            return
         names = _contents(path, keep)
         if names and not overwrite:
             raise _refusal(path, names)

@@ -145,6 +145,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-eval", type=int, default=None,
                    help="use only the first N examples of dev/test")
     g.add_argument("--no-test", action="store_true", help="skip the test-set evaluation")
+    g.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue a stopped run (its config.yaml, its saved states) where "
+                        "it stopped; no other option changes the run")
+    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
+                   help="also save the training state every N batches (default: at the "
+                        "end of every epoch only)")
     g.add_argument("--overwrite", action="store_true",
                    help="replace the run already in runs/NAME (default: refuse it)")
     g.add_argument("--skip-nonfinite", action="store_true",
@@ -227,13 +233,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = build_parser()
     pre = argparse.ArgumentParser(add_help=False)
     pre.add_argument("--config", default=None)
+    pre.add_argument("--resume", default=None)
     known, _ = pre.parse_known_args(argv)
+    if known.resume is not None:
+        if known.config is not None:
+            ap.error("--resume takes the run's own config.yaml; drop --config")
+        run_dir = Path(known.resume)
+        if not (run_dir / "config.yaml").is_file():
+            ap.error(f"--resume {run_dir}: no config.yaml there; is it a run directory "
+                     "(runs/NAME)?")
+        known.config = str(run_dir / "config.yaml")
     if known.config is not None:
         try:
             ap.set_defaults(**config_file_defaults(known.config, ap))
         except ValueError as exc:
             ap.error(str(exc))  # exit 2 with the message
-    return ap.parse_args(argv)
+    a = ap.parse_args(argv)
+    if a.resume is not None:  # the run's own directory, wherever it is now
+        a.name, a.runs_dir = Path(a.resume).name, str(Path(a.resume).parent)
+    return a
 
 
 def _kwargs(items: list[str], flag: str) -> dict:
@@ -260,6 +278,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
         rel_lr=a.rel_lr, runs_dir=a.runs_dir, name=a.name, max_train=a.max_train,
         max_eval=a.max_eval, test=not a.no_test, skip_nonfinite=a.skip_nonfinite,
+        checkpoint_every=a.checkpoint_every,
     )
 
 
@@ -288,12 +307,14 @@ def main(argv: list[str] | None = None) -> int:
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
     try:  # before train.log is opened: a refused directory keeps its old log
-        rundir.check_free(run_dir, overwrite=a.overwrite)
+        if a.resume is None:
+            rundir.check_free(run_dir, overwrite=a.overwrite)
     except rundir.RunDirError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "train.log", mode="w", encoding="utf-8")
+    handler = logging.FileHandler(run_dir / "train.log", mode="a" if a.resume else "w",
+                                  encoding="utf-8")
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     root = logging.getLogger()
@@ -321,7 +342,7 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         res = run(cfg, progress=progress, on_epoch=on_epoch, overwrite=a.overwrite,
-                  keep=("train.log",))
+                  keep=("train.log",), resume=a.resume is not None)
     except (ValueError, DataError, UnknownNameError, FileNotFoundError,
             NotImplementedError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -59,6 +59,7 @@ from torch.utils.data import DataLoader
 from . import data as D
 from . import graph as G
 from . import metrics as M
+from . import resume as R
 from . import rundir
 from .cells import build_cell, cells
 from .checkpoint import save_checkpoint
@@ -167,6 +168,7 @@ class RunConfig:
     max_eval: int | None = None
     test: bool = True
     skip_nonfinite: bool = False
+    checkpoint_every: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -218,6 +220,9 @@ class RunConfig:
             raise ValueError(f"unknown device {self.device!r}; choose one of: "
                              f"{', '.join(DEVICES)}")
         build_task(self.task, supervision=self.supervision)  # valid supervision
+        if self.checkpoint_every < 0:
+            raise ValueError(f"--checkpoint-every {self.checkpoint_every}: must be >= 0 "
+                             "(0: at the end of every epoch only)")
         for name in ("batch_size", "eval_batch_size", "epochs", "seeds", "hidden"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
@@ -756,8 +761,13 @@ def train_model(
     on_epoch: Callable[[dict], None] | None = None,
     metrics_file: Path | None = None,
     config_record: dict | None = None,
+    resume: bool = False,
 ) -> dict:
-    """Train one model with one seed; return the per-seed result (best epoch, metrics)."""
+    """Train one model with one seed; return the per-seed result (best epoch, metrics).
+
+    The training state is saved to ``out_dir/state.pt`` after every epoch and every
+    ``cfg.checkpoint_every`` batches (:mod:`gnn_treelstm.resume`); ``resume`` continues
+    from it (a fresh start when there is none)."""
     _seed_everything(seed)
     device, graphs_on_device = resolve_device(cfg)
     model = TreeLSTMModel(model_config)
@@ -781,19 +791,52 @@ def train_model(
     # of it shows in the cell's gradients too); ~0.2 ms a step
     checked = [p for n, p in model.named_parameters()
                if p.requires_grad and not n.startswith("embedding.")]
-    for epoch in range(1, cfg.epochs + 1):
+    state = R.load_state(out_dir) if resume else None
+    start_epoch, done_steps, partial = 1, 0, None
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        best_score, best, epochs_done = state["best_score"], state["best"], state["epochs"]
+        process_peak = state["process_peak"]
+        start_epoch, done_steps = state["epoch"], state["step"]
+        partial = state.get("partial")
+        loader.generator.set_state(state["loader"])
+        R.restore_rng(state["rng"])
+        _truncate_metrics(metrics_file, seed, len(epochs_done))
+        log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, start_epoch,
+                 done_steps, out_dir / R.STATE_NAME)
+
+    def snapshot(epoch: int, step: int, loader_state: torch.Tensor,
+                 partial: dict | None) -> None:
+        R.save_state(out_dir, {
+            "seed": seed, "epoch": epoch, "step": step, "loader": loader_state,
+            "model": model.state_dict(), "optimizer": optimizer.state_dict(),
+            "rng": R.capture_rng(), "best_score": best_score, "best": best,
+            "epochs": epochs_done, "process_peak": process_peak, "partial": partial,
+            "run_id": (config_record or {}).get("run_id")})
+
+    for epoch in range(start_epoch, cfg.epochs + 1):
         model.train()
         process_peak = max(process_peak, memory_stats(device)["peak_rss_mb"])
         per_epoch_peak = reset_peak_memory(device)
+        epoch_loader_state = loader.generator.get_state()  # replays this epoch's order
         t0 = time.perf_counter()
         loss_sum = torch.zeros((), device=device)  # summed on the device: no sync per step
-        n_ex, n_trees = 0, 0
+        n_ex, n_trees, skipped, skip_to = 0, 0, 0, 0
+        if partial is not None and epoch == start_epoch:  # resumed inside this epoch
+            loss_sum += partial["loss_sum"]
+            n_ex, n_trees, skipped = partial["n_ex"], partial["n_trees"], partial["skipped"]
+            t0 -= partial["seconds"]
+            skip_to = done_steps
         it: Iterable = loader
         if progress is not None:
             it = progress(loader, total=len(loader),
                           desc=f"seed {seed} epoch {epoch}/{cfg.epochs}")
-        skipped = 0
         for step, batch in enumerate(it, 1):
+            if step <= skip_to:
+                continue  # done before the run was stopped
+            if step == skip_to + 1 and skip_to:
+                R.restore_rng(state["rng"])  # as it was after batch ``skip_to``
             batch = _to_device(batch, device, graphs_on_device)
             out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
             loss = task.loss(out, batch)
@@ -814,6 +857,11 @@ def train_model(
             loss_sum += loss.detach() * b
             n_ex += b
             n_trees += b * (2 if batch.graph_b is not None else 1)
+            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 \
+                    and step < len(loader):
+                snapshot(epoch, step, epoch_loader_state, {
+                    "loss_sum": float(loss_sum), "n_ex": n_ex, "n_trees": n_trees,
+                    "skipped": skipped, "seconds": time.perf_counter() - t0})
             if step % 5 == 0 or step == len(loader):
                 mean_loss = float(loss_sum) / max(n_ex, 1)
                 if hasattr(it, "set_postfix"):
@@ -864,6 +912,7 @@ def train_model(
         log.info("seed %d epoch %d/%d: loss %.4f, dev %s %.4f%s, %.1fs (%.0f trees/s)",
                  seed, epoch, cfg.epochs, record["train_loss"], sel, score,
                  " (best)" if improved else "", train_seconds, record["trees_per_second"])
+        snapshot(epoch + 1, 0, loader.generator.get_state(), None)  # the epoch is done
         if on_epoch is not None:
             on_epoch(record)
     if not best:
@@ -885,6 +934,40 @@ def train_model(
         log.info("seed %d: best epoch %d, dev %s %.4f, test %s", seed, best["epoch"], sel,
                  best_score, _fmt(result["test"]))
     return result
+
+
+def _resumed_run_id(out: Path, cfg: RunConfig) -> str:
+    """The id of the run in ``out`` that ``cfg`` resumes; refuses another configuration."""
+    path = out / "config.json"
+    try:
+        had = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise rundir.RunDirError(f"--resume {out}: no readable config.json ({exc}); it is "
+                                 "not a run directory") from exc
+    want = json.loads(json.dumps(_jsonable(cfg.to_dict())))
+    diff = sorted(k for k in set(had.get("run_config", {})) | set(want)
+                  if k not in ("name", "runs_dir", "checkpoint_every")
+                  and had.get("run_config", {}).get(k) != want.get(k))
+    if diff:
+        raise rundir.RunDirError(
+            f"--resume {out}: the configuration differs from the run's "
+            f"({', '.join(diff)}); a run resumes with its recorded configuration")
+    return had.get("run_id") or rundir.new_run_id()
+
+
+def _truncate_metrics(metrics_file: Path | None, seed: int, epochs: int) -> None:
+    """Drop the records of ``seed`` past its first ``epochs`` (written after the saved
+    state, before the run was stopped), and rewrite ``metrics.csv`` to match."""
+    if metrics_file is None or not metrics_file.exists():
+        return
+    kept = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    kept = [r for r in kept if r.get("seed") != seed or r.get("epoch", 0) <= epochs]
+    atomic_write(metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+    csv_file = metrics_file.with_suffix(".csv")
+    csv_file.unlink(missing_ok=True)
+    for r in kept:
+        append_csv(csv_file, r)
 
 
 def _nonfinite(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> str:
@@ -994,12 +1077,14 @@ def aggregate(per_seed: list[dict], split: str) -> dict[str, dict]:
 
 def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         on_epoch: Callable[[dict], None] | None = None, overwrite: bool = False,
-        keep: Sequence[str] = ()) -> dict:
+        keep: Sequence[str] = (), resume: bool = False) -> dict:
     """Check, load, train ``cfg.seeds`` models, write the run directory; return results.
 
     The run directory is claimed first (:func:`gnn_treelstm.rundir.claim`): one writer at a
     time, and a directory that already holds a run is refused unless ``overwrite``;
-    ``keep`` names files the caller put there for this run (the CLI's ``train.log``)."""
+    ``keep`` names files the caller put there for this run (the CLI's ``train.log``).
+    ``resume``: continue the run in that directory where it stopped (its seeds' saved
+    states, :mod:`gnn_treelstm.resume`); ``cfg`` must be the run's recorded configuration."""
     cfg.check()
     mode_given = cfg.embeddings_mode is not None
     cfg = cfg.resolved()
@@ -1026,20 +1111,21 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
     TreeLSTMModel(model_config)  # fail on a bad architecture before writing anything
     name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(cfg.runs_dir) / name
-    with rundir.claim(out, overwrite=overwrite, keep=keep):
+    with rundir.claim(out, overwrite=overwrite, keep=keep, resume=resume):
         return _train_run(cfg, task, rd, model_config, embeddings, emb_info, num_relations,
-                          out, name, progress=progress, on_epoch=on_epoch)
+                          out, name, progress=progress, on_epoch=on_epoch, resume=resume)
 
 
 def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfig,
                embeddings: torch.Tensor | None, emb_info: dict, num_relations: int,
                out: Path, name: str, *, progress: ProgressFn | None,
-               on_epoch: Callable[[dict], None] | None) -> dict:
+               on_epoch: Callable[[dict], None] | None, resume: bool = False) -> dict:
     """The body of :func:`run`, inside the claimed run directory ``out``."""
     metrics_file = out / "metrics.jsonl"
-    run_id = rundir.new_run_id()
     counts = {k: len(v) for k, v in rd.splits.items()}
-    record = {"run_id": run_id, "run_config": cfg.to_dict(), "model_config": model_config.to_dict(),
+    run_id = _resumed_run_id(out, cfg) if resume else rundir.new_run_id()
+    record = {"run_id": run_id, "run_config": cfg.to_dict(),
+              "model_config": model_config.to_dict(),
               "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
                        "tree": cfg.tree, "examples": counts, "vocab_size": len(rd.vocab),
                        "num_relations": num_relations, "sample": rd.meta.get("sample"),
@@ -1054,8 +1140,9 @@ def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfi
               "torch_threads": torch.get_num_threads(),
               "openmp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
                                                         "OMP_NUM_THREADS") if k in os.environ}}
-    _write_json(out / "config.json", record)
-    atomic_write(out / "config.yaml", run_config_yaml(cfg))
+    if not resume:
+        _write_json(out / "config.json", record)
+        atomic_write(out / "config.yaml", run_config_yaml(cfg))
     log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree, rd.data_dir,
              ", ".join(f"{k} {v}" for k, v in counts.items()))
     seeds = [cfg.seed + k for k in range(cfg.seeds)]
@@ -1063,11 +1150,18 @@ def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfi
     for s in seeds:
         seed_dir = out if len(seeds) == 1 else out / f"seed-{s}"
         seed_dir.mkdir(parents=True, exist_ok=True)
-        per_seed.append(train_model(
+        done = R.load_seed_result(seed_dir) if resume else None
+        if done is not None:
+            log.info("seed %d: finished before the run was stopped (%s)", s,
+                     seed_dir / R.SEED_RESULT_NAME)
+            per_seed.append(done)
+            continue
+        result = train_model(
             cfg, rd, model_config, seed=s, out_dir=seed_dir, embeddings=embeddings,
             progress=progress, on_epoch=on_epoch, metrics_file=metrics_file,
-            config_record={"data_examples": counts, "run_id": run_id},
-        ))
+            config_record={"data_examples": counts, "run_id": run_id}, resume=resume)
+        R.save_seed_result(seed_dir, _jsonable(result))
+        per_seed.append(result)
     best_i = 0
     for i, r in enumerate(per_seed):
         if task.better(r["dev"].get(task.selection_metric, math.nan),

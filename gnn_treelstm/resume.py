@@ -1,0 +1,103 @@
+"""The training state a killed run resumes from (``gnn-treelstm train --resume runs/NAME``).
+
+Every seed of a run keeps ``state.pt`` in its directory, written atomically at the end of
+every epoch and, with ``--checkpoint-every N``, every N batches, so a ``kill -9`` at any
+moment leaves the last complete state. It holds everything the rest of the run depends on:
+
+* the model's weights and the optimizer's state (AdaGrad's accumulators, Adam's moments);
+* where the run is: the epoch, and the batches of it already done (the loader's shuffle
+  generator is saved as of the epoch's start, so the epoch's batch order is replayed and
+  the done batches skipped);
+* the random number generators (torch's, Python's, numpy's), so dropout masks continue as
+  if the run had never stopped;
+* model selection so far: the best dev score and epoch, and the per-epoch records.
+
+A resumed run therefore ends with the same metrics as an uninterrupted one on the same
+machine (``tests/test_resume.py`` SIGKILLs a real training process and checks it). A seed
+that finished writes ``seed.json`` (its result) and drops its ``state.pt``.
+
+The file is read with ``torch.load(weights_only=True)``: it holds tensors and plain
+containers only (the generator states are converted to lists and tensors).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from .files import atomic_write
+
+__all__ = ["STATE_NAME", "SEED_RESULT_NAME", "STATE_FORMAT", "capture_rng", "restore_rng",
+           "save_state", "load_state", "save_seed_result", "load_seed_result"]
+
+STATE_NAME = "state.pt"
+SEED_RESULT_NAME = "seed.json"
+STATE_FORMAT = 1
+
+
+def capture_rng() -> dict[str, Any]:
+    """torch's, Python's and numpy's generator states as tensors and lists."""
+    py = random.getstate()
+    np_name, np_keys, np_pos, np_gauss, np_cached = np.random.get_state()
+    out = {"torch": torch.get_rng_state(),
+           "python": [py[0], list(py[1]), py[2]],
+           "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), int(np_pos),
+                     int(np_gauss), float(np_cached)]}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Undo :func:`capture_rng`."""
+    torch.set_rng_state(state["torch"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_state(seed_dir: Path, state: dict[str, Any]) -> Path:
+    """Write ``seed_dir/state.pt`` atomically (see the module docstring for its content)."""
+    return atomic_write(seed_dir / STATE_NAME,
+                        lambda f: torch.save({"format": STATE_FORMAT, **state}, f))
+
+
+def load_state(seed_dir: Path) -> dict[str, Any] | None:
+    """The saved state of a seed, or ``None`` if it has none.
+
+    Raises:
+        ValueError: the file is damaged or from another version.
+    """
+    path = seed_dir / STATE_NAME
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read the saved training state ({exc}); remove it "
+                         "to restart this seed from its beginning") from exc
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError(f"{path}: not a training state this version reads (format "
+                         f"{state.get('format') if isinstance(state, dict) else None!r})")
+    return state
+
+
+def save_seed_result(seed_dir: Path, result: dict[str, Any]) -> None:
+    """Mark a seed finished: its result in ``seed.json``; its ``state.pt`` is dropped."""
+    atomic_write(seed_dir / SEED_RESULT_NAME, json.dumps(result, indent=2) + "\n")
+    (seed_dir / STATE_NAME).unlink(missing_ok=True)
+
+
+def load_seed_result(seed_dir: Path) -> dict[str, Any] | None:
+    path = seed_dir / SEED_RESULT_NAME
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,101 @@
+"""``train --resume``: a run SIGKILLed mid-epoch ends with the same metrics as one that
+never stopped (real subprocesses, a real ``kill -9``)."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnn_treelstm import train
+from tests.tiny_data import build_tiny
+
+ROOT = Path(__file__).resolve().parents[1]
+ARGS = ["--epochs", "3", "--seeds", "2", "--batch-size", "4", "--checkpoint-every", "1",
+        "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "--dropout", "0.5",
+        "-q"]
+# each optimizer step sleeps, so the kill lands inside an epoch
+SLOW = """
+import sys, time, torch
+step = torch.optim.Adagrad.step
+def slow(self, *a, **k):
+    time.sleep(float(sys.argv[1]))
+    return step(self, *a, **k)
+torch.optim.Adagrad.step = slow
+from gnn_treelstm.train import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _train(delay: float, args: list[str]) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen([sys.executable, "-c", SLOW, str(delay), *args, "--threads", "1"],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _state(path: Path) -> dict | None:
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception:  # not there yet
+        return None
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    root = tmp_path_factory.mktemp("data")
+    build_tiny(root, "sst")
+    return root
+
+
+def test_sigkill_mid_epoch_then_resume_gives_the_same_run(data, tmp_path):
+    common = ["--data", str(data), "--runs-dir", str(tmp_path), *ARGS]
+    ref = _train(0.0, [*common, "--name", "ref"])
+    assert ref.wait(120) == 0, ref.stderr.read()
+
+    run = tmp_path / "killed"
+    proc = _train(0.15, [*common, "--name", "killed"])
+    deadline = time.time() + 120
+    state = None
+    while time.time() < deadline:  # seed 1 done, seed 2 inside its second epoch
+        state = _state(run / "seed-2" / "state.pt")
+        if state is not None and state["epoch"] == 2 and state["step"] >= 1:
+            break
+        time.sleep(0.05)
+    assert state is not None, "the run never reached seed 2, epoch 2"
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    assert (run / "seed-1" / "seed.json").is_file() and not (run / "results.json").exists()
+
+    rc = train.main(["--resume", str(run), "-q"])
+    assert rc == 0
+    got, want = (json.loads((tmp_path / n / "results.json").read_text())
+                 for n in ("killed", "ref"))
+    assert got["test"] == want["test"] and got["dev"] == want["dev"]
+    for a, b in zip(got["seeds"], want["seeds"]):
+        assert (a["best_epoch"], a["dev"], a["test"]) == (b["best_epoch"], b["dev"], b["test"])
+
+    def losses(name):
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [(r["seed"], r["epoch"], r["train_loss"]) for r in map(json.loads, lines)]
+
+    assert losses("killed") == losses("ref")  # each epoch once, with the same loss
+    assert not list(run.glob("seed-*/state.pt"))  # finished seeds drop their state
+
+
+def test_resume_refuses_a_changed_configuration_and_a_missing_run(data, tmp_path, capsys):
+    common = ["--data", str(data), "--runs-dir", str(tmp_path), "--name", "r", *ARGS]
+    assert train.main(common) == 0
+    capsys.readouterr()
+    assert train.main(["--resume", str(tmp_path / "r"), "--hidden", "7"]) == 2
+    assert "the configuration differs from the run's (hidden)" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        train.main(["--resume", str(tmp_path / "nope")])
+    assert "no config.yaml there" in capsys.readouterr().err
+    assert train.main(["--resume", str(tmp_path / "r"), "-q"]) == 0  # finished: a no-op
