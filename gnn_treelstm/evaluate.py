@@ -310,6 +310,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                          "ids by name (default: refuse it)")
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
+                    help="= --log-level INFO")
     ap.add_argument("--json", action="store_true",
                     help="metrics, or --predict records, as JSON lines")
     return ap.parse_args(argv)

@@ -267,6 +267,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
+                    help="= --log-level INFO")
     return ap.parse_intermixed_args(argv)  # texts may come before or after the options
 
 

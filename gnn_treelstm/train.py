@@ -75,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"),
                     help="console log level (train.log in the run directory gets INFO)")
+    ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
+                    help="= --log-level INFO")
     g = ap.add_argument_group("what to train")
     g.add_argument("--task", default=d.task, help=f"one of: {', '.join(tasks.names())}")
     g.add_argument("--model", default=d.model, help=f"one of: {', '.join(cells.names())}")
