@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import platform
+import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
@@ -323,10 +324,29 @@ def build(
 ) -> dict:
     """Build (or complete) the cached graphs of ``dataset`` and return the meta dict.
 
+    A build that fails into a directory it created removes that directory, so no
+    half-built data set is left behind (an existing directory being completed keeps what
+    it had).
+
     Raises:
         ValueError: unknown data set or tree kind; malformed input (errors name file and
             line); :class:`CountMismatchError` when ``check`` and the counts differ.
     """
+    out = Path(out)
+    created = not out.exists()
+    try:
+        return _build(dataset, src, out, force=force, check=check, spacy_model=spacy_model,
+                      trees=trees, batch_size=batch_size, progress=progress)
+    except BaseException:
+        if created and out.exists():
+            shutil.rmtree(out, ignore_errors=True)
+            logger.info("removed the partly built %s", out)
+        raise
+
+
+def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, check: bool,
+           spacy_model: str | None, trees: Sequence[str] | None, batch_size: int,
+           progress: bool | Callable) -> dict:
     t_start = time.perf_counter()
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")

@@ -221,14 +221,17 @@ def parse_ptb(
 
 def read_ptb_file(path: str | os.PathLike, *, binary: bool = True) -> list[PTBTree]:
     """Parse every line of an SST tree file (UTF-8). Blank lines are errors."""
+    from .readers import numbered_lines
+
     path = Path(path)
     trees = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            line = line.rstrip("\r\n")
-            if not line.strip(" \t"):
-                raise PTBError(f"{path}:{lineno}: empty line; expected a PTB tree")
-            trees.append(parse_ptb(line, source=str(path), lineno=lineno, binary=binary))
+    for lineno, line in numbered_lines(path):
+        if not line.strip(" \t"):
+            raise PTBError(f"{path}:{lineno}: empty line; expected a PTB tree")
+        trees.append(parse_ptb(line, source=str(path), lineno=lineno, binary=binary))
+    if not trees:
+        raise PTBError(f"{path}: no trees (the file is empty); expected one PTB tree per "
+                       "line")
     return trees
 
 

@@ -11,6 +11,7 @@ import io
 import json
 import os
 import random
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,10 +89,36 @@ def find_file(path: str | os.PathLike) -> Path:
     raise FileNotFoundError(f"neither {p} nor {gz} exists")
 
 
+def numbered_lines(path: str | os.PathLike, encoding: str = "utf-8"
+                   ) -> Iterator[tuple[int, str]]:
+    """``(line number, line without its newline)`` of a text file (``.gz`` gunzipped),
+    decoded line by line, so a bad byte or a cut gzip stream is reported with the file and
+    the line instead of a bare ``UnicodeDecodeError`` / ``EOFError``.
+
+    Raises:
+        ValueError: a line that is not ``encoding`` text, or a truncated/corrupt gzip file.
+    """
+    path = Path(path)
+    opener = gzip.open if path.suffix == ".gz" else open
+    lineno = 0
+    try:
+        with opener(path, "rb") as fh:
+            for lineno, raw in enumerate(fh, 1):
+                try:
+                    line = raw.decode(encoding)
+                except UnicodeDecodeError as exc:
+                    raise ValueError(
+                        f"{path}:{lineno}: not {encoding} text (byte 0x{raw[exc.start]:02x} "
+                        f"at column {exc.start + 1}); convert the file to {encoding}"
+                    ) from None
+                yield lineno, line.rstrip("\r\n")
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ValueError(f"{path}: the gzip stream is truncated or corrupt after line "
+                         f"{lineno} ({exc}); copy or download the file again") from None
+
+
 def _lines(path: Path, encoding: str = "utf-8") -> Iterator[tuple[int, str]]:
-    with open_text(path, encoding) as fh:
-        for lineno, line in enumerate(fh, 1):
-            yield lineno, line.rstrip("\r\n")
+    yield from numbered_lines(path, encoding)
 
 
 def _tsv_rows(path: Path, required: list[str]) -> Iterator[tuple[int, dict[str, str]]]:

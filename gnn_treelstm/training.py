@@ -422,7 +422,25 @@ def _max_children(splits: Iterable[D.Split]) -> tuple[int, str]:
 
 
 def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None:
-    """Refuse a model/tree combination that cannot work on this data (``ValueError``)."""
+    """Refuse a model/tree combination that cannot work on this data (``ValueError``), and
+    data whose relation ids do not fit its own relation vocabulary."""
+    rel_file = Path(rd.data_dir) / "relations" / f"{cfg.tree}.json"
+    rebuild = _dataset_hint(rd.meta.get("dataset", "..."), rd.data_dir)
+    if rd.relations and len(rd.relations) != num_relations:
+        raise DataError(f"{rel_file} lists {len(rd.relations)} relations but "
+                        f"{Path(rd.data_dir) / 'meta.json'} says {num_relations}; the data "
+                        f"directory is damaged: {rebuild}")
+    top, where = -1, ""
+    for name, sp in rd.splits.items():
+        for i, g in enumerate([*sp.graphs, *(sp.graphs_b or [])]):
+            if g.num_edges() and G.REL in g.edata:
+                m = int(g.edata[G.REL].max())
+                if m > top:
+                    top, where = m, f"{name} example {i % len(sp.graphs)}"
+    if top >= max(num_relations, 1):
+        raise DataError(f"the {cfg.tree} graphs of {rd.data_dir} use relation id {top} (first "
+                        f"in {where}) but the relation vocabulary ({rel_file}) has "
+                        f"{num_relations}; the data directory is damaged: {rebuild}")
     kw = dict(cfg.cell_kwargs)
     if cell_accepts(cfg.model, "num_relations"):
         kw.setdefault("num_relations", max(num_relations, 1))

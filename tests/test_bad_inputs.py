@@ -1,0 +1,116 @@
+"""The bad-input corpus: every damaged input a user can hand the command lines gets exit
+code 2, a message naming the file (and line, or option) and what to do, no traceback, and
+no partly written output. Each case damages one file of the embedded sample or of a tiny
+run."""
+
+import gzip
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from data_prep import build
+from gnn_treelstm import evaluate, predict, train
+from gnn_treelstm.training import SAMPLE_SRC
+from tests.tiny_data import build_tiny
+
+TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
+        "-q"]
+
+
+def _edit(rel: str, fn):
+    def damage(src: Path) -> None:
+        p = src / rel
+        p.write_bytes(fn(p.read_bytes()))
+    return damage
+
+
+BUILD_CASES = {
+    "ptb unbalanced": ("sst", _edit("sst/trees/train.txt", lambda b: b.replace(
+        b"\n", b")\n", 3).replace(b")\n", b"\n", 2)), "train.txt:3: unbalanced parentheses"),
+    "ptb label out of range": ("sst", _edit("sst/trees/dev.txt", lambda b: b"(7" + b[2:]),
+                               "dev.txt:1: label 7 at column 2 is outside 0-4"),
+    "ptb empty line": ("sst", _edit("sst/trees/test.txt", lambda b: b.replace(
+        b"\n", b"\n\n", 1)), "test.txt:2: empty line"),
+    "sst empty split": ("sst", _edit("sst/trees/train.txt", lambda b: b""),
+                        "train.txt: no trees (the file is empty)"),
+    "non-utf-8 byte": ("sst", _edit("sst/trees/dev.txt", lambda b: b.replace(
+        b"\n", b"\n\xff", 1)), "dev.txt:2: not utf-8 text (byte 0xff at column 1)"),
+    "sick missing columns": ("sick", _edit("sick/semeval2014/SICK_train.txt", lambda b:
+                             b.replace(b"\n", b"\nbroken\trow\n", 1)),
+                             "SICK_train.txt:2: missing field(s)"),
+    "trec label": ("trec", _edit("trec/TREC_10.label", lambda b: b"justwords\n" + b),
+                   "TREC_10.label:1: label 'justwords' is not COARSE:fine"),
+    "truncated gzip": ("snli", _edit("snli/s1.dev.gz", lambda b: b[: len(b) // 2]),
+                       "s1.dev.gz: the gzip stream is truncated or corrupt"),
+}
+
+
+@pytest.mark.parametrize("case", BUILD_CASES, ids=list(BUILD_CASES))
+def test_build_refuses_damaged_raw_data(case, tmp_path, capsys):
+    dataset, damage, message = BUILD_CASES[case]
+    src, out = tmp_path / "src", tmp_path / "out"
+    shutil.copytree(SAMPLE_SRC, src)
+    damage(src)
+    rc = build.main(["--dataset", dataset, "--src", str(src), "--out", str(out), "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err, err
+    assert not out.exists()  # nothing half-built left behind
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("bad")
+    build_tiny(root / "data", "sst")
+    assert train.main(["--data", str(root / "data"), "--runs-dir", str(root / "runs"),
+                       "--name", "r", *TINY]) == 0
+    return root
+
+
+def _vectors(tmp_path: Path, body: bytes, name: str = "v.txt") -> Path:
+    p = tmp_path / name
+    p.write_bytes(gzip.compress(body) if name.endswith(".gz") else body)
+    return p
+
+
+@pytest.mark.parametrize("name,body,message", [
+    ("v.txt", b"the 0.1 0.2 0.3\nof 0.4 0.5\n", "v.txt:2"),
+    ("v.txt.gz", b"the 0.1 0.2 0.3\n" * 200, "truncated or corrupt"),
+    ("v.txt", b"the 0.1 0.2 x\n", "v.txt:1"),
+])
+def test_train_refuses_bad_vector_files(tiny_run, tmp_path, capsys, name, body, message):
+    path = _vectors(tmp_path, body, name)
+    if name.endswith(".gz"):
+        path.write_bytes(path.read_bytes()[:-20])  # cut the stream
+    rc = train.main(["--data", str(tiny_run / "data"), "--runs-dir", str(tmp_path / "runs"),
+                     "--embeddings", str(path), "--epochs", "1", "--hidden", "5", "-q"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and "Traceback" not in err, err
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").rglob("best.pt"))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p, good: p.write_bytes(good.read_bytes()[:500]), "not a readable checkpoint"),
+    (lambda p, good: torch.save({"weights": torch.zeros(2)}, p), "not a gnn_treelstm checkpoint"),
+    (lambda p, good: p.write_text("hello"), "not a readable checkpoint"),
+])
+def test_evaluate_and_predict_refuse_bad_checkpoints(tiny_run, tmp_path, capsys, make,
+                                                     message):
+    bad = tmp_path / "best.pt"
+    make(bad, tiny_run / "runs" / "r" / "best.pt")
+    for cli in (evaluate.main, predict.main):
+        assert cli([str(bad), "w1"] if cli is predict.main else [str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, err
+
+
+def test_relation_ids_beyond_the_vocabulary(tmp_path, capsys):
+    build_tiny(tmp_path / "data", "sick")
+    rel = tmp_path / "data" / "sick" / "relations" / "dependency.json"
+    rel.write_text('["only-one"]')
+    rc = train.main(["--data", str(tmp_path / "data"), "--runs-dir", str(tmp_path / "runs"),
+                     "--task", "sick-r", "--model", "mtree", "--tree", "dependency", *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert "relation" in err
