@@ -21,6 +21,7 @@ set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch i
 import argparse
 import json
 import logging
+import os
 import sys
 import time
 from pathlib import Path
@@ -136,6 +137,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--seeds", type=int, default=d.seeds,
                    help="number of runs with seeds SEED, SEED+1, ... (mean (std) reported)")
     g.add_argument("--device", default=d.device, choices=DEVICES)
+    g.add_argument("--distributed", action="store_true",
+                   help="data-parallel over the processes torchrun starts (--batch-size is "
+                        "the global batch; see gnn_treelstm/distributed.py)")
     g.add_argument("--threads", type=int, default=None,
                    help="torch CPU threads (default: torch's; 1 avoids slow-downs when other "
                         "jobs share the cores)")
@@ -280,7 +284,7 @@ def config_from_args(a: argparse.Namespace) -> RunConfig:
         sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
         rel_lr=a.rel_lr, runs_dir=a.runs_dir, name=a.name, max_train=a.max_train,
         max_eval=a.max_eval, test=not a.no_test, skip_nonfinite=a.skip_nonfinite,
-        checkpoint_every=a.checkpoint_every,
+        checkpoint_every=a.checkpoint_every, distributed=a.distributed,
     )
 
 
@@ -308,15 +312,20 @@ def main(argv: list[str] | None = None) -> int:
     keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
+    # ranks > 0 of a distributed run write nothing: no log file, no directory
+    writer = not a.distributed or os.environ.get("RANK", "0") == "0"
     try:  # before train.log is opened: a refused directory keeps its old log
-        if a.resume is None:
+        if a.resume is None and writer:
             rundir.check_free(run_dir, overwrite=a.overwrite)
     except rundir.RunDirError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    run_dir.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(run_dir / "train.log", mode="a" if a.resume else "w",
-                                  encoding="utf-8")
+    if writer:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        handler = logging.FileHandler(run_dir / "train.log", mode="a" if a.resume else "w",
+                                      encoding="utf-8")
+    else:
+        handler = logging.NullHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     root = logging.getLogger()
@@ -352,6 +361,8 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         root.removeHandler(handler)
         handler.close()
+    if "rank" in res:  # a distributed run's other ranks: rank 0 reports
+        return 0
     sel = res["selection_metric"]
     for r in res["seeds"]:
         test = f" | test {_fmt(r['test'])}" if "test" in r else ""

@@ -57,6 +57,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from . import data as D
+from . import distributed as DIST
 from . import graph as G
 from . import metrics as M
 from . import resume as R
@@ -169,6 +170,7 @@ class RunConfig:
     test: bool = True
     skip_nonfinite: bool = False
     checkpoint_every: int = 0
+    distributed: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -577,7 +579,9 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
         raise ValueError("--emb-l2: the word embeddings are fixed (not trained), so there is "
                          "nothing to regularize; use --embeddings-mode tuned or drop --emb-l2")
     rest = [p for p in rest if all(p is not q for q in rel)]
-    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2
+    # dense under DDP (it reduces dense tensors on every backend; same update, see above)
+    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2 \
+        and not cfg.distributed
     model.sparse_embedding_grad = sparse
     if sparse:
         # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
@@ -597,14 +601,55 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
 
 
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
-                schedule: bool = False) -> DataLoader:
+                schedule: bool = False, shard: tuple[int, int] | None = None) -> DataLoader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
-    collate function (for ``engine="level"``; see :func:`gnn_treelstm.data.collate`)."""
+    collate function (for ``engine="level"``; see :func:`gnn_treelstm.data.collate`).
+    ``shard=(rank, world)``: this process's share under data parallelism, ``batch_size``
+    being the global batch (:mod:`gnn_treelstm.distributed`; call ``set_epoch`` on the
+    loader's sampler every epoch)."""
+    collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
     gen = torch.Generator()
     gen.manual_seed(seed)
-    collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
+    if shard is not None:  # the one-process batches, each split over the ranks
+        from torch.utils.data import RandomSampler, SequentialSampler
+
+        data = D.TreeDataset(split)
+        order = RandomSampler(data, generator=gen) if shuffle else SequentialSampler(data)
+        return DataLoader(data, batch_sampler=ShardedBatches(order, batch_size, *shard),
+                          collate_fn=collate, generator=gen if shuffle else None)
     return DataLoader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
                       collate_fn=collate, generator=gen if shuffle else None)
+
+
+class ShardedBatches:
+    """The batches one process would draw (same sampler, same generator draws), each split
+    round-robin over ``world`` ranks: rank ``r`` gets ``batch[r::world]``, so the ranks of a
+    step together see exactly the one-process batch. ``last_global`` is the size of the
+    global batch the last yielded share came from. A final batch smaller than ``world`` is
+    topped up by repeating its first examples, so that every rank has a share."""
+
+    def __init__(self, sampler: Iterable[int], batch_size: int, rank: int, world: int):
+        self.sampler, self.batch_size, self.rank, self.world = sampler, batch_size, rank, world
+        self.last_global = 0
+
+    def __len__(self) -> int:
+        return math.ceil(len(self.sampler) / self.batch_size)  # type: ignore[arg-type]
+
+    def __iter__(self):
+        batch: list[int] = []
+        for i in self.sampler:
+            batch.append(i)
+            if len(batch) == self.batch_size:
+                yield self._share(batch)
+                batch = []
+        if batch:
+            yield self._share(batch)
+
+    def _share(self, batch: list[int]) -> list[int]:
+        if len(batch) < self.world:
+            batch = (batch * self.world)[:self.world]
+        self.last_global = len(batch)
+        return batch[self.rank::self.world]
 
 
 def _to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D.Batch:
@@ -796,8 +841,16 @@ def train_model(
     optimizer = build_optimizer(model, cfg)
     train, dev = rd.splits["train"], rd.splits[rd.dev_split]
     dev_tokens = rd.tokens(rd.dev_split) if getattr(task, "subsets", False) else None
+    world = DIST.world_size() if cfg.distributed else 1
+    main = DIST.is_main()
     loader = make_loader(train, cfg.batch_size, shuffle=True, seed=seed,
-                         schedule=cfg.engine == "level")
+                         schedule=cfg.engine == "level",
+                         shard=(DIST.rank(), world) if cfg.distributed else None)
+    net: torch.nn.Module = model
+    if cfg.distributed:  # gradients averaged over the ranks in backward
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(model, find_unused_parameters=True)
     best_score: float | None = None
     best: dict = {}
     epochs_done = []
@@ -824,8 +877,10 @@ def train_model(
         log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, start_epoch,
                  done_steps, out_dir / R.STATE_NAME)
 
-    def snapshot(epoch: int, step: int, loader_state: torch.Tensor,
+    def snapshot(epoch: int, step: int, loader_state: torch.Tensor | None,
                  partial: dict | None) -> None:
+        if cfg.distributed:
+            return  # a distributed run does not resume (yet)
         R.save_state(out_dir, {
             "seed": seed, "epoch": epoch, "step": step, "loader": loader_state,
             "model": model.state_dict(), "optimizer": optimizer.state_dict(),
@@ -856,12 +911,19 @@ def train_model(
             if step == skip_to + 1 and skip_to:
                 R.restore_rng(state["rng"])  # as it was after batch ``skip_to``
             batch = _to_device(batch, device, graphs_on_device)
-            out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
+            out = net(batch.graph, batch.graph_b, schedule=batch.schedule)
             loss = task.loss(out, batch)
             b = len(batch)
             optimizer.zero_grad(set_to_none=True)
-            batch_objective(loss, b, reduction).backward()
+            objective = batch_objective(loss, b, reduction)
+            if world > 1:  # DDP averages over the ranks: make that the global batch's
+                # objective (the mean over the global batch, or its sum)
+                glob = loader.batch_sampler.last_global
+                objective = objective * (world if reduction == "sum" else b * world / glob)
+            objective.backward()
             fault = _nonfinite(loss, checked)
+            if world > 1 and DIST.all_sum([float(bool(fault))], device)[0] and not fault:
+                fault = "another rank's loss or gradients are NaN or infinite"
             if fault:
                 if not cfg.skip_nonfinite:
                     raise NonFiniteError(_nonfinite_message(
@@ -887,6 +949,10 @@ def train_model(
                     it.set_postfix(loss=f"{mean_loss:.4f}",
                                    trees_s=f"{n_trees / max(el, 1e-9):.0f}")
         total_loss = float(loss_sum)  # waits for the device: the epoch's work is done
+        if world > 1:  # the epoch over all ranks
+            total_loss, n_ex, n_trees, skipped = DIST.all_sum(
+                [total_loss, n_ex, n_trees, skipped], device)
+            n_ex, n_trees, skipped = int(n_ex), int(n_trees), int(skipped)
         train_seconds = time.perf_counter() - t0
         memory = memory_stats(device)  # the training epoch's peak (per_epoch_peak)
         process_peak = max(process_peak, memory["peak_rss_mb"])
@@ -902,6 +968,7 @@ def train_model(
         if improved:
             best_score = score
             best = {"epoch": epoch, "dev": dev_metrics}
+        if improved and main:
             save_checkpoint(
                 ckpt_path, model, vocab=rd.vocab, relations=rd.relations,
                 label_names=rd.label_names, run_config=cfg.to_dict(),
@@ -941,7 +1008,7 @@ def train_model(
               "peak_rss_mb": max(r["peak_rss_mb"] for r in epochs_done),
               "process_peak_rss_mb": process_peak,
               "epochs": epochs_done}
-    if cfg.test and "test" in rd.splits:
+    if cfg.test and "test" in rd.splits and main:
         from .checkpoint import load_model
 
         ck = load_model(ckpt_path, device=device)
@@ -1129,17 +1196,47 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
     TreeLSTMModel(model_config)  # fail on a bad architecture before writing anything
     name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     out = Path(cfg.runs_dir) / name
-    with rundir.claim(out, overwrite=overwrite, keep=keep, resume=resume):
+    if not cfg.distributed:
+        with rundir.claim(out, overwrite=overwrite, keep=keep, resume=resume):
+            return _train_run(cfg, task, rd, model_config, embeddings, emb_info,
+                              num_relations, out, name, progress=progress,
+                              on_epoch=on_epoch, resume=resume)
+    # data parallel: rank 0 claims the directory and tells the others whether it could
+    device, _ = resolve_device(cfg)
+    if resume:
+        raise ValueError("--resume of a --distributed run is not supported yet; run it "
+                         "again with --overwrite")
+    DIST.init(device)
+    if cfg.batch_size % DIST.world_size():
+        raise ValueError(f"--batch-size {cfg.batch_size} (the global batch) must be a "
+                         f"multiple of the {DIST.world_size()} processes")
+    if not DIST.is_main():
+        if DIST.all_sum([0.0], device)[0] < 1:
+            raise rundir.RunDirError(f"rank 0 could not take {out} (see its message)")
         return _train_run(cfg, task, rd, model_config, embeddings, emb_info, num_relations,
-                          out, name, progress=progress, on_epoch=on_epoch, resume=resume)
+                          out, name, progress=None, on_epoch=None, main=False)
+    try:
+        claimed = rundir.claim(out, overwrite=overwrite, keep=keep)
+        claimed.__enter__()
+    except BaseException:
+        DIST.all_sum([0.0], device)
+        raise
+    try:
+        DIST.all_sum([1.0], device)
+        return _train_run(cfg, task, rd, model_config, embeddings, emb_info, num_relations,
+                          out, name, progress=progress, on_epoch=on_epoch)
+    finally:
+        claimed.__exit__(None, None, None)
 
 
 def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfig,
                embeddings: torch.Tensor | None, emb_info: dict, num_relations: int,
                out: Path, name: str, *, progress: ProgressFn | None,
-               on_epoch: Callable[[dict], None] | None, resume: bool = False) -> dict:
-    """The body of :func:`run`, inside the claimed run directory ``out``."""
-    metrics_file = out / "metrics.jsonl"
+               on_epoch: Callable[[dict], None] | None, resume: bool = False,
+               main: bool = True) -> dict:
+    """The body of :func:`run`, inside the claimed run directory ``out``; ``main=False``
+    (ranks > 0 of a distributed run): train, write nothing, return ``{"rank": r}``."""
+    metrics_file = out / "metrics.jsonl" if main else None
     counts = {k: len(v) for k, v in rd.splits.items()}
     run_id = _resumed_run_id(out, cfg) if resume else rundir.new_run_id()
     record = {"run_id": run_id, "run_config": cfg.to_dict(),
@@ -1158,7 +1255,7 @@ def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfi
               "torch_threads": torch.get_num_threads(),
               "openmp_env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT",
                                                         "OMP_NUM_THREADS") if k in os.environ}}
-    if not resume:
+    if not resume and main:
         _write_json(out / "config.json", record)
         atomic_write(out / "config.yaml", run_config_yaml(cfg))
     log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree, rd.data_dir,
@@ -1167,7 +1264,8 @@ def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfi
     per_seed = []
     for s in seeds:
         seed_dir = out if len(seeds) == 1 else out / f"seed-{s}"
-        seed_dir.mkdir(parents=True, exist_ok=True)
+        if main:
+            seed_dir.mkdir(parents=True, exist_ok=True)
         done = R.load_seed_result(seed_dir) if resume else None
         if done is not None:
             log.info("seed %d: finished before the run was stopped (%s)", s,
@@ -1178,8 +1276,11 @@ def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfi
             cfg, rd, model_config, seed=s, out_dir=seed_dir, embeddings=embeddings,
             progress=progress, on_epoch=on_epoch, metrics_file=metrics_file,
             config_record={"data_examples": counts, "run_id": run_id}, resume=resume)
-        R.save_seed_result(seed_dir, _jsonable(result))
+        if main:
+            R.save_seed_result(seed_dir, _jsonable(result))
         per_seed.append(result)
+    if not main:
+        return {"rank": DIST.rank()}
     best_i = 0
     for i, r in enumerate(per_seed):
         if task.better(r["dev"].get(task.selection_metric, math.nan),
