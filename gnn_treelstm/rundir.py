@@ -67,10 +67,15 @@ def _try_lock(path: Path) -> int:
     return fd
 
 
+#: a log alone is what a run that failed before training leaves: not a run
+LOG_NAME = "train.log"
+
+
 def _contents(path: Path, keep: Sequence[str]) -> list[str]:
-    return sorted(p.name for p in path.iterdir()
-                  if p.name != LOCK_NAME and p.name not in keep
-                  and not (p.name.startswith(".") and p.name.endswith(".tmp")))
+    names = sorted(p.name for p in path.iterdir()
+                   if p.name != LOCK_NAME and p.name not in keep
+                   and not (p.name.startswith(".") and p.name.endswith(".tmp")))
+    return [] if names == [LOG_NAME] else names
 
 
 def _refusal(path: Path, names: list[str]) -> RunDirError:

@@ -1207,9 +1207,6 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
         raise ValueError("--resume of a --distributed run is not supported yet; run it "
                          "again with --overwrite")
     DIST.init(device)
-    if cfg.batch_size % DIST.world_size():
-        raise ValueError(f"--batch-size {cfg.batch_size} (the global batch) must be a "
-                         f"multiple of the {DIST.world_size()} processes")
     if not DIST.is_main():
         if DIST.all_sum([0.0], device)[0] < 1:
             raise rundir.RunDirError(f"rank 0 could not take {out} (see its message)")

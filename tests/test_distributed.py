@@ -15,7 +15,7 @@ from tests.tiny_data import build_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 # no dropout: DDP ranks draw other dropout masks than one process (a different stream)
-ARGS = ["--epochs", "2", "--batch-size", "8", "--embeddings-mode", "random", "--emb-dim",
+ARGS = ["--epochs", "2", "--batch-size", "7", "--embeddings-mode", "random", "--emb-dim",
         "6", "--hidden", "5", "--dropout", "0", "--no-test", "-q"]
 
 

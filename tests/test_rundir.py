@@ -87,3 +87,11 @@ def test_train_refuses_a_rerun_and_keeps_the_first_runs_files(tmp_path, capsys):
     capsys.readouterr()
     assert evaluate.main(["--table", str(run)]) == 2
     assert "mixes files of different runs" in capsys.readouterr().err
+
+
+def test_a_lone_log_of_a_failed_start_does_not_block_the_name(tmp_path):
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "train.log").write_text("error: the data is missing\n")
+    RD.check_free(tmp_path / "r")  # no run there yet: free
+    with RD.claim(tmp_path / "r"):
+        pass
