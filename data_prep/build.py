@@ -321,12 +321,17 @@ def build(
     trees: Sequence[str] | None = None,
     batch_size: int = 512,
     progress: bool | Callable = False,
+    workers: int = 1,
 ) -> dict:
     """Build (or complete) the cached graphs of ``dataset`` and return the meta dict.
 
-    A build that fails into a directory it created removes that directory, so no
-    half-built data set is left behind (an existing directory being completed keeps what
-    it had).
+    ``workers``: spaCy parser processes; the graphs are byte-identical for any number.
+    spaCy's parses are kept in shards (:func:`parse_sharded`) until the build completes,
+    so a killed build resumes without parsing the finished shards again.
+
+    A build that fails (bad input) into a directory it created removes that directory, so
+    no half-built data set is left behind (an existing directory being completed keeps
+    what it had); an interrupted one (Ctrl-C, a kill) keeps its parse shards for the rerun.
 
     Raises:
         ValueError: unknown data set or tree kind; malformed input (errors name file and
@@ -336,17 +341,55 @@ def build(
     created = not out.exists()
     try:
         return _build(dataset, src, out, force=force, check=check, spacy_model=spacy_model,
-                      trees=trees, batch_size=batch_size, progress=progress)
-    except BaseException:
+                      trees=trees, batch_size=batch_size, progress=progress, workers=workers)
+    except Exception:  # not on Ctrl-C / a kill: the finished parse shards are kept
         if created and out.exists():
             shutil.rmtree(out, ignore_errors=True)
             logger.info("removed the partly built %s", out)
         raise
 
 
+#: where a build keeps its finished parse shards until it completes
+SHARD_DIR = ".parse-shards"
+#: sentences per parse shard: a killed build loses at most one shard of spaCy's work
+SHARD_SIZE = 2000
+
+
+def parse_sharded(nlp, sentences: Sequence[Sequence[str]], cache: Path, *,
+                  batch_size: int = 512, progress: bool | Callable = False,
+                  desc: str | None = None, workers: int = 1,
+                  shard_size: int | None = None) -> list[dependency.DepParse]:
+    """:func:`dependency.parse_tokenized` in shards of ``shard_size`` sentences, each
+    written to ``cache`` (JSON, atomically) as it finishes; a rerun after a kill loads the
+    finished shards instead of parsing them again. The shard names carry a hash of the
+    pipeline and of all the sentences, so a shard is never reused for other input."""
+    import hashlib
+    from dataclasses import asdict
+
+    key = hashlib.sha256(json.dumps([nlp.meta.get("name"), nlp.meta.get("version"),
+                                     [list(s) for s in sentences]]).encode()).hexdigest()[:12]
+    out: list[dependency.DepParse] = []
+    shard_size = shard_size or SHARD_SIZE
+    chunks = [sentences[i:i + shard_size] for i in range(0, len(sentences), shard_size)]
+    for k, chunk in enumerate(chunks):
+        path = cache / f"{key}-{k:04d}.json"
+        if path.is_file():
+            got = [dependency.DepParse(**d) for d in json.loads(path.read_text("utf-8"))]
+            if [p.tokens for p in got] == [list(s) for s in chunk]:
+                logger.info("parse shard %d/%d: reused %s", k + 1, len(chunks), path)
+                out += got
+                continue
+        got = dependency.parse_tokenized(
+            nlp, chunk, batch_size=batch_size, progress=progress, workers=workers,
+            desc=f"{desc} {k + 1}/{len(chunks)}" if desc and len(chunks) > 1 else desc)
+        atomic_write(path, json.dumps([asdict(p) for p in got]), fsync=False)
+        out += got
+    return out
+
+
 def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, check: bool,
            spacy_model: str | None, trees: Sequence[str] | None, batch_size: int,
-           progress: bool | Callable) -> dict:
+           progress: bool | Callable, workers: int = 1) -> dict:
     t_start = time.perf_counter()
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
@@ -412,8 +455,8 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
         nlp = dependency.load_pipeline(spacy_model)
         unique = list(dict.fromkeys(tuple(s) for split in splits for ex in data[split]
                                     for s in ex.sents))
-        got = dependency.parse_tokenized(nlp, unique, batch_size=batch_size,
-                                         progress=progress, desc=f"spaCy {dataset}")
+        got = parse_sharded(nlp, unique, out / SHARD_DIR, batch_size=batch_size,
+                            progress=progress, desc=f"spaCy {dataset}", workers=workers)
         parses = dict(zip(unique, got))
         seconds["spacy_parse"] = round(time.perf_counter() - t0, 2)
         logger.info("%s: parsed %d unique sentences with spaCy in %.1fs", dataset,
@@ -468,6 +511,7 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
         meta["dev_split"] = {"from": "train_5500.label", "seed": TREC_DEV_SEED,
                              "size": counts["dev"]}
     _write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete
     return meta
 
 
@@ -487,6 +531,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--trees", nargs="+", default=None,
                     help="tree kinds to build (default: all of the data set's)")
     ap.add_argument("--batch-size", type=int, default=512, help="spaCy nlp.pipe batch size")
+    ap.add_argument("--workers", type=int, default=1,
+                    help="spaCy parser processes (the graphs are the same for any number)")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
@@ -495,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         meta = build(args.dataset, args.src, args.out, force=args.force,
                      check=args.check_counts, spacy_model=args.spacy_model, trees=args.trees,
-                     batch_size=args.batch_size,
+                     batch_size=args.batch_size, workers=args.workers,
                      progress=not (args.no_progress or args.quiet))
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -155,6 +155,7 @@ def parse_tokenized(
     batch_size: int = 512,
     progress: bool | Callable = False,
     desc: str | None = None,
+    workers: int = 1,
 ) -> list[DepParse]:
     """Dependency-parse pre-tokenized sentences, keeping their tokens.
 
@@ -162,6 +163,8 @@ def parse_tokenized(
         nlp: a pipeline from :func:`load_pipeline`.
         sentences: token lists (none empty, no empty token).
         batch_size: ``nlp.pipe`` batch size.
+        workers: parser processes (``nlp.pipe(n_process=...)``); the parses are the same
+            for any number (each sentence is parsed alone).
         progress: ``True`` for a tqdm bar, or a callable ``f(iterable, total=, desc=)``
             wrapping the iterator (the caller decides; library code shows none by default).
     """
@@ -180,8 +183,11 @@ def parse_tokenized(
             yield Doc(nlp.vocab, words=list(toks),
                       sent_starts=[True] + [False] * (len(toks) - 1))
 
-    out = [doc_to_parse(d) for d in _progress(nlp.pipe(docs(), batch_size=batch_size),
-                                               progress, len(sentences), desc)]
+    if workers < 1:
+        raise ValueError(f"workers must be >= 1, got {workers}")
+    piped = nlp.pipe(docs(), batch_size=batch_size, n_process=workers) if workers > 1 \
+        else nlp.pipe(docs(), batch_size=batch_size)
+    out = [doc_to_parse(d) for d in _progress(piped, progress, len(sentences), desc)]
     for toks, p in zip(sentences, out):
         assert p.tokens == list(toks), "spaCy changed a pre-tokenized sentence"
     return out
