@@ -25,7 +25,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "main", "set_openmp_wait_policy"]
+__all__ = ["COMMANDS", "main", "set_openmp_wait_policy", "progress_bar"]
 
 #: command -> (module with ``main(argv) -> int``, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -53,6 +53,19 @@ def set_openmp_wait_policy() -> None:
     """
     if not any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
         os.environ["GOMP_SPINCOUNT"] = "300"
+
+
+def progress_bar(quiet: bool = False, unit: str = "batch"):
+    """The commands' progress callback ``f(iterable, total, desc)``: a tqdm bar that
+    disappears when done, or ``None`` when ``quiet`` (the library shows none itself)."""
+    if quiet:
+        return None
+    from tqdm import tqdm
+
+    def progress(it, total, desc):
+        return tqdm(it, total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True)
+
+    return progress
 
 
 def usage() -> str:

@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from gnn_treelstm.cli import set_openmp_wait_policy
+from gnn_treelstm.cli import progress_bar, set_openmp_wait_policy
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
@@ -306,13 +306,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from data_prep.dependency import load_pipeline
 
         nlp = load_pipeline(a.spacy_model)
-        progress = None
-        if not a.quiet and len(inputs) > a.batch_size:
-            from tqdm import tqdm
-
-            def progress(it, total):
-                return tqdm(it, total=total, desc="predict", unit="batch", leave=False,
-                            dynamic_ncols=True)
+        bar = progress_bar(a.quiet or len(inputs) <= a.batch_size)
+        progress = None if bar is None else (lambda it, total: bar(it, total, "predict"))
 
         t0 = time.perf_counter()
         count = 0

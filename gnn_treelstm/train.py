@@ -14,7 +14,7 @@ else the embedded sample (built on the fly into ``runs/_sample_data``). Writes
 
 from __future__ import annotations
 
-from gnn_treelstm.cli import set_openmp_wait_policy  # imports neither torch nor dgl
+from gnn_treelstm.cli import progress_bar, set_openmp_wait_policy  # no torch, no dgl
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
@@ -336,13 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         if h is not handler:
             h.setLevel(a.log_level)
 
-    progress = None
-    if not a.quiet:
-        from tqdm import tqdm
-
-        def progress(it, total, desc):
-            return tqdm(it, total=total, desc=desc, unit="batch", leave=False,
-                        dynamic_ncols=True)
+    progress = progress_bar(a.quiet)
 
     def on_epoch(r: dict) -> None:
         star = " *" if r["best"] else ""

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gnn_treelstm.registry import UnknownNameError
 
+from ..cli import progress_bar
 from . import plot, report, rows, runner
 
 #: the figure written beside the results document (paper vs ours per row)
@@ -86,13 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
-    progress = None
-    if not a.quiet:
-        from tqdm import tqdm
-
-        def progress(it, total, desc):
-            return tqdm(it, total=total, desc=desc, unit="batch", leave=False,
-                        dynamic_ncols=True)
+    progress = progress_bar(a.quiet)
 
     note = ("**Quick mode** (embedded sample, tiny models, 1 epoch): a smoke test, not "
             "comparable with the papers." if a.quick else "")
