@@ -31,7 +31,7 @@ from .model import ModelConfig, TreeLSTMModel
 from .vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "save_checkpoint", "load_checkpoint",
-           "load_model"]
+           "load_model", "checkpoint_path"]
 
 CHECKPOINT_FORMAT = 3
 #: format 1 (before ``sentence_state`` and ``head_kwargs``) is read as the model it was:
@@ -86,6 +86,13 @@ def save_checkpoint(
         "meta": dict(meta or {}),
     }
     return atomic_write(path, lambda f: torch.save(payload, f))
+
+
+def checkpoint_path(path: str | os.PathLike) -> Path:
+    """A checkpoint file given itself or its run directory (``runs/NAME`` -> its
+    ``best.pt``)."""
+    path = Path(path)
+    return path / "best.pt" if path.is_dir() else path
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:

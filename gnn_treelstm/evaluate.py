@@ -28,7 +28,7 @@ import torch
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm import data as D
 from gnn_treelstm import metrics as M
-from gnn_treelstm.checkpoint import Checkpoint, load_model
+from gnn_treelstm.checkpoint import Checkpoint, checkpoint_path, load_model
 from gnn_treelstm.predict import Input, format_text, predict_records, read_lines
 from gnn_treelstm.rundir import check_same_run
 from gnn_treelstm.training import DataError, _dgl_cuda_ok, evaluate, resolve_data_dir
@@ -38,11 +38,6 @@ log = logging.getLogger("evaluate")
 
 
 # ---------------------------------------------------------------------------- evaluation
-def _checkpoint_path(p: str | Path) -> Path:
-    p = Path(p)
-    return p / "best.pt" if p.is_dir() else p
-
-
 def data_dir_for(ck: Checkpoint, data: str | None) -> Path:
     """The built data directory to evaluate on (``--data``, else the checkpoint's)."""
     dataset = ck.model.task.dataset
@@ -161,7 +156,7 @@ def evaluate_checkpoint(path: str | Path, *, split: str = "test", data: str | No
                         batch_size: int = 256, remap_vocab: bool = False,
                         ) -> tuple[Checkpoint, dict, dict]:
     """Load a checkpoint, evaluate it on ``split``; ``(checkpoint, metrics, gathered)``."""
-    ck = load_model(_checkpoint_path(path), engine=engine)
+    ck = load_model(checkpoint_path(path), engine=engine)
     dev, on_device = _device(device, ck.model.config.engine)
     ck.model.to(dev)
     data_dir = data_dir_for(ck, data)
@@ -332,7 +327,7 @@ def main(argv: list[str] | None = None) -> int:
         if a.predict is not None:
             from data_prep.dependency import load_pipeline
 
-            ck = load_model(_checkpoint_path(a.paths[0]), engine=a.engine)
+            ck = load_model(checkpoint_path(a.paths[0]), engine=a.engine)
             inputs = read_inputs(a.predict, ck.model.task.pair)
             nlp = load_pipeline(a.spacy_model)
             for rec in predict_records(ck, inputs, nlp):
@@ -346,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
                     p, split=split, data=a.data, device=a.device, engine=a.engine,
                     batch_size=a.batch_size, remap_vocab=a.remap_vocab)
                 metric = ck.model.task.curve_metric()
-                cp = _checkpoint_path(p)
+                cp = checkpoint_path(p)
                 label = f"{ck.model.config.cell} ({ck.run_config.get('tree')}) "\
                         f"[{cp.parent.name}]"
                 curves.append((label, length_curve_of(ck, gathered, a.min_count)))
@@ -359,10 +354,10 @@ def main(argv: list[str] | None = None) -> int:
                                                  engine=a.engine, batch_size=a.batch_size,
                                                  remap_vocab=a.remap_vocab)
             if a.json:
-                print(json.dumps({"checkpoint": str(_checkpoint_path(p)), "split": split,
+                print(json.dumps({"checkpoint": str(checkpoint_path(p)), "split": split,
                                   **metrics}))
             else:
-                print(f"{_checkpoint_path(p)} [{ck.model.task.name}, {split}]: "
+                print(f"{checkpoint_path(p)} [{ck.model.task.name}, {split}]: "
                       f"{format_metrics(metrics)}")
         return 0
     except (ValueError, FileNotFoundError, DataError, NotImplementedError) as e:

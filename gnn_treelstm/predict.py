@@ -48,7 +48,7 @@ set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch i
 import torch  # noqa: E402
 
 from gnn_treelstm import graph as G  # noqa: E402
-from gnn_treelstm.checkpoint import Checkpoint, load_model  # noqa: E402
+from gnn_treelstm.checkpoint import Checkpoint, checkpoint_path, load_model  # noqa: E402
 
 __all__ = ["Input", "read_lines", "text_graphs", "predict_records", "format_text", "main"]
 
@@ -209,20 +209,20 @@ def predict_records(
             rec: dict = {"line": x.line, "text": x.a, "tokens": pa[j].tokens}
             if pb is not None:
                 rec.update(text_b=x.b, tokens_b=pb[j].tokens)
-            parses = [pa[j]] + ([pb[j]] if pb is not None else [])
-            unknown = [t for p in parses for t, w in zip(p.tokens, _word_ids(p.tokens,
-                                                                             ck.vocab))
+            sides = [(pa[j], ga[j])] + ([(pb[j], gb[j])] if pb is not None else [])
+            # node i of every tree kind built from a parse is token i: its word id is there
+            unknown = [t for p, g in sides
+                       for t, w in zip(p.tokens, g.ndata[G.WORD][:len(p.tokens)].tolist())
                        if w == ck.vocab.unk]
             rec["unknown_words"] = unknown
-            total = sum(len(p.tokens) for p in parses)
-            if unknown and len(unknown) == total:
+            if unknown and len(unknown) == sum(len(p.tokens) for p, _ in sides):
                 log.warning("line %d: every word is unknown to the model's vocabulary; the "
                             "prediction rests on the unknown-word vector alone", x.line)
-            for p in parses:
-                if _looks_like_sentences(p.tokens) > 1:
+            for p, _ in sides:
+                count = _looks_like_sentences(p.tokens)
+                if count > 1:
                     log.warning("line %d looks like %d sentences; it is predicted as one "
-                                "tree (give one sentence per line)", x.line,
-                                _looks_like_sentences(p.tokens))
+                                "tree (give one sentence per line)", x.line, count)
             if "score" in out:  # relatedness: expected score and its 1..5 distribution
                 rec["score"] = round(float(out["score"][j]), 6)
                 probs = out["log_probs"][j].exp()
@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if a.nodes and not a.json:
             raise ValueError("--nodes needs --json (per-node output is JSON only)")
         path = Path(a.run)
-        ck = load_model(path / "best.pt" if path.is_dir() else path, engine=a.engine)
+        ck = load_model(checkpoint_path(path), engine=a.engine)
         lines, source = _lines(a)
         inputs = read_lines(lines, pair=ck.model.task.pair, source=source)
         if not inputs:

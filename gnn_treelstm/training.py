@@ -33,6 +33,7 @@ Nothing here prints; progress goes to ``logging`` and to the optional ``progress
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 import dataclasses
@@ -411,16 +412,23 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
                    label_names=task.label_names(meta.get("label_names")))
 
 
-def _max_children(splits: Iterable[D.Split]) -> tuple[int, str]:
-    best, where = 0, ""
+def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],
+               start: int = 0) -> tuple[int, str]:
+    """The largest ``stat(graph)`` over the graphs with edges of ``splits`` (``start`` if
+    none is larger) and where it first occurs (``"train example 12 (sentence B)"``)."""
+    best, where = start, ""
     for sp in splits:
         for side, graphs in (("", sp.graphs), (" (sentence B)", sp.graphs_b or [])):
             for i, g in enumerate(graphs):
                 if g.num_edges():
-                    d = int(g.in_degrees().max())
-                    if d > best:
-                        best, where = d, f"{sp.name} example {i}{side}"
+                    v = stat(g)
+                    if v > best:
+                        best, where = v, f"{sp.name} example {i}{side}"
     return best, where
+
+
+def _max_children(splits: Iterable[D.Split]) -> tuple[int, str]:
+    return _graph_max(splits, lambda g: int(g.in_degrees().max()))
 
 
 def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None:
@@ -432,13 +440,9 @@ def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None
         raise DataError(f"{rel_file} lists {len(rd.relations)} relations but "
                         f"{Path(rd.data_dir) / 'meta.json'} says {num_relations}; the data "
                         f"directory is damaged: {rebuild}")
-    top, where = -1, ""
-    for name, sp in rd.splits.items():
-        for i, g in enumerate([*sp.graphs, *(sp.graphs_b or [])]):
-            if g.num_edges() and G.REL in g.edata:
-                m = int(g.edata[G.REL].max())
-                if m > top:
-                    top, where = m, f"{name} example {i % len(sp.graphs)}"
+    top, where = _graph_max(
+        rd.splits.values(),
+        lambda g: int(g.edata[G.REL].max()) if G.REL in g.edata else -1, start=-1)
     if top >= max(num_relations, 1):
         raise DataError(f"the {cfg.tree} graphs of {rd.data_dir} use relation id {top} (first "
                         f"in {where}) but the relation vocabulary ({rel_file}) has "
@@ -604,9 +608,8 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
                 schedule: bool = False, shard: tuple[int, int] | None = None) -> DataLoader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
     collate function (for ``engine="level"``; see :func:`gnn_treelstm.data.collate`).
-    ``shard=(rank, world)``: this process's share under data parallelism, ``batch_size``
-    being the global batch (:mod:`gnn_treelstm.distributed`; call ``set_epoch`` on the
-    loader's sampler every epoch)."""
+    ``shard=(rank, world)``: this process's share of the same batches under data
+    parallelism, ``batch_size`` being the global batch (:class:`ShardedBatches`)."""
     collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
     gen = torch.Generator()
     gen.manual_seed(seed)
@@ -1021,6 +1024,19 @@ def train_model(
     return result
 
 
+def config_changes(recorded: dict[str, Any], cfg: RunConfig,
+                   ignore: Iterable[str] = ()) -> list[tuple[str, Any, Any]]:
+    """The :class:`RunConfig` fields (not in ``ignore``) whose value in ``cfg`` differs from
+    ``recorded`` (a ``config.json``'s ``run_config``), as ``(field, recorded, now)``. A
+    field added after the run was recorded counts as its default there."""
+    want = json.loads(json.dumps(_jsonable(cfg.to_dict())))
+    default = json.loads(json.dumps(_jsonable(RunConfig().to_dict())))
+    had = {**{k: v for k, v in default.items() if k not in recorded}, **recorded}
+    skip = set(ignore)
+    return [(k, had.get(k), want.get(k)) for k in sorted(set(had) | set(want))
+            if k not in skip and had.get(k) != want.get(k)]
+
+
 def _resumed_run_id(out: Path, cfg: RunConfig) -> str:
     """The id of the run in ``out`` that ``cfg`` resumes; refuses another configuration."""
     path = out / "config.json"
@@ -1029,14 +1045,13 @@ def _resumed_run_id(out: Path, cfg: RunConfig) -> str:
     except (OSError, ValueError) as exc:
         raise rundir.RunDirError(f"--resume {out}: no readable config.json ({exc}); it is "
                                  "not a run directory") from exc
-    want = json.loads(json.dumps(_jsonable(cfg.to_dict())))
-    diff = sorted(k for k in set(had.get("run_config", {})) | set(want)
-                  if k not in ("name", "runs_dir", "checkpoint_every")
-                  and had.get("run_config", {}).get(k) != want.get(k))
+    diff = config_changes(had.get("run_config", {}), cfg,
+                          ignore=("name", "runs_dir", "checkpoint_every"))
     if diff:
         raise rundir.RunDirError(
             f"--resume {out}: the configuration differs from the run's "
-            f"({', '.join(diff)}); a run resumes with its recorded configuration")
+            f"({', '.join(k for k, _, _ in diff)}); a run resumes with its recorded "
+            "configuration")
     return had.get("run_id") or rundir.new_run_id()
 
 
@@ -1212,18 +1227,15 @@ def run(cfg: RunConfig, *, progress: ProgressFn | None = None,
             raise rundir.RunDirError(f"rank 0 could not take {out} (see its message)")
         return _train_run(cfg, task, rd, model_config, embeddings, emb_info, num_relations,
                           out, name, progress=None, on_epoch=None, main=False)
-    try:
-        claimed = rundir.claim(out, overwrite=overwrite, keep=keep)
-        claimed.__enter__()
-    except BaseException:
-        DIST.all_sum([0.0], device)
-        raise
-    try:
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(rundir.claim(out, overwrite=overwrite, keep=keep))
+        except BaseException:
+            DIST.all_sum([0.0], device)  # the others stop too
+            raise
         DIST.all_sum([1.0], device)
         return _train_run(cfg, task, rd, model_config, embeddings, emb_info, num_relations,
                           out, name, progress=progress, on_epoch=on_epoch)
-    finally:
-        claimed.__exit__(None, None, None)
 
 
 def _train_run(cfg: RunConfig, task: Task, rd: RunData, model_config: ModelConfig,

@@ -25,7 +25,14 @@ from typing import Any
 
 from ..files import atomic_write
 from ..tasks import build_task
-from ..training import RAW_PROBES, SAMPLE_SRC, RunConfig, resolve_data_dir, run
+from ..training import (
+    RAW_PROBES,
+    SAMPLE_SRC,
+    RunConfig,
+    config_changes,
+    resolve_data_dir,
+    run,
+)
 from .rows import VECTORS, Row, engine_for, unavailable_reason
 
 log = logging.getLogger(__name__)
@@ -161,13 +168,8 @@ def _stale(sdir: Path, cfg: RunConfig) -> str:
         had = json.loads((sdir / "config.json").read_text(encoding="utf-8"))["run_config"]
     except (OSError, ValueError, KeyError):
         return "no readable config.json"
-    want = json.loads(json.dumps(cfg.resolved().to_dict()))
-    default = json.loads(json.dumps(RunConfig().to_dict()))
-    # a field added after the seed ran counts as its default there
-    had = {**{k: v for k, v in default.items() if k not in had}, **had}
-    diff = sorted(k for k in set(had) | set(want)
-                  if k not in _PLACE and had.get(k) != want.get(k))
-    return ", ".join(f"{k}: {had.get(k)!r} -> {want.get(k)!r}" for k in diff)
+    return ", ".join(f"{k}: {old!r} -> {new!r}"
+                     for k, old, new in config_changes(had, cfg.resolved(), ignore=_PLACE))
 
 
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
