@@ -26,3 +26,14 @@ def shared_data() -> Path:
 @pytest.fixture(scope="session")
 def sample_data() -> Path:
     return REPO / "gnn_treelstm" / "sample_data"
+
+
+@pytest.fixture(scope="session")
+def tiny_sst(tmp_path_factory) -> Path:
+    """A built tiny SST data set (``tests/tiny_data.py``; 16 training sentences), shared
+    by the tests that only read it."""
+    from tests.tiny_data import build_tiny
+
+    root = tmp_path_factory.mktemp("tiny_sst")
+    build_tiny(root, "sst")
+    return root

@@ -13,7 +13,6 @@ import pytest
 import torch
 
 from gnn_treelstm import train
-from tests.tiny_data import build_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--epochs", "3", "--seeds", "2", "--batch-size", "4", "--checkpoint-every", "1",
@@ -46,15 +45,8 @@ def _state(path: Path) -> dict | None:
         return None
 
 
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    build_tiny(root, "sst")
-    return root
-
-
-def test_sigkill_mid_epoch_then_resume_gives_the_same_run(data, tmp_path):
-    common = ["--data", str(data), "--runs-dir", str(tmp_path), *ARGS]
+def test_sigkill_mid_epoch_then_resume_gives_the_same_run(tiny_sst, tmp_path):
+    common = ["--data", str(tiny_sst), "--runs-dir", str(tmp_path), *ARGS]
     ref = _train(0.0, [*common, "--name", "ref"])
     assert ref.wait(120) == 0, ref.stderr.read()
 
@@ -89,8 +81,8 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_run(data, tmp_path):
     assert not list(run.glob("seed-*/state.pt"))  # finished seeds drop their state
 
 
-def test_resume_refuses_a_changed_configuration_and_a_missing_run(data, tmp_path, capsys):
-    common = ["--data", str(data), "--runs-dir", str(tmp_path), "--name", "r", *ARGS]
+def test_resume_refuses_a_changed_configuration_and_a_missing_run(tiny_sst, tmp_path, capsys):
+    common = ["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r", *ARGS]
     assert train.main(common) == 0
     capsys.readouterr()
     assert train.main(["--resume", str(tmp_path / "r"), "--hidden", "7"]) == 2

@@ -6,17 +6,9 @@ import pytest
 import yaml
 
 from gnn_treelstm import train
-from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "2", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
         "-q"]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    build_tiny(root, "sst")
-    return root
 
 
 def test_config_yaml_reproduces_the_recorded_run(tmp_path, monkeypatch):
@@ -38,7 +30,7 @@ def test_config_yaml_reproduces_the_recorded_run(tmp_path, monkeypatch):
                         "name": "b"}
 
 
-def test_command_line_flags_override_the_file(data, tmp_path):
+def test_command_line_flags_override_the_file(tmp_path):
     conf = tmp_path / "run.yaml"
     conf.write_text("task: sst-5\nembeddings-mode: random\nhidden: 7\nemb_dim: 6\n"
                     "epochs: 1\ncell_kwargs: {}\n")

@@ -8,16 +8,8 @@ import torch
 
 from gnn_treelstm import train
 from gnn_treelstm import training as T
-from tests.tiny_data import build_tiny
 
 TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
-
-
-@pytest.fixture(scope="module")
-def data(tmp_path_factory):
-    root = tmp_path_factory.mktemp("data")
-    build_tiny(root, "sst")
-    return root
 
 
 @pytest.mark.parametrize("flags,message", [
@@ -31,8 +23,8 @@ def data(tmp_path_factory):
     (["--max-train", "-3"], "--max-train -3: must be a positive integer"),
     (["--epochs", "0"], "epochs must be positive"),
 ])
-def test_bad_numbers_are_refused_up_front(data, tmp_path, capsys, flags, message):
-    rc = train.main(["--data", str(data), "--runs-dir", str(tmp_path), *TINY, *flags])
+def test_bad_numbers_are_refused_up_front(tiny_sst, tmp_path, capsys, flags, message):
+    rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), *TINY, *flags])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # nothing written
@@ -54,10 +46,10 @@ def _poison_after(calls: int, monkeypatch):
 
 
 def test_a_nan_loss_stops_the_run_with_the_batch_and_keeps_the_last_checkpoint(
-        data, tmp_path, capsys, monkeypatch):
+        tiny_sst, tmp_path, capsys, monkeypatch):
     # the tiny SST train split has 16 sentences: 4 steps of 4 per epoch
     _poison_after(4 + 2, monkeypatch)  # epoch 1 is clean, epoch 2 step 2 is not
-    rc = train.main(["--data", str(data), "--runs-dir", str(tmp_path), "--name", "r",
+    rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r",
                      "--epochs", "3", "--batch-size", "4", *TINY])
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err
@@ -68,9 +60,9 @@ def test_a_nan_loss_stops_the_run_with_the_batch_and_keeps_the_last_checkpoint(
     assert all(torch.isfinite(v).all() for v in ck["state_dict"].values())
 
 
-def test_skip_nonfinite_skips_and_counts(data, tmp_path, monkeypatch):
+def test_skip_nonfinite_skips_and_counts(tiny_sst, tmp_path, monkeypatch):
     _poison_after(3, monkeypatch)
-    assert train.main(["--data", str(data), "--runs-dir", str(tmp_path), "--name", "r",
+    assert train.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r",
                        "--epochs", "1", "--batch-size", "4", "--skip-nonfinite", *TINY]) == 0
     rec = json.loads((tmp_path / "r" / "metrics.jsonl").read_text().splitlines()[0])
     assert rec["skipped_nonfinite"] >= 1
