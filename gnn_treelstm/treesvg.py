@@ -58,9 +58,9 @@ _DARK = {"#c0392b", "#1f6fb2", "#bc80bd"}  # fills that take white text
 _NO_LABEL = "#ffffff"
 
 _FONT = 13         # px, node text
-_CHAR = 7.6        # px, width of one character at _FONT (generous for sans-serif)
+_CHAR = 8.2        # px, width of one character at _FONT (generous for sans-serif)
 _PAD = 14          # px, box padding plus the gap between neighbours
-_ROW = 62          # px, row height
+_ROW = 52          # px, row height
 _RADIUS = 11       # px, phrase-node circle
 _BOX_H = 22        # px, word box height
 _MARGIN = 20       # px around the drawing
