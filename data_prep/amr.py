@@ -6,17 +6,21 @@ to a Tree-LSTM they "transform the graphs to tree structures ... [following] Tak
 (2016), [which] splits the nodes with an indegree larger than one, which mainly present
 coreferential concepts, to a set of separate nodes, whose indegrees exactly equal one";
 §5 uses the relation of each edge in the multiplicative cells (``:ARG0``, ``:mod``,
-``:polarity`` ...).
+``:polarity``, "conjunction (:opN)" ...), and §6.1 embeds each node with the GloVe vector
+of the sentence word the JAMR aligner links it to.
 
 The conversion here (:func:`amr_tree`, :func:`amr_to_tree`):
 
 * **Nodes** are visited in the PENMAN traversal order (pre-order of the text), so node 0
-  is the AMR's top. Every concept ``(v / concept)`` is a node whose word is the concept
-  label; with ``strip_senses`` (default) the PropBank sense suffix is removed
-  (``see-01`` -> ``see``) so the label can be looked up in GloVe. Surface alignment marks
-  (``~e.3``) are always removed.
+  is the AMR's top. Every concept ``(v / concept)`` is a node whose label is the concept;
+  with ``strip_senses`` (default) the PropBank sense suffix is removed (``see-01`` ->
+  ``see``) so the label can be looked up in GloVe.
+* **Surface alignments** (``see-01~e.2``, ISI style: 0-based token indices) are removed
+  from labels, roles and variables; the first index of a node's alignment is kept in
+  :attr:`AmrTree.align`, and :func:`node_words` uses it to give the node the aligned
+  sentence token instead of its label (Tran §6.1).
 * **Constants** (attribute values: ``:polarity -``, ``:quant 6``, ``:op1 "True"``) are
-  leaf nodes whose word is the value with the quotes removed. ``:wiki`` links are
+  leaf nodes whose label is the value with the quotes removed. ``:wiki`` links are
   dropped by default (``drop_roles``): they name Wikipedia pages, not meaning in the
   sentence.
 * **Edges** point child -> parent (the schema of :mod:`gnn_treelstm.graph`); the
@@ -27,22 +31,30 @@ The conversion here (:func:`amr_tree`, :func:`amr_to_tree`):
   different compositions and a relation-aware cell should be able to tell them apart.
   ``normalize_inverse=True`` maps them to the base role instead (``:ARG0-of`` ->
   ``:ARG0``, using penman's AMR model, so ``:consist-of`` stays as it is).
+  ``merge_ops=True`` maps ``:op1``, ``:op2`` ... to ``:opN`` and ``:snt1`` ... to ``:sntN``
+  (one relation matrix for every operand, Tran §6's ":opN").
 * **Re-entrancies** (a variable referred to again, e.g. the second ``i`` in
   ``(s / see-01 :ARG0 (i / i) ... :ARG1 i)``): the first occurrence in the traversal, the
   one that carries the concept and its subtree, stays where it is. With
   ``reentrancy="copy"`` (default, Takase et al. 2016 as used by Tran & Cheng) each later
   reference becomes a new **leaf** node with the same concept label (the split node);
   with ``reentrancy="drop"`` the later references are removed. Either way every node
-  has one parent, so the result is a tree; since only leaves are added, cycles in the
-  AMR cannot recur.
+  has one parent, so the result is a tree. A re-entrancy may close a **cycle** in the
+  AMR (``(h / hat :purpose (s / salute-01 :instrument h))``; 5 of the 1562 Little Prince
+  graphs have one); the split breaks it like any other re-entrancy (``cycles="split"``,
+  default) or the graph is refused (``cycles="error"``). A node that is its own
+  argument (``(a / b :mod a)``) is always an error.
 * **Children order** (``edata["pos"]``) is the order of the branches in the PENMAN text.
-* ``ndata["span"]`` is ``[-1, -1]`` (the corpus has no token alignments) and
-  ``ndata["label"]`` is ``IGNORE``.
+* ``ndata["span"]`` is ``[-1, -1]`` and ``ndata["label"]`` is ``IGNORE``.
+
+Bad input raises :class:`AmrError` naming the file, line and graph id: PENMAN that does not
+parse, unbalanced parentheses or text after a graph, an empty graph ``()``, a node without
+a concept, a variable defined twice, an alignment past the sentence's end, a self-loop.
 
 Vocabularies: :func:`build_amr_vocabs` collects the concept and relation labels of a
 corpus; both lists start with ``"<unk>"`` (id 0), which unseen concepts and relations
-are mapped to. Concept ids may equally come from the dataset's word vocabulary
-(``vocab.json``) so that AMR nodes share the GloVe-initialised embeddings of words.
+are mapped to. ``data_prep.build --dataset amr`` instead uses the data set's word
+vocabulary (the node words) and a :class:`gnn_treelstm.vocab.Relations` of the roles.
 """
 
 from __future__ import annotations
@@ -66,17 +78,27 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "UNK",
+    "AmrError",
     "AmrEntry",
     "AmrTree",
     "read_amr",
+    "parse_amr",
     "amr_tree",
     "amr_to_tree",
+    "node_words",
+    "find_cycle",
     "build_amr_vocabs",
 ]
 
 UNK = "<unk>"
 _SENSE = re.compile(r"-\d+$")
-_ALIGN = re.compile(r"~[A-Za-z]*\.?\d+(?:,\d+)*$")
+_ALIGN = re.compile(r"~[A-Za-z]*\.?(\d+)(?:,\d+)*$")
+_OPS = re.compile(r"^:(op|snt)\d+(-of)?$")
+_ID = re.compile(r"::id\s+(\S+)")
+
+
+class AmrError(ValueError):
+    """A malformed AMR; the message names the file, the line and the graph id."""
 
 
 @dataclass
@@ -88,11 +110,17 @@ class AmrEntry:
     graph_penman: str  # the PENMAN text of the graph, without the metadata lines
     metadata: dict[str, str] = field(default_factory=dict)
     tree: penman.Tree | None = field(default=None, repr=False, compare=False)
+    where: str = ""  # "file:line" of the graph's first line, for messages
 
     def penman_tree(self) -> penman.Tree:
         if self.tree is None:
-            self.tree = penman.parse(self.graph_penman)
+            self.tree = _parse(self.graph_penman, self.where or self.id)
         return self.tree
+
+    def tokens(self) -> list[str]:
+        """The sentence's tokens: ``# ::tok`` if present, else ``# ::snt`` split on spaces
+        (the token indices of ``~e.N`` alignments count in these)."""
+        return (self.metadata.get("tok") or self.sentence).split()
 
 
 @dataclass
@@ -104,53 +132,189 @@ class AmrTree:
     roles: list[str]  # role of the edge node -> parent ("" for the root)
     is_constant: list[bool]  # node is an attribute value, not a concept
     is_copy: list[bool]  # node is a split re-entrancy (reentrancy="copy")
+    align: list[int | None] = field(default_factory=list)  # first aligned token index
+    reentrancies: int = 0  # later references of variables (copied or dropped)
+    cycle: list[str] | None = None  # a cycle of the AMR, as variables (cycles="split")
+
+
+def _strip_align(s: str) -> tuple[str, int | None]:
+    m = _ALIGN.search(s)
+    return (s, None) if m is None else (s[: m.start()], int(m.group(1)))
+
+
+def _parse(text: str, where: str) -> penman.Tree:
+    try:
+        return penman.parse(text)
+    except penman.DecodeError as exc:
+        raise AmrError(f"{where}: not valid PENMAN: {exc.message} "
+                       f"(line {exc.lineno}, column {exc.offset + 1} of the graph)") from None
+
+
+def _scan(line: str, depth: int, where: str) -> tuple[int, str]:
+    """Parenthesis depth after ``line`` (quoted strings skipped), and the text after the
+    point where the depth returned to 0."""
+    quoted = escaped = False
+    for k, ch in enumerate(line):
+        if quoted:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                quoted = False
+            continue
+        if ch == '"':
+            quoted = True
+        elif ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth < 0:
+                raise AmrError(f"{where}: unbalanced ')' at column {k + 1}")
+            if depth == 0:
+                return 0, line[k + 1:].strip()
+    return depth, ""
+
+
+def parse_amr(text: str, source: str = "<string>") -> list[AmrEntry]:
+    """Split PENMAN text into graphs (with their ``# ::`` metadata) and parse each.
+
+    Graphs end where their parentheses balance; blank lines and comment lines between
+    graphs are skipped, comments without a graph after them are ignored.
+
+    Raises:
+        AmrError: text that is not a graph, unbalanced parentheses, text after a graph on
+            its last line, metadata (``# ::id``) with no graph, a graph that does not parse.
+    """
+    entries: list[AmrEntry] = []
+    meta: list[str] = []
+    graph: list[str] = []
+    start = depth = 0
+
+    def ident() -> str:
+        return next((m.group(1) for m in map(_ID.search, meta) if m), str(len(entries) + 1))
+
+    def here() -> str:
+        return f"{source}:{start} (graph {ident()})"
+
+    def finish() -> None:
+        where = here()
+        try:
+            tree = penman.parse("\n".join(meta + graph))
+        except penman.DecodeError as exc:
+            line = start + max(exc.lineno - 1 - len(meta), 0)
+            raise AmrError(f"{where}: not valid PENMAN: {exc.message} at line {line}, column "
+                           f"{exc.offset + 1}") from None
+        md = dict(tree.metadata)
+        entries.append(AmrEntry(
+            id=md.get("id") or f"{Path(source).name}#{len(entries) + 1}",
+            sentence=md.get("snt", ""),
+            graph_penman=penman.format(penman.Tree(tree.node)),
+            metadata=md, tree=tree, where=where))
+
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if depth == 0:
+            if not stripped:
+                continue
+            if stripped.startswith("#"):
+                meta.append(line)
+                continue
+            if not stripped.startswith("("):
+                raise AmrError(f"{source}:{lineno}: expected a PENMAN graph starting with "
+                               f"'(' or a '#' comment line, got {stripped[:40]!r}")
+            start, graph = lineno, []
+        graph.append(line)
+        depth, trailing = _scan(line, depth, f"{source}:{lineno} (graph {ident()})")
+        if trailing:
+            raise AmrError(f"{source}:{lineno} (graph {ident()}): {trailing[:40]!r} after the "
+                           f"end of the graph (an extra ')'?); one graph per block, blocks "
+                           "separated by a blank line")
+        if depth == 0:
+            finish()
+            meta, graph = [], []
+    if depth > 0:
+        raise AmrError(f"{here()}: the graph is not closed ({depth} '(' still open at the "
+                       "end of the file)")
+    if any("::" in m for m in meta):
+        raise AmrError(f"{source}: metadata at the end of the file has no graph after it "
+                       f"({meta[0].strip()[:60]!r}); an empty graph")
+    return entries
 
 
 def read_amr(path: str | os.PathLike) -> list[AmrEntry]:
-    """Read a PENMAN AMR file with ``# ::id`` / ``# ::snt`` metadata.
+    """Read a PENMAN AMR file with ``# ::id`` / ``# ::snt`` metadata (:func:`parse_amr`).
 
     Raises:
         FileNotFoundError: no such file.
-        ValueError: a graph that does not parse; the message names the file, the graph
-            number and the AMR id before it.
+        AmrError: malformed PENMAN; the message names the file, the line and the graph.
     """
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file not found: {path}")
-    text = path.read_text(encoding="utf-8")
-    entries: list[AmrEntry] = []
-    try:
-        for i, tree in enumerate(penman.iterparse(text)):
-            meta = dict(tree.metadata)
-            ident = meta.get("id") or f"{path.name}#{i + 1}"
-            entries.append(AmrEntry(
-                id=ident,
-                sentence=meta.get("snt", ""),
-                graph_penman=penman.format(penman.Tree(tree.node)),
-                metadata=meta,
-                tree=tree,
-            ))
-    except penman.DecodeError as exc:
-        after = f" (after {entries[-1].id})" if entries else ""
-        raise ValueError(
-            f"{path}: graph {len(entries) + 1}{after} is not valid PENMAN: {exc}"
-        ) from exc
+    entries = parse_amr(path.read_text(encoding="utf-8"), str(path))
     log.info("read %d AMR graphs from %s", len(entries), path)
     return entries
 
 
 def _clean_concept(label: str, strip_senses: bool) -> str:
-    label = _ALIGN.sub("", label)
     if strip_senses:
         label = _SENSE.sub("", label) or label
     return label
 
 
 def _clean_constant(value: str) -> str:
-    value = _ALIGN.sub("", value)
     if len(value) >= 2 and value[0] == value[-1] == '"':
         value = value[1:-1]
     return value
+
+
+def _role(r: str, normalize_inverse: bool, merge_ops: bool) -> str:
+    r = _strip_align(r)[0]
+    if normalize_inverse and _amr_model.is_role_inverted(r):
+        r = _amr_model.invert_role(r)
+    if merge_ops:
+        m = _OPS.match(r)
+        if m:
+            r = f":{m.group(1)}N{m.group(2) or ''}"
+    return r
+
+
+def find_cycle(tree: penman.Tree) -> list[str] | None:
+    """A directed cycle of the AMR graph (roles read in their normal direction, so
+    ``:ARG0-of`` points from the inner to the outer concept), as its variables with the
+    first repeated at the end; None if the graph is acyclic."""
+    defined = {v for v, _ in tree.nodes()}
+    succ: dict[str, list[str]] = {v: [] for v, _ in tree.nodes()}
+    for var, branches in tree.nodes():
+        for r, target in branches:
+            if r == "/":
+                continue
+            tv = target[0] if isinstance(target, tuple) else _strip_align(target)[0]
+            if tv not in defined:
+                continue
+            if _amr_model.is_role_inverted(_strip_align(r)[0]):
+                succ[tv].append(var)
+            else:
+                succ[var].append(tv)
+    state: dict[str, int] = {}  # 1 on the path, 2 done
+    for start in succ:
+        if start in state:
+            continue
+        path, stack = [start], [iter(succ[start])]
+        state[start] = 1
+        while stack:
+            nxt = next(stack[-1], None)
+            if nxt is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            elif nxt not in state:
+                state[nxt] = 1
+                path.append(nxt)
+                stack.append(iter(succ[nxt]))
+    return None
 
 
 def amr_tree(
@@ -159,7 +323,9 @@ def amr_tree(
     strip_senses: bool = True,
     reentrancy: str = "copy",
     normalize_inverse: bool = False,
+    merge_ops: bool = False,
     drop_roles: Iterable[str] = (":wiki",),
+    cycles: str = "split",
 ) -> AmrTree:
     """Turn one AMR into a tree (see the module docstring for the rules).
 
@@ -169,31 +335,69 @@ def amr_tree(
         reentrancy: ``"copy"`` (a later reference becomes a leaf copy of the concept) or
             ``"drop"`` (later references are removed).
         normalize_inverse: map ``:X-of`` roles to ``:X``.
+        merge_ops: map ``:opK`` to ``:opN`` and ``:sntK`` to ``:sntN``.
         drop_roles: roles whose branches are left out.
+        cycles: ``"split"`` (a cycle is broken by the re-entrancy split) or ``"error"``.
+
+    Raises:
+        AmrError: an empty graph, a node without a concept, a variable defined twice, a
+            node that is its own argument, or a cycle with ``cycles="error"``.
     """
     if reentrancy not in ("copy", "drop"):
         raise ValueError(f"reentrancy must be 'copy' or 'drop', got {reentrancy!r}")
+    if cycles not in ("split", "error"):
+        raise ValueError(f"cycles must be 'split' or 'error', got {cycles!r}")
     if isinstance(entry, AmrEntry):
-        tree = entry.penman_tree()
+        tree, ident = entry.penman_tree(), entry.where or entry.id
     elif isinstance(entry, penman.Tree):
-        tree = entry
+        tree, ident = entry, str(entry.metadata.get("id", "<amr>"))
     else:
-        tree = penman.parse(entry)
+        tree, ident = _parse(entry, "<amr>"), "<amr>"
+    if tree.node[0] is None:
+        raise AmrError(f"{ident}: empty graph '()'; an AMR needs at least one concept")
     drop = set(drop_roles)
     concept_of: dict[str, str] = {}
     for var, branches in tree.nodes():
-        concept = next((t for r, t in branches if r == "/"), None)
-        concept_of[var] = concept if concept is not None else var
+        empty = [r for r, t in branches if isinstance(t, tuple) and t[0] is None]
+        if empty:
+            raise AmrError(f"{ident}: an empty node '()' as {empty[0]} of node {var!r}")
+        missing = [r for r, t in branches if r != "/" and t is None]
+        if missing:
+            raise AmrError(f"{ident}: role {missing[0]} of node {var!r} has no value")
+        concepts = [t for r, t in branches if r == "/"]
+        if not concepts or concepts[0] is None:
+            raise AmrError(f"{ident}: node {var!r} has no concept; write it as "
+                           f"({var} / concept)")
+        if var in concept_of:
+            raise AmrError(f"{ident}: variable {var!r} is defined twice "
+                           f"(/ {concept_of[var]} and / {concepts[0]}); refer to it again by "
+                           "its name only, or give the second node another variable")
+        concept_of[var] = concepts[0]
+        for r, target in branches:
+            if r != "/" and not isinstance(target, tuple) and _strip_align(target)[0] == var:
+                raise AmrError(f"{ident}: node {var!r} ({concepts[0]}) is its own {r} "
+                               "argument (a self-loop)")
+    cycle = find_cycle(tree)
+    if cycle is not None and cycles == "error":
+        raise AmrError(f"{ident}: the graph has a cycle through re-entrancies "
+                       f"({' -> '.join(cycle)}); fix the AMR or build with cycles='split' "
+                       "(--amr-cycles split), which breaks it by the re-entrancy split")
 
-    out = AmrTree([], [], [], [], [])
+    out = AmrTree([], [], [], [], [], [], cycle=cycle)
 
-    def add(parent: int, label: str, role: str, constant: bool, copy: bool) -> int:
+    def add(parent: int, label: str, role: str, constant: bool, copy: bool,
+            align: int | None) -> int:
         out.parents.append(parent)
         out.labels.append(label)
         out.roles.append(role)
         out.is_constant.append(constant)
         out.is_copy.append(copy)
+        out.align.append(align)
         return len(out.parents) - 1
+
+    def concept(var: str) -> tuple[str, int | None]:
+        label, al = _strip_align(concept_of[var])
+        return _clean_concept(label, strip_senses), al
 
     # iterative pre-order traversal (deep AMRs must not hit the recursion limit); stack
     # items are (kind, payload, parent, role), children pushed in reverse branch order
@@ -201,28 +405,54 @@ def amr_tree(
     while stack:
         kind, payload, parent, role = stack.pop()
         if kind == "copy":  # a split re-entrancy: leaf copy of the concept
-            add(parent, _clean_concept(concept_of[payload], strip_senses), role, False, True)
+            var, al = payload
+            label, own = concept(var)
+            add(parent, label, role, False, True, al if al is not None else own)
             continue
         if kind == "const":
-            add(parent, _clean_constant(payload), role, True, False)
+            value, al = _strip_align(payload)
+            add(parent, _clean_constant(value), role, True, False, al)
             continue
         var, branches = payload
-        me = add(parent, _clean_concept(concept_of[var], strip_senses), role, False, False)
+        label, al = concept(var)
+        me = add(parent, label, role, False, False, al)
         todo: list[tuple[str, Any, int, str]] = []
         for r, target in branches:
-            if r == "/" or r in drop:
+            if r == "/" or _strip_align(r)[0] in drop:
                 continue
-            if normalize_inverse and _amr_model.is_role_inverted(r):
-                r = _amr_model.invert_role(r)
+            r = _role(r, normalize_inverse, merge_ops)
             if isinstance(target, tuple):
                 todo.append(("concept", target, me, r))
-            elif target in concept_of:  # a re-entrancy: a variable named again
+                continue
+            tv, tal = _strip_align(target)
+            if tv in concept_of:  # a re-entrancy: a variable named again
+                out.reentrancies += 1
                 if reentrancy == "copy":
-                    todo.append(("copy", target, me, r))
+                    todo.append(("copy", (tv, tal), me, r))
             else:
                 todo.append(("const", target, me, r))
         stack.extend(reversed(todo))
     return out
+
+
+def node_words(t: AmrTree, tokens: Sequence[str] | None = None, *,
+               where: str = "<amr>") -> list[str]:
+    """The word of every node: the sentence token its ``~e.N`` alignment points at (Tran
+    §6.1 embeds aligned words), else its label.
+
+    Raises:
+        AmrError: an alignment index past the end of ``tokens``.
+    """
+    words = []
+    for label, al in zip(t.labels, t.align):
+        if al is None or tokens is None:
+            words.append(label)
+            continue
+        if al >= len(tokens):
+            raise AmrError(f"{where}: alignment ~e.{al} of {label!r} points past the end of "
+                           f"the sentence ({len(tokens)} tokens, counted from 0)")
+        words.append(tokens[al])
+    return words
 
 
 def _lookup(vocab: Mapping[str, int] | Sequence[str] | Any) -> Mapping[str, int]:
@@ -249,7 +479,7 @@ def amr_to_tree(
         rel_vocab: role -> id, same forms. An unseen role gets the id of ``"<unk>"``;
             without one it is a ``ValueError``.
         **options: passed to :func:`amr_tree` (``strip_senses``, ``reentrancy``,
-            ``normalize_inverse``, ``drop_roles``).
+            ``normalize_inverse``, ``merge_ops``, ``drop_roles``, ``cycles``).
 
     Returns:
         A ``DGLGraph`` with ``ndata["word"]`` concept ids, edges child -> parent,

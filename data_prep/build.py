@@ -2,9 +2,17 @@
 
     python -m data_prep.build --dataset {sst,sick,trec,snli} --src RAW --out DIR
         [--force] [--check-counts] [--spacy-model NAME] [--trees T [T ...]]
+    python -m data_prep.build --dataset amr --src FILE_OR_DIR [...] --out DIR [--amr-...]
+    python -m data_prep.build --dataset jsonl --src FILE [FILE ...] --out DIR
+        [--labels A B ...] [--score-range LO HI] [--name NAME]
 
 ``RAW`` is laid out like the data mirror (``sst/trees/``, ``sick/semeval2014/`` +
 ``sick/stanford_parsed/``, ``trec/``, ``snli/``), e.g. ``gnn_treelstm/sample_data``.
+``--dataset amr`` reads PENMAN AMR banks (:mod:`data_prep.amr_data`: one ``amr`` tree per
+graph, no targets); ``--dataset jsonl`` reads a data set of your own
+(:mod:`data_prep.jsonl`: sentences or pairs with a label and/or a score, optional PTB,
+CoNLL-U or AMR trees). Their ``--src`` files name their split (``train.jsonl``,
+``...-dev.txt``) or are given as ``SPLIT=FILE``.
 ``DIR`` receives (see ``docs/design.md``)::
 
     meta.json                   counts, label names, relation counts, build seconds
@@ -36,7 +44,6 @@ import shutil
 import sys
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import dgl
@@ -46,7 +53,8 @@ import gnn_treelstm
 from gnn_treelstm.files import atomic_path, atomic_write
 from gnn_treelstm.vocab import Relations, Vocab
 
-from . import binarize, chain, dependency, preparsed, ptb, readers
+from . import amr_data, binarize, chain, dependency, jsonl, preparsed, ptb, readers
+from .example import Example, source_graph, wants_parse
 
 logger = logging.getLogger(__name__)
 
@@ -62,12 +70,16 @@ __all__ = [
     "main",
 ]
 
-DATASETS = ("sst", "sick", "trec", "snli")
+DATASETS = ("sst", "sick", "trec", "snli", "amr", "jsonl")
+#: data sets read from the files named in --src (not from a data mirror root)
+FILE_DATASETS = ("amr", "jsonl")
 TREES = {
     "sst": ["constituency", "dependency", "chain"],
     "sick": ["dependency", "constituency", "dependency-spacy", "constituency-spacy", "chain"],
     "trec": ["dependency", "constituency", "chain"],
     "snli": ["dependency", "constituency", "chain"],
+    "amr": ["amr"],
+    "jsonl": list(jsonl.TREE_KINDS),
 }
 SPLITS = {
     "sst": ["train", "dev", "test"],
@@ -88,17 +100,6 @@ TREC_DEV_SEED = 1234
 
 class CountMismatchError(ValueError):
     """``--check-counts`` found sizes different from the published ones."""
-
-
-@dataclass
-class Example:
-    """One example of a split: one or two token lists, targets, and parse sources."""
-
-    sents: list[list[str]]
-    targets: dict[str, float | int]
-    text: dict
-    ptb: ptb.PTBTree | None = None
-    stanford: list[preparsed.PreParsed] = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- sources
@@ -229,7 +230,9 @@ def _save_graphs(path: Path, graphs: list[dgl.DGLGraph],
         dgl.save_graphs(str(tmp), graphs, labels)
 
 
-def _targets(exs: list[Example]) -> dict[str, torch.Tensor]:
+def _targets(exs: list[Example]) -> dict[str, torch.Tensor] | None:
+    if not exs[0].targets:
+        return None  # an AMR bank: no targets
     out = {}
     for key in exs[0].targets:
         vals = [ex.targets[key] for ex in exs]
@@ -246,7 +249,9 @@ def graph_files(out: Path, tree: str, split: str, pair: bool) -> list[Path]:
 
 # ----------------------------------------------------------------------------- graphs
 def _sent_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Relations,
-                parse: dependency.DepParse | None) -> dgl.DGLGraph:
+                parse: dependency.DepParse | None, vocab: Vocab) -> dgl.DGLGraph:
+    if ex.sources:
+        return source_graph(tree, ex.sources[side], ids, relations, parse, vocab)
     if tree == "constituency":
         if ex.ptb is not None:
             word_of = dict(zip(ex.ptb.tokens, ids))
@@ -279,11 +284,15 @@ def _sent_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Re
     raise ValueError(f"unknown tree kind {tree!r}")
 
 
-def _needs_spacy(dataset: str, tree: str) -> bool:
+def _needs_spacy(dataset: str, tree: str, data: dict[str, list[Example]] | None = None
+                 ) -> bool:
     if tree in ("dependency-spacy", "constituency-spacy"):
         return True
-    if tree == "chain":
+    if tree in ("chain", "amr"):
         return False
+    if dataset in FILE_DATASETS:
+        return any(wants_parse(s, [tree]) for exs in (data or {}).values() for ex in exs
+                   for s in ex.sources)
     if dataset == "sst":
         return tree == "dependency"
     if dataset == "sick":
@@ -312,7 +321,7 @@ def _versions(nlp=None) -> dict:
 
 def build(
     dataset: str,
-    src: str | os.PathLike,
+    src: str | os.PathLike | Sequence[str | os.PathLike],
     out: str | os.PathLike,
     *,
     force: bool = False,
@@ -322,8 +331,18 @@ def build(
     batch_size: int = 512,
     progress: bool | Callable = False,
     workers: int = 1,
+    name: str | None = None,
+    labels: Sequence[str] | None = None,
+    score_range: Sequence[float] | None = None,
+    amr_options: dict | None = None,
 ) -> dict:
     """Build (or complete) the cached graphs of ``dataset`` and return the meta dict.
+
+    ``src``: the data mirror root, or for ``amr``/``jsonl`` the files (or directories)
+    of the data set, one path or several. ``jsonl`` only: ``name`` (``meta.json``'s
+    ``dataset``, default ``jsonl``; ``sick`` makes a SICK-like pair set usable by the
+    ``sick-e``/``sick-r`` tasks), ``labels`` (class order), ``score_range``
+    (``[LO, HI]``). ``amr_options``: :data:`data_prep.amr_data.AMR_OPTIONS` for AMR trees.
 
     ``workers``: spaCy parser processes; the graphs are byte-identical for any number.
     spaCy's parses are kept in shards (:func:`parse_sharded`) until the build completes,
@@ -341,7 +360,9 @@ def build(
     created = not out.exists()
     try:
         return _build(dataset, src, out, force=force, check=check, spacy_model=spacy_model,
-                      trees=trees, batch_size=batch_size, progress=progress, workers=workers)
+                      trees=trees, batch_size=batch_size, progress=progress, workers=workers,
+                      extra={"name": name, "labels": labels, "score_range": score_range,
+                             "amr_options": amr_options})
     except Exception:  # not on Ctrl-C / a kill: the finished parse shards are kept
         if created and out.exists():
             shutil.rmtree(out, ignore_errors=True)
@@ -387,20 +408,43 @@ def parse_sharded(nlp, sentences: Sequence[Sequence[str]], cache: Path, *,
     return out
 
 
-def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, check: bool,
-           spacy_model: str | None, trees: Sequence[str] | None, batch_size: int,
-           progress: bool | Callable, workers: int = 1) -> dict:
+def _load_files(dataset: str, srcs: list[Path], extra: dict) -> tuple[dict, dict]:
+    """The examples of a file-based data set and what its ``meta.json`` records."""
+    opts = amr_data.amr_options(extra.get("amr_options"))
+    if dataset == "amr":
+        data, files = amr_data.load_amr_bank(srcs, opts)
+        return data, {"pair": False, "label_names": None, "files": files,
+                      "default_trees": ["amr"], "amr_options": opts}
+    jd = jsonl.read_jsonl(srcs, labels=extra.get("labels"),
+                          score_range=extra.get("score_range"), amr_options=opts)
+    info = {"pair": jd.pair, "label_names": jd.label_names, "files": jd.files,
+            "default_trees": jd.default_trees(), "name": extra.get("name")}
+    if jd.score_range is not None:
+        info["score_range"] = jd.score_range
+    if any(s.amr is not None for s in jd.sentences()):
+        info["amr_options"] = opts
+    return jd.splits, info
+
+
+def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: Path, *,
+           force: bool, check: bool, spacy_model: str | None, trees: Sequence[str] | None,
+           batch_size: int, progress: bool | Callable, workers: int = 1,
+           extra: dict | None = None) -> dict:
     t_start = time.perf_counter()
+    extra = extra or {}
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
     all_trees = TREES[dataset]
-    trees = list(trees) if trees else list(all_trees)
-    bad = [t for t in trees if t not in all_trees]
+    bad = [t for t in trees or () if t not in all_trees]
     if bad:
         raise ValueError(f"{dataset} has no tree kind {bad}; choose from {all_trees}")
-    src, out = Path(src), Path(out)
-    sample = is_sample(src)
-    pair = dataset in ("sick", "snli")
+    srcs = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
+    if dataset not in FILE_DATASETS and len(srcs) != 1:
+        raise ValueError(f"--dataset {dataset} reads one data root, got --src "
+                         f"{' '.join(map(str, srcs))}")
+    src, out = srcs[0], Path(out)
+    sample = is_sample(src) if dataset not in FILE_DATASETS else False
+    info: dict = {}
     old_meta: dict = {}
     if (out / "meta.json").exists() and not force:
         try:
@@ -409,8 +453,13 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
             old_meta = {}
 
     t0 = time.perf_counter()
-    data = LOADERS[dataset](src)
+    if dataset in FILE_DATASETS:
+        data, info = _load_files(dataset, srcs, extra)
+    else:
+        data = LOADERS[dataset](src)
     t_read = time.perf_counter() - t0
+    pair = info.get("pair", dataset in ("sick", "snli"))
+    trees = list(trees) if trees else list(info.get("default_trees", all_trees))
     counts = {s: len(v) for s, v in data.items()}
     logger.info("%s: read %s from %s in %.1fs", dataset, counts, src, t_read)
     if check:
@@ -424,13 +473,17 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
     vocab = Vocab()
     for split in splits:
         for ex in data[split]:
-            for s in ex.sents:
+            for s in ex.words():
                 vocab.update(s)
     vocab_path = out / "vocab.json"
     stale = force or not vocab_path.exists() or Vocab.load(vocab_path) != vocab \
         or old_meta.get("splits") != counts or old_meta.get("sample") != sample
     if stale and vocab_path.exists() and not force:
         logger.info("%s: the source changed since the last build; rebuilding everything", out)
+    keys = ("label_names", "score_range", "amr_options")
+    if info and old_meta and ({k: old_meta.get(k) for k in keys} != {k: info.get(k) for k in keys}
+                              or old_meta.get("src") != info["files"]):
+        stale = True  # other classes, scores, AMR options or files: the old graphs differ
     if stale:
         vocab.save(vocab_path)
         old_meta = {}
@@ -450,11 +503,12 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
     seconds = dict(old_meta.get("build_seconds", {})) if not stale else {}
     seconds["read"] = round(t_read, 2)
     nlp, parses = None, {}
-    if any(_needs_spacy(dataset, t) for t in todo):
+    if any(_needs_spacy(dataset, t, data) for t in todo):
         t0 = time.perf_counter()
         nlp = dependency.load_pipeline(spacy_model)
-        unique = list(dict.fromkeys(tuple(s) for split in splits for ex in data[split]
-                                    for s in ex.sents))
+        unique = list(dict.fromkeys(
+            tuple(s) for split in splits for ex in data[split] for side, s in
+            enumerate(ex.sents) if not ex.sources or wants_parse(ex.sources[side], todo)))
         got = parse_sharded(nlp, unique, out / SHARD_DIR, batch_size=batch_size,
                             progress=progress, desc=f"spaCy {dataset}", workers=workers)
         parses = dict(zip(unique, got))
@@ -468,15 +522,15 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
             continue
         t0 = time.perf_counter()
         relations = _relations_for(tree, dataset, src)
-        use_spacy = _needs_spacy(dataset, tree)
+        use_spacy = _needs_spacy(dataset, tree, data)
         for split in splits:
             exs = data[split]
             sides: list[list[dgl.DGLGraph]] = [[] for _ in range(2 if pair else 1)]
             for ex in exs:
                 for side, sent in enumerate(ex.sents):
-                    parse = parses[tuple(sent)] if use_spacy else None
+                    parse = parses.get(tuple(sent)) if use_spacy else None
                     sides[side].append(_sent_graph(tree, ex, side, vocab.lookup(sent),
-                                                   relations, parse))
+                                                   relations, parse, vocab))
             files = graph_files(out, tree, split, pair)
             _save_graphs(files[0], sides[0], _targets(exs))
             if pair:
@@ -489,11 +543,11 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
     built_trees = [t for t in all_trees if t in trees or t in old_meta.get("trees", [])]
     seconds["total_last_run"] = round(time.perf_counter() - t_start, 2)
     meta = {
-        "dataset": dataset,
+        "dataset": info.get("name") or dataset,
         "pair": pair,
         "trees": built_trees,
         "splits": counts,
-        "label_names": LABEL_NAMES[dataset],
+        "label_names": info["label_names"] if info else LABEL_NAMES[dataset],
         "targets": list(next(iter(data.values()))[0].targets),
         "num_relations": {t: num_relations[t] for t in built_trees if t in num_relations},
         "vocab_size": len(vocab),
@@ -510,6 +564,14 @@ def _build(dataset: str, src: str | os.PathLike, out: Path, *, force: bool, chec
     if dataset == "trec":
         meta["dev_split"] = {"from": "train_5500.label", "seed": TREC_DEV_SEED,
                              "size": counts["dev"]}
+    if info:
+        meta["source_format"] = dataset
+        meta["src"] = info["files"]
+        for key in ("score_range", "amr_options"):
+            if key in info:
+                meta[key] = info[key]
+        if "amr_options" in info:
+            meta["amr"] = amr_data.amr_stats(data)
     _write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete
     return meta
@@ -519,8 +581,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="gnn-treelstm build", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, choices=DATASETS)
-    ap.add_argument("--src", required=True, type=Path,
-                    help="raw data root laid out like the data mirror")
+    ap.add_argument("--src", required=True, type=Path, nargs="+",
+                    help="raw data root laid out like the data mirror; for amr/jsonl the "
+                    "files or directories (names say the split, or SPLIT=FILE)")
     ap.add_argument("--out", required=True, type=Path, help="output directory")
     ap.add_argument("--force", action="store_true", help="rebuild even what exists")
     ap.add_argument("--check-counts", action="store_true",
@@ -533,22 +596,57 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--batch-size", type=int, default=512, help="spaCy nlp.pipe batch size")
     ap.add_argument("--workers", type=int, default=1,
                     help="spaCy parser processes (the graphs are the same for any number)")
+    ap.add_argument("--labels", nargs="+", default=None,
+                    help="jsonl: the class names in id order (default: sorted)")
+    ap.add_argument("--score-range", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+                    help="jsonl: integer range of the scores (default: floor(min) ceil(max))")
+    ap.add_argument("--name", default=None,
+                    help="jsonl: the data set name in meta.json (default jsonl; 'sick' for "
+                    "SICK-like pairs trained with --task sick-e/sick-r)")
+    ap.add_argument("--amr-reentrancy", choices=("copy", "drop"), default="copy",
+                    help="AMR re-entrancies: a leaf copy of the concept (Takase et al. "
+                    "2016) or removed")
+    ap.add_argument("--amr-normalize-inverse", action="store_true",
+                    help="AMR: :ARG0-of -> :ARG0 (default: inverse roles are relations)")
+    ap.add_argument("--amr-merge-ops", action="store_true",
+                    help="AMR: :op1, :op2 ... -> :opN and :snt1 ... -> :sntN")
+    ap.add_argument("--amr-keep-senses", action="store_true",
+                    help="AMR: keep the sense suffix of concepts (see-01; default: see)")
+    ap.add_argument("--amr-cycles", choices=("split", "error"), default="split",
+                    help="AMR graphs with a cycle: broken by the re-entrancy split, or an "
+                    "error")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("-q", "--quiet", action="store_true")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:
-        meta = build(args.dataset, args.src, args.out, force=args.force,
+        if args.dataset not in FILE_DATASETS:
+            for flag in ("labels", "score_range", "name"):
+                if getattr(args, flag) is not None:
+                    raise ValueError(f"--{flag.replace('_', '-')} is for --dataset jsonl")
+        amr_options = {"reentrancy": args.amr_reentrancy,
+                       "normalize_inverse": args.amr_normalize_inverse,
+                       "merge_ops": args.amr_merge_ops, "strip_senses": not args.amr_keep_senses,
+                       "cycles": args.amr_cycles}
+        src = args.src[0] if len(args.src) == 1 and args.dataset not in FILE_DATASETS \
+            else args.src
+        meta = build(args.dataset, src, args.out, force=args.force,
                      check=args.check_counts, spacy_model=args.spacy_model, trees=args.trees,
                      batch_size=args.batch_size, workers=args.workers,
-                     progress=not (args.no_progress or args.quiet))
+                     progress=not (args.no_progress or args.quiet), name=args.name,
+                     labels=args.labels, score_range=args.score_range,
+                     amr_options=amr_options)
     except (ValueError, FileNotFoundError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not args.quiet:
         print(f"{args.dataset}: {meta['splits']} -> {args.out} "
               f"({meta['build_seconds']['total_last_run']}s; trees {', '.join(meta['trees'])})")
+        for split, st in meta.get("amr", {}).items():
+            print(f"  amr {split}: {st['graphs']} graphs, {st['nodes']} nodes, "
+                  f"{st['reentrancies']} re-entrancies, {st['relations']} relations, "
+                  f"{len(st['cycles'])} with a cycle")
     return 0
 
 

@@ -104,8 +104,72 @@ def test_unknown_concepts_and_relations(entries):
 def test_bad_penman(tmp_path):
     p = tmp_path / "bad.amr"
     p.write_text("# ::id x.1\n(a / b)\n\n# ::id x.2\n(a / b :c (d / e)\n", encoding="utf-8")
-    with pytest.raises(ValueError, match=r"bad.amr: graph 2 \(after x.1\)"):
+    with pytest.raises(A.AmrError, match=r"bad.amr:5 \(graph x.2\): the graph is not closed"):
         A.read_amr(p)
+
+
+@pytest.mark.parametrize("text, message", [
+    # a stray ')' would make penman drop the rest of the file without a word
+    ("# ::id x.1\n(a / b :c (d / e)))\n\n# ::id x.2\n(f / g)\n",
+     r"bad.amr:2 \(graph x.1\): '\)' after the end of the graph \(an extra '\)'\?\)"),
+    ("# ::id x.1\n(a / b) (c / d)\n", r"bad.amr:2 \(graph x.1\): '\(c / d\)' after the end"),
+    ("# ::id x.1\n(a / b\n  :c d))\n", r"bad.amr:3 \(graph x.1\): '\)' after the end"),
+    ("# ::id x.1\n(a / b)\n\n# ::id x.2\n# ::snt no graph\n", r"metadata at the end .* no graph"),
+    ("# ::id x.1\na / b\n", r"bad.amr:2: expected a PENMAN graph"),
+    ("# ::id x.1\n(a / b :ARG0 (c d))\n", r"bad.amr:2 \(graph x.1\): not valid PENMAN: "
+     r"Expected: ROLE at line 2, column 17"),
+])
+def test_malformed_files(tmp_path, text, message):
+    p = tmp_path / "bad.amr"
+    p.write_text(text, encoding="utf-8")
+    with pytest.raises(A.AmrError, match=message):
+        A.read_amr(p)
+
+
+@pytest.mark.parametrize("graph, message", [
+    ("()", r"g.1\): empty graph"),
+    ("(a)", r"node 'a' has no concept"),
+    ("(a / b :ARG0 (a / c))", r"variable 'a' is defined twice"),
+    ("(a / b :ARG0 ())", r"g.1\): an empty node"),
+    ("(a / b :ARG0 (c / d :ARG1))", r"role :ARG1 of node 'c' has no value"),
+    ("(a / b :mod (c / d) :ARG0 a)", r"node 'a' \(b\) is its own :ARG0 argument"),
+])
+def test_bad_graphs(graph, message):
+    (e,) = A.parse_amr(f"# ::id g.1\n{graph}\n", "x.amr")
+    with pytest.raises(A.AmrError, match=message):
+        A.amr_tree(e)
+
+
+def test_cycle_split_or_error():
+    # h -:purpose-> s -:instrument-> h: a cycle through the re-entrancy of h (as in
+    # Little Prince lpp_1943.611)
+    (e,) = A.parse_amr("# ::id c.1\n(h / hat :purpose (s / salute-01 :instrument h))", "c.amr")
+    t = A.amr_tree(e)
+    assert t.cycle == ["h", "s", "h"]
+    assert t.labels == ["hat", "salute", "hat"] and t.parents == [-1, 0, 1] and t.is_copy[2]
+    with pytest.raises(A.AmrError, match=r"c.amr:2 \(graph c.1\): the graph has a cycle "
+                       r"through re-entrancies \(h -> s -> h\)"):
+        A.amr_tree(e, cycles="error")
+    # an inverse role is read in its normal direction: no cycle here
+    (e2,) = A.parse_amr("(b / boy :ARG0-of (w / want-01 :ARG1 (g / go-02 :ARG0 b)))")
+    assert A.find_cycle(e2.penman_tree()) is None
+
+
+def test_alignments_and_merged_ops():
+    snt = "He did not sing and dance ."
+    text = (f"# ::id al.1\n# ::snt {snt}\n"
+            "(a / and~e.4\n   :op1 (s / sing-01~e.3 :ARG0 (h / he~e.0) :polarity -~e.2)\n"
+            "   :op2 (d / dance-01 :ARG0~e.0 h~e.0))")
+    (e,) = A.parse_amr(text)
+    t = A.amr_tree(e, merge_ops=True)
+    assert t.labels == ["and", "sing", "he", "-", "dance", "he"]
+    assert t.roles == ["", ":opN", ":ARG0", ":polarity", ":opN", ":ARG0"]
+    assert t.align == [4, 3, 0, 2, None, 0]
+    assert t.reentrancies == 1 and t.is_copy == [False] * 5 + [True]
+    assert A.node_words(t, e.tokens()) == ["and", "sing", "He", "not", "dance", "He"]
+    assert A.node_words(t) == t.labels
+    with pytest.raises(A.AmrError, match=r"alignment ~e.4 of 'and' points past the end"):
+        A.node_words(t, ["He", "did"], where="al.1")
 
 
 def test_little_prince_v3(shared_data):

@@ -1,0 +1,359 @@
+"""Your own data set: JSON Lines files for single-sentence and sentence-pair tasks.
+
+    python -m data_prep.build --dataset jsonl --src train.jsonl dev.jsonl test.jsonl \\
+        --out DIR [--trees dependency constituency chain amr] [--labels A B ...]
+        [--score-range LO HI] [--name NAME]
+
+One JSON object per line (blank lines are skipped). A **single-sentence** row::
+
+    {"id": "r1", "text": "A man plays a guitar .", "label": "music"}
+
+a **sentence-pair** row has the two sentences under ``"a"`` and ``"b"``::
+
+    {"a": "A man plays a guitar .", "b": {"tokens": ["A", "man", "plays"]},
+     "label": "ENTAILMENT", "score": 4.5}
+
+A sentence (the row itself, or ``"a"`` / ``"b"``) is a string (its text) or an object with
+
+* ``text``: the sentence, tokenized with spaCy's rule-based English tokenizer, or
+  ``tokens``: the tokens (a list of strings);
+* optional trees: ``ptb``: a bracketed PTB tree (``(S (NP (DT A) (NN man)) ...)``, any
+  labels; binarized as :mod:`data_prep.bracketed`; its words are the tokens);
+  ``heads`` + ``deprels``: CoNLL-U HEAD (1-based, 0 for the root) and DEPREL per token, or
+  ``conllu``: a CoNLL-U block (its FORM, HEAD and DEPREL columns); ``amr``: the sentence's
+  AMR in PENMAN (``~e.N`` alignments index the tokens, counted from 0);
+* ``id`` and ``meta`` (anything) are kept aside and not read.
+
+Targets, on the row: ``label`` (a class name, or an integer), ``score`` (a number), or both;
+every row of the data set needs the same ones. Class ids are the order of ``--labels`` if
+given, else the sorted class names (integers sorted as numbers). Scores are predicted in
+``[LO, HI]`` (``--score-range``, default ``[floor(min), ceil(max)]`` of all the scores) with
+Tai et al.'s (2015, §4.2) distribution over the integers ``LO..HI``.
+
+Trees: ``dependency`` uses the row's heads, else spaCy's parse; ``constituency`` the row's
+PTB tree, else the binarized dependency parse (as for SICK/TREC); ``chain`` the tokens;
+``amr`` the row's AMR (:mod:`data_prep.amr`), so every sentence needs one. By default the
+build makes ``dependency``, ``constituency``, ``chain`` and, when every sentence has an
+AMR, ``amr``. Train with ``--task classify`` (single sentences, a label),
+``pair-classify`` (pairs, a label) or ``pair-score`` (pairs, a score).
+
+Split files: ``--src`` takes files whose names say the split (``train.jsonl``,
+``my-dev.jsonl``, ``test.jsonl``), a directory of such ``.jsonl`` files, or ``SPLIT=FILE``.
+Errors name the file and line (and side ``a``/``b``) of the bad row.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from . import amr as A
+from .bracketed import parse_bracketed
+from .example import Example, Sentence, split_files
+
+log = logging.getLogger(__name__)
+
+__all__ = ["JsonlData", "JsonlError", "read_jsonl", "TREE_KINDS", "DEFAULT_NAME"]
+
+TREE_KINDS = ["dependency", "constituency", "chain", "amr"]
+DEFAULT_NAME = "jsonl"
+_SENT_KEYS = {"text", "tokens", "ptb", "heads", "deprels", "conllu", "amr", "id", "meta"}
+_ROW_KEYS = {"a", "b", "label", "score"}
+TARGETS = ("label", "score")
+
+
+class JsonlError(ValueError):
+    """A bad row of a JSONL data set; the message names the file and line."""
+
+
+@dataclass
+class JsonlData:
+    """What :func:`read_jsonl` found: examples per split and what the build records."""
+
+    splits: dict[str, list[Example]]
+    pair: bool
+    targets: list[str]
+    label_names: list[str] | None
+    score_range: list[int] | None
+    files: dict[str, list[str]] = field(default_factory=dict)
+
+    def sentences(self) -> list[Sentence]:
+        return [s for exs in self.splits.values() for ex in exs for s in ex.sources]
+
+    def default_trees(self) -> list[str]:
+        """dependency, constituency, chain, and amr when every sentence has an AMR."""
+        trees = TREE_KINDS[:3]
+        if all(s.amr is not None for s in self.sentences()):
+            trees.append("amr")
+        return trees
+
+
+class _Tokenizer:
+    """spaCy's rule-based English tokenizer (no model), loaded on first use."""
+
+    def __init__(self) -> None:
+        self._tok = None
+
+    def __call__(self, text: str) -> list[str]:
+        if self._tok is None:
+            import spacy
+
+            self._tok = spacy.blank("en").tokenizer
+        return [t.text for t in self._tok(text) if not t.is_space]
+
+
+def _conllu(block: Any, where: str) -> tuple[list[str], list[int], list[str]]:
+    if not isinstance(block, str):
+        raise JsonlError(f"{where}: 'conllu' must be a string (CoNLL-U lines), got "
+                         f"{type(block).__name__}")
+    tokens, heads, rels = [], [], []
+    for k, line in enumerate(block.splitlines(), 1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise JsonlError(f"{where}: conllu line {k} has {len(cols)} tab-separated "
+                             "columns; CoNLL-U has 10")
+        if "-" in cols[0] or "." in cols[0]:  # multiword tokens and empty nodes
+            continue
+        try:
+            heads.append(int(cols[6]))
+        except ValueError:
+            raise JsonlError(f"{where}: conllu line {k}: HEAD {cols[6]!r} is not an "
+                             "integer") from None
+        tokens.append(cols[1])
+        rels.append(cols[7])
+    return tokens, heads, rels
+
+
+def _check_heads(heads: Any, rels: Any, n: int, where: str) -> list[int]:
+    """1-based CoNLL heads -> 0-based (root -1), checked to be one tree over n tokens."""
+    if not isinstance(heads, list) or not all(type(h) is int for h in heads):
+        raise JsonlError(f"{where}: 'heads' must be a list of integers (1-based, 0 = root)")
+    if not isinstance(rels, list) or not all(isinstance(r, str) and r for r in rels):
+        raise JsonlError(f"{where}: 'heads' need 'deprels', a list of relation names")
+    if not len(heads) == len(rels) == n:
+        raise JsonlError(f"{where}: {n} tokens, {len(heads)} heads and {len(rels)} deprels; "
+                         "one of each per token")
+    if heads.count(0) != 1:
+        raise JsonlError(f"{where}: {heads.count(0)} heads are 0; exactly one token is the "
+                         "root")
+    bad = [i for i, h in enumerate(heads) if not 0 <= h <= n or h == i + 1]
+    if bad:
+        raise JsonlError(f"{where}: token {bad[0] + 1} has head {heads[bad[0]]}; heads are "
+                         f"token numbers 1..{n} (not the token itself) or 0 for the root")
+    out = [h - 1 for h in heads]
+    for i in range(n):  # every token reaches the root in at most n steps
+        j, steps = i, 0
+        while out[j] >= 0 and steps <= n:
+            j, steps = out[j], steps + 1
+        if steps > n:
+            raise JsonlError(f"{where}: the heads contain a cycle (through token {i + 1})")
+    return out
+
+
+def _sentence(obj: Any, where: str, tokenize: _Tokenizer, amr_options: dict) -> Sentence:
+    if isinstance(obj, str):
+        obj = {"text": obj}
+    if not isinstance(obj, dict):
+        raise JsonlError(f"{where}: a sentence is a string or an object, got "
+                         f"{type(obj).__name__}")
+    unknown = sorted(set(obj) - _SENT_KEYS)
+    if unknown:
+        raise JsonlError(f"{where}: unknown field(s) {unknown}; a sentence has "
+                         f"{sorted(_SENT_KEYS)} (put anything else under 'meta')")
+    tokens: list[str] | None = None
+    if "tokens" in obj:
+        tokens = obj["tokens"]
+        if not isinstance(tokens, list) or not all(isinstance(t, str) and t.strip()
+                                                   for t in tokens):
+            raise JsonlError(f"{where}: 'tokens' must be a list of non-empty strings")
+    heads, rels, cparents = obj.get("heads"), obj.get("deprels"), None
+    if "conllu" in obj:
+        if "heads" in obj or "deprels" in obj:
+            raise JsonlError(f"{where}: give 'conllu' or 'heads'/'deprels', not both")
+        ctoks, heads, rels = _conllu(obj["conllu"], where)
+        if tokens is not None and ctoks != tokens:
+            raise JsonlError(f"{where}: the CoNLL-U FORMs differ from 'tokens'")
+        tokens = ctoks
+    if "ptb" in obj:
+        if not isinstance(obj["ptb"], str):
+            raise JsonlError(f"{where}: 'ptb' must be a string (a bracketed tree)")
+        ptoks, cparents = parse_bracketed(obj["ptb"], where=f"{where}: ptb")
+        if tokens is not None and ptoks != tokens:
+            raise JsonlError(f"{where}: the PTB tree's words {ptoks[:8]} differ from the "
+                             f"tokens {tokens[:8]}")
+        tokens = ptoks
+    entry = None
+    if "amr" in obj:
+        if not isinstance(obj["amr"], str):
+            raise JsonlError(f"{where}: 'amr' must be a string (a PENMAN graph)")
+        graphs = A.parse_amr(obj["amr"], f"{where}: amr")
+        if len(graphs) != 1:
+            raise JsonlError(f"{where}: 'amr' holds {len(graphs)} graphs; exactly one")
+        entry = graphs[0]
+    if tokens is None and "text" in obj:
+        if not isinstance(obj["text"], str) or not obj["text"].strip():
+            raise JsonlError(f"{where}: 'text' must be a non-empty string")
+        tokens = tokenize(obj["text"])
+    if tokens is None and entry is not None and (entry.metadata.get("tok") or entry.sentence):
+        tokens = entry.tokens()
+    if not tokens:
+        raise JsonlError(f"{where}: no sentence; give 'text', 'tokens', 'ptb' or 'conllu'")
+    if heads is not None or rels is not None:
+        heads = _check_heads(heads, rels, len(tokens), where)
+    sent = Sentence(list(tokens), where, cparents=cparents, heads=heads, deprels=rels)
+    if entry is not None:
+        entry.where = f"{where}: amr"
+        sent.amr = A.amr_tree(entry, **amr_options)
+        sent.amr_words = A.node_words(sent.amr, tokens, where=entry.where)
+        sent.amr_id = entry.id
+    return sent
+
+
+def _target(row: dict, key: str, where: str) -> Any:
+    v = row[key]
+    if key == "label":
+        if isinstance(v, bool) or not isinstance(v, (str, int)) or v == "":
+            raise JsonlError(f"{where}: 'label' must be a class name or an integer, got {v!r}")
+        return v
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        raise JsonlError(f"{where}: 'score' must be a finite number, got {v!r}")
+    return float(v)
+
+
+def _label_ids(rows: list[tuple[str, Any]], labels: Sequence[str] | None) -> list[str]:
+    values = [v for _, v in rows]
+    kinds = {type(v) for v in values}
+    if len(kinds) > 1:
+        where = next(w for w, v in rows if type(v) is not type(values[0]))
+        raise JsonlError(f"{where}: labels mix class names and integers; use one kind")
+    if labels is not None:
+        names = [str(x) for x in labels]
+        if len(set(names)) != len(names):
+            raise JsonlError(f"--labels {' '.join(names)}: a class is listed twice")
+        for w, v in rows:
+            if str(v) not in names:
+                raise JsonlError(f"{w}: label {v!r} is not one of --labels {' '.join(names)}")
+    else:
+        names = [str(v) for v in sorted(set(values))]
+    if len(names) < 2:
+        raise JsonlError(f"the data has {len(names)} class ({', '.join(names)}); "
+                         "classification needs at least 2")
+    return names
+
+
+def read_jsonl(
+    sources: Sequence[str | os.PathLike],
+    *,
+    labels: Sequence[str] | None = None,
+    score_range: Sequence[float] | None = None,
+    amr_options: dict | None = None,
+) -> JsonlData:
+    """Read a JSONL data set (the module docstring gives the format).
+
+    Raises:
+        JsonlError: a bad row (not JSON, no sentence, no label or score, a label outside
+            ``labels``, a bad tree); the message names the file and line.
+    """
+    files = split_files(sources, (".jsonl", ".json", ".jsonl.gz"))
+    tokenize, opts = _Tokenizer(), dict(amr_options or {})
+    raw: dict[str, list[tuple[str, dict, list[Sentence]]]] = {}
+    pair: bool | None = None
+    first: tuple[str, set[str]] | None = None
+    from .readers import numbered_lines
+
+    for split, paths in files.items():
+        rows = raw.setdefault(split, [])
+        for path in paths:
+            for lineno, line in numbered_lines(path):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                try:
+                    row = json.loads(line)
+                except json.JSONDecodeError as e:
+                    raise JsonlError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
+                if not isinstance(row, dict):
+                    raise JsonlError(f"{where}: a row is a JSON object, got "
+                                     f"{type(row).__name__}")
+                is_pair = "a" in row or "b" in row
+                if is_pair and not ("a" in row and "b" in row):
+                    raise JsonlError(f"{where}: a pair needs both 'a' and 'b'")
+                if pair is not None and is_pair != pair:
+                    raise JsonlError(f"{where}: {'a pair' if is_pair else 'a single sentence'}"
+                                     f" but the rows before are "
+                                     f"{'pairs' if pair else 'single sentences'}")
+                pair = is_pair
+                keys = {k for k in TARGETS if k in row}
+                if not keys:
+                    raise JsonlError(f"{where}: no 'label' or 'score'; every row needs its "
+                                     "gold class ('label') or number ('score')")
+                if first is None:
+                    first = (where, keys)
+                elif keys != first[1]:
+                    miss = sorted(first[1] - keys) or sorted(keys - first[1])
+                    raise JsonlError(f"{where}: has {sorted(keys)} but the first row "
+                                     f"({first[0]}) has {sorted(first[1])}; every row needs "
+                                     f"the same targets ({miss[0]!r})")
+                if is_pair:
+                    if set(row) - _ROW_KEYS - {"id", "meta"}:
+                        raise JsonlError(f"{where}: unknown field(s) "
+                                         f"{sorted(set(row) - _ROW_KEYS - {'id', 'meta'})} in a "
+                                         "pair row; sentence fields go under 'a' and 'b'")
+                    sents = [_sentence(row["a"], f"{where} (a)", tokenize, opts),
+                             _sentence(row["b"], f"{where} (b)", tokenize, opts)]
+                else:
+                    sents = [_sentence({k: v for k, v in row.items() if k not in TARGETS},
+                                       where, tokenize, opts)]
+                rows.append((where, row, sents))
+    if first is None:
+        raise JsonlError(f"{', '.join(str(p) for ps in files.values() for p in ps)}: no rows")
+    targets = [k for k in TARGETS if k in first[1]]
+    label_names = None
+    if "label" in targets:
+        label_names = _label_ids([(w, _target(r, "label", w)) for rs in raw.values()
+                                  for w, r, _ in rs], labels)
+    rng = None
+    if "score" in targets:
+        scores = [(w, _target(r, "score", w)) for rs in raw.values() for w, r, _ in rs]
+        rng = _score_range(scores, score_range)
+    out: dict[str, list[Example]] = {}
+    for split, rows in raw.items():
+        exs = []
+        for k, (_where, row, sents) in enumerate(rows):
+            tg: dict[str, float | int] = {}
+            if label_names is not None:
+                tg["label"] = label_names.index(str(row["label"]))
+            if rng is not None:
+                tg["score"] = float(row["score"])
+            ident = row.get("id", f"{split}-{k + 1}")
+            text: dict[str, Any] = {"id": ident}
+            if pair:
+                text.update(a=sents[0].tokens, b=sents[1].tokens)
+            else:
+                text["tokens"] = sents[0].tokens
+            text.update(tg)
+            exs.append(Example([s.tokens for s in sents], tg, text, sources=sents))
+        out[split] = exs
+    return JsonlData(out, bool(pair), targets, label_names, rng,
+                     {s: [str(p) for p in ps] for s, ps in files.items()})
+
+
+def _score_range(scores: list[tuple[str, float]], given: Sequence[float] | None) -> list[int]:
+    if given is not None:
+        lo, hi = given
+        if lo != int(lo) or hi != int(hi) or hi <= lo:
+            raise JsonlError(f"--score-range {lo} {hi}: two integers LO < HI")
+        for w, v in scores:
+            if not lo <= v <= hi:
+                raise JsonlError(f"{w}: score {v} is outside --score-range {lo} {hi}")
+        return [int(lo), int(hi)]
+    lo = math.floor(min(v for _, v in scores))
+    hi = math.ceil(max(v for _, v in scores))
+    return [lo, max(hi, lo + 1)]
