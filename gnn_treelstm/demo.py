@@ -21,8 +21,11 @@ from pathlib import Path
 
 from . import data as D
 from .checkpoint import load_model
+from .evaluation import evaluate
 from .nx import draw_tree
-from .training import SAMPLE_SRC, RunConfig, evaluate, managed_data_dir, run
+from .runconfig import RunConfig
+from .rundata import SAMPLE_SRC, managed_data_dir
+from .training import run
 
 __all__ = ["main"]
 

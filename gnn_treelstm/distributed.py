@@ -12,7 +12,7 @@ How a run is split (the trainer in :mod:`gnn_treelstm.training` does this when
 
 * ``--batch-size`` is the **global** batch: every process draws the batches one process
   would (same sampler, same generator) and keeps its round-robin share
-  (:class:`gnn_treelstm.training.ShardedBatches`); ``DistributedDataParallel`` averages
+  (:class:`gnn_treelstm.batching.ShardedBatches`); ``DistributedDataParallel`` averages
   the gradients, and each rank's objective is scaled so that the average is the global
   batch's mean (or sum). A step therefore sees the same examples and takes the same
   update as one process with the whole batch (``tests/test_distributed.py`` checks the
@@ -33,13 +33,20 @@ Backends: ``gloo`` on CPU, ``nccl`` on CUDA.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from pathlib import Path
 
 import torch
 import torch.distributed as dist
 
-__all__ = ["init", "rank", "world_size", "is_main", "all_sum", "barrier", "shutdown"]
+from .rundir import RunDirError
+
+__all__ = ["init", "rank", "world_size", "is_main", "all_sum", "barrier", "shutdown",
+           "claimed_by_main"]
 
 log = logging.getLogger(__name__)
 
@@ -95,3 +102,24 @@ def barrier() -> None:
 def shutdown() -> None:
     if dist.is_initialized():
         dist.destroy_process_group()
+
+
+@contextlib.contextmanager
+def claimed_by_main(claim: Callable[[], AbstractContextManager], out: Path,
+                    device: torch.device) -> Iterator[None]:
+    """Rank 0 enters ``claim()`` (the run directory's claim, :func:`gnn_treelstm.rundir.claim`)
+    for the body and tells the other ranks whether it could; they raise
+    :class:`~gnn_treelstm.rundir.RunDirError` if not (rank 0 raises its own error)."""
+    if not is_main():
+        if all_sum([0.0], device)[0] < 1:
+            raise RunDirError(f"rank 0 could not take {out} (see its message)")
+        yield
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(claim())
+        except BaseException:
+            all_sum([0.0], device)  # the others stop too
+            raise
+        all_sum([1.0], device)
+        yield

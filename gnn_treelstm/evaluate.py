@@ -29,9 +29,11 @@ import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm import data as D
 from gnn_treelstm import metrics as M
 from gnn_treelstm.checkpoint import Checkpoint, checkpoint_path, load_model
+from gnn_treelstm.devices import pick_device
+from gnn_treelstm.evaluation import evaluate
 from gnn_treelstm.predict import Input, format_text, predict_records, read_lines
+from gnn_treelstm.rundata import DataError, resolve_data_dir
 from gnn_treelstm.rundir import check_same_run
-from gnn_treelstm.training import DataError, _dgl_cuda_ok, evaluate, resolve_data_dir
 from gnn_treelstm.vocab import fingerprint
 
 log = logging.getLogger("evaluate")
@@ -72,17 +74,6 @@ def load_eval_split(ck: Checkpoint, data_dir: Path, split: str, *,
     if limit is not None and len(sp) > limit:
         sp = sp.subset(list(range(limit)))
     return sp
-
-
-def _device(name: str, engine: str) -> tuple[torch.device, bool]:
-    if name == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError("--device cuda: no CUDA device is available here")
-        on = _dgl_cuda_ok()
-        if not on and engine == "dgl":
-            raise ValueError("--device cuda needs --engine level with this CPU-only DGL build")
-        return torch.device("cuda"), on
-    return torch.device("cpu"), True
 
 
 def _id_map(data_names: Sequence[str], model_ids: dict[str, int], default: int | None,
@@ -157,7 +148,7 @@ def evaluate_checkpoint(path: str | Path, *, split: str = "test", data: str | No
                         ) -> tuple[Checkpoint, dict, dict]:
     """Load a checkpoint, evaluate it on ``split``; ``(checkpoint, metrics, gathered)``."""
     ck = load_model(checkpoint_path(path), engine=engine)
-    dev, on_device = _device(device, ck.model.config.engine)
+    dev, on_device = pick_device(device, ck.model.config.engine)
     ck.model.to(dev)
     data_dir = data_dir_for(ck, data)
     sp = load_eval_split(ck, data_dir, split, remap_vocab=remap_vocab)

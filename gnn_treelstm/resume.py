@@ -30,14 +30,25 @@ from typing import Any
 import numpy as np
 import torch
 
+from . import rundir
 from .files import atomic_write
+from .records import append_csv
+from .runconfig import RunConfig, config_changes
 
 __all__ = ["STATE_NAME", "SEED_RESULT_NAME", "STATE_FORMAT", "capture_rng", "restore_rng",
-           "save_state", "load_state", "save_seed_result", "load_seed_result"]
+           "save_state", "load_state", "save_seed_result", "load_seed_result",
+           "seed_everything", "restore_training", "resumed_run_id", "truncate_metrics"]
 
 STATE_NAME = "state.pt"
 SEED_RESULT_NAME = "seed.json"
 STATE_FORMAT = 1
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators (a seed's run starts from these)."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
 
 
 def capture_rng() -> dict[str, Any]:
@@ -101,3 +112,46 @@ def load_seed_result(seed_dir: Path) -> dict[str, Any] | None:
     if not path.is_file():
         return None
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+def restore_training(state: dict[str, Any], model: torch.nn.Module,
+                     optimizer: torch.optim.Optimizer, generator: torch.Generator) -> None:
+    """Put the saved weights, optimizer state, loader shuffle generator (as of the epoch's
+    start) and random number generators of ``state`` back in place."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["loader"])
+    restore_rng(state["rng"])
+
+
+def resumed_run_id(out: Path, cfg: RunConfig) -> str:
+    """The id of the run in ``out`` that ``cfg`` resumes; refuses another configuration."""
+    path = out / "config.json"
+    try:
+        had = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise rundir.RunDirError(f"--resume {out}: no readable config.json ({exc}); it is "
+                                 "not a run directory") from exc
+    diff = config_changes(had.get("run_config", {}), cfg,
+                          ignore=("name", "runs_dir", "checkpoint_every"))
+    if diff:
+        raise rundir.RunDirError(
+            f"--resume {out}: the configuration differs from the run's "
+            f"({', '.join(k for k, _, _ in diff)}); a run resumes with its recorded "
+            "configuration")
+    return had.get("run_id") or rundir.new_run_id()
+
+
+def truncate_metrics(metrics_file: Path | None, seed: int, epochs: int) -> None:
+    """Drop the records of ``seed`` past its first ``epochs`` (written after the saved
+    state, before the run was stopped), and rewrite ``metrics.csv`` to match."""
+    if metrics_file is None or not metrics_file.exists():
+        return
+    kept = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    kept = [r for r in kept if r.get("seed") != seed or r.get("epoch", 0) <= epochs]
+    atomic_write(metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+    csv_file = metrics_file.with_suffix(".csv")
+    csv_file.unlink(missing_ok=True)
+    for r in kept:
+        append_csv(csv_file, r)

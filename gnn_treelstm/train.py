@@ -27,23 +27,16 @@ import time
 from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from gnn_treelstm import rundir
+from gnn_treelstm import heap, rundir
 from gnn_treelstm.cells import cells
 from gnn_treelstm.cells.base import ENGINES
+from gnn_treelstm.faults import NonFiniteError
 from gnn_treelstm.model import EMBEDDING_MODES, SENTENCE_STATES
 from gnn_treelstm.registry import UnknownNameError
+from gnn_treelstm.runconfig import DEVICES, LOSS_REDUCTIONS, OPTIMIZERS, TREE_KINDS, RunConfig
+from gnn_treelstm.rundata import DataError
 from gnn_treelstm.tasks import tasks
-from gnn_treelstm.training import (
-    DEVICES,
-    LOSS_REDUCTIONS,
-    OPTIMIZERS,
-    TREE_KINDS,
-    DataError,
-    NonFiniteError,
-    RunConfig,
-    keep_heap_pages,
-    run,
-)
+from gnn_treelstm.training import run
 
 
 def _value(text: str):
@@ -309,7 +302,7 @@ def main(argv: list[str] | None = None) -> int:
         import torch
 
         torch.set_num_threads(a.threads)
-    keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
+    heap.keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
     # ranks > 0 of a distributed run write nothing: no log file, no directory
@@ -347,7 +340,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         res = run(cfg, progress=progress, on_epoch=on_epoch, overwrite=a.overwrite,
-                  keep=("train.log",), resume=a.resume is not None)
+                  keep=("train.log",), resume=a.resume is not None,
+                  release_heap=heap.release_free_heap)  # free pages back before each epoch
     except (ValueError, DataError, UnknownNameError, FileNotFoundError,
             NotImplementedError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)

@@ -147,7 +147,7 @@ def test_optimizer_groups_follow_tai():
     m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
     opt = T.build_optimizer(m, T.RunConfig())
     rest, emb = opt.param_groups
-    assert isinstance(opt, T.torch.optim.Adagrad)
+    assert isinstance(opt, torch.optim.Adagrad)
     assert (rest["lr"], rest["weight_decay"]) == (0.05, 1e-4)   # Tai §5.3
     assert (emb["lr"], emb["weight_decay"]) == (0.1, 0.0)
     assert emb["params"] == [m.embedding.weight]
@@ -240,7 +240,7 @@ def test_resolved_config_follows_the_papers():
 def test_batch_objective_and_embedding_l2():
     from gnn_treelstm.model import ModelConfig, TreeLSTMModel
 
-    loss = T.torch.tensor(0.5)
+    loss = torch.tensor(0.5)
     assert float(T.batch_objective(loss, 25, "mean")) == 0.5
     assert float(T.batch_objective(loss, 25, "sum")) == 12.5      # Tran's code
     with pytest.raises(ValueError, match="choose one of: mean, sum"):
@@ -278,7 +278,7 @@ def test_relation_embeddings_at_their_own_rate(tiny):
         assert all(p is not m.cell.rel_emb.weight for p in rest["params"])
         assert len(opt.param_groups) == (3 if mode == "tuned" else 2)
     assert m.sparse_embedding_grad                      # tuned: sparse word gradient
-    split = T.D.load_split(tiny / "sick", "train", "dependency")
+    split = D.load_split(tiny / "sick", "train", "dependency")
     batch = next(iter(T.make_loader(split, 4, shuffle=False)))
     before = m.cell.rel_emb.weight.detach().clone()
     m.task.loss(m(batch.graph, batch.graph_b), batch).backward()

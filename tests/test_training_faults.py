@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gnn_treelstm import train
-from gnn_treelstm import training as T
+from gnn_treelstm.faults import nonfinite
 
 TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
 
@@ -71,7 +71,7 @@ def test_skip_nonfinite_skips_and_counts(tiny_sst, tmp_path, monkeypatch):
 def test_nonfinite_gradients_are_caught_too():
     p = torch.nn.Parameter(torch.ones(3))
     p.grad = torch.tensor([1.0, float("inf"), 0.0])
-    assert T._nonfinite(torch.tensor(1.0), [p]) == "a gradient is NaN or infinite"
+    assert nonfinite(torch.tensor(1.0), [p]) == "a gradient is NaN or infinite"
     p.grad = torch.zeros(3)
-    assert T._nonfinite(torch.tensor(1.0), [p]) == ""
-    assert "loss is inf" in T._nonfinite(torch.tensor(float("inf")), [p])
+    assert nonfinite(torch.tensor(1.0), [p]) == ""
+    assert "loss is inf" in nonfinite(torch.tensor(float("inf")), [p])

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from gnn_treelstm.registry import UnknownNameError
 
+from .. import heap
 from ..cli import progress_bar
 from . import plot, report, rows, runner
 
@@ -99,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
         if not a.report_only:
             done = runner.run_rows(selected, root=a.root, data=a.data,
                                    vectors_dir=a.vectors_dir, seeds=a.seeds, epochs=a.epochs,
-                                   quick=a.quick, force=a.force, progress=progress)
+                                   quick=a.quick, force=a.force, progress=progress,
+                                   release_heap=heap.release_free_heap)
         figure = plot.plot_results(a.root, rows.ROWS, Path(results).with_name(FIGURE))
         if figure is not None:
             note = "\n\n".join(x for x in (note, f"![paper vs ours, row by row]({FIGURE})")

@@ -24,15 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write
+from ..runconfig import RunConfig, config_changes
+from ..rundata import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
 from ..tasks import build_task
-from ..training import (
-    RAW_PROBES,
-    SAMPLE_SRC,
-    RunConfig,
-    config_changes,
-    resolve_data_dir,
-    run,
-)
+from ..training import run
 from .rows import VECTORS, Row, engine_for, unavailable_reason
 
 log = logging.getLogger(__name__)
@@ -173,7 +168,8 @@ def _stale(sdir: Path, cfg: RunConfig) -> str:
 
 
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
-                 progress: ProgressFn | None) -> bool:
+                 progress: ProgressFn | None,
+                 release_heap: Callable[[], object] | None = None) -> bool:
     """Train the missing seeds 1..n of a row; True if anything was trained. A finished
     seed whose recorded configuration differs from the row's is trained again."""
     trained = False
@@ -192,7 +188,7 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
             shutil.rmtree(sdir)
         log.info("%s seed %d/%d: training", row.key, s, n)
         run(dataclasses.replace(cfg, seed=s, seeds=1, runs_dir=str(rdir), name=f"seed-{s}"),
-            progress=progress)
+            progress=progress, release_heap=release_heap)
         trained = True
     return trained
 
@@ -207,8 +203,10 @@ def _record(rdir: Path, row: Row, **info: Any) -> None:
 def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
              vectors_dir: Path | None = None, seeds: int | None = None,
              epochs: int | None = None, quick: bool = False, force: bool = False,
-             progress: ProgressFn | None = None) -> list[RowRun]:
+             progress: ProgressFn | None = None,
+             release_heap: Callable[[], object] | None = None) -> list[RowRun]:
     """Train every seed of every row that is not done; skip rows that cannot run here.
+    ``progress`` and ``release_heap`` go to :func:`gnn_treelstm.training.run`.
 
     Checks every row's vectors first (``ValueError`` naming the row, before any training);
     a row whose training fails is reported as ``failed`` and the others still run.
@@ -252,7 +250,8 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
                         config=cfg.resolved().to_dict())
             _record(rdir, row, status="running", **info)
             trained = _train_seeds(row, dataclasses.replace(cfg, data=built[key]), rdir, n,
-                                   force=force, progress=progress)
+                                   force=force, progress=progress,
+                                   release_heap=release_heap)
             handled.add(rdir)
             _record(rdir, row, status="done", seeds_done=done_seeds(root, row), **info)
         except Exception as e:  # one failing row must not stop the others

@@ -55,7 +55,7 @@ def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
 
 
 def _fake_run(calls):
-    def fake(cfg, progress=None):
+    def fake(cfg, progress=None, release_heap=None):
         calls.append(cfg.seed)
         d = Path(cfg.runs_dir) / cfg.name
         d.mkdir(parents=True, exist_ok=True)
