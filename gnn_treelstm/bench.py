@@ -43,7 +43,6 @@ import torch
 from gnn_treelstm import graph as G
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.engine.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
-from gnn_treelstm.engine.level import has_kernel, level_forward
 from gnn_treelstm.engine.schedule import LevelSchedule
 
 logger = logging.getLogger(__name__)
@@ -177,16 +176,20 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
     scheds = [LevelSchedule.from_graph(b) for b in batches]
     sched_ms = (time.perf_counter() - t0) / len(batches) * 1e3
     cell = build_cell(name, args.x_size, args.h_size, **kw)
-    engines: dict[str, Callable] = {"dgl": lambda k: cell(batches[k], xs[k])}
-    if has_kernel(cell):
-        engines["level"] = lambda k: level_forward(cell, batches[k], xs[k], schedule=scheds[k])
+    lvl = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
+    lvl.load_state_dict(cell.state_dict())
+    engines: dict[str, Callable] = {
+        "dgl": lambda k: cell(batches[k], xs[k]),
+        "level": lambda k: lvl(batches[k], xs[k], schedule=scheds[k]),
+    }
     if anchor_cls is not None:
         anchor = anchor_cls(args.x_size, args.h_size)
         masks = [b.ndata[G.WORD] != G.NO_WORD for b in batches]
         engines["anchor"] = lambda k: anchor(batches[k], xs[k], masks[k])
     flops = [model_flops(name, b, args.x_size, args.h_size, kw.get("n_ary", 2)) for b in batches]
     total_flops = sum(flops)
-    params = list(cell.parameters()) + (list(anchor.parameters()) if anchor_cls else [])
+    params = (list(cell.parameters()) + list(lvl.parameters())
+              + (list(anchor.parameters()) if anchor_cls else []))
 
     def runner(fwd, backward: bool):
         def run(k):

@@ -241,9 +241,30 @@ def validate_tree(
                 f"num_relations={num_relations}; build the cell with the size of the data's "
                 "relation vocabulary"
             )
+    if graph.num_edges():
+        src, dst = graph.edges()
+        loops = torch.nonzero(src == dst).flatten()
+        if loops.numel():
+            raise ValueError(
+                f"{who}: node {int(src[loops[0]])} has an edge to itself (self-loop); tree "
+                "graphs have edges from each child to its parent only"
+            )
     if graph.num_nodes() and int(graph.out_degrees().max()) > 1:
         raise ValueError(f"{who}: a node has more than one parent; the graph is not a tree")
     _check_forest_acyclic(graph)
+
+
+def check_words(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
+    """For cells that read ``x`` only where ``ndata['word'] != NO_WORD``: refuse a graph
+    in which no node has a word (the cell would silently ignore every row of ``x``)."""
+    if WORD not in graph.ndata or graph.num_nodes() == 0:
+        return
+    if not bool((graph.ndata[WORD] != NO_WORD).any()):
+        raise ValueError(
+            f"{who}: ndata['word'] is NO_WORD ({NO_WORD}) at every node, so the cell would "
+            "ignore x entirely; set ndata['word'] to the word ids (any value other than "
+            f"{NO_WORD} marks a node whose row of x is read)"
+        )
 
 
 def _check_forest_acyclic(graph: dgl.DGLGraph) -> None:

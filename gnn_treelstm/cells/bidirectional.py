@@ -34,7 +34,7 @@ import torch
 
 from .. import graph as G
 from . import cells
-from .base import TreeCell
+from .base import Propagator, TreeCell
 from .lexicalized import LexicalizedTreeLSTM
 from .topdown import TopDownTreeLSTM
 
@@ -60,6 +60,7 @@ class BidirectionalTreeLSTM(TreeCell):
 
     max_children = 2
     uses_relations = False
+    reads_words = True
     tree_kinds = ("constituency",)
 
     def __init__(
@@ -85,20 +86,13 @@ class BidirectionalTreeLSTM(TreeCell):
         self.down.reset_parameters()
 
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise ValueError(f"{type(self).__name__}: x must be a float tensor")
         super().check_input(graph, x, max_children=self.max_children, **tree_kw)
 
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Per-node ``(h, c)``, each (N, 2h): ``[h↑ ; h↓]`` and ``[c↑ ; c↓]``."""
-        self.check_input(graph, x)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule)
-        heads = self.up.head_lexicon_module(graph, x)  # (N, x): eqs 9-10, once
-        h_up, c_up = self.up._propagate(graph, x, heads)  # eqs 11, 12, 5, 1
-        h_dn, c_dn = self.down._propagate(graph, x, heads)  # eqs 14-15
+        heads = self.up.head_lexicon_module.run(prop, x)  # (N, x): eqs 9-10, once
+        h_up, c_up = self.up.compute(prop, x, heads)  # eqs 11, 12, 5, 1
+        h_dn, c_dn = self.down.compute(prop, x, heads)  # eqs 14-15
         return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
 
     def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:

@@ -31,28 +31,28 @@ With ``output_gate=False`` there are no output-gate parameters at all: ``W_x`` i
 ``U_iou`` (the different name makes code that expects the gated layout fail loudly), ``U_f``
 is unchanged. Count: ``3h(x + h + 1)`` (Tai: ``3h(x + h + 2)``).
 
-Propagation (``engine="dgl"``): everything that depends only on the inputs, ``W x + b`` for
-all four gates, is one matrix product over all nodes before propagation
-(:func:`childsum_input_terms`). Under ``dgl.prop_nodes_topo`` each child edge ``k -> j``
-sends ``[h_k ; f_jk ⊙ c_k]`` (:func:`childsum_edge_message`, eqs 2 and 4 and the summand of
-eq 7), DGL's built-in ``sum`` adds them up (no mailbox, no degree bucketing) and
-:func:`childsum_node_update` applies eqs 3, 5-8. The three functions take plain tensors, so
-a level-scheduled engine can call them on gathered children.
+Propagation. Everything that depends only on the inputs, ``W x + b`` for all gates, is
+one matrix product over all nodes before propagation (:func:`childsum_input_terms`). The
+recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``[h_k ; f_jk ⊙ c_k]`` per child
+edge (:func:`childsum_edge_message`, eqs 2 and 4 and the summand of eq 7); the engine sums
+them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run these
+functions; the level engine's fast kernel (:func:`gnn_treelstm.engine.fused.childsum_levels`,
+C++) is their acceleration for the gated cell in float32 on the CPU.
 """
-
 from __future__ import annotations
 
 import logging
 import math
 
-import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
 
+from ..engine import fused
+from ..engine.level import to_node_order, to_schedule_order
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell, prop_nodes_topo
+from .base import Propagator, TreeCell
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +60,7 @@ __all__ = [
     "ChildSumTreeLSTM",
     "childsum_input_terms",
     "childsum_edge_message",
+    "childsum_forget_term",
     "childsum_node_update",
 ]
 
@@ -74,17 +75,23 @@ def childsum_input_terms(x: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor) ->
     return F.linear(x, W_x, b)
 
 
+def childsum_forget_term(
+    h_child: torch.Tensor, c_child: torch.Tensor, fx_parent: torch.Tensor, U_f: torch.Tensor,
+) -> torch.Tensor:
+    """One row per child edge ``k -> j``: ``f_jk ⊙ c_k`` (E, h), the summand of eq 7.
+
+    ``f_jk = σ(W^(f) x_j + b^(f) + U^(f) h_k)`` is eq 4; ``fx_parent`` is the parent's
+    precomputed ``W^(f) x_j + b^(f)`` (E, h).
+    """
+    return torch.sigmoid(fx_parent + F.linear(h_child, U_f)) * c_child  # eqs 4, 7
+
+
 def childsum_edge_message(
     h_child: torch.Tensor, c_child: torch.Tensor, fx_parent: torch.Tensor, U_f: torch.Tensor,
 ) -> torch.Tensor:
-    """One row per child edge ``k -> j``: ``[h_k ; f_jk ⊙ c_k]`` (E, 2h).
-
-    ``f_jk = σ(W^(f) x_j + b^(f) + U^(f) h_k)`` is eq 4; ``fx_parent`` is the parent's
-    precomputed ``W^(f) x_j + b^(f)`` (E, h). Summed over a node's children this gives
-    ``[h~_j ; Σ_k f_jk ⊙ c_k]`` (eq 2 and the sum of eq 7).
-    """
-    f = torch.sigmoid(fx_parent + F.linear(h_child, U_f))  # (E, h)  eq 4
-    return torch.cat([h_child, f * c_child], dim=-1)  # (E, 2h)
+    """One row per child edge ``k -> j``: ``[h_k ; f_jk ⊙ c_k]`` (E, 2h). Summed over a
+    node's children this gives ``[h~_j ; Σ_k f_jk ⊙ c_k]`` (eq 2 and the sum of eq 7)."""
+    return torch.cat([h_child, childsum_forget_term(h_child, c_child, fx_parent, U_f)], dim=-1)
 
 
 def childsum_node_update(
@@ -127,6 +134,7 @@ class ChildSumTreeLSTM(TreeCell):
 
     max_children = None
     uses_relations = False
+    edge_fields = ()  # reads neither child positions nor relations
     tree_kinds = ("dependency", "constituency", "chain", "amr")
 
     def __init__(
@@ -134,11 +142,6 @@ class ChildSumTreeLSTM(TreeCell):
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
         self.output_gate = bool(output_gate)
-        if engine == "level" and not self.output_gate:
-            raise ValueError(
-                f"{type(self).__name__}: the level engine supports the gated cell only; "
-                "use engine='dgl' with output_gate=False"
-            )
         h = self.h_size
         if self.output_gate:
             self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
@@ -181,46 +184,39 @@ class ChildSumTreeLSTM(TreeCell):
         out["U_f"] = self.U_f.weight
         return out
 
-    # ------------------------------------------------------------ forward
-    def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
-        name = type(self).__name__
-        if isinstance(x, torch.Tensor) and x.dtype != self.W_x.weight.dtype:
-            raise ValueError(
-                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
-                f"{self.W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
-            )
-        # Child-Sum reads neither child positions nor relations: no edge fields required
-        super().check_input(graph, x, edge_fields=(), **tree_kw)
+    # ------------------------------------------------------------ declaration
+    def recurrence(self) -> Recurrence:
+        """Eqs 2-8 as a summed recurrence: state ``[h ; c]``, message ``[h_k ; f_jk ⊙ c_k]``,
+        input ``W x + b`` (gate order of :attr:`gates`)."""
+        h, n_iou = self.h_size, len(self.gates) - 1  # 3, or 2 without output gate
+        U_f, U_in, gated = self.U_f.weight, self._U_in(), self.output_gate
 
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
-        self.check_input(graph, x)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule)
-        h, n_iou = self.h_size, len(self.gates) - 1  # n_iou: 3, or 2 without output gate
-        wx = childsum_input_terms(x, self.W_x.weight, self.W_x.bias)  # (N, 4h) or (N, 3h)
-        with graph.local_scope():
-            graph.ndata["iou_x"] = wx[:, : n_iou * h]  # (N, 3h) or (N, 2h)
-            graph.ndata["f_x"] = wx[:, n_iou * h:]  # (N, h)
-            graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
-            graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
-            U_f, U_iou, gated = self.U_f.weight, self._U_in(), self.output_gate
+        def message(hc_k, parent, rel):  # eq 2 summand, eq 4, eq 7 summand, per child edge
+            return childsum_edge_message(hc_k[:, :h], hc_k[:, h:], parent[0][:, n_iou * h:], U_f)
 
-            def message(edges):  # eq 2 summand, eq 4, eq 7 summand, per child edge
-                return {"m": childsum_edge_message(edges.src["h"], edges.src["c"],
-                                                   edges.dst["f_x"], U_f)}
+        def update(inputs, msg):  # eqs 3, 5-8 (leaves: the summed messages are zeros)
+            hj, cj = childsum_node_update(inputs[0][:, : n_iou * h], msg[:, :h], msg[:, h:],
+                                          U_in, output_gate=gated)
+            return torch.cat([hj, cj], dim=-1)
 
-            def apply(nodes):  # eqs 3, 5-8 (leaves: the summed messages are zeros)
-                h_tilde, fc_sum = torch.split(nodes.data["s"], h, dim=-1)  # (n, h) each
-                hj, cj = childsum_node_update(nodes.data["iou_x"], h_tilde, fc_sum, U_iou,
-                                              output_gate=gated)
-                return {"h": hj, "c": cj}
+        return Recurrence(width=2 * h, message=message, msg_width=2 * h, update=update)
 
-            # built-in sum of [h_k ; f_jk ⊙ c_k] -> (N, 2h); zeros for leaves
-            prop_nodes_topo(graph, message, fn.sum("m", "s"), apply)
-            return graph.ndata["h"], graph.ndata["c"]
+    def input_terms(self, x: torch.Tensor) -> torch.Tensor:
+        """``W x + b`` of every node, (N, 4h) (or (N, 3h) without output gate)."""
+        return childsum_input_terms(x, self.W_x.weight, self.W_x.bias)
+
+    def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hc = prop(self.recurrence(), self.input_terms(x))
+        return hc[:, : self.h_size], hc[:, self.h_size:]
+
+    def level_kernel(self, prop: Propagator, x: torch.Tensor):
+        """The C++ level loops (gated cell, float32 CPU)."""
+        if not self.output_gate or not fused.available(x):
+            return None
+        lv = prop.schedule_on(x.device).up
+        out = fused.childsum_levels(to_schedule_order(self.input_terms(x), lv),
+                                    self.U_iou.weight, self.U_f.weight, lv)
+        return to_node_order(out[0], lv), to_node_order(out[1], lv)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, output_gate={self.output_gate}"

@@ -49,13 +49,13 @@ rows ``[W_xi; W_xg; W_xo]``); ``b`` ``(5h,)`` ``[b_i, b_fl, b_fr, b_g, b_o]``; `
 ``head_lexicon.b_z`` ``(x,)``. Count: ``17h² + 5h + 4hx + 2x² + x`` (baseline
 ``17h² + 5h + 3hx``) — see :func:`teng_table5_count`.
 
-**Propagation** (``engine="dgl"``). (1) head lexicons bottom-up (eqs 9-10, only needs
-``x``): :class:`HeadLexicon`; (2) all input terms ``W_x x_t + b`` of all nodes in one
-matrix product (:func:`lex_input_terms`); (3) ``dgl.prop_nodes_topo``: each child edge
-places ``[h ; c]`` of the child in the slot of its position (built-in ``u_mul_e`` with a
-one-hot of ``pos``), the built-in ``sum`` gives the parent ``[[h^L, c^L], [h^R, c^R]]``,
-and :func:`lex_node_update` (eqs 11, 12, 5, 1) makes ``(h_t, c_t)``. The plain-tensor
-functions take gathered children in the same slot layout, for a level engine.
+**Propagation.** (1) head lexicons bottom-up (eqs 9-10, only needs ``x``):
+:meth:`HeadLexicon.recurrence`; (2) all input terms ``W_x x_t + b`` of all nodes in one
+matrix product (:func:`lex_input_terms`); (3) the cell's recurrence
+(:meth:`LexicalizedTreeLSTM.recurrence`): slotted, each child's ``[h ; c]`` in the slot of
+its position, and :func:`lex_node_update` (eqs 11, 12, 5, 1) makes ``(h_t, c_t)``. Both
+engines run these functions (the DGL engine places a child in its slot with the built-in
+``u_mul_e`` and ``sum``).
 """
 
 from __future__ import annotations
@@ -64,14 +64,14 @@ import logging
 import math
 
 import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell
+from .base import Propagator, TreeCell
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,6 @@ __all__ = [
     "lex_input_terms",
     "lex_node_update",
     "leaf_word_inputs",
-    "position_slots",
     "glorot_",
     "teng_table5_count",
 ]
@@ -167,22 +166,13 @@ def lex_node_update(
     return o * torch.tanh(c), c  # eq 1
 
 
-def position_slots(graph: dgl.DGLGraph, like: torch.Tensor, slots: int = 2) -> torch.Tensor:
-    """Per-edge one-hot of the child position ``edata["pos"]``, shape (E, slots, 1), so
-    that ``u_mul_e(src_feature (N, 1, d), slot)`` puts a child's feature in its slot."""
-    if graph.num_edges() == 0:
-        return like.new_zeros(0, slots, 1)
-    pos = graph.edata[G.POS].long()
-    return F.one_hot(pos, slots).to(like.dtype).unsqueeze(-1)  # (E, slots, 1)
-
-
 def leaf_word_inputs(graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
     """``x`` at leaves that carry a word, zeros elsewhere (constituency cells read words
     only at the leaves; rows of internal nodes and word-less nodes are ignored)."""
     mask = graph.in_degrees() == 0
     if G.WORD in graph.ndata:
         mask = mask & (graph.ndata[G.WORD] != G.NO_WORD)
-    return x * mask.to(x.dtype).unsqueeze(-1)  # (N, x)
+    return x * mask.to(device=x.device, dtype=x.dtype).unsqueeze(-1)  # (N, x)
 
 
 def teng_table5_count(
@@ -235,23 +225,29 @@ class HeadLexicon(nn.Module):
             glorot_(self.W_z.data[:, x:], x, x)
             nn.init.zeros_(self.b_z)
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
+    def recurrence(self) -> Recurrence:
+        """Eqs 9-10 as a slotted recurrence over the head vectors: a leaf keeps its word
+        vector, an internal node combines its children's heads (:func:`head_combine`).
+        Inputs: ``x`` at the leaves (zeros elsewhere) and a leaf flag (N, 1)."""
         W_z = self.W_z if self.mode == "gate" else None
         b_z = self.b_z if self.mode == "gate" else None
-        leaf = (graph.in_degrees() == 0).unsqueeze(-1)  # (N, 1)
-        with graph.local_scope():
-            graph.ndata["hx"] = leaf_word_inputs(graph, x).unsqueeze(1)  # (N, 1, x)
-            graph.edata["slot"] = position_slots(graph, x)  # (E, 2, 1)
+        mode = self.mode
 
-            def apply(nodes):  # eqs 9-10 at internal nodes; a leaf keeps its word vector
-                head = head_combine(nodes.data["xs"], self.mode, W_z, b_z)  # (n, x)
-                is_leaf = leaf[nodes.nodes().long()]
-                return {"hx": torch.where(is_leaf, nodes.data["hx"][:, 0], head).unsqueeze(1)}
+        def update(inputs, kids):  # eqs 9-10 at internal nodes; a leaf keeps its word
+            x_leaf, is_leaf = inputs
+            return torch.where(is_leaf > 0, x_leaf, head_combine(kids, mode, W_z, b_z))
 
-            # message: child's head in its position slot; built-in sum -> (N, 2, x) [x^L, x^R]
-            dgl.prop_nodes_topo(graph, fn.u_mul_e("hx", "slot", "m"), fn.sum("m", "xs"),
-                                apply_node_func=apply)
-            return graph.ndata["hx"][:, 0]  # (N, x)
+        return Recurrence(width=self.x_size, slots=2, update=update)
+
+    def run(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor:
+        """Head lexicons of every node through ``prop`` (either engine), (N, x_size)."""
+        graph = prop.graph
+        is_leaf = (graph.in_degrees() == 0).to(device=x.device, dtype=x.dtype).unsqueeze(-1)
+        return prop(self.recurrence(), leaf_word_inputs(graph, x), is_leaf)
+
+    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
+        """Head lexicons with the DGL engine, (N, x_size). The caller validates the graph."""
+        return self.run(Propagator("dgl", graph), x)
 
     def extra_repr(self) -> str:
         return f"x_size={self.x_size}, mode={self.mode!r}"
@@ -276,6 +272,7 @@ class LexicalizedTreeLSTM(TreeCell):
 
     max_children = 2
     uses_relations = False
+    reads_words = True
     tree_kinds = ("constituency",)
 
     def __init__(
@@ -323,8 +320,6 @@ class LexicalizedTreeLSTM(TreeCell):
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise ValueError(f"{type(self).__name__}: x must be a float tensor")
         super().check_input(graph, x, max_children=self.max_children, **tree_kw)
 
     def check_heads(self, graph: dgl.DGLGraph, heads: torch.Tensor) -> None:
@@ -340,46 +335,35 @@ class LexicalizedTreeLSTM(TreeCell):
         if self.head_lexicon_module is None:
             raise ValueError("LexicalizedTreeLSTM(lexicalized=False) has no head lexicon")
         self.check_input(graph, x)
-        return self.head_lexicon_module(graph, x)
+        return self.head_lexicon_module.run(Propagator(self.engine, graph), x)
 
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None = None,
-        schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Bottom-up states ``(h, c)``, each (N, h_size)."""
-        self.check_input(graph, x)
+    def check_kwargs(self, graph: dgl.DGLGraph, heads: torch.Tensor | None = None) -> None:
         if heads is not None:
             if not self.lexicalized:
                 raise ValueError("LexicalizedTreeLSTM(lexicalized=False) takes no heads")
             self.check_heads(graph, heads)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule, heads=heads)
-        return self._propagate(graph, x, heads)
 
-    def _propagate(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.h_size
+    # ------------------------------------------------------------ declaration
+    def recurrence(self) -> Recurrence:
+        """Eqs 11, 12, 5, 1 as a slotted recurrence: state ``[h ; c]``, children by position
+        (slot 0 left, 1 right), input terms (N, 5h)."""
+        h, U_h, U_c, W_co = self.h_size, self.U_h, self.U_c, self.W_co
+
+        def update(inputs, kids):  # eqs 11, 12, 5, 1 (leaves: the children slots are zeros)
+            hj, cj = lex_node_update(inputs[0], kids, U_h, U_c, W_co)
+            return torch.cat([hj, cj], dim=-1)
+
+        return Recurrence(width=2 * h, slots=2, update=update)
+
+    def compute(self, prop: Propagator, x: torch.Tensor, heads: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Bottom-up states ``(h, c)``, each (N, h_size); ``heads`` as in the class doc."""
         if self.lexicalized:
-            x_in = self.head_lexicon_module(graph, x) if heads is None else heads  # (N, x)
+            x_in = self.head_lexicon_module.run(prop, x) if heads is None else heads  # (N, x)
         else:
-            x_in = leaf_word_inputs(graph, x)  # eqs 6-8: x only at the leaves
-        x_terms = self.input_terms(x_in)  # (N, 5h), one matmul for all nodes
-        with graph.local_scope():
-            graph.ndata["xt"] = x_terms
-            graph.ndata["hc"] = x.new_zeros(graph.num_nodes(), 1, 2 * h)  # (N, 1, 2h)
-            graph.edata["slot"] = position_slots(graph, x)  # (E, 2, 1)
-
-            def apply(nodes):  # eqs 11, 12, 5, 1 (leaves: the children slots are zeros)
-                hj, cj = self.node_update(nodes.data["xt"], nodes.data["ch"])
-                return {"hc": torch.cat([hj, cj], dim=-1).unsqueeze(1)}
-
-            # message: the child's [h ; c] in its position slot (built-in u_mul_e);
-            # built-in sum -> (N, 2, 2h) = [[h^L, c^L], [h^R, c^R]]
-            dgl.prop_nodes_topo(graph, fn.u_mul_e("hc", "slot", "m"), fn.sum("m", "ch"),
-                                apply_node_func=apply)
-            hc = graph.ndata["hc"][:, 0]  # (N, 2h)
-            return hc[:, :h], hc[:, h:]
+            x_in = leaf_word_inputs(prop.graph, x)  # eqs 6-8: x only at the leaves
+        hc = prop(self.recurrence(), self.input_terms(x_in))  # one matmul for all inputs
+        return hc[:, : self.h_size], hc[:, self.h_size:]
 
     def extra_repr(self) -> str:
         head = f", head={self.head_mode!r}" if self.lexicalized else ""

@@ -15,23 +15,21 @@ The cell has no parameters: with fixed vectors (the relatedness default, Tai §5
 the head trains. Its state has the inputs' size, so ``out_size`` is ``x_size``; ``h_size``
 is accepted for the registry's common signature ``(x_size, h_size)`` and not used.
 
-Engines: ``"dgl"`` sends ``[s_k ; n_k]`` along each child edge with DGL's built-in
-``copy_u``/``sum`` under ``dgl.prop_nodes_topo`` and adds the node's own word in the apply
-function; ``"level"`` adds each level's children sums with one ``index_add`` per level
-(:func:`subtree_sums_by_level`). Both compute the same sums.
+The recurrence (:meth:`MeanVectors.recurrence`): each child edge sends ``[s_k ; n_k]``,
+the engine sums them and the update adds the node's own ``[w_j x_j ; w_j]``; both engines
+run it.
 """
 
 from __future__ import annotations
 
-import dgl
-import dgl.function as fn
 import torch
 
 from .. import graph as G
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell
+from .base import Propagator, TreeCell
 
-__all__ = ["MeanVectors", "mean_states", "subtree_sums_by_level"]
+__all__ = ["MeanVectors", "mean_states"]
 
 
 def mean_states(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -39,21 +37,6 @@ def mean_states(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     (0 where ``n_j = 0``) and ``c_j = s_j``, each (N, d)."""
     sums, counts = s[:, :-1], s[:, -1:]
     return sums / counts.clamp(min=1.0), sums
-
-
-def subtree_sums_by_level(acc: torch.Tensor, edge_src: torch.Tensor, edge_dst: torch.Tensor,
-                          edge_offsets: list[int]) -> torch.Tensor:
-    """Bottom-up subtree sums on a level schedule (rows in schedule order).
-
-    ``acc`` (N, d) holds every node's own term; the edges into level ``l`` are positions
-    ``edge_offsets[l]:edge_offsets[l+1]`` of ``edge_src`` (child rows) and ``edge_dst``
-    (parent rows). Children sit in lower levels, so their sums are final when read.
-    """
-    out = acc.clone()
-    for lo, hi in zip(edge_offsets[:-1], edge_offsets[1:]):
-        if hi > lo:
-            out = out.index_add(0, edge_dst[lo:hi], out.index_select(0, edge_src[lo:hi]))
-    return out
 
 
 @cells.register("mean")
@@ -66,6 +49,7 @@ class MeanVectors(TreeCell):
         engine: ``"dgl"`` or ``"level"``.
     """
 
+    edge_fields = ()
     tree_kinds = ("chain", "dependency", "constituency", "amr")
 
     def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl") -> None:
@@ -80,25 +64,24 @@ class MeanVectors(TreeCell):
     def reset_parameters(self) -> None:
         """Nothing to initialize: the cell has no parameters."""
 
-    def forward(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
-                ) -> tuple[torch.Tensor, torch.Tensor]:
+    def recurrence(self) -> Recurrence:
+        """Subtree sums: message ``[s_k ; n_k]``, update ``own_j + Σ_k [s_k ; n_k]``."""
+        d = self.x_size + 1
+
+        def message(s_k, _inputs, _rel):
+            return s_k
+
+        def update(inputs, msum):
+            return inputs[0] + msum
+
+        return Recurrence(width=d, message=message, msg_width=d, update=update)
+
+    def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns ``(h, c)``: subtree means and subtree sums, each (N, x_size)."""
-        self.check_input(graph, x)
-        w = (graph.ndata[G.WORD] != G.NO_WORD).to(x.dtype).unsqueeze(-1)  # (N, 1)
-        own = torch.cat([x * w, w], dim=-1)                                 # (N, d + 1)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule, own=own)
-        with graph.local_scope():
-            graph.ndata["own"] = own
-            graph.ndata["s"] = torch.zeros_like(own)
-
-            def apply(nodes):  # s_j = own_j + Σ_k s_k (leaves: the sum is zeros)
-                return {"s": nodes.data["own"] + nodes.data["m"]}
-
-            if graph.num_edges():
-                dgl.prop_nodes_topo(graph, fn.copy_u("s", "msg"), fn.sum("msg", "m"),
-                                    apply_node_func=apply)
-                s = graph.ndata["s"]
-            else:  # single nodes: every subtree is the node itself
-                s = own
-        return mean_states(s)
+        graph = prop.graph
+        if G.WORD in graph.ndata:
+            w = (graph.ndata[G.WORD] != G.NO_WORD).to(x.dtype).unsqueeze(-1)  # (N, 1)
+        else:
+            w = x.new_ones(x.shape[0], 1)
+        own = torch.cat([x * w, w], dim=-1)  # (N, d + 1)
+        return mean_states(prop(self.recurrence(), own))

@@ -48,11 +48,15 @@ rel_size, last row = root) and ``W_r`` (rel_size -> 4h, no bias, gate order ``i,
 The relation embeddings are part of the cell (the paper does not count them, Tran §6.5).
 
 Propagation. Everything that depends only on the inputs (``W x + b``, and ``W_r e_j`` for
-``add``) is computed for all nodes once before propagation (:meth:`input_terms`). Then per
-child edge one edge-wise message ``[W_hh^{r} h_k ; f_jk ⊙ c_k]`` (:meth:`edge_message`) is
-summed by DGL's built-in ``sum`` reduce (no mailbox, no degree bucketing), and the node
-update (:meth:`node_update`) makes ``(h_j, c_j)``. These three methods take and return plain
-tensors, so a level-scheduled engine can call them with gathered children.
+``add``) is computed for all nodes once (:meth:`MultiplicativeTreeLSTM.input_terms`). The
+gates, the forget term and the node update are Child-Sum's own functions
+(:func:`~gnn_treelstm.cells.childsum.childsum_forget_term`,
+:func:`~gnn_treelstm.cells.childsum.childsum_node_update`: Tran eq 1 *is* Tai eqs 3-8, so
+they are written once, there); this file adds the relation transforms of eqs 2 and 4
+(:func:`mult_transform`, :func:`full_transform`). The recurrence
+(:meth:`MultiplicativeTreeLSTM.recurrence`) sends ``[summand of h~_j ; f_jk ⊙ c_k]`` per
+child edge; both engines run it. Fast level kernel: ``add`` is Child-Sum's C++ loop with
+its own input terms (:func:`gnn_treelstm.engine.fused.childsum_levels`).
 """
 
 from __future__ import annotations
@@ -61,14 +65,17 @@ import logging
 import math
 
 import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine import fused
+from ..engine.level import to_node_order, to_schedule_order
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell, prop_nodes_topo
+from .base import Propagator, TreeCell
+from .childsum import childsum_forget_term, childsum_node_update
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +84,6 @@ __all__ = [
     "VARIANTS",
     "mult_transform",
     "full_transform",
-    "forget_terms",
-    "lstm_node_update",
 ]
 
 VARIANTS = ("mult", "add", "full")
@@ -107,30 +112,6 @@ def full_transform(h_child: torch.Tensor, rel: torch.Tensor, W_hh: torch.Tensor)
     edge (memory E*h*h); plain torch so it runs on any device.
     """
     return torch.bmm(W_hh[rel], h_child.unsqueeze(-1)).squeeze(-1)  # (E,h,h)@(E,h,1) -> (E,h)
-
-
-def forget_terms(
-    h_child: torch.Tensor, c_child: torch.Tensor, fx_parent: torch.Tensor, U_f: torch.Tensor,
-) -> torch.Tensor:
-    """Tai eq 4 and the summand of eq 7, per edge: ``σ(W^(f)x_j + b^(f) + U^(f)h_k) ⊙ c_k``.
-
-    ``fx_parent`` is the parent's precomputed ``W^(f) x_j + b^(f)`` (E, h) -> (E, h).
-    """
-    return torch.sigmoid(fx_parent + F.linear(h_child, U_f)) * c_child
-
-
-def lstm_node_update(
-    iou_x: torch.Tensor, h_tilde: torch.Tensor, fc_sum: torch.Tensor, U_iou: torch.Tensor,
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tai eqs 3, 5-8 given ``iou_x = W^(i,o,u) x_j + b`` (N, 3h), ``h~_j`` and ``Σ f⊙c``.
-
-    Returns ``(h, c)``, each (N, h).
-    """
-    iou = iou_x + F.linear(h_tilde, U_iou)  # (N, 3h)
-    i, o, u = torch.chunk(iou, 3, dim=-1)  # 3 x (N, h)
-    c = torch.sigmoid(i) * torch.tanh(u) + fc_sum  # eq 7
-    h = torch.sigmoid(o) * torch.tanh(c)  # eq 8
-    return h, c
 
 
 # ---------------------------------------------------------------- module
@@ -255,23 +236,43 @@ class MultiplicativeTreeLSTM(TreeCell):
             return full_transform(h_child, rel, self.W_hh)
         return h_child
 
-    def edge_message(
-        self, h_child: torch.Tensor, c_child: torch.Tensor, rel: torch.Tensor,
-        fx_parent: torch.Tensor,
-    ) -> torch.Tensor:
-        """Per child edge ``k -> j``: ``[summand of h~_j ; f_jk ⊙ c_k]`` (E, 2h); summing
-        these over a node's in-edges gives ``[h~_j ; Σ_k f_jk ⊙ c_k]`` (eqs 2/4, Tai 4, 7)."""
-        return torch.cat([self.transform_children(h_child, rel),
-                          forget_terms(h_child, c_child, fx_parent, self.U_f.weight)], dim=-1)
+    # ------------------------------------------------------------ declaration
+    def recurrence(self) -> Recurrence:
+        """Child-Sum's recurrence with the summand of ``h~_j`` from eq 4 (``mult``), eq 2
+        (``full``) or ``h_k`` (``add``): message ``[summand ; f_jk ⊙ c_k]``, state
+        ``[h ; c]``, input terms (N, 4h) in gate order ``i, o, u, f``."""
+        h = self.h_size
+        U_f, U_iou = self.U_f.weight, self.U_iou.weight
+        transform = self.transform_children
 
-    def node_update(
-        self, iou_x: torch.Tensor, msg_sum: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tai eqs 3, 5-8 from ``iou_x`` (N, 3h) and the summed messages (N, 2h)."""
-        h_tilde, fc_sum = torch.split(msg_sum, self.h_size, dim=-1)
-        return lstm_node_update(iou_x, h_tilde, fc_sum, self.U_iou.weight)
+        def message(hc_k, parent, rel):  # Tran eq 2/4 summand, Tai eq 4 and eq 7 summand
+            hk, ck = hc_k[:, :h], hc_k[:, h:]
+            return torch.cat([transform(hk, rel),
+                              childsum_forget_term(hk, ck, parent[0][:, 3 * h:], U_f)], dim=-1)
 
-    # ------------------------------------------------------------ forward
+        def update(inputs, msg):  # Tai eqs 3, 5-8 (leaves: the summed messages are zeros)
+            hj, cj = childsum_node_update(inputs[0][:, : 3 * h], msg[:, :h], msg[:, h:], U_iou)
+            return torch.cat([hj, cj], dim=-1)
+
+        return Recurrence(width=2 * h, message=message, msg_width=2 * h, update=update,
+                          uses_rel=self.variant != "add")
+
+    def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        node_rel = self.node_relations(prop.graph) if self.variant == "add" else None
+        hc = prop(self.recurrence(), self.input_terms(x, node_rel))
+        return hc[:, : self.h_size], hc[:, self.h_size:]
+
+    def level_kernel(self, prop: Propagator, x: torch.Tensor):
+        """``add``: Child-Sum's C++ level loops on its input terms (float32 CPU)."""
+        if self.variant != "add" or not fused.available(x):
+            return None
+        lv = prop.schedule_on(x.device).up
+        wx = self.input_terms(x, self.node_relations(prop.graph))  # (N, 4h)
+        out = fused.childsum_levels(to_schedule_order(wx, lv), self.U_iou.weight,
+                                    self.U_f.weight, lv)
+        return to_node_order(out[0], lv), to_node_order(out[1], lv)
+
+    # ------------------------------------------------------------ validation
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
         name = type(self).__name__
         if isinstance(graph, dgl.DGLGraph) and graph.num_edges():
@@ -286,46 +287,8 @@ class MultiplicativeTreeLSTM(TreeCell):
                     f"{name}: edata['rel'] must be a 1-d integer tensor of relation ids, got "
                     f"dtype {rel.dtype} and shape {tuple(rel.shape)}"
                 )
-        if not x.is_floating_point():
-            raise ValueError(f"{name}: x must be a float tensor, got dtype {x.dtype}")
-        if x.dtype != self.W_x.weight.dtype:
-            raise ValueError(
-                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
-                f"{self.W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
-            )
         super().check_input(graph, x, edge_fields=(G.REL,),
                             num_relations=self.num_relations, **tree_kw)
-
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
-        self.check_input(graph, x)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule)
-        h = self.h_size
-        node_rel = self.node_relations(graph) if self.variant == "add" else None
-        wx = self.input_terms(x, node_rel)  # (N, 4h)
-        with graph.local_scope():
-            graph.ndata["iou_x"] = wx[:, : 3 * h]  # (N, 3h)
-            graph.ndata["f_x"] = wx[:, 3 * h:]  # (N, h)
-            graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
-            graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
-            if not graph.num_edges():  # a one-node tree may come without edge fields
-                graph.edata[G.REL] = torch.zeros(0, dtype=torch.int64, device=graph.device)
-
-            def message(edges):  # Tran eq 2/4 summand, Tai eq 4 and eq 7 summand, per edge
-                rel = edges.data[G.REL].long()
-                return {"m": self.edge_message(edges.src["h"], edges.src["c"], rel,
-                                               edges.dst["f_x"])}
-
-            def apply(nodes):  # Tai eqs 3, 5-8 (leaves: summed messages are zeros)
-                hj, cj = self.node_update(nodes.data["iou_x"], nodes.data["s"])
-                return {"h": hj, "c": cj}
-
-            # built-in sum: [h~_j ; Σ_k f_jk ⊙ c_k] (N, 2h); zeros for leaves
-            prop_nodes_topo(graph, message, fn.sum("m", "s"), apply)
-            return graph.ndata["h"], graph.ndata["c"]
 
     def extra_repr(self) -> str:
         s = (f"{super().extra_repr()}, num_relations={self.num_relations}, "

@@ -42,14 +42,14 @@ Tai's Table 1 count for the Constituency Tree-LSTM differs by more than biases: 
 ``BinaryTreeLSTM`` has a separate leaf module ``c = W_c x + b`` (no ``W^(i), W^(f)`` on words),
 see :func:`gnn_treelstm.cells.sequential.num_params`.
 
-Propagation (``engine="dgl"``): ``W x + b`` for all nodes is one matrix product before
-propagation (:meth:`NaryTreeLSTM.input_terms`). Under ``dgl.prop_nodes_topo`` each child edge
-puts ``[h_k ; c_k]`` into the slot of its position in an ``N``-slot message
-(:func:`nary_edge_message`); DGL's built-in ``sum`` then yields every node's children states
-ordered by position with zeros at the missing ones, ``(n, N, 2h)``, and the node update
-(:meth:`NaryTreeLSTM.node_update` = :meth:`child_terms` + :func:`nary_gates`) is one matrix
-product with the fused ``U`` per frontier. All of these take plain tensors, so a
-level-scheduled engine can call them on gathered children.
+Propagation. ``W x + b`` for all nodes is one matrix product before propagation
+(:meth:`NaryTreeLSTM.input_terms`). The recurrence (:meth:`NaryTreeLSTM.recurrence`) is
+slotted: each child's ``[h_k ; c_k]`` goes to the slot of its position, so the node update
+(:meth:`NaryTreeLSTM.node_update` = :meth:`~NaryTreeLSTM.child_terms` + :func:`nary_gates`)
+gets every node's children ordered by position, zeros at the missing ones, ``(n, N, 2h)``.
+Both engines run these functions; the level engine's fast kernel
+(:func:`gnn_treelstm.engine.fused.nary_levels`, C++, input products inside) is their
+acceleration for the gated cell in float32 on the CPU.
 """
 
 from __future__ import annotations
@@ -58,35 +58,23 @@ import logging
 import math
 
 import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine import fused
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell, prop_nodes_topo
+from .base import Propagator, TreeCell
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["NaryTreeLSTM", "nary_edge_message", "nary_gates"]
+__all__ = ["NaryTreeLSTM", "nary_gates"]
 
 
 
 # ---------------------------------------------------------------- plain-tensor math
-def nary_edge_message(
-    h_child: torch.Tensor, c_child: torch.Tensor, pos: torch.Tensor, n_ary: int,
-) -> torch.Tensor:
-    """``[h_k ; c_k]`` placed in slot ``pos`` of an ``N``-slot row, zeros elsewhere.
-
-    ``h_child, c_child`` (E, h), ``pos`` (E,) int -> (E, N * 2h). Summed over the in-edges
-    of a node this gives ``[h_jℓ ; c_jℓ]`` for ``ℓ = 1..N`` with zeros at missing children.
-    """
-    hc = torch.cat([h_child, c_child], dim=-1)  # (E, 2h)
-    slot = F.one_hot(pos.long(), n_ary).to(hc.dtype)  # (E, N)
-    return (slot.unsqueeze(-1) * hc.unsqueeze(1)).flatten(1)  # (E, N, 2h) -> (E, N*2h)
-
-
 def nary_gates(
     wx: torch.Tensor, iou_h: torch.Tensor, f_h: torch.Tensor, c_kids: torch.Tensor,
     output_gate: bool = True,
@@ -134,6 +122,7 @@ class NaryTreeLSTM(TreeCell):
     """
 
     uses_relations = False
+    reads_words = True
     tree_kinds = ("constituency", "chain")
 
     def __init__(
@@ -150,11 +139,6 @@ class NaryTreeLSTM(TreeCell):
         self.max_children = self.n_ary  # instance attribute shadows TreeCell.max_children
         self.tie_forget = bool(tie_forget)
         self.output_gate = bool(output_gate)
-        if engine == "level" and not self.output_gate:
-            raise ValueError(
-                f"{type(self).__name__}: the level engine supports the gated cell only; "
-                "use engine='dgl' with output_gate=False"
-            )
         h, n = self.h_size, self.n_ary
         g = len(self.gates) - 1  # non-forget gates: 3 (i, o, u) or 2 (i, u)
         # rows i, o, u, f (i, u, f without output gate); holds the biases
@@ -253,11 +237,6 @@ class NaryTreeLSTM(TreeCell):
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
         name = type(self).__name__
-        if isinstance(x, torch.Tensor) and x.dtype != self.W_x.weight.dtype:
-            raise ValueError(
-                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
-                f"{self.W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
-            )
         if isinstance(graph, dgl.DGLGraph) and G.POS in graph.edata and graph.num_edges():
             pos = graph.edata[G.POS]
             if pos.dtype.is_floating_point or pos.dtype == torch.bool or pos.dim() != 1:
@@ -276,31 +255,49 @@ class NaryTreeLSTM(TreeCell):
                 raise ValueError(f"{name}: two children of one node share a child position "
                                  "(edata['pos']); positions must be distinct per parent")
 
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the cell bottom-up over ``graph``; returns ``(h, c)``, each (N, h_size)."""
-        self.check_input(graph, x)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule)
-        h, n = self.h_size, self.n_ary
-        wx = self.input_terms(x, self.word_mask(graph))  # (N, 4h) or (N, 3h)
-        with graph.local_scope():
-            graph.ndata["wx"] = wx
-            graph.ndata["h"] = x.new_zeros(graph.num_nodes(), h)
-            graph.ndata["c"] = x.new_zeros(graph.num_nodes(), h)
+    # ------------------------------------------------------------ declaration
+    def recurrence(self) -> Recurrence:
+        """Eqs 9-14 as a slotted recurrence: state ``[h ; c]``, children by position."""
+        h = self.h_size
 
-            def message(edges):  # [h_jℓ ; c_jℓ] in slot ℓ = pos (inputs of eqs 9-13)
-                return {"m": nary_edge_message(edges.src["h"], edges.src["c"],
-                                               edges.data[G.POS], n)}
+        def update(inputs, kids):  # eqs 9-14 (leaves: every slot is zero)
+            hj, cj = self.node_update(inputs[0], kids[..., :h], kids[..., h:])
+            return torch.cat([hj, cj], dim=-1)
 
-            def apply(nodes):  # eqs 9-14 (leaves: every slot is zero)
-                kids = nodes.data["s"].reshape(-1, n, 2 * h)  # (n_nodes, N, 2h)
-                hj, cj = self.node_update(nodes.data["wx"], kids[..., :h], kids[..., h:])
-                return {"h": hj, "c": cj}
+        return Recurrence(width=2 * h, slots=self.n_ary, update=update)
 
-            prop_nodes_topo(graph, message, fn.sum("m", "s"), apply)
-            return graph.ndata["h"], graph.ndata["c"]
+    def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hc = prop(self.recurrence(), self.input_terms(x, self.word_mask(prop.graph)))
+        return hc[:, : self.h_size], hc[:, self.h_size:]
+
+    def full_U(self) -> torch.Tensor:
+        """The untied ``U`` ((3+N) h, N h) rows ``i, o, u, f_1..f_N``; for ``tie_forget`` it
+        is assembled from ``U_iou``, ``U_f_diag`` and ``U_f_off`` (autograd routes the
+        gradients back)."""
+        if not self.tie_forget:
+            return self.U.weight
+        k = self.n_ary
+        rows = [torch.cat([self.U_f_diag[r] if r == col else self.U_f_off.weight
+                           for col in range(k)], 1) for r in range(k)]
+        return torch.cat([self._U_iou_tied().weight, *rows], dim=0)
+
+    def level_kernel(self, prop: Propagator, x: torch.Tensor):
+        """The C++ level loops with the input products inside (gated cell, float32 CPU);
+        ``x`` only at the rows with a word (``schedule.word_ids``)."""
+        if not self.output_gate or not fused.available(x):
+            return None
+        sched = prop.schedule_on(x.device)
+        lv = sched.up
+        k = self.n_ary
+        if sched.word_ids is None:  # a schedule built without the word field
+            return None
+        word_ids, m0 = sched.word_ids, sched.num_leaf_words
+        rows_w = None if sched.word_rows_contiguous else lv.rank.index_select(0, word_ids)
+        slots = lv.slots
+        if lv.width < k:
+            slots = F.pad(slots, (0, k - lv.width), value=lv.num_nodes)
+        return fused.nary_levels(x.index_select(0, word_ids), self.W_x.weight, self.W_x.bias,
+                                 self.full_U(), slots, lv, rows_w, m0, (lv.rank, lv.order))
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}, "

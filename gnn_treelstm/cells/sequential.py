@@ -64,14 +64,16 @@ import logging
 import math
 
 import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine import fused
+from ..engine.level import to_node_order, to_schedule_order
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell
+from .base import Propagator, TreeCell
 
 logger = logging.getLogger(__name__)
 
@@ -146,25 +148,24 @@ class LSTMLayer(nn.Module):
             out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
         return out
 
-    def propagate(self, graph: dgl.DGLGraph, inp: torch.Tensor) -> tuple[torch.Tensor, ...]:
-        """Run eq 1 along the chain ``graph`` (edges t-1 -> t); ``inp`` (N, in) -> (h, c)."""
-        h = self.h_size
-        wx = F.linear(inp, self.W_x.weight, self.W_x.bias)  # (N, 4h) or (N, 3h), all at once
-        U, gated = self.U.weight, self.output_gate
-        with graph.local_scope():
-            graph.ndata["wx"] = wx
-            graph.ndata["hc"] = inp.new_zeros(graph.num_nodes(), 2 * h)
+    def recurrence(self, direction: str = "up") -> Recurrence:
+        """Eq 1 along a chain: the single source (previous word going ``up``, next word
+        going ``down``) sends its ``[h ; c]``; the first step's sum is zeros = ``[h_0 ; c_0]``."""
+        h, U, gated = self.h_size, self.U.weight, self.output_gate
 
-            def apply(nodes):  # eq 1; the first word's summed message is zeros = [h_0; c_0]
-                h_prev, c_prev = torch.split(nodes.data["s"], h, dim=-1)
-                ht, ct = lstm_node_update(nodes.data["wx"], h_prev, c_prev, U, gated)
-                return {"hc": torch.cat([ht, ct], dim=-1)}
+        def message(hc_prev, _inputs, _rel):
+            return hc_prev
 
-            # message [h_{t-1} ; c_{t-1}] over the single in-edge (built-in copy + sum)
-            dgl.prop_nodes_topo(graph, fn.copy_u("hc", "m"), fn.sum("m", "s"),
-                                apply_node_func=apply)
-            hc = graph.ndata["hc"]
-        return hc[:, :h], hc[:, h:]
+        def update(inputs, hc_prev):  # eq 1
+            ht, ct = lstm_node_update(inputs[0], hc_prev[:, :h], hc_prev[:, h:], U, gated)
+            return torch.cat([ht, ct], dim=-1)
+
+        return Recurrence(width=2 * h, message=message, msg_width=2 * h, update=update,
+                          direction=direction)
+
+    def input_terms(self, inp: torch.Tensor) -> torch.Tensor:
+        """``W x_t + b`` of every step at once, (N, in) -> (N, 4h) (or (N, 3h))."""
+        return F.linear(inp, self.W_x.weight, self.W_x.bias)
 
 
 # ---------------------------------------------------------------- module
@@ -201,11 +202,6 @@ class SequentialLSTM(TreeCell):
         self.bidirectional = bool(bidirectional)
         self.concat_layers = bool(concat_layers)
         self.output_gate = bool(output_gate)
-        if engine == "level" and not self.output_gate:
-            raise ValueError(
-                f"{type(self).__name__}: the level engine supports the gated cell only; "
-                "use engine='dgl' with output_gate=False"
-            )
         self.layers = nn.ModuleList(
             LSTMLayer(self.x_size if layer == 0 else self.h_size, self.h_size,
                       output_gate=self.output_gate)
@@ -231,11 +227,6 @@ class SequentialLSTM(TreeCell):
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
         name = type(self).__name__
-        if isinstance(x, torch.Tensor) and x.dtype != self.layers[0].W_x.weight.dtype:
-            raise ValueError(
-                f"{name}: x has dtype {x.dtype} but the cell's parameters are "
-                f"{self.layers[0].W_x.weight.dtype}; convert one of them (e.g. cell.to(x.dtype))"
-            )
         if isinstance(graph, dgl.DGLGraph) and graph.num_edges():
             deg = graph.in_degrees()
             if int(deg.max()) > 1:
@@ -247,31 +238,48 @@ class SequentialLSTM(TreeCell):
                 )
         super().check_input(graph, x, edge_fields=(), **tree_kw)
 
-    def _direction(self, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[list, list]:
+    def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Every layer of each direction (backward: the reversed chain, same weights)."""
+        h = self.h_size
         hs, cs = [], []
-        inp = x
-        for layer in self.layers:
-            h, c = layer.propagate(graph, inp)  # (N, h) each
-            hs.append(h)
-            cs.append(c)
-            inp = h  # layer l+1 reads layer l's h (same direction)
-        if not self.concat_layers:
-            hs, cs = hs[-1:], cs[-1:]
-        return hs, cs
+        for direction in ("up", "down") if self.bidirectional else ("up",):
+            dir_h, dir_c = [], []
+            inp = x
+            for layer in self.layers:
+                hc = prop(layer.recurrence(direction), layer.input_terms(inp))
+                dir_h.append(hc[:, :h])
+                dir_c.append(hc[:, h:])
+                inp = hc[:, :h]  # layer l+1 reads layer l's h (same direction)
+            if not self.concat_layers:
+                dir_h, dir_c = dir_h[-1:], dir_c[-1:]
+            hs += dir_h
+            cs += dir_c
+        return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
 
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Run the LSTM(s) over the chain(s) of ``graph``; ``(h, c)`` each (N, out_size)."""
-        self.check_input(graph, x)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule)
-        hs, cs = self._direction(graph, x)
-        if self.bidirectional:
-            # a new graph with the edges flipped (t+1 -> t); the caller's graph is untouched
-            rev = dgl.reverse(graph, copy_ndata=True, copy_edata=True)
-            hb, cb = self._direction(rev, x)
-            hs, cs = hs + hb, cs + cb
+    def level_kernel(self, prop: Propagator, x: torch.Tensor):
+        """N-ary's C++ level loops with N = 1 (gated cell, float32 CPU): forward direction
+        on the up levels, backward direction on the down levels (the reversed chain)."""
+        if not self.output_gate or not fused.available(x):
+            return None
+        sched = prop.schedule_on(x.device)
+        dirs = [sched.up] + ([sched.require_down()] if self.bidirectional else [])
+        hs, cs = [], []
+        for lv in dirs:
+            slots = fused.single_source_slots(lv)
+            inp = to_schedule_order(x, lv)
+            dir_h, dir_c = [], []
+            n0 = lv.node_offsets[1] if lv.num_levels > 1 else lv.num_nodes  # first words
+            for layer in self.layers:
+                # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
+                h, c = fused.nary_levels(inp, layer.W_x.weight, layer.W_x.bias,
+                                         layer.U.weight, slots, lv, None, n0, None)
+                dir_h.append(h)
+                dir_c.append(c)
+                inp = h  # layer l+1 reads layer l's h (same direction, schedule order)
+            if not self.concat_layers:
+                dir_h, dir_c = dir_h[-1:], dir_c[-1:]
+            hs += [to_node_order(h, lv) for h in dir_h]
+            cs += [to_node_order(c, lv) for c in dir_c]
         return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
 
     def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:

@@ -44,13 +44,12 @@ own bottom-up :class:`HeadLexicon` (``head="gate"`` by default; ``head=None`` bu
 cell without one, which then requires ``heads`` — that is how the bidirectional cell shares
 the bottom-up cell's lexicon).
 
-**Propagation** (``engine="dgl"``). ``dgl.prop_nodes_topo`` over ``dgl.reverse(graph)``
-(edge fields copied; the caller's graph is untouched), so edges point parent -> child and
-the root comes first. All input terms ``W_x^N x_t + b^N`` are one matrix product before
-propagation (:func:`topdown_input_terms`); the parent's ``[h ; c]`` is placed in the slot of
-the child's side (built-in ``u_mul_e`` with a one-hot of ``pos``; built-in ``sum``) so one
-matrix product with ``[W^L | W^R]`` applies the side's weights
-(:func:`topdown_node_update`).
+**Propagation.** All input terms ``W_x^N x_t + b^N`` are one matrix product before
+propagation (:func:`topdown_input_terms`). The recurrence
+(:meth:`TopDownTreeLSTM.recurrence`) runs top-down (``direction="down"``; the DGL engine
+uses ``dgl.reverse(graph)`` with the edge fields copied, the caller's graph is untouched):
+the parent's ``[h ; c]`` is placed in the slot of the child's side, so one matrix product
+with ``[W^L | W^R]`` applies the side's weights (:func:`topdown_node_update`).
 """
 
 from __future__ import annotations
@@ -58,15 +57,15 @@ from __future__ import annotations
 import logging
 
 import dgl
-import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine.recurrence import Recurrence
 from . import cells
-from .base import TreeCell
-from .lexicalized import HEAD_MODES, HeadLexicon, glorot_, position_slots
+from .base import Propagator, TreeCell
+from .lexicalized import HEAD_MODES, HeadLexicon, glorot_
 
 logger = logging.getLogger(__name__)
 
@@ -143,6 +142,7 @@ class TopDownTreeLSTM(TreeCell):
     """
 
     max_children = 2
+    reads_words = True
     uses_relations = False
     tree_kinds = ("constituency",)
 
@@ -194,8 +194,6 @@ class TopDownTreeLSTM(TreeCell):
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
-        if not isinstance(x, torch.Tensor) or not x.is_floating_point():
-            raise ValueError(f"{type(self).__name__}: x must be a float tensor")
         super().check_input(graph, x, max_children=self.max_children, **tree_kw)
 
     def check_heads(self, graph: dgl.DGLGraph, heads: torch.Tensor | None) -> None:
@@ -212,41 +210,29 @@ class TopDownTreeLSTM(TreeCell):
                 f"(num_nodes={graph.num_nodes()}, x_size={self.x_size})"
             )
 
-    def forward(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None = None,
-        schedule=None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Top-down states ``(h, c)``, each (N, h_size)."""
-        self.check_input(graph, x)
+    def check_kwargs(self, graph: dgl.DGLGraph, heads: torch.Tensor | None = None) -> None:
         self.check_heads(graph, heads)
-        if self.engine == "level":
-            return self.level_forward(graph, x, schedule, heads=heads)
-        return self._propagate(graph, x, heads)
 
-    def _propagate(
-        self, graph: dgl.DGLGraph, x: torch.Tensor, heads: torch.Tensor | None,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
-        h = self.h_size
+    # ------------------------------------------------------------ declaration
+    def recurrence(self) -> Recurrence:
+        """Eqs 14-15 as a top-down slotted recurrence: state ``[h ; c]``, the parent's state
+        in the slot of the node's side; inputs: input terms (N, 4h) and side (N,)."""
+        h, U_h, U_c, W_co = self.h_size, self.U_h, self.U_c, self.W_co
+
+        def update(inputs, parent):  # eqs 14-15 (root: the parent slots are zeros)
+            hj, cj = topdown_node_update(inputs[0], parent, U_h, U_c, W_co, inputs[1])
+            return torch.cat([hj, cj], dim=-1)
+
+        return Recurrence(width=2 * h, slots=2, update=update, direction="down")
+
+    def compute(self, prop: Propagator, x: torch.Tensor, heads: torch.Tensor | None = None
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Top-down states ``(h, c)``, each (N, h_size)."""
         if heads is None:
-            heads = self.head_lexicon_module(graph, x)  # (N, x), eqs 9-10
-        side = node_sides(graph)  # (N,)
-        x_terms = self.input_terms(heads, side)  # (N, 4h), one matmul for all nodes
-        rg = dgl.reverse(graph, copy_ndata=False, copy_edata=True)  # parent -> child
-        rg.ndata["xt"] = x_terms
-        rg.ndata["side"] = side
-        rg.ndata["hc"] = x.new_zeros(graph.num_nodes(), 1, 2 * h)  # (N, 1, 2h)
-        rg.edata["slot"] = position_slots(rg, x)  # (E, 2, 1): the child's side
-
-        def apply(nodes):  # eqs 14-15 (root: the parent slots are zeros)
-            hj, cj = self.node_update(nodes.data["xt"], nodes.data["par"], nodes.data["side"])
-            return {"hc": torch.cat([hj, cj], dim=-1).unsqueeze(1)}
-
-        # message: parent's [h ; c] in the slot of the child's side (built-in u_mul_e);
-        # built-in sum -> (N, 2, 2h) (one non-zero slot; zeros for the root)
-        dgl.prop_nodes_topo(rg, fn.u_mul_e("hc", "slot", "m"), fn.sum("m", "par"),
-                            apply_node_func=apply)
-        hc = rg.ndata["hc"][:, 0]  # (N, 2h)
-        return hc[:, :h], hc[:, h:]
+            heads = self.head_lexicon_module.run(prop, x)  # (N, x), eqs 9-10
+        side = node_sides(prop.graph).to(x.device)  # (N,)
+        hc = prop(self.recurrence(), self.input_terms(heads, side), side)
+        return hc[:, : self.h_size], hc[:, self.h_size:]
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head={self.head_mode!r}, tie_input={self.tie_input}"

@@ -1,13 +1,16 @@
-"""The level-scheduled engine (issue 5): precomputed schedules and fused level kernels.
+"""Propagation engines of the cells' declared recurrences.
 
-* :class:`~gnn_treelstm.engine.schedule.LevelSchedule` — bottom-up / top-down frontiers of a
-  batched graph as flat index tensors, built once per batch on the CPU (collate function).
-* :func:`~gnn_treelstm.engine.level.level_forward` — run a cell on a schedule with its
-  registered level kernel (:data:`~gnn_treelstm.engine.level.KERNELS`).
+* :mod:`~gnn_treelstm.engine.recurrence` — :class:`Recurrence`, how a cell declares its math.
+* :mod:`~gnn_treelstm.engine.dgl_engine` — the recurrence under ``dgl.prop_nodes_topo``.
+* :mod:`~gnn_treelstm.engine.level` — the recurrence level by level on a precomputed
+  :class:`~gnn_treelstm.engine.schedule.LevelSchedule` (built once per batch, on the CPU).
+* :mod:`~gnn_treelstm.engine.fused` — optional C++ level loops for some cells (float32 CPU).
 * :mod:`~gnn_treelstm.engine.dgl_example` — DGL's example cell, the benchmark anchor.
+
+Nothing here imports :mod:`gnn_treelstm.cells`: cells import their engines.
 """
 
-from .level import KERNELS, has_kernel, level_forward, register_kernel
+from .recurrence import Recurrence
 from .schedule import Levels, LevelSchedule
 
-__all__ = ["LevelSchedule", "Levels", "level_forward", "register_kernel", "has_kernel", "KERNELS"]
+__all__ = ["Recurrence", "LevelSchedule", "Levels"]

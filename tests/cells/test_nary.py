@@ -181,8 +181,7 @@ def test_repr_registry_and_engine():
     assert cell.max_children == 4 and NaryTreeLSTM(7, 3).max_children == 2
     with pytest.raises(ValueError, match="unknown engine"):
         NaryTreeLSTM(7, 3, engine="levels")
-    with pytest.raises(ValueError, match="gated cell only"):
-        NaryTreeLSTM(7, 3, engine="level", output_gate=False)
+    assert NaryTreeLSTM(7, 3, engine="level", output_gate=False).engine == "level"
     with pytest.raises(ValueError, match="n_ary"):
         NaryTreeLSTM(7, 3, n_ary=1, tie_forget=True)
 

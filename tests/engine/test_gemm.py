@@ -8,7 +8,6 @@ import pytest
 import torch
 
 from gnn_treelstm.engine import gemm
-from gnn_treelstm.engine.level import _tanh_
 
 
 @pytest.fixture(autouse=True)
@@ -85,11 +84,3 @@ def test_unusable_onednn_warns_in_auto_and_fails_when_asked(monkeypatch, caplog)
     gemm.set_backend("onednn")
     with pytest.raises(RuntimeError, match="GNN_TREELSTM_GEMM=onednn"):
         gemm.backend()
-
-
-@pytest.mark.parametrize("dtype,tol", [(torch.float32, 2e-7), (torch.float64, 1e-15)])
-def test_cpu_tanh_via_sigmoid(dtype, tol):
-    x = torch.linspace(-30, 30, 20001, dtype=dtype)
-    got = _tanh_(x.clone())
-    assert (got - torch.tanh(x)).abs().max().item() <= tol
-    assert got.min() >= -1 and got.max() <= 1

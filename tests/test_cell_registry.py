@@ -1,0 +1,198 @@
+"""One test over the whole cell registry: for every registry name and every option that
+changes the math, the per-node reference (written from the paper's equations), the DGL
+engine, the general level driver and the level engine's fast kernel (where the cell names
+one) give the same node states and the same gradient of every parameter and of ``x``, in
+float32 and float64.
+
+A kernel that drifts from its cell's declaration fails here
+(:func:`test_a_mutated_kernel_fails` shows the comparison catches a one-ulp-scale change).
+"""
+
+from __future__ import annotations
+
+import dgl
+import pytest
+import torch
+
+from gnn_treelstm.cells import build_cell, cells
+from gnn_treelstm.engine import fused, native
+from gnn_treelstm.graph import NO_WORD, REL, WORD
+from tests.engine.compare import assert_same_run
+from tests.reference import tai, teng
+from tests.reference.tran import tran_forward
+from tests.trees import chain, random_batch, random_dependency_batch
+
+X, H, R = 6, 5, 4
+TOL = {torch.float32: 2e-5, torch.float64: 1e-10}
+
+
+# ---------------------------------------------------------------- per-node references
+def _tran(cell, g, x):
+    src, dst = (t.tolist() for t in g.edges())
+    parents, rels = [-1] * g.num_nodes(), [0] * g.num_nodes()
+    for s, d, r in zip(src, dst, g.edata[REL].tolist()):
+        parents[s], rels[s] = d, r
+    return tran_forward(cell, parents, rels, x)
+
+
+def _teng(ref):
+    def run(cell, g, x):
+        hs, cs, off = [], [], 0
+        for gi in dgl.unbatch(g):
+            n = gi.num_nodes()
+            hd, cd = ref(cell, teng.tree_from_graph(gi), x[off:off + n])[:2]
+            hs.append(teng.stack(hd, n))
+            cs.append(teng.stack(cd, n))
+            off += n
+        return torch.cat(hs), torch.cat(cs)
+
+    return run
+
+
+def _mean(cell, g, x):
+    """Subtree sums and means of the word vectors, node by node."""
+    n = g.num_nodes()
+    src, dst = (t.tolist() for t in g.edges())
+    kids: list[list[int]] = [[] for _ in range(n)]
+    for s, d in zip(src, dst):
+        kids[d].append(s)
+    has = (g.ndata[WORD] != NO_WORD).tolist()
+    memo: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def sums(j):
+        if j not in memo:
+            s = x[j] * float(has[j])
+            cnt = torch.tensor(float(has[j]), dtype=x.dtype)
+            for k in kids[j]:
+                sk, ck = sums(k)
+                s, cnt = s + sk, cnt + ck
+            memo[j] = (s, cnt)
+        return memo[j]
+
+    out = [sums(j) for j in range(n)]
+    s = torch.stack([a for a, _ in out])
+    cnt = torch.stack([b for _, b in out]).unsqueeze(-1)
+    return s / cnt.clamp(min=1.0), s
+
+
+def _constituency():
+    return dgl.batch(random_batch(3, 12, max_children=2, exact_children=True, words="leaves"))
+
+
+def _nary3():
+    return dgl.batch(random_batch(4, 12, max_children=3, words="leaves"))
+
+
+def _chains():
+    return dgl.batch([chain(n, seed=n) for n in (1, 2, 5, 9)])
+
+
+def _dependency():
+    return random_dependency_batch(5, 12, num_relations=R)
+
+
+#: registry name -> (trees, reference, option sets that change the math)
+CASES = {
+    "childsum": (_dependency, tai.childsum, [{}, {"output_gate": False}]),
+    "nary": (_constituency, tai.nary,
+             [{}, {"output_gate": False}, {"tie_forget": True}]),
+    "lstm": (_chains, tai.sequential, [{}, {"output_gate": False}]),
+    "bilstm": (_chains, tai.sequential, [{}, {"output_gate": False}]),
+    "lstm2": (_chains, tai.sequential, [{}, {"concat_layers": False}]),
+    "bilstm2": (_chains, tai.sequential, [{}, {"output_gate": False}]),
+    "mtree": (_dependency, _tran, [{"num_relations": R, "rel_size": 3},
+                                   {"num_relations": R, "rel_size": 3, "m_size": 7}]),
+    "mtree-add": (_dependency, _tran, [{"num_relations": R, "rel_size": 3}]),
+    "mtree-full": (_dependency, _tran, [{"num_relations": R}]),
+    "lex": (_constituency, _teng(teng.lex_reference),
+            [{}, {"head": "left"}, {"head": "average"}, {"lexicalized": False}]),
+    "topdown": (_constituency, _teng(teng.topdown_reference), [{}, {"tie_input": False}]),
+    "bitree": (_constituency, _teng(teng.bitree_reference), [{}, {"head": "right"}]),
+    "mean": (_dependency, _mean, [{}]),
+}
+EXTRA = {"nary": [({"n_ary": 3}, _nary3), ({"n_ary": 3, "tie_forget": True}, _nary3)]}
+
+
+def test_every_registry_name_has_a_case():
+    assert set(CASES) == set(cells.names())
+
+
+def _params():
+    out = []
+    for name, (trees, ref, options) in CASES.items():
+        for kw in options:
+            out.append(pytest.param(name, kw, trees, ref, id=f"{name}{kw or ''}"))
+        for kw, trees2 in EXTRA.get(name, []):
+            out.append(pytest.param(name, kw, trees2, ref, id=f"{name}{kw}"))
+    return out
+
+
+def _run(cell, fwd, g, x, wh, wc):
+    x = x.detach().clone().requires_grad_(True)
+    for p in cell.parameters():
+        p.grad = None
+    h, c = fwd(g, x)
+    ((h * wh).sum() + (c * wc).sum()).backward()
+    grads = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
+             for n, p in cell.named_parameters()}
+    grads["x"] = x.grad.detach().clone()
+    return h.detach(), c.detach(), grads
+
+
+def _engines(name, kw, g, x, dtype):
+    """(reference, dgl, level-general, level-fast or None) runs of one cell's weights."""
+    torch.manual_seed(0)
+    cell_dgl = build_cell(name, X, H, **kw).to(dtype)
+    cell_lvl = build_cell(name, X, H, engine="level", **kw).to(dtype)
+    cell_lvl.load_state_dict(cell_dgl.state_dict())
+    torch.manual_seed(1)
+    wh = torch.randn(g.num_nodes(), cell_dgl.out_size, dtype=dtype)
+    wc = torch.randn(g.num_nodes(), cell_dgl.out_size, dtype=dtype)
+    out = {"dgl": _run(cell_dgl, cell_dgl, g, x, wh, wc)}
+    native.set_choice("off")
+    try:
+        out["level"] = _run(cell_lvl, cell_lvl, g, x, wh, wc)
+    finally:
+        native.set_choice(None)
+    return cell_dgl, wh, wc, out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,kw,trees,ref", _params())
+def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
+    g = trees()
+    torch.manual_seed(2)
+    x = torch.randn(g.num_nodes(), X, dtype=dtype)
+    cell, wh, wc, out = _engines(name, kw, g, x, dtype)
+    tol = TOL[dtype]
+    want = _run(cell, lambda gg, xx: ref(cell, gg, xx), g, x, wh, wc)
+    assert_same_run(out["dgl"], want, tol=tol)
+    assert_same_run(out["level"], want, tol=tol)
+    # the fast kernel, where the cell names one and it applies (float32 CPU, library built)
+    cell_fast = build_cell(name, X, H, engine="level", **kw).to(dtype)
+    cell_fast.load_state_dict(cell.state_dict())
+    from gnn_treelstm.cells.base import Propagator
+
+    fast = cell_fast.level_kernel(Propagator("level", g), x)
+    if fast is not None:
+        assert dtype == torch.float32 and fused.available(x)
+        assert_same_run(_run(cell_fast, cell_fast, g, x, wh, wc), want, tol=tol)
+
+
+def test_a_mutated_kernel_fails(monkeypatch):
+    """The comparison has teeth: Child-Sum's fast kernel with its c off by 1e-4 fails."""
+    if not fused.available(torch.zeros(1)):
+        pytest.skip("the native level loops are not available here")
+    real = fused.childsum_levels
+
+    def mutated(*args):
+        h, c = real(*args)
+        return h, c + 1e-4
+
+    monkeypatch.setattr(fused, "childsum_levels", mutated)
+    g = _dependency()
+    x = torch.randn(g.num_nodes(), X)
+    with pytest.raises(AssertionError):
+        test_reference_dgl_level_and_fast_kernel_agree("childsum", {}, _dependency,
+                                                       tai.childsum, torch.float32)
+    del x
