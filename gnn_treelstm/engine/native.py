@@ -1,15 +1,14 @@
 """Native (C++) level loops of the level engine, compiled on first use.
 
-The level kernels of the N-ary and sequential LSTMs (``_NaryLevels`` in :mod:`.level`) and
-of Child-Sum / mtree-add (``_ChildSumLevels``) spend most of their time outside the matrix
-products when the loop is Python: a level of a batch of 25 SST trees has about 50 nodes,
+The fast level kernels (:mod:`.fused`) would spend most of their time outside the matrix
+products if the loop were Python: a level of a batch of 25 SST trees has about 50 nodes,
 and each of the ~15 small tensor operations of a level costs 2-5 us of dispatch.
 ``csrc/nary_levels.cpp`` and ``csrc/childsum_levels.cpp`` run the whole level loop of one
 batch (forward bottom-up, backward top-down) in one call: per level one gather, one or two
 level-sized matrix products (a register-blocked kernel in ``csrc/common.h``, its tiles split
 over PyTorch's intra-op threads), one fused element-wise pass. The arithmetic is that of
-the Python loops, which stay the reference and the fallback (``tests/engine/test_native.py``
-compares the two).
+the cells' declared recurrences, which the general level driver runs when no kernel applies
+(``tests/test_cell_registry.py`` compares the two).
 
 Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
 against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to
@@ -22,10 +21,10 @@ may build at once). A build takes about 15 s and happens once per machine.
 Choice, by ``GNN_TREELSTM_NATIVE``:
 
 * ``auto`` (default): the native loops for float32 CPU tensors when the build succeeds; on
-  a failed build (no compiler, say), the Python loops, with one logged warning that
+  a failed build (no compiler, say), the general level driver, with one logged warning that
   includes the compiler's message.
 * ``on``: as ``auto``, but a failed build is an error.
-* ``off``: always the Python loops.
+* ``off``: always the general level driver.
 """
 
 from __future__ import annotations
@@ -50,9 +49,10 @@ __all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_pat
 
 CHOICES = ("auto", "on", "off")
 CSRC = Path(__file__).with_name("csrc")
-#: the translation units of the library (common.h is included by both)
-SOURCES = (CSRC / "nary_levels.cpp", CSRC / "childsum_levels.cpp")
-HEADERS = (CSRC / "common.h",)
+#: the translation units of the library: every ``csrc/*.cpp`` (``nary_levels.cpp`` holds the
+#: ``TORCH_LIBRARY`` block, the others ``TORCH_LIBRARY_FRAGMENT``s), and their headers
+SOURCES = tuple(sorted(CSRC.glob("*.cpp")))
+HEADERS = tuple(sorted(CSRC.glob("*.h")))
 FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++17",
          "-shared", "-fPIC", "-fopenmp",
          "-Wno-c++20-extensions")
