@@ -1,0 +1,107 @@
+"""Draw a tree whose nodes carry small coloured boxes (labels, head words) and captions.
+
+The layout is :func:`gnn_treelstm.nx.tree_layout` (constituency: leaves on the bottom row
+in sentence order; dependency trees and chains: every word in its sentence slot), with
+each slot as wide as its widest text. Used by the ``tree`` and ``heads`` analyses.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+import networkx as nx
+
+from gnn_treelstm.nx import _in_sentence_order, tree_layout
+
+from .common import figure, save_figure
+
+__all__ = ["Box", "render_tree"]
+
+#: (text, face colour) of one box
+Box = tuple[str, str]
+
+_CHAR_IN = 0.075   # a character at the 8 pt font, inches
+_BOX_PAD_IN = 0.12  # a box's padding, inches
+_GAP_IN = 0.22     # gap between neighbouring slots, inches
+_ROW_IN = 0.7      # row height, inches
+
+
+def _box_width(text: str) -> float:
+    return max(1, len(text)) * _CHAR_IN + _BOX_PAD_IN
+
+
+def render_tree(
+    tree: nx.DiGraph, out: str | os.PathLike, *, boxes: Mapping[int, Sequence[Box]],
+    captions: Mapping[int, str] | None = None, edge_text: Mapping[tuple[int, int], str]
+    | None = None, outline: Mapping[int, str] | None = None,
+    legend: Sequence[tuple[str, str]] = (), legend_title: str | None = None,
+    title: str | None = None, dpi: int = 130,
+) -> Path:
+    """Write a picture of ``tree`` (from :func:`gnn_treelstm.nx.to_networkx`).
+
+    ``boxes[v]``: the boxes drawn side by side at node ``v``; ``captions[v]``: text under
+    them (a leaf's word); ``edge_text[(child, parent)]``: a label on the edge;
+    ``outline[v]``: a thick border colour for ``v``'s boxes (e.g. a wrong prediction);
+    ``legend``: ``(face colour, text)`` entries. Written atomically; returns the path.
+    """
+    from matplotlib.patches import Patch
+
+    captions = captions or {}
+    edge_text = edge_text or {}
+    outline = outline or {}
+    widths = {}
+    for v in tree.nodes:
+        w_boxes = sum(_box_width(t) for t, _ in boxes.get(v, ())) + 0.02 * len(boxes.get(v, ()))
+        w_cap = len(captions.get(v, "")) * _CHAR_IN
+        widths[v] = max(w_boxes, w_cap, 0.3) + _GAP_IN
+    order = _in_sentence_order(tree)
+    leaves_bottom = not order
+    pos = tree_layout(tree, leaves_at_bottom=leaves_bottom, sentence_order=order,
+                      widths=widths)
+    pos = {v: (x, y * _ROW_IN) for v, (x, y) in pos.items()}
+    xs = [p[0] for p in pos.values()] or [0.0]
+    ys = [p[1] for p in pos.values()] or [0.0]
+    legend_in = 1.7 if legend else 0.0
+    width = max(3.0, max(xs) - min(xs) + max(widths.values(), default=1.0) + legend_in)
+    height = max(1.8, max(ys) - min(ys) + 1.2 + (0.35 if title else 0.0))
+    fig = figure(width, height)
+    ax = fig.add_axes((0.0, 0.0, 1.0 - legend_in / width, 1.0))
+    ax.set_axis_off()
+    for c, p in tree.edges:
+        (x0, y0), (x1, y1) = pos[c], pos[p]
+        # from the top of the child's boxes to the bottom of the parent's
+        ax.plot([x0, x1], [y0 + 0.12, y1 - 0.12], color="#777777", linewidth=0.8, zorder=1)
+        text = edge_text.get((c, p))
+        if text:
+            ax.text((x0 + x1) / 2, (y0 + y1) / 2, text, fontsize=6.5, color="#1f4e79",
+                    ha="center", va="center", zorder=3,
+                    bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
+                          "alpha": 0.9})
+    for v in tree.nodes:
+        x, y = pos[v]
+        row = list(boxes.get(v, ()))
+        total = sum(_box_width(t) for t, _ in row) + 0.02 * max(0, len(row) - 1)
+        left = x - total / 2
+        for text, face in row:
+            w = _box_width(text)
+            edge = outline.get(v)
+            ax.text(left + w / 2, y, text or " ", ha="center", va="center", fontsize=8,
+                    zorder=4, bbox={"boxstyle": "round,pad=0.25", "fc": face,
+                                    "ec": edge or "#444444", "lw": 2.0 if edge else 0.6})
+            left += w + 0.02
+        cap = captions.get(v)
+        if cap:
+            ax.text(x, y - 0.2, cap, ha="center", va="top", fontsize=9, zorder=4)
+    ax.set_xlim(min(xs) - max(widths.values(), default=1.0) / 2 - 0.1,
+                max(xs) + max(widths.values(), default=1.0) / 2 + 0.1)
+    ax.set_ylim(min(ys) - 0.65, max(ys) + 0.4)
+    if legend:
+        handles = [Patch(facecolor=face, edgecolor="#333333", label=text)
+                   for face, text in legend]
+        fig.legend(handles=handles, loc="upper right", fontsize=7.5, frameon=False,
+                   title=legend_title, title_fontsize=7.5)
+    if title:
+        ax.set_title(title, fontsize=9, loc="left")
+    return save_figure(fig, out, dpi=dpi)
