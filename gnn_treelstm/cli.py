@@ -6,6 +6,7 @@ command        what it does                               also runs as
 ``train``      train a model on a task of the papers      ``python -m gnn_treelstm.train``
 ``evaluate``   score checkpoints, tabulate or plot runs   ``python -m gnn_treelstm.evaluate``
 ``predict``    label raw sentences with a checkpoint      ``python -m gnn_treelstm.predict``
+``serve``      a tree explorer web page for a checkpoint  ``python -m gnn_treelstm.serve``
 ``build``      parse a data set into DGL graphs           ``python -m data_prep.build``
 ``fetch``      lay out or verify the raw data mirror      ``python -m data_prep.fetch``
 ``bench``      time the engines                           ``python -m gnn_treelstm.bench``
@@ -32,6 +33,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("gnn_treelstm.train", "train a model on a task of the papers"),
     "evaluate": ("gnn_treelstm.evaluate", "score checkpoints, tabulate or plot runs"),
     "predict": ("gnn_treelstm.predict", "label raw sentences with a checkpoint"),
+    "serve": ("gnn_treelstm.serve", "a tree explorer web page for a checkpoint"),
     "build": ("data_prep.build", "parse a data set into DGL graphs"),
     "fetch": ("data_prep.fetch", "lay out or verify the raw data mirror"),
     "bench": ("gnn_treelstm.bench", "time the engines"),
