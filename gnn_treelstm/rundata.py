@@ -38,7 +38,10 @@ __all__ = ["SAMPLE_SRC", "RAW_PROBES", "DEFAULT_VECTORS", "DataError", "RunData"
 SAMPLE_SRC = Path(__file__).resolve().parent / "sample_data"
 #: raw-data probes: a directory holding one of these for the data set is raw (unbuilt) data
 RAW_PROBES = {"sst": "sst/trees", "sick": "sick/semeval2014", "trec": "trec/TREC_10.label",
-              "snli": "snli"}
+              "snli": "snli", "jsonl": "train.jsonl"}
+#: the data set of the tasks for users' own data (``classify``, ``pair-classify``,
+#: ``pair-score``): they read a built data set of any name that has their targets
+ANY_DATASET = "jsonl"
 #: pre-trained vectors looked for in ``<raw source>/glove/`` (first found wins)
 DEFAULT_VECTORS = {
     "sick": ("glove.840B.300d.sick-vocab.txt.gz", "glove.6B.50d.filtered.txt.gz"),
@@ -53,8 +56,8 @@ class DataError(FileNotFoundError):
 
 def _dataset_hint(dataset: str, out: str | os.PathLike, tree: str | None = None) -> str:
     trees = f" --trees {tree}" if tree else ""
-    return (f"python -m data_prep.build --dataset {dataset} --src RAW_DATA_DIR "
-            f"--out {out}{trees}")
+    src = "train.jsonl dev.jsonl test.jsonl" if dataset == ANY_DATASET else "RAW_DATA_DIR"
+    return f"python -m data_prep.build --dataset {dataset} --src {src} --out {out}{trees}"
 
 
 def _build(dataset: str, src: Path, out: Path, trees: Sequence[str]) -> None:
@@ -75,7 +78,9 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
     the data mirror, which is built on the fly into ``<runs_dir>/_built/``. With neither,
     the embedded sample is built into ``<runs_dir>/_sample_data/<dataset>``. Missing tree
     kinds are built for the directories this function manages; for a directory the user
-    built, the error names the command that completes it.
+    built, the error names the command that completes it. For :data:`ANY_DATASET` (the
+    tasks for users' own data) a built directory of any data set name is accepted, and raw
+    data is a directory of ``train.jsonl`` / ``dev.jsonl`` / ``test.jsonl``.
     """
     runs = Path(runs_dir)
     if data is None:
@@ -106,16 +111,17 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
             f"`{_dataset_hint(dataset, p / dataset)}`"
         )
     meta = D.load_meta(built)
-    if meta.get("dataset") != dataset:
+    if meta.get("dataset") != dataset and dataset != ANY_DATASET:
         raise DataError(
             f"{built} holds the {meta.get('dataset')!r} data set but the task needs "
             f"{dataset!r}; build it with `{_dataset_hint(dataset, p.parent / dataset)}`"
         )
     if tree not in meta.get("trees", []):
-        _check_tree_kind(dataset, tree)
+        source = meta.get("source_format", meta.get("dataset", dataset))
+        _check_tree_kind(source, tree)
         raise DataError(
             f"{built} has no {tree!r} trees (built: {', '.join(meta.get('trees', []))}); "
-            f"add them with `{_dataset_hint(dataset, built, tree)}`"
+            f"add them with `{_dataset_hint(source, built, tree)}`"
         )
     return built
 
@@ -169,7 +175,12 @@ class RunData:
 
 
 def prepare_data(cfg: RunConfig, task: Task) -> RunData:
-    """Resolve the data directory, load the splits and adapt them to the task."""
+    """Resolve the data directory, load the splits and adapt them to the task.
+
+    A task whose head's size comes from the data (``head_kwargs_from_data``: the classes
+    or score range of ``classify`` / ``pair-classify`` / ``pair-score``) gets those head
+    options added to ``cfg.head_kwargs`` (options given on the command line win), so the
+    model config and the recorded run config carry them."""
     data_dir = resolve_data_dir(cfg.data, task.dataset, cfg.tree, runs_dir=cfg.runs_dir)
     meta = D.load_meta(data_dir)
     if bool(meta.get("pair")) != task.pair:
@@ -193,6 +204,9 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
         if limit is not None and len(sp) > limit:
             sp = sp.subset(list(range(limit)))
         splits[name] = sp
+    from_data = getattr(task, "head_kwargs_from_data", None)
+    if from_data is not None:
+        cfg.head_kwargs = {**from_data(meta, splits["train"]), **cfg.head_kwargs}
     vocab = D.load_vocab(data_dir)
     try:
         relations = D.load_relations(data_dir, cfg.tree).names
