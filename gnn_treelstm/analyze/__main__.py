@@ -62,6 +62,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--index", type=int, default=0, help="the drawn sentence")
     p.add_argument("--rule", default="cosine", choices=("cosine", "gate"),
                    help="how the model's head is read off (see gnn_treelstm.analyze.heads)")
+    p.add_argument("--html", default=None, metavar="PATH",
+                   help="also the drawn tree as self-contained HTML (gnn_treelstm.treesvg)")
     _common(p)
 
     p = sub.add_parser("relations", help="relations by the Frobenius norm of their "
@@ -124,7 +126,7 @@ def run(a: argparse.Namespace) -> str:
         from .heads import heads_analysis
 
         res = heads_analysis(a.run, a.out, table, data=a.data, splits=a.splits,
-                             draw_split=a.split, index=a.index, rule=a.rule)
+                             draw_split=a.split, index=a.index, rule=a.rule, html=a.html)
         return "; ".join(f"{s}: {100 * r['model'] / max(r['constituents'], 1):.2f} % of "
                          f"{r['constituents']} constituents" for s, r in res.items())
     if a.command == "relations":

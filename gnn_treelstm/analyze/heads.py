@@ -42,7 +42,7 @@ from gnn_treelstm.checkpoint import Checkpoint
 from gnn_treelstm.nx import SST_LABEL_NAMES, to_networkx
 
 from .common import SST_COLOURS, AnalysisError, load, markdown, split_of, tokens_of, write_table
-from .render import render_tree
+from .render import render_tree, write_html_trees
 
 __all__ = ["RULES", "model_heads", "rule_heads", "agreement", "heads_analysis",
            "TENG_COLLINS"]
@@ -167,7 +167,8 @@ def _pct(a: int, b: int) -> float:
 
 def heads_analysis(run: str, out: str | Path, table: str | Path, *, data: str | None = None,
                    splits: Sequence[str] = ("dev", "test"), draw_split: str = "dev",
-                   index: int = 0, rule: str = "cosine") -> dict:
+                   index: int = 0, rule: str = "cosine", html: str | Path | None = None
+                   ) -> dict:
     """Agreement over ``splits`` (table) and one sentence's heads drawn on its tree."""
     ck = load(run)
     if _head_module(ck.model.cell) is None:
@@ -189,13 +190,13 @@ def heads_analysis(run: str, out: str | Path, table: str | Path, *, data: str | 
             " over the internal nodes (constituents of 2+ words).\n\n" + markdown(
                 ["split", "constituents", "model = rule (%)", "leftmost word = rule (%)",
                  "rightmost word = rule (%)", "Teng & Zhang vs Collins (%)"], rows))
-    drawn = _draw(ck, data, draw_split, index, rule, out)
+    drawn = _draw(ck, data, draw_split, index, rule, out, html)
     write_table(table, text + "\n" + drawn)
     return results
 
 
 def _draw(ck: Checkpoint, data: str | None, split: str, index: int, rule: str,
-          out: str | Path) -> str:
+          out: str | Path, html: str | Path | None = None) -> str:
     data_dir, const = split_of(ck, data, split)
     _, dep = split_of(ck, data, split, tree="dependency")
     if not 0 <= index < len(const):
@@ -229,5 +230,19 @@ def _draw(ck: Checkpoint, data: str | None, split: str, index: int, rule: str,
     title = (f"head words of {ck.model.config.cell} (rule {rule}), {split} #{index}: "
              f"{agree}/{len(rows)} constituents agree with the dependency-rule head")
     render_tree(tree, out, boxes=boxes, outline=outline, legend=legend, title=title)
+    if html is not None:
+        nodes = []
+        for v, d in tree.nodes(data=True):
+            lo, hi = spans[v]
+            lab = d["label"]
+            rule_word = tokens[rule_h[v]] if v in rule_h else tokens[heads[v]]
+            nodes.append({
+                "id": v, "parent": next(iter(tree.successors(v)), None),
+                "word": tokens[lo] if v not in rule_h else None,
+                "token": lo if v not in rule_h else None,
+                "words": f"{' '.join(tokens[lo:hi])} | model head: {tokens[heads[v]]} | "
+                         f"rule head: {rule_word}",
+                "label": SST_LABEL_NAMES[lab] if lab is not None and 0 <= lab < 5 else None})
+        write_html_trees(html, [nodes], title=title, label_names=list(SST_LABEL_NAMES))
     return (f"The drawn sentence ({split} #{index}): {' '.join(tokens)}\n\n"
             + markdown(["node", "constituent", "model head", "rule head", "same"], rows))

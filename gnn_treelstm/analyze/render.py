@@ -17,7 +17,7 @@ from gnn_treelstm.nx import _in_sentence_order, tree_layout
 
 from .common import figure, save_figure
 
-__all__ = ["Box", "render_tree"]
+__all__ = ["Box", "render_tree", "write_html_trees"]
 
 #: (text, face colour) of one box
 Box = tuple[str, str]
@@ -105,3 +105,18 @@ def render_tree(
     if title:
         ax.set_title(title, fontsize=9, loc="left")
     return save_figure(fig, out, dpi=dpi)
+
+
+def write_html_trees(path: str | os.PathLike, trees: Sequence[Sequence[dict]], *, title: str,
+                     label_names: Sequence[str] | None = None) -> Path:
+    """Trees in :mod:`gnn_treelstm.treesvg`'s node schema as one self-contained HTML file
+    (``--html``); an :class:`~gnn_treelstm.analyze.common.AnalysisError` if that module is
+    missing."""
+    try:
+        from gnn_treelstm.treesvg import write_html
+    except ImportError as exc:
+        from .common import AnalysisError
+
+        raise AnalysisError("--html needs gnn_treelstm.treesvg (write_html), which this "
+                            "installation does not have") from exc
+    return write_html(path, trees, title=title, label_names=label_names)

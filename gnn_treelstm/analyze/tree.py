@@ -27,7 +27,7 @@ from gnn_treelstm.nx import SST_LABEL_NAMES, to_networkx
 from gnn_treelstm.tasks.classification import ClassificationTask
 
 from .common import SST_COLOURS, AnalysisError, load, markdown, split_of, tokens_of, write_table
-from .render import render_tree
+from .render import render_tree, write_html_trees
 
 __all__ = ["node_predictions", "tree_analysis"]
 
@@ -37,27 +37,22 @@ _NO_LABEL = "#ffffff"
 
 
 @torch.no_grad()
-def node_predictions(ck: Checkpoint, graph) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(predicted label, its probability)`` per node of one graph; ``-1`` / NaN where the
+def node_predictions(ck: Checkpoint, graph) -> torch.Tensor:
+    """The class distribution at every node of one graph, (N, C); rows of NaN where the
     model predicts nothing (every node but the root of a root-supervised model)."""
     task = ck.model.task
     if not isinstance(task, ClassificationTask):
-        raise AnalysisError(f"{ck.path}: a {task.name} model does not classify sentences; the tree "
-                            "analysis needs a single-sentence classifier (sst-5, sst-2, trec)")
+        raise AnalysisError(f"{ck.path}: a {task.name} model does not classify sentences; "
+                            "the tree analysis needs a single-sentence classifier (sst-5, "
+                            "sst-2, trec)")
     ck.model.eval()
     out = ck.model(graph)
-    n = graph.num_nodes()
-    pred = torch.full((n,), -1, dtype=torch.long)
-    prob = torch.full((n,), float("nan"))
     if "node_logits" in out:
-        p = out["node_logits"].softmax(-1)
-        prob, pred = p.max(-1)
-    else:
-        root = int(G.batch_roots(graph)[0])
-        p = out["root_logits"][0].softmax(-1)
-        pred[root] = int(p.argmax())
-        prob[root] = float(p.max())
-    return pred, prob
+        return out["node_logits"].softmax(-1)
+    root = int(G.batch_roots(graph)[0])
+    probs = torch.full((graph.num_nodes(), out["root_logits"].shape[-1]), float("nan"))
+    probs[root] = out["root_logits"][0].softmax(-1)
+    return probs
 
 
 def _colour(label: int, num_classes: int) -> str:
@@ -92,7 +87,10 @@ def tree_analysis(run: str, out: str | Path, table: str | Path, *, data: str | N
     Returns ``{"nodes", "labelled", "correct", "root_pred", "root_gold"}``."""
     ck = load(run)
     graph, tokens, where = _sentence(ck, data, split, index, text)
-    pred, prob = node_predictions(ck, graph)
+    probs = node_predictions(ck, graph)
+    known = ~probs.isnan().any(-1)
+    prob, pred = probs.nan_to_num(-1.0).max(-1)
+    pred[~known] = -1
     names = list(ck.label_names or [])
     k = len(names) or 5
     names = names or list(SST_LABEL_NAMES)
@@ -137,7 +135,19 @@ def tree_analysis(run: str, out: str | Path, table: str | Path, *, data: str | N
     write_table(table, head + markdown(
         ["node", "span", "words", "gold", "predicted", "p(predicted)", "right"], rows))
     if html is not None:
-        _write_html(graph, html, ck, title)
+        nodes = []
+        for v, d in tree.nodes(data=True):
+            p, g = int(pred[v]), gold[v]
+            parent = next(iter(tree.successors(v)), None)
+            lo, hi = d["span"]
+            nodes.append({
+                "id": v, "parent": parent, "word": captions.get(v),
+                "token": lo if v in captions else None, "words": " ".join(tokens[lo:hi]),
+                "relation": edge_text.get((v, parent)), "label": names[p] if p >= 0 else None,
+                "probabilities": ({names[c]: round(float(q), 4) for c, q in
+                                   enumerate(probs[v])} if p >= 0 else None),
+                "gold": names[g] if g >= 0 else None})
+        write_html_trees(html, [nodes], title=title, label_names=names)
     return {"nodes": graph.num_nodes(), "labelled": labelled, "correct": correct,
             "root_pred": rp, "root_gold": rg}
 
@@ -145,12 +155,3 @@ def tree_analysis(run: str, out: str | Path, table: str | Path, *, data: str | N
 def _positional(relations: Sequence[str]) -> bool:
     """Whether the relation names are only child positions (constituency trees)."""
     return set(relations) <= {"left", "right"} or all(r.isdigit() for r in relations)
-
-
-def _write_html(graph, path: str | Path, ck: Checkpoint, title: str) -> None:
-    try:
-        from gnn_treelstm import treesvg  # written separately; optional here
-    except ImportError as exc:
-        raise AnalysisError("--html needs gnn_treelstm/treesvg.py (write_html), which this "
-                            "installation does not have") from exc
-    treesvg.write_html(graph, path, vocab=ck.vocab, relations=ck.relations, title=title)
