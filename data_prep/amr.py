@@ -48,8 +48,9 @@ The conversion here (:func:`amr_tree`, :func:`amr_to_tree`):
 * ``ndata["span"]`` is ``[-1, -1]`` and ``ndata["label"]`` is ``IGNORE``.
 
 Bad input raises :class:`AmrError` naming the file, line and graph id: PENMAN that does not
-parse, unbalanced parentheses or text after a graph, an empty graph ``()``, a node without
-a concept, a variable defined twice, an alignment past the sentence's end, a self-loop.
+parse, unbalanced parentheses or text after a graph (:mod:`data_prep.penman_io`, which
+reads the files), an empty graph ``()``, a node without a concept or a role without a value,
+a variable defined twice, an alignment past the sentence's end, a self-loop.
 
 Vocabularies: :func:`build_amr_vocabs` collects the concept and relation labels of a
 corpus; both lists start with ``"<unk>"`` (id 0), which unseen concepts and relations
@@ -60,12 +61,10 @@ vocabulary (the node words) and a :class:`gnn_treelstm.vocab.Relations` of the r
 from __future__ import annotations
 
 import logging
-import os
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import penman
@@ -73,6 +72,8 @@ from penman.models.amr import model as _amr_model
 
 import gnn_treelstm  # noqa: F401  (dgl compatibility before dgl)
 from gnn_treelstm.graph import NO_WORD, make_tree
+
+from .penman_io import AmrEntry, AmrError, parse_amr, parse_graph, read_amr
 
 log = logging.getLogger(__name__)
 
@@ -94,33 +95,6 @@ UNK = "<unk>"
 _SENSE = re.compile(r"-\d+$")
 _ALIGN = re.compile(r"~[A-Za-z]*\.?(\d+)(?:,\d+)*$")
 _OPS = re.compile(r"^:(op|snt)\d+(-of)?$")
-_ID = re.compile(r"::id\s+(\S+)")
-
-
-class AmrError(ValueError):
-    """A malformed AMR; the message names the file, the line and the graph id."""
-
-
-@dataclass
-class AmrEntry:
-    """One AMR of a corpus file."""
-
-    id: str
-    sentence: str
-    graph_penman: str  # the PENMAN text of the graph, without the metadata lines
-    metadata: dict[str, str] = field(default_factory=dict)
-    tree: penman.Tree | None = field(default=None, repr=False, compare=False)
-    where: str = ""  # "file:line" of the graph's first line, for messages
-
-    def penman_tree(self) -> penman.Tree:
-        if self.tree is None:
-            self.tree = _parse(self.graph_penman, self.where or self.id)
-        return self.tree
-
-    def tokens(self) -> list[str]:
-        """The sentence's tokens: ``# ::tok`` if present, else ``# ::snt`` split on spaces
-        (the token indices of ``~e.N`` alignments count in these)."""
-        return (self.metadata.get("tok") or self.sentence).split()
 
 
 @dataclass
@@ -140,121 +114,6 @@ class AmrTree:
 def _strip_align(s: str) -> tuple[str, int | None]:
     m = _ALIGN.search(s)
     return (s, None) if m is None else (s[: m.start()], int(m.group(1)))
-
-
-def _parse(text: str, where: str) -> penman.Tree:
-    try:
-        return penman.parse(text)
-    except penman.DecodeError as exc:
-        raise AmrError(f"{where}: not valid PENMAN: {exc.message} "
-                       f"(line {exc.lineno}, column {exc.offset + 1} of the graph)") from None
-
-
-def _scan(line: str, depth: int, where: str) -> tuple[int, str]:
-    """Parenthesis depth after ``line`` (quoted strings skipped), and the text after the
-    point where the depth returned to 0."""
-    quoted = escaped = False
-    for k, ch in enumerate(line):
-        if quoted:
-            if escaped:
-                escaped = False
-            elif ch == "\\":
-                escaped = True
-            elif ch == '"':
-                quoted = False
-            continue
-        if ch == '"':
-            quoted = True
-        elif ch == "(":
-            depth += 1
-        elif ch == ")":
-            depth -= 1
-            if depth < 0:
-                raise AmrError(f"{where}: unbalanced ')' at column {k + 1}")
-            if depth == 0:
-                return 0, line[k + 1:].strip()
-    return depth, ""
-
-
-def parse_amr(text: str, source: str = "<string>") -> list[AmrEntry]:
-    """Split PENMAN text into graphs (with their ``# ::`` metadata) and parse each.
-
-    Graphs end where their parentheses balance; blank lines and comment lines between
-    graphs are skipped, comments without a graph after them are ignored.
-
-    Raises:
-        AmrError: text that is not a graph, unbalanced parentheses, text after a graph on
-            its last line, metadata (``# ::id``) with no graph, a graph that does not parse.
-    """
-    entries: list[AmrEntry] = []
-    meta: list[str] = []
-    graph: list[str] = []
-    start = depth = 0
-
-    def ident() -> str:
-        return next((m.group(1) for m in map(_ID.search, meta) if m), str(len(entries) + 1))
-
-    def here() -> str:
-        return f"{source}:{start} (graph {ident()})"
-
-    def finish() -> None:
-        where = here()
-        try:
-            tree = penman.parse("\n".join(meta + graph))
-        except penman.DecodeError as exc:
-            line = start + max(exc.lineno - 1 - len(meta), 0)
-            raise AmrError(f"{where}: not valid PENMAN: {exc.message} at line {line}, column "
-                           f"{exc.offset + 1}") from None
-        md = dict(tree.metadata)
-        entries.append(AmrEntry(
-            id=md.get("id") or f"{Path(source).name}#{len(entries) + 1}",
-            sentence=md.get("snt", ""),
-            graph_penman=penman.format(penman.Tree(tree.node)),
-            metadata=md, tree=tree, where=where))
-
-    for lineno, line in enumerate(text.splitlines(), 1):
-        stripped = line.strip()
-        if depth == 0:
-            if not stripped:
-                continue
-            if stripped.startswith("#"):
-                meta.append(line)
-                continue
-            if not stripped.startswith("("):
-                raise AmrError(f"{source}:{lineno}: expected a PENMAN graph starting with "
-                               f"'(' or a '#' comment line, got {stripped[:40]!r}")
-            start, graph = lineno, []
-        graph.append(line)
-        depth, trailing = _scan(line, depth, f"{source}:{lineno} (graph {ident()})")
-        if trailing:
-            raise AmrError(f"{source}:{lineno} (graph {ident()}): {trailing[:40]!r} after the "
-                           f"end of the graph (an extra ')'?); one graph per block, blocks "
-                           "separated by a blank line")
-        if depth == 0:
-            finish()
-            meta, graph = [], []
-    if depth > 0:
-        raise AmrError(f"{here()}: the graph is not closed ({depth} '(' still open at the "
-                       "end of the file)")
-    if any("::" in m for m in meta):
-        raise AmrError(f"{source}: metadata at the end of the file has no graph after it "
-                       f"({meta[0].strip()[:60]!r}); an empty graph")
-    return entries
-
-
-def read_amr(path: str | os.PathLike) -> list[AmrEntry]:
-    """Read a PENMAN AMR file with ``# ::id`` / ``# ::snt`` metadata (:func:`parse_amr`).
-
-    Raises:
-        FileNotFoundError: no such file.
-        AmrError: malformed PENMAN; the message names the file, the line and the graph.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"AMR file not found: {path}")
-    entries = parse_amr(path.read_text(encoding="utf-8"), str(path))
-    log.info("read %d AMR graphs from %s", len(entries), path)
-    return entries
 
 
 def _clean_concept(label: str, strip_senses: bool) -> str:
@@ -352,7 +211,7 @@ def amr_tree(
     elif isinstance(entry, penman.Tree):
         tree, ident = entry, str(entry.metadata.get("id", "<amr>"))
     else:
-        tree, ident = _parse(entry, "<amr>"), "<amr>"
+        tree, ident = parse_graph(entry, "<amr>"), "<amr>"
     if tree.node[0] is None:
         raise AmrError(f"{ident}: empty graph '()'; an AMR needs at least one concept")
     drop = set(drop_roles)

@@ -51,10 +51,25 @@ import torch
 
 import gnn_treelstm
 from gnn_treelstm.files import atomic_path, atomic_write
-from gnn_treelstm.vocab import Relations, Vocab
+from gnn_treelstm.vocab import Vocab
 
-from . import amr_data, binarize, chain, dependency, jsonl, preparsed, ptb, readers
-from .example import Example, source_graph, wants_parse
+from . import amr_data, dependency, jsonl
+from .example import FILE_DATASETS, Example, needs_spacy, sentence_graph, wants_parse
+from .sources import (  # noqa: F401  (re-exported: the build API names them)
+    KNOWN_COUNTS,
+    LABEL_NAMES,
+    LOADERS,
+    SAMPLE_MARKER,
+    SICK_FILES,
+    SPLITS,
+    SST2_COUNTS,
+    TREC_DEV_SEED,
+    CountMismatchError,
+    check_counts,
+    is_sample,
+    load_files,
+    relations_for,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -71,8 +86,6 @@ __all__ = [
 ]
 
 DATASETS = ("sst", "sick", "trec", "snli", "amr", "jsonl")
-#: data sets read from the files named in --src (not from a data mirror root)
-FILE_DATASETS = ("amr", "jsonl")
 TREES = {
     "sst": ["constituency", "dependency", "chain"],
     "sick": ["dependency", "constituency", "dependency-spacy", "constituency-spacy", "chain"],
@@ -81,143 +94,6 @@ TREES = {
     "amr": ["amr"],
     "jsonl": list(jsonl.TREE_KINDS),
 }
-SPLITS = {
-    "sst": ["train", "dev", "test"],
-    "sick": ["train", "dev", "test"],
-    "trec": ["train", "dev", "test"],
-    "snli": ["train", "dev", "test"],  # SNLI: whichever splits exist in the source
-}
-KNOWN_COUNTS = {
-    "sst": {"train": 8544, "dev": 1101, "test": 2210},
-    "sick": {"train": 4500, "dev": 500, "test": 4927},
-    "trec": {"train": 4952, "dev": 500, "test": 500},
-}
-#: SST sentences whose root is not neutral (the binary task).
-SST2_COUNTS = {"train": 6920, "dev": 872, "test": 1821}
-SAMPLE_MARKER = "SAMPLE"
-TREC_DEV_SEED = 1234
-
-
-class CountMismatchError(ValueError):
-    """``--check-counts`` found sizes different from the published ones."""
-
-
-# ----------------------------------------------------------------------------- sources
-def _dataset_dir(src: Path, name: str, probe: str) -> Path:
-    """``src/<name>`` if it exists, else ``src`` itself if it holds ``probe``."""
-    if (src / name / probe).exists():
-        return src / name
-    if (src / probe).exists():
-        return src
-    raise FileNotFoundError(f"{src}: no {name}/{probe} (expected a directory laid out like "
-                            "the data mirror, e.g. gnn_treelstm/sample_data)")
-
-
-def _load_sst(src: Path) -> dict[str, list[Example]]:
-    d = _dataset_dir(src, "sst", "trees")
-    out = {}
-    for split in SPLITS["sst"]:
-        trees = ptb.read_ptb_file(d / "trees" / f"{split}.txt")
-        out[split] = [Example([t.tokens], {"label": t.label},
-                              {"tokens": t.tokens, "label": t.label}, ptb=t) for t in trees]
-    return out
-
-
-SICK_FILES = {"train": "SICK_train.txt", "dev": "SICK_trial.txt",
-              "test": "SICK_test_annotated.txt"}
-
-
-def _load_sick(src: Path) -> dict[str, list[Example]]:
-    d = _dataset_dir(src, "sick", "semeval2014")
-    out = {}
-    for split in SPLITS["sick"]:
-        path = d / "semeval2014" / SICK_FILES[split]
-        pairs = readers.read_sick_semeval(path)
-        pdir = d / "stanford_parsed" / split
-        a, b = preparsed.read_preparsed(pdir, "a"), preparsed.read_preparsed(pdir, "b")
-        ids = [x.strip() for x in (pdir / "id.txt").read_text(encoding="utf-8").splitlines()]
-        if len(a) != len(pairs) or ids != [p.pair_id for p in pairs]:
-            raise readers.DataFormatError(
-                f"{pdir}: the Stanford parses ({len(a)} lines, id.txt) do not line up with "
-                f"{path} ({len(pairs)} pairs); both must list the same pairs in order")
-        exs = []
-        for p, sa, sb in zip(pairs, a, b):
-            exs.append(Example(
-                [sa.tokens, sb.tokens], {"score": p.score, "label": p.label},
-                {"id": p.pair_id, "a": sa.tokens, "b": sb.tokens, "score": p.score,
-                 "label": p.label}, stanford=[sa, sb]))
-        out[split] = exs
-    return out
-
-
-def _load_trec(src: Path) -> dict[str, list[Example]]:
-    d = _dataset_dir(src, "trec", "TREC_10.label")
-    train = readers.read_trec(d / "train_5500.label")
-    test = readers.read_trec(d / "TREC_10.label")
-    tr_idx, dev_idx = readers.trec_dev_split(len(train), seed=TREC_DEV_SEED)
-
-    def ex(q: readers.TrecQuestion) -> Example:
-        return Example([q.tokens], {"label": q.coarse},
-                       {"tokens": q.tokens, "label": q.coarse, "fine": q.fine})
-
-    return {"train": [ex(train[i]) for i in tr_idx], "dev": [ex(train[i]) for i in dev_idx],
-            "test": [ex(q) for q in test]}
-
-
-def _load_snli(src: Path) -> dict[str, list[Example]]:
-    d = src / "snli" if (src / "snli").is_dir() else src
-    out = {}
-    for split in SPLITS["snli"]:
-        jsonl = [d / f"snli_1.0_{split}.jsonl", d / f"snli_1.0_{split}.jsonl.gz"]
-        if any(p.exists() for p in jsonl):
-            pairs = readers.read_snli_jsonl(next(p for p in jsonl if p.exists()))
-        else:
-            try:
-                readers.find_file(d / f"labels.{split}")
-            except FileNotFoundError:
-                continue
-            pairs = readers.read_snli_text(d, split)
-        out[split] = [Example([p.a, p.b], {"label": p.label},
-                              {"a": p.a, "b": p.b, "label": p.label}) for p in pairs]
-    if not out:
-        raise FileNotFoundError(f"{d}: no SNLI split found (s1/s2/labels.<split>[.gz] or "
-                                "snli_1.0_<split>.jsonl)")
-    return out
-
-
-LOADERS: dict[str, Callable[[Path], dict[str, list[Example]]]] = {
-    "sst": _load_sst, "sick": _load_sick, "trec": _load_trec, "snli": _load_snli}
-LABEL_NAMES = {
-    "sst": ["very negative", "negative", "neutral", "positive", "very positive"],
-    "sick": readers.SICK_LABELS,
-    "trec": readers.TREC_COARSE,
-    "snli": readers.SNLI_LABELS,
-}
-
-
-def is_sample(src: str | os.PathLike) -> bool:
-    """Whether ``src`` is the embedded sample (it holds the :data:`SAMPLE_MARKER` file)."""
-    return (Path(src) / SAMPLE_MARKER).exists()
-
-
-def check_counts(dataset: str, data: dict[str, list[Example]]) -> None:
-    """Raise :class:`CountMismatchError` unless the published sizes hold."""
-    known = KNOWN_COUNTS.get(dataset)
-    if known is None:
-        logger.warning("no known counts for %s; --check-counts checks nothing", dataset)
-        return
-    got = {s: len(v) for s, v in data.items()}
-    problems = [f"{s}: expected {n}, got {got.get(s)}" for s, n in known.items()
-                if got.get(s) != n]
-    if dataset == "sst":
-        binary = {s: sum(ex.targets["label"] != 2 for ex in data[s]) for s in data}
-        problems += [f"{s} (binary roots): expected {n}, got {binary.get(s)}"
-                     for s, n in SST2_COUNTS.items() if binary.get(s) != n]
-    if problems:
-        raise CountMismatchError(f"{dataset}: counts differ from the published ones: "
-                                 + "; ".join(problems))
-    logger.info("%s: counts match the published ones (%s)", dataset, got)
-
 
 # ----------------------------------------------------------------------------- writing
 def _write_text(path: Path, text: str) -> None:
@@ -245,70 +121,6 @@ def graph_files(out: Path, tree: str, split: str, pair: bool) -> list[Path]:
     if pair:
         return [out / tree / f"{split}.a.bin", out / tree / f"{split}.b.bin"]
     return [out / tree / f"{split}.bin"]
-
-
-# ----------------------------------------------------------------------------- graphs
-def _sent_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Relations,
-                parse: dependency.DepParse | None, vocab: Vocab) -> dgl.DGLGraph:
-    if ex.sources:
-        return source_graph(tree, ex.sources[side], ids, relations, parse, vocab)
-    if tree == "constituency":
-        if ex.ptb is not None:
-            word_of = dict(zip(ex.ptb.tokens, ids))
-            return ptb.tree_to_graph(ex.ptb, word_of.__getitem__)
-        if ex.stanford:
-            return preparsed.preparsed_constituency_graph(ex.stanford[side], ids)
-        assert parse is not None
-        return binarize.binary_graph(parse.heads, ids)
-    if tree == "constituency-spacy":
-        assert parse is not None
-        return binarize.binary_graph(parse.heads, ids)
-    if tree == "dependency" and ex.stanford:
-        return preparsed.preparsed_dependency_graph(ex.stanford[side], ids, relations)
-    if tree in ("dependency", "dependency-spacy"):
-        assert parse is not None
-        labels = None
-        if ex.ptb is not None:  # SST: phrase labels where a subtree is a gold constituent
-            spans = dependency.subtree_spans(parse.heads)
-            labels = dependency.labels_from_spans(spans, ex.ptb.span_labels(), parse.root,
-                                                  ex.ptb.label)
-        return dependency.dependency_graph(parse.heads, parse.deps, ids, relations,
-                                           labels=labels)
-    if tree == "chain":
-        labels = None
-        if ex.ptb is not None:
-            n = len(ids)
-            labels = dependency.labels_from_spans(chain.chain_spans(n), ex.ptb.span_labels(),
-                                                  n - 1, ex.ptb.label)
-        return chain.chain_graph(ids, labels=labels)
-    raise ValueError(f"unknown tree kind {tree!r}")
-
-
-def _needs_spacy(dataset: str, tree: str, data: dict[str, list[Example]] | None = None
-                 ) -> bool:
-    if tree in ("dependency-spacy", "constituency-spacy"):
-        return True
-    if tree in ("chain", "amr"):
-        return False
-    if dataset in FILE_DATASETS:
-        return any(wants_parse(s, [tree]) for exs in (data or {}).values() for ex in exs
-                   for s in ex.sources)
-    if dataset == "sst":
-        return tree == "dependency"
-    if dataset == "sick":
-        return False
-    return True
-
-
-def _relations_for(tree: str, dataset: str, src: Path) -> Relations:
-    if tree.startswith("constituency"):
-        return Relations(ptb.CONSTITUENCY_RELATIONS)
-    if tree == "chain":
-        return Relations(chain.CHAIN_RELATIONS)
-    if tree == "dependency" and dataset == "sick":
-        rs = _dataset_dir(src, "sick", "semeval2014") / "stanford_parsed" / "rels_set.txt"
-        return preparsed.read_relation_set(rs) if rs.exists() else Relations()
-    return Relations()
 
 
 def _versions(nlp=None) -> dict:
@@ -408,24 +220,6 @@ def parse_sharded(nlp, sentences: Sequence[Sequence[str]], cache: Path, *,
     return out
 
 
-def _load_files(dataset: str, srcs: list[Path], extra: dict) -> tuple[dict, dict]:
-    """The examples of a file-based data set and what its ``meta.json`` records."""
-    opts = amr_data.amr_options(extra.get("amr_options"))
-    if dataset == "amr":
-        data, files = amr_data.load_amr_bank(srcs, opts)
-        return data, {"pair": False, "label_names": None, "files": files,
-                      "default_trees": ["amr"], "amr_options": opts}
-    jd = jsonl.read_jsonl(srcs, labels=extra.get("labels"),
-                          score_range=extra.get("score_range"), amr_options=opts)
-    info = {"pair": jd.pair, "label_names": jd.label_names, "files": jd.files,
-            "default_trees": jd.default_trees(), "name": extra.get("name")}
-    if jd.score_range is not None:
-        info["score_range"] = jd.score_range
-    if any(s.amr is not None for s in jd.sentences()):
-        info["amr_options"] = opts
-    return jd.splits, info
-
-
 def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: Path, *,
            force: bool, check: bool, spacy_model: str | None, trees: Sequence[str] | None,
            batch_size: int, progress: bool | Callable, workers: int = 1,
@@ -454,7 +248,7 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
 
     t0 = time.perf_counter()
     if dataset in FILE_DATASETS:
-        data, info = _load_files(dataset, srcs, extra)
+        data, info = load_files(dataset, srcs, extra)
     else:
         data = LOADERS[dataset](src)
     t_read = time.perf_counter() - t0
@@ -503,7 +297,7 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
     seconds = dict(old_meta.get("build_seconds", {})) if not stale else {}
     seconds["read"] = round(t_read, 2)
     nlp, parses = None, {}
-    if any(_needs_spacy(dataset, t, data) for t in todo):
+    if any(needs_spacy(dataset, t, data) for t in todo):
         t0 = time.perf_counter()
         nlp = dependency.load_pipeline(spacy_model)
         unique = list(dict.fromkeys(
@@ -521,15 +315,15 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
             logger.info("%s/%s: already built, skipping (use --force to rebuild)", out, tree)
             continue
         t0 = time.perf_counter()
-        relations = _relations_for(tree, dataset, src)
-        use_spacy = _needs_spacy(dataset, tree, data)
+        relations = relations_for(tree, dataset, src)
+        use_spacy = needs_spacy(dataset, tree, data)
         for split in splits:
             exs = data[split]
             sides: list[list[dgl.DGLGraph]] = [[] for _ in range(2 if pair else 1)]
             for ex in exs:
                 for side, sent in enumerate(ex.sents):
                     parse = parses.get(tuple(sent)) if use_spacy else None
-                    sides[side].append(_sent_graph(tree, ex, side, vocab.lookup(sent),
+                    sides[side].append(sentence_graph(tree, ex, side, vocab.lookup(sent),
                                                    relations, parse, vocab))
             files = graph_files(out, tree, split, pair)
             _save_graphs(files[0], sides[0], _targets(exs))

@@ -1,6 +1,6 @@
 """What the data set readers hand to :mod:`data_prep.build`: examples, user sentences with
-their own pre-parses, split discovery for file-based data sets, and the graphs of a user
-sentence.
+their own pre-parses, split discovery for file-based data sets, and the graph of each tree
+kind of an example (:func:`sentence_graph`).
 
 :class:`Example` is one example of a split (one sentence or a pair) with its targets and
 the parse sources of the built-in data sets. The file-based data sets (``--dataset amr``,
@@ -25,14 +25,18 @@ from typing import Any
 import dgl
 
 from gnn_treelstm.graph import NO_WORD, make_tree
-from gnn_treelstm.vocab import Relations
+from gnn_treelstm.vocab import Relations, Vocab
 
 from . import binarize, chain, dependency, preparsed, ptb
 from .amr import AmrTree
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Example", "Sentence", "split_files", "split_of", "source_graph", "wants_parse"]
+__all__ = ["FILE_DATASETS", "Example", "Sentence", "split_files", "split_of", "source_graph",
+           "wants_parse", "sentence_graph", "needs_spacy"]
+
+#: data sets read from the files named in --src (not from a data mirror root)
+FILE_DATASETS = ("amr", "jsonl")
 
 
 @dataclass
@@ -170,3 +174,59 @@ def source_graph(tree: str, sent: Sentence, word_ids: Sequence[int], relations: 
     if tree == "constituency":
         return binarize.binary_graph(heads, word_ids)
     raise ValueError(f"unknown tree kind {tree!r}")
+
+
+def sentence_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Relations,
+                   parse: dependency.DepParse | None, vocab: Vocab) -> dgl.DGLGraph:
+    """The ``tree`` graph of sentence ``side`` of ``ex`` (word ids ``ids``; ``parse``:
+    spaCy's parse where the tree kind needs one)."""
+    if ex.sources:
+        return source_graph(tree, ex.sources[side], ids, relations, parse, vocab)
+    if tree == "constituency":
+        if ex.ptb is not None:
+            word_of = dict(zip(ex.ptb.tokens, ids))
+            return ptb.tree_to_graph(ex.ptb, word_of.__getitem__)
+        if ex.stanford:
+            return preparsed.preparsed_constituency_graph(ex.stanford[side], ids)
+        assert parse is not None
+        return binarize.binary_graph(parse.heads, ids)
+    if tree == "constituency-spacy":
+        assert parse is not None
+        return binarize.binary_graph(parse.heads, ids)
+    if tree == "dependency" and ex.stanford:
+        return preparsed.preparsed_dependency_graph(ex.stanford[side], ids, relations)
+    if tree in ("dependency", "dependency-spacy"):
+        assert parse is not None
+        labels = None
+        if ex.ptb is not None:  # SST: phrase labels where a subtree is a gold constituent
+            spans = dependency.subtree_spans(parse.heads)
+            labels = dependency.labels_from_spans(spans, ex.ptb.span_labels(), parse.root,
+                                                  ex.ptb.label)
+        return dependency.dependency_graph(parse.heads, parse.deps, ids, relations,
+                                           labels=labels)
+    if tree == "chain":
+        labels = None
+        if ex.ptb is not None:
+            n = len(ids)
+            labels = dependency.labels_from_spans(chain.chain_spans(n), ex.ptb.span_labels(),
+                                                  n - 1, ex.ptb.label)
+        return chain.chain_graph(ids, labels=labels)
+    raise ValueError(f"unknown tree kind {tree!r}")
+
+
+def needs_spacy(dataset: str, tree: str, data: dict[str, list[Example]] | None = None
+                ) -> bool:
+    """Whether building ``tree`` for ``dataset`` (the examples ``data`` of a file-based
+    one) needs spaCy's parses."""
+    if tree in ("dependency-spacy", "constituency-spacy"):
+        return True
+    if tree in ("chain", "amr"):
+        return False
+    if dataset in FILE_DATASETS:
+        return any(wants_parse(s, [tree]) for exs in (data or {}).values() for ex in exs
+                   for s in ex.sources)
+    if dataset == "sst":
+        return tree == "dependency"
+    if dataset == "sick":
+        return False
+    return True
