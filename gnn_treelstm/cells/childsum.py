@@ -37,7 +37,7 @@ recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``[h_k ; f_jk ⊙ c_k]`` 
 edge (:func:`childsum_edge_message`, eqs 2 and 4 and the summand of eq 7); the engine sums
 them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run these
 functions; the level engine's fast kernel (:func:`gnn_treelstm.engine.fused.childsum_levels`,
-C++) is their acceleration for the gated cell in float32 on the CPU.
+C++) is their acceleration, with or without output gate, in float32 on the CPU.
 """
 from __future__ import annotations
 
@@ -210,12 +210,12 @@ class ChildSumTreeLSTM(TreeCell):
         return hc[:, : self.h_size], hc[:, self.h_size:]
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The C++ level loops (gated cell, float32 CPU)."""
-        if not self.output_gate or not fused.available(x):
+        """The C++ level loops (with or without output gate, float32 CPU)."""
+        if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up
         out = fused.childsum_levels(to_schedule_order(self.input_terms(x), lv),
-                                    self.U_iou.weight, self.U_f.weight, lv)
+                                    self._U_in(), self.U_f.weight, lv)
         return to_node_order(out[0], lv), to_node_order(out[1], lv)
 
     def extra_repr(self) -> str:

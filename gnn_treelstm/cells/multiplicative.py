@@ -55,8 +55,11 @@ gates, the forget term and the node update are Child-Sum's own functions
 they are written once, there); this file adds the relation transforms of eqs 2 and 4
 (:func:`mult_transform`, :func:`full_transform`). The recurrence
 (:meth:`MultiplicativeTreeLSTM.recurrence`) sends ``[summand of h~_j ; f_jk ⊙ c_k]`` per
-child edge; both engines run it. Fast level kernel: ``add`` is Child-Sum's C++ loop with
-its own input terms (:func:`gnn_treelstm.engine.fused.childsum_levels`).
+child edge; both engines run it. Fast level kernels (float32 CPU), Child-Sum's C++ loop:
+``add`` with its own input terms (:func:`gnn_treelstm.engine.fused.childsum_levels`),
+``mult`` and ``full`` with the transforms of eqs 4 and 2 inside the loop
+(:func:`~gnn_treelstm.engine.fused.mtree_levels`,
+:func:`~gnn_treelstm.engine.fused.mtree_full_levels`).
 """
 
 from __future__ import annotations
@@ -263,13 +266,22 @@ class MultiplicativeTreeLSTM(TreeCell):
         return hc[:, : self.h_size], hc[:, self.h_size:]
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """``add``: Child-Sum's C++ level loops on its input terms (float32 CPU)."""
-        if self.variant != "add" or not fused.available(x):
+        """Child-Sum's C++ level loops (float32 CPU): ``add`` on its input terms; ``mult``
+        with eq 4's transform (``s_jk = W_mr e_jk`` per edge computed here, the products
+        with ``W_mh``, ``W_hm`` inside the loop); ``full`` with eq 2's ``W_hh[r]``."""
+        if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up
-        wx = self.input_terms(x, self.node_relations(prop.graph))  # (N, 4h)
-        out = fused.childsum_levels(to_schedule_order(wx, lv), self.U_iou.weight,
-                                    self.U_f.weight, lv)
+        node_rel = self.node_relations(prop.graph) if self.variant == "add" else None
+        wx = to_schedule_order(self.input_terms(x, node_rel), lv)  # (N, 4h)
+        U_iou, U_f = self.U_iou.weight, self.U_f.weight
+        if self.variant == "add":
+            out = fused.childsum_levels(wx, U_iou, U_f, lv)
+        elif self.variant == "mult":
+            s = F.linear(self.rel_emb(lv.edge_rel.long()), self.W_mr.weight)  # (E, m)
+            out = fused.mtree_levels(wx, U_iou, U_f, s, self.W_mh.weight, self.W_hm.weight, lv)
+        else:
+            out = fused.mtree_full_levels(wx, U_iou, U_f, self.W_hh, lv)
         return to_node_order(out[0], lv), to_node_order(out[1], lv)
 
     # ------------------------------------------------------------ validation

@@ -49,7 +49,7 @@ slotted: each child's ``[h_k ; c_k]`` goes to the slot of its position, so the n
 gets every node's children ordered by position, zeros at the missing ones, ``(n, N, 2h)``.
 Both engines run these functions; the level engine's fast kernel
 (:func:`gnn_treelstm.engine.fused.nary_levels`, C++, input products inside) is their
-acceleration for the gated cell in float32 on the CPU.
+acceleration, with or without output gate, in float32 on the CPU.
 """
 
 from __future__ import annotations
@@ -282,9 +282,9 @@ class NaryTreeLSTM(TreeCell):
         return torch.cat([self._U_iou_tied().weight, *rows], dim=0)
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The C++ level loops with the input products inside (gated cell, float32 CPU);
-        ``x`` only at the rows with a word (``schedule.word_ids``)."""
-        if not self.output_gate or not fused.available(x):
+        """The C++ level loops with the input products inside (with or without output gate,
+        float32 CPU); ``x`` only at the rows with a word (``schedule.word_ids``)."""
+        if not fused.available(x):
             return None
         sched = prop.schedule_on(x.device)
         lv = sched.up

@@ -257,9 +257,10 @@ class SequentialLSTM(TreeCell):
         return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """N-ary's C++ level loops with N = 1 (gated cell, float32 CPU): forward direction
-        on the up levels, backward direction on the down levels (the reversed chain)."""
-        if not self.output_gate or not fused.available(x):
+        """N-ary's C++ level loops with N = 1 (with or without output gate, float32 CPU):
+        forward direction on the up levels, backward direction on the down levels (the
+        reversed chain)."""
+        if not fused.available(x):
             return None
         sched = prop.schedule_on(x.device)
         dirs = [sched.up] + ([sched.require_down()] if self.bidirectional else [])

@@ -10,9 +10,14 @@ level). ``tests/test_cell_registry.py`` holds every kernel equal to the general 
 driver (:func:`gnn_treelstm.engine.level.propagate`) and to the DGL engine.
 
 * :func:`childsum_levels`: Child-Sum (Tai eqs 2-8), also mtree-add (the relation enters
-  the input terms only).
+  the input terms only); :func:`mtree_levels` and :func:`mtree_full_levels`: the same loop
+  with Tran & Cheng's relation transform of the children's ``h_k`` (eqs 4 and 2).
 * :func:`nary_levels`: N-ary (Tai eqs 9-14) with the input projection inside, also the
   sequential LSTM (Tai eq 1 = N-ary with N = 1 on chains).
+
+Each loop also runs the cells without output gate (``output_gate=False``, Tai et al.'s
+relatedness models: gate rows ``i, u, f``, ``h_j = tanh(c_j)``); the C++ tells the layouts
+apart by the rows of the recurrent matrix.
 """
 
 from __future__ import annotations
@@ -23,7 +28,8 @@ from . import native
 from .gemm import mm_nt
 from .schedule import Levels
 
-__all__ = ["available", "childsum_levels", "nary_levels", "gate_weight", "single_source_slots"]
+__all__ = ["available", "childsum_levels", "mtree_levels", "mtree_full_levels", "nary_levels",
+           "gate_weight", "single_source_slots"]
 
 
 def available(t: torch.Tensor) -> bool:
@@ -68,29 +74,44 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
 
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
+def _childsum_buffers(wx, U_iou, U_f, lv: Levels):
+    """``h, c`` (N + 1, h) with the zero padding row N, and the forward's saved buffers:
+    ``gates`` (N, G h), ``h_tilde`` (N, h), ``fgate`` (E, h), ``tc`` (N, h)."""
+    n, hs = wx.shape[0], U_f.shape[0]
+    h = wx.new_empty(n + 1, hs)
+    c = wx.new_empty(n + 1, hs)
+    h[n] = 0
+    c[n] = 0
+    return (h, c, wx.new_empty(n, U_iou.shape[0]), wx.new_empty(n, hs),
+            wx.new_empty(lv.edge_src.shape[0], hs), wx.new_empty(n, hs))
+
+
+def _childsum_grads(dgates, dfgate, h_tilde, lv: Levels):
+    """Gradients of ``wx`` (N, (G+1) h) and ``U_iou`` from the pre-activation gradients of
+    ``i, (o,) u`` (N, G h) and of ``f_jk`` (E, h): one product over all nodes."""
+    dwx_f = dfgate.new_zeros(dgates.shape[0], dfgate.shape[1]).index_add_(0, lv.edge_dst, dfgate)
+    return torch.cat([dgates, dwx_f], dim=1), _matmul(dgates.t(), h_tilde)
+
+
 class _ChildSumLevels(torch.autograd.Function):
     """Child-Sum recurrence over all levels given ``W x + b``, in C++
     (``csrc/childsum_levels.cpp``).
 
     Inputs: ``wx`` (N, 4h) in schedule order, gate order ``i, o, u, f``; ``U_iou`` (3h, h);
-    ``U_f`` (h, h); ``lv`` (up levels). Outputs ``h, c`` (N, h) in schedule order.
+    ``U_f`` (h, h); ``lv`` (up levels). Without output gate (Tai's relatedness models,
+    ``h_j = tanh(c_j)``): ``wx`` (N, 3h) ``i, u, f`` and ``U_iu`` (2h, h) in place of
+    ``U_iou``. Outputs ``h, c`` (N, h) in schedule order.
     """
 
     @staticmethod
     def forward(ctx, wx, U_iou, U_f, lv: Levels):
-        n, hs = wx.shape[0], U_f.shape[0]
-        e = lv.edge_src.shape[0]
-        h = wx.new_empty(n + 1, hs)
-        c = wx.new_empty(n + 1, hs)
-        h[n] = 0
-        c[n] = 0
-        gates, h_tilde = wx.new_empty(n, 3 * hs), wx.new_empty(n, hs)
-        fgate, tc = wx.new_empty(e, hs), wx.new_empty(n, hs)
+        h, c, gates, h_tilde, fgate, tc = _childsum_buffers(wx, U_iou, U_f, lv)
         torch.ops.gnn_treelstm.childsum_forward(
             wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
         ctx.lv = lv
         ctx.save_for_backward(U_iou, U_f, h, c, gates, h_tilde, fgate, tc)
+        n = gates.shape[0]
         return h[:n], c[:n]
 
     @staticmethod
@@ -99,39 +120,151 @@ class _ChildSumLevels(torch.autograd.Function):
         nodes / edges."""
         U_iou, U_f, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
-        n, hs = gates.shape[0], U_f.shape[0]
         dh, dc = _grad_buffers(dh_out, dc_out)
-        dgates = torch.empty_like(gates)  # d pre-activations of i, o, u (N, 3h)
+        dgates = torch.empty_like(gates)  # d pre-activations of i, (o,) u (N, G h)
         dfgate = torch.empty_like(fgate)  # d pre-activation of f per edge (E, h)
         torch.ops.gnn_treelstm.childsum_backward(
             dh, dc, dgates, dfgate, gates, c, tc, fgate, lv.edge_src, lv.edge_dst,
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
-        hk_all = h.index_select(0, lv.edge_src)  # (E, h)
-        dU_iou = _matmul(dgates.t(), h_tilde)  # (3h, h), one product over all nodes
-        dU_f = _matmul(dfgate.t(), hk_all)  # (h, h) over all edges
-        dwx_f = h.new_zeros(n, hs).index_add_(0, lv.edge_dst, dfgate)
-        return torch.cat([dgates, dwx_f], dim=1), dU_iou, dU_f, None
-
+        dwx, dU_iou = _childsum_grads(dgates, dfgate, h_tilde, lv)
+        dU_f = _matmul(dfgate.t(), h.index_select(0, lv.edge_src))  # (h, h) over all edges
+        return dwx, dU_iou, dU_f, None
 
 
 def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
                     lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Child-Sum ``(h, c)`` in schedule order from ``wx`` (N, 4h) in schedule order, or
-    ``None`` when the C++ loops cannot run for ``wx``."""
+    """Child-Sum ``(h, c)`` in schedule order from ``wx`` (N, 4h) in schedule order (or
+    (N, 3h) with ``U_iu`` (2h, h) without output gate), or ``None`` when the C++ loops
+    cannot run for ``wx``."""
     if not available(wx):
         return None
     return _ChildSumLevels.apply(wx, U_iou, U_f, lv)
 
 
+# ====================================== mTreeLSTM (Tran & Cheng 2018 eqs 2, 4 on Child-Sum)
+class _MTreeLevels(torch.autograd.Function):
+    """mTreeLSTM (Tran eq 4): Child-Sum's loop with ``h~_j = W_hm Σ_k s_jk ⊙ (W_mh h_k)``,
+    in C++ (``csrc/childsum_levels.cpp``).
+
+    Inputs: ``wx``, ``U_iou``, ``U_f``, ``lv`` as :class:`_ChildSumLevels`; ``s`` (E, m)
+    ``W_mr e_jk`` per edge in schedule edge order (its gradient is returned, autograd takes
+    it back to ``W_mr`` and the embeddings); ``W_mh`` (m, h); ``W_hm`` (h, m).
+    """
+
+    @staticmethod
+    def forward(ctx, wx, U_iou, U_f, s, W_mh, W_hm, lv: Levels):
+        h, c, gates, h_tilde, fgate, tc = _childsum_buffers(wx, U_iou, U_f, lv)
+        s = s.contiguous()
+        a = torch.empty_like(s)  # W_mh h_k per edge
+        msum = wx.new_empty(wx.shape[0], s.shape[1])  # M_j = Σ_k s_jk ⊙ a_jk
+        torch.ops.gnn_treelstm.mtree_forward(
+            wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
+            lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), s, a,
+            msum, W_mh.contiguous(), W_hm.contiguous())
+        ctx.lv = lv
+        ctx.save_for_backward(U_iou, U_f, W_mh, W_hm, s, a, msum, h, c, gates, h_tilde,
+                              fgate, tc)
+        n = gates.shape[0]
+        return h[:n], c[:n]
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        U_iou, U_f, W_mh, W_hm, s, a, msum, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        hs = h.shape[1]
+        dh, dc = _grad_buffers(dh_out, dc_out)
+        dgates = torch.empty_like(gates)
+        dfa = h.new_empty(fgate.shape[0], hs + s.shape[1])  # [d pre_f | d(W_mh h_k)] per edge
+        dht = h.new_empty(gates.shape[0], hs)  # dL/dh~_j
+        ds = torch.empty_like(s)
+        torch.ops.gnn_treelstm.mtree_backward(
+            dh, dc, dgates, dfa, gates, c, tc, fgate, lv.edge_src, lv.edge_dst,
+            lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), s, a,
+            W_mh.contiguous(), W_hm.contiguous(), dht, ds)
+        dwx, dU_iou = _childsum_grads(dgates, dfa[:, :hs], h_tilde, lv)
+        dUf_mh = _matmul(dfa.t(), h.index_select(0, lv.edge_src))  # [dU_f ; dW_mh] over edges
+        dW_hm = _matmul(dht.t(), msum)  # (h, m) over all nodes
+        return dwx, dU_iou, dUf_mh[:hs], ds, dUf_mh[hs:], dW_hm, None
+
+
+def mtree_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor, s: torch.Tensor,
+                 W_mh: torch.Tensor, W_hm: torch.Tensor,
+                 lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """mTreeLSTM ``(h, c)`` in schedule order (see :class:`_MTreeLevels`), or ``None`` when
+    the C++ loops cannot run for ``wx``."""
+    if not available(wx):
+        return None
+    return _MTreeLevels.apply(wx, U_iou, U_f, s, W_mh, W_hm, lv)
+
+
+class _MTreeFullLevels(torch.autograd.Function):
+    """fullTreeLSTM (Tran eq 2): Child-Sum's loop with ``h~_j = Σ_k W_hh[r(j,k)] h_k``, in
+    C++ (per level, the edges of each relation as one product). Inputs as
+    :class:`_ChildSumLevels` plus ``W_hh`` (R, h, h); relations from ``lv.edge_rel``."""
+
+    @staticmethod
+    def forward(ctx, wx, U_iou, U_f, W_hh, lv: Levels):
+        h, c, gates, h_tilde, fgate, tc = _childsum_buffers(wx, U_iou, U_f, lv)
+        rel = lv.edge_rel.long().contiguous()
+        torch.ops.gnn_treelstm.mtree_full_forward(
+            wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
+            lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), rel,
+            W_hh.contiguous())
+        ctx.lv, ctx.rel = lv, rel
+        ctx.save_for_backward(U_iou, U_f, W_hh, h, c, gates, h_tilde, fgate, tc)
+        n = gates.shape[0]
+        return h[:n], c[:n]
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        U_iou, U_f, W_hh, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        rel = ctx.rel
+        dh, dc = _grad_buffers(dh_out, dc_out)
+        dgates, dfgate = torch.empty_like(gates), torch.empty_like(fgate)
+        dht = h.new_empty(gates.shape[0], h.shape[1])  # dL/dh~_j
+        torch.ops.gnn_treelstm.mtree_full_backward(
+            dh, dc, dgates, dfgate, gates, c, tc, fgate, lv.edge_src, lv.edge_dst,
+            lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), rel,
+            W_hh.contiguous(), dht)
+        dwx, dU_iou = _childsum_grads(dgates, dfgate, h_tilde, lv)
+        hk_all = h.index_select(0, lv.edge_src)
+        dU_f = _matmul(dfgate.t(), hk_all)
+        # dW_hh[r] = Σ_{edges of r} dL/dh~_j ⊗ h_k: one product per relation over its edges
+        by_rel = torch.argsort(rel, stable=True)
+        dt = dht.index_select(0, lv.edge_dst.index_select(0, by_rel))
+        hk = hk_all.index_select(0, by_rel)
+        dW_hh = torch.zeros_like(W_hh)
+        lo = 0
+        for r, cnt in enumerate(torch.bincount(rel, minlength=W_hh.shape[0]).tolist()):
+            if cnt:
+                dW_hh[r] = _matmul(dt[lo:lo + cnt].t(), hk[lo:lo + cnt])
+            lo += cnt
+        return dwx, dU_iou, dU_f, dW_hh, None
+
+
+def mtree_full_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
+                      W_hh: torch.Tensor, lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """fullTreeLSTM ``(h, c)`` in schedule order (see :class:`_MTreeFullLevels`), or ``None``
+    when the C++ loops cannot run for ``wx``."""
+    if not available(wx):
+        return None
+    return _MTreeFullLevels.apply(wx, U_iou, U_f, W_hh, lv)
+
+
 # ============================================================== N-ary (Tai eqs 9-14)
 def _gate_bias(b: torch.Tensor, hs: int, k: int) -> torch.Tensor:
-    """The bias (4h,) rows ``i, o, u, f`` -> one per gate column ``i, o, u, f_1..f_K``."""
-    return torch.cat([b[: 3 * hs], b[3 * hs:].repeat(k)])
+    """The bias (4h,) rows ``i, o, u, f`` (or (3h,) ``i, u, f`` without output gate) -> one
+    per gate column ``i, (o,) u, f_1..f_K``."""
+    g = b.shape[0] - hs
+    return torch.cat([b[:g], b[g:].repeat(k)])
 
 
 def gate_weight(W: torch.Tensor, hs: int, k: int) -> torch.Tensor:
-    """``W`` (4h, X) rows ``i, o, u, f`` -> ((3+K) h, X), ``W^(f)`` once per forget gate."""
-    return torch.cat([W[: 3 * hs], W[3 * hs:].repeat(k, 1)])
+    """``W`` (4h, X) rows ``i, o, u, f`` (or (3h, X) ``i, u, f`` without output gate) ->
+    ((3+K) h, X) (or ((2+K) h, X)), ``W^(f)`` once per forget gate."""
+    g = W.shape[0] - hs
+    return torch.cat([W[:g], W[g:].repeat(k, 1)])
 
 
 
@@ -142,12 +275,15 @@ class _NaryLevels(torch.autograd.Function):
     ``rows_w`` (sorted; ``None``: rows ``0..M-1``), the first ``m0`` of them leaves (level
     0: no child, so their forget-gate input terms are skipped); ``W`` (4h, X) and ``b``
     (4h,) rows ``i, o, u, f`` (``W^(f)`` shared by the K forget gates); ``U`` ((3+K)h, K h)
-    rows ``i, o, u, f_1..f_K``, columns ``[h_j1; ...; h_jK]``; ``slots`` (N, K) children
-    rows by position (padding N); ``lv``; ``perm``: ``(rank, order)`` to return node order,
-    or ``None`` for schedule order. Every row gets ``b``. Outputs ``h, c`` (N, h).
+    rows ``i, o, u, f_1..f_K``, columns ``[h_j1; ...; h_jK]``. Without output gate (Tai's
+    relatedness models, ``h_j = tanh(c_j)``) ``W``, ``b`` have 3h rows ``i, u, f`` and ``U``
+    (2+K)h rows ``i, u, f_1..f_K`` (the C++ loop tells the two apart by ``U``'s rows);
+    ``slots`` (N, K) children rows by position (padding N); ``lv``; ``perm``:
+    ``(rank, order)`` to return node order, or ``None`` for schedule order. Every row gets
+    ``b``. Outputs ``h, c`` (N, h).
 
-    The gate columns of the internal buffers follow ``U``'s rows, ``i, o, u, f_1..f_K``
-    (C = (3+K) h). The level loops run in C++ (``csrc/nary_levels.cpp``); float32 CPU
+    The gate columns of the internal buffers follow ``U``'s rows, ``i, (o,) u, f_1..f_K``
+    (C = (G+K) h, G = 3 or 2). The level loops run in C++ (``csrc/nary_levels.cpp``); float32 CPU
     tensors only (:func:`nary_levels` checks).
     """
 
@@ -155,7 +291,8 @@ class _NaryLevels(torch.autograd.Function):
     def forward(ctx, xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm):
         n, k = slots.shape
         hs = U.shape[1] // k
-        cols = (3 + k) * hs
+        cols = U.shape[0]  # (G + K) h
+        gh = W.shape[0] - hs  # G h: the columns of i, (o,) u
         m = xw.shape[0]
         b_all = _gate_bias(b, hs, k)  # (C,)
         use_native = True
@@ -167,11 +304,11 @@ class _NaryLevels(torch.autograd.Function):
         else:
             gates = b_all.expand(n, cols).clone()
         if m0:  # leaves: i, o, u only
-            p0 = mm_nt(xw[:m0], W[: 3 * hs], b[: 3 * hs])  # (m0, 3h)
+            p0 = mm_nt(xw[:m0], W[:gh], b[:gh])  # (m0, G h)
             if rows_w is None:
-                gates[:m0, : 3 * hs] = p0
+                gates[:m0, :gh] = p0
             else:
-                gates[:, : 3 * hs].index_copy_(0, rows_w[:m0], p0)
+                gates[:, :gh].index_copy_(0, rows_w[:m0], p0)
         if m > m0:
             p1 = mm_nt(xw[m0:], gate_weight(W, hs, k), b_all)  # (M - m0, C)
             if rows_w is None:
@@ -210,33 +347,34 @@ def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
     rows_w, m0 = ctx.rows_w, ctx.m0
     n, k = slots.shape
     hs = h.shape[1]
+    gh = W.shape[0] - hs  # G h: the columns of i, (o,) u
     m = xw.shape[0]
     slots_flat = slots.reshape(-1)
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
     hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
-    # ((3+K) h, K h): one product over all inner nodes
+    # ((G+K) h, K h): one product over all inner nodes
     dU = _matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)
     sums = dgates.sum(0)
-    db = torch.cat([sums[: 3 * hs], sums[3 * hs:].view(k, hs).sum(0)])
+    db = torch.cat([sums[:gh], sums[gh:].view(k, hs).sum(0)])
     dxw = None
     need_x, need_w = ctx.needs_input_grad[0], ctx.needs_input_grad[1]
     dx_parts, dW = [], None
     if m0:
-        d0 = dgates[:m0, : 3 * hs] if rows_w is None else \
-            dgates.index_select(0, rows_w[:m0])[:, : 3 * hs]
+        d0 = dgates[:m0, :gh] if rows_w is None else \
+            dgates.index_select(0, rows_w[:m0])[:, :gh]
         if need_x:
-            dx_parts.append(mm_nt(d0, W[: 3 * hs].t()))  # (m0, X)
+            dx_parts.append(mm_nt(d0, W[:gh].t()))  # (m0, X)
         if need_w:
-            dW = h.new_zeros(4 * hs, xw.shape[1])
-            dW[: 3 * hs] = _matmul(d0.t(), xw[:m0], vary_k=True, vary_m=False)
+            dW = h.new_zeros(W.shape[0], xw.shape[1])
+            dW[:gh] = _matmul(d0.t(), xw[:m0], vary_k=True, vary_m=False)
     if m > m0:
         d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
         if need_x:
             dx_parts.append(mm_nt(d1, gate_weight(W, hs, k).t()))  # (M - m0, X)
         if need_w:
             d1w = _matmul(d1.t(), xw[m0:], vary_k=True, vary_m=False)  # (C, X)
-            d1w = torch.cat([d1w[: 3 * hs], d1w[3 * hs:].view(k, hs, -1).sum(0)])
+            d1w = torch.cat([d1w[:gh], d1w[gh:].view(k, hs, -1).sum(0)])
             dW = d1w if dW is None else dW + d1w
     if need_w and dW is None:  # no word rows at all
         dW = torch.zeros_like(W)

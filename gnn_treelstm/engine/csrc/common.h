@@ -77,6 +77,54 @@ inline void iou_backward(const float* g, const float* t, const float* dhj, float
   }
 }
 
+// The same node update with or without the output gate: ``gated`` (columns i, o, u, as
+// above) or not (columns i, u; Tai et al.'s relatedness models: no eq 5 / 11, and eq 8 / 14
+// is h_j = tanh(c_j)).
+inline void activate_gates(float* g, float* cj, int64_t hs, bool gated) {
+  if (gated) {
+    activate_iou(g, cj, hs);
+    return;
+  }
+  float* u = g + hs;
+#pragma omp simd
+  for (int64_t q = 0; q < hs; ++q) {
+    g[q] = sigmoid_f(g[q]);
+    u[q] = 2.0f * sigmoid_f(2.0f * u[q]) - 1.0f;
+    cj[q] = g[q] * u[q];
+  }
+}
+
+// t = tanh(c_j), h_j = o (.) t (gated; o at g + hs) or h_j = t.
+inline void output_state(const float* g, const float* cj, float* t, float* hj, int64_t hs,
+                         bool gated) {
+  if (gated) {
+    output_h(g + hs, cj, t, hj, hs);
+    return;
+  }
+#pragma omp simd
+  for (int64_t q = 0; q < hs; ++q) {
+    t[q] = 2.0f * sigmoid_f(2.0f * cj[q]) - 1.0f;
+    hj[q] = t[q];
+  }
+}
+
+// Backward of activate_gates + output_state (as iou_backward; without o: dg[0:2h] = d pre_i,
+// d pre_u).
+inline void gates_backward(const float* g, const float* t, const float* dhj, float* dcj,
+                           float* dg, int64_t hs, bool gated) {
+  if (gated) {
+    iou_backward(g, t, dhj, dcj, dg, hs);
+    return;
+  }
+  const float *i = g, *u = g + hs;
+#pragma omp simd
+  for (int64_t q = 0; q < hs; ++q) {
+    dcj[q] += dhj[q] * (1.0f - t[q] * t[q]);           // dL/dc_j
+    dg[q] = dcj[q] * u[q] * i[q] * (1.0f - i[q]);      // d pre_i
+    dg[hs + q] = dcj[q] * i[q] * (1.0f - u[q] * u[q]);  // d pre_u
+  }
+}
+
 // The most nodes (or edges) of any level from `first` on, at least 1: the rows of a
 // per-level scratch buffer.
 inline int64_t max_level_rows(at::IntArrayRef off, size_t first = 0) {

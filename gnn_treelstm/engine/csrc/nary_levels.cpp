@@ -9,12 +9,14 @@
 //
 // Layout (the caller, _NaryLevels, prepares it):
 //   gates (N, C): rows in schedule order (level l = rows off[l]:off[l+1]), columns
-//     i, o, u, f_1..f_K as the rows of U (C = (3+K) h). On entry: W x_j + b (at leaves only
-//     i, o, u are read); on exit: the activated gates.
+//     i, o, u, f_1..f_K as the rows of U (C = (3+K) h); without output gate (Tai's
+//     relatedness models, h_j = tanh(c_j)) i, u, f_1..f_K (C = (2+K) h), told apart by C.
+//     On entry: W x_j + b (at leaves only the non-forget columns are read); on exit: the
+//     activated gates.
 //   h, c (N+1, h): states; row N is the zero padding row of missing children.
 //   tc (N, h): tanh(c_j), kept for the backward.
 //   slots (N, K) int64: children rows by position (N: missing).
-//   U: ((3+K)h, K h) recurrent matrix, contiguous; each call copies it once into the
+//   U: (C, K h) recurrent matrix, contiguous; each call copies it once into the
 //     zero-padded operand of its level products (U^T forward, U backward).
 #include <torch/library.h>
 
@@ -46,13 +48,23 @@ void check_inputs(const Tensor& gates, const Tensor& h, const Tensor& c, const T
   TORCH_CHECK(gates.size(0) == n, "nary_levels: gates needs N rows");
 }
 
+// The non-forget gate columns, 3 (i, o, u) or 2 (i, u: no output gate), from C = (G + K) h.
+int64_t iou_gates(int64_t C, int64_t K, int64_t hs) {
+  const int64_t G = hs > 0 ? C / hs - K : 3;
+  TORCH_CHECK(hs > 0 && C % hs == 0 && (G == 2 || G == 3),
+              "nary_levels: gate columns must be (3+K) h or (2+K) h, got ", C);
+  return G;
+}
+
 // Forward, bottom-up (eqs 9-14). Writes gates (activated), h, c, tc.
 void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const Tensor& tc,
                   const Tensor& slots, at::IntArrayRef off, const Tensor& U) {
   check_inputs(gates, h, c, slots, off);
   const int64_t K = slots.size(1), hs = h.size(1), C = gates.size(1);
-  TORCH_CHECK(C == (3 + K) * hs && U.size(0) == C && U.size(1) == K * hs && U.is_contiguous(),
-              "nary_levels: U must be contiguous ((3+K) h, K h)");
+  const int64_t NG = iou_gates(C, K, hs);
+  const bool gated = NG == 3;
+  TORCH_CHECK(U.size(0) == C && U.size(1) == K * hs && U.is_contiguous(),
+              "nary_levels: U must be contiguous ((G+K) h, K h)");
   float* G = gates.data_ptr<float>();
   float* H = h.data_ptr<float>();
   float* Cs = c.data_ptr<float>();
@@ -69,10 +81,10 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
       for (int64_t q = 0; q < C; ++q) g[q] += pre[q];  // U h~ + W x_j + b (eqs 9-12)
     }
     float* cj = Cs + j * hs;
-    activate_iou(g, cj, hs);  // i, o, u (eqs 9, 11, 12), i (.) u (eq 13)
+    activate_gates(g, cj, hs, gated);  // i, o, u (eqs 9, 11, 12), i (.) u (eq 13)
     if (pre != nullptr) {
       for (int64_t l = 0; l < K; ++l) {  // + sum_l f_l (.) c_jl (eqs 10, 13)
-        float* f = g + (3 + l) * hs;
+        float* f = g + (NG + l) * hs;
         const float* ck = Cs + S[j * K + l] * hs;
 #pragma omp simd
         for (int64_t q = 0; q < hs; ++q) {
@@ -81,7 +93,7 @@ void nary_forward(const Tensor& gates, const Tensor& h, const Tensor& c, const T
         }
       }
     }
-    output_h(g + hs, cj, T + j * hs, H + j * hs, hs);  // eq 14
+    output_state(g, cj, T + j * hs, H + j * hs, hs, gated);  // eq 14
   };
 
   if (num_levels == 0) return;
@@ -112,6 +124,8 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
                    at::IntArrayRef off, const Tensor& U) {
   check_inputs(dgates, dh, dc, slots, off);
   const int64_t K = slots.size(1), hs = dh.size(1), C = dgates.size(1);
+  const int64_t NG = iou_gates(C, K, hs);
+  const bool gated = NG == 3;
   TORCH_CHECK(gates.is_contiguous() && tc.is_contiguous() && gates.size(1) == C &&
                   gates.size(0) == dgates.size(0),
               "nary_levels: gates/tc layout");
@@ -124,7 +138,7 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
   const int64_t* S = slots.data_ptr<int64_t>();
   const int64_t num_levels = static_cast<int64_t>(off.size()) - 1;
   TORCH_CHECK(U.size(0) == C && U.size(1) == K * hs && U.is_contiguous(),
-              "nary_levels: U must be contiguous ((3+K) h, K h)");
+              "nary_levels: U must be contiguous ((G+K) h, K h)");
   const Tensor Up = padded_operand(U);  // (C, KHp): U, zero columns past K h
   const int64_t KHp = Up.size(1);
   Tensor dhk = at::empty({max_level_rows(off, 1), KHp}, dgates.options());  // d[h_j1; ...]
@@ -137,15 +151,15 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
       const float* g = G + j * C;
       float* dcj = DC + j * hs;
       float* dg = DG + j * C;
-      iou_backward(g, T + j * hs, DH + j * hs, dcj, dg, hs);  // eqs 14, 13 -> 9, 11, 12
+      gates_backward(g, T + j * hs, DH + j * hs, dcj, dg, hs, gated);  // eqs 14, 13 -> 9, 11, 12
       for (int64_t l = 0; l < K; ++l) {
-        float* dgf = dg + (3 + l) * hs;
+        float* dgf = dg + (NG + l) * hs;
         if (lvl == 0) {  // leaves have no forget gates
           std::memset(dgf, 0, hs * sizeof(float));
           continue;
         }
         const int64_t s = S[j * K + l];
-        const float* f = g + (3 + l) * hs;
+        const float* f = g + (NG + l) * hs;
         const float* ck = Cs + s * hs;
         float* dck = DC + s * hs;
 #pragma omp simd
