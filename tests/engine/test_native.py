@@ -186,3 +186,47 @@ def test_native_results_do_not_depend_on_the_thread_count(restore_choices):
         torch.set_num_threads(threads)
     torch.testing.assert_close(one[:2], two[:2], rtol=0, atol=0)  # the native loops' h, c
     assert_same_run(one, two, tol=1e-6)  # input products are oneDNN's: splits may differ
+
+
+# mtree and output_gate=False kernels
+def _kernel_runs(cell, graph, x):
+    """The cell's fast kernel applies (so the comparison is native against Python)."""
+    from gnn_treelstm.cells.base import Propagator
+
+    native.set_choice("on")
+    return cell.level_kernel(Propagator("level", graph), x) is not None
+
+
+@needs_compiler
+@pytest.mark.parametrize("name,kw", [
+    ("mtree", {"num_relations": 40, "rel_size": 100, "rel_init": "normal"}),
+    ("mtree", {"num_relations": 40, "rel_size": 50, "m_size": 70}),
+    ("mtree-full", {"num_relations": 40}),
+    ("childsum", {"output_gate": False}),
+])
+def test_mtree_and_ungated_childsum_native_at_sick_sizes(restore_choices, name, kw):
+    # h 150, x 300, 60 trees: a leaf level of hundreds of nodes, 40 relations; chains too
+    torch.manual_seed(0)
+    for g in (random_dependency_batch(3, 60, num_relations=40),
+              dgl.batch([chain(n, seed=n) for n in (1, 2, 30)])):
+        cell = build_cell(name, 300, 150, **kw)
+        x = torch.randn(g.num_nodes(), 300)
+        assert _kernel_runs(cell, g, x)
+        assert_native_equals_python(cell, g, x, tol=5e-5)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name,kw", [("nary", {}), ("nary", {"tie_forget": True}),
+                                     ("nary", {"n_ary": 3}), ("bilstm2", {}), ("lstm", {})])
+def test_ungated_nary_and_sequential_native_at_sst_sizes(restore_choices, name, kw):
+    torch.manual_seed(0)
+    if name == "nary":  # levels of hundreds of nodes and a missing left child
+        trees = random_batch(5, 120, max_children=kw.get("n_ary", 2), words="leaves")
+        trees.append(make_tree([1, -1], [3, -1], positions=[1, 0]))
+        g = dgl.batch(trees)
+    else:
+        g = dgl.batch([chain(n, seed=n) for n in (1, 2, 17, 40)])
+    cell = build_cell(name, 300, 150, output_gate=False, **kw)
+    x = torch.randn(g.num_nodes(), 300)
+    assert _kernel_runs(cell, g, x)
+    assert_native_equals_python(cell, g, x, tol=5e-5)
