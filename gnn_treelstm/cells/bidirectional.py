@@ -22,6 +22,9 @@ Parameters: ``up`` (ConTree+Lex: ``17h² + 5h + 4hx + 2x² + x``) and ``down`` (
 + 4h`` with the default ``tie_input=True``); Table 5 (BiConTree, |h|=150, x=300, classifier
 450 -> 128 -> 5) is reproduced exactly, see
 :func:`~gnn_treelstm.cells.lexicalized.teng_table5_count`.
+
+The level engine's fast kernel (``level_kernel``, float32 CPU) computes the head lexicons
+once and composes the two cells' C++ level loops (:mod:`gnn_treelstm.engine.fused_teng`).
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ import dgl.function as fn
 import torch
 
 from .. import graph as G
+from ..engine import fused, fused_teng
 from . import cells
 from .base import Propagator, TreeCell
 from .lexicalized import LexicalizedTreeLSTM
@@ -93,6 +97,26 @@ class BidirectionalTreeLSTM(TreeCell):
         heads = self.up.head_lexicon_module.run(prop, x)  # (N, x): eqs 9-10, once
         h_up, c_up = self.up.compute(prop, x, heads)  # eqs 11, 12, 5, 1
         h_dn, c_dn = self.down.compute(prop, x, heads)  # eqs 14-15
+        return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
+
+    def level_kernel(self, prop: Propagator, x: torch.Tensor
+                     ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The C++ level loops (float32 CPU): the head lexicons once, then the two cells'
+        kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15)."""
+        if not fused.available(x) or prop.graph.num_nodes() == 0:
+            return None
+        sched = prop.schedule_on(x.device)
+        up, down = sched.up, sched.require_down()
+        heads = self.up.head_lexicon_module.level_kernel(prop, x)  # (N, x), up order
+        if heads is None:
+            return None
+        lex, td = self.up, self.down
+        h_up, c_up = fused_teng.lex_levels(lex.input_terms(heads), lex.U_h, lex.U_c, lex.W_co,
+                                           up)
+        side = fused_teng.down_sides(down)
+        h_dn, c_dn = fused_teng.topdown_levels(
+            td.input_terms(fused_teng.up_to_down(heads, up, down), side), td.U_h, td.U_c,
+            td.W_co, side, down)
         return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
 
     def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:

@@ -55,7 +55,9 @@ matrix product (:func:`lex_input_terms`); (3) the cell's recurrence
 (:meth:`LexicalizedTreeLSTM.recurrence`): slotted, each child's ``[h ; c]`` in the slot of
 its position, and :func:`lex_node_update` (eqs 11, 12, 5, 1) makes ``(h_t, c_t)``. Both
 engines run these functions (the DGL engine places a child in its slot with the built-in
-``u_mul_e`` and ``sum``).
+``u_mul_e`` and ``sum``). The level engine's fast kernel (``level_kernel``, float32 CPU) runs
+both recurrences as C++ level loops (:mod:`gnn_treelstm.engine.fused_teng`, every head
+mode native), the input terms still one product by :func:`lex_input_terms`.
 """
 
 from __future__ import annotations
@@ -69,6 +71,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine import fused, fused_teng
 from ..engine.recurrence import Recurrence
 from . import cells
 from .base import Propagator, TreeCell
@@ -249,6 +252,16 @@ class HeadLexicon(nn.Module):
         """Head lexicons with the DGL engine, (N, x_size). The caller validates the graph."""
         return self.run(Propagator("dgl", graph), x)
 
+    def level_kernel(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor | None:
+        """Head lexicons through the C++ level loops (every mode; float32 CPU), (N, x_size)
+        in the *up schedule's* order, or ``None`` when the loops cannot run."""
+        if not fused.available(x):
+            return None
+        lv = prop.schedule_on(x.device).up
+        x0 = fused_teng.to_levels(leaf_word_inputs(prop.graph, x), lv)
+        return fused_teng.head_levels(x0, lv, self.mode, getattr(self, "W_z", None),
+                                      getattr(self, "b_z", None))
+
     def extra_repr(self) -> str:
         return f"x_size={self.x_size}, mode={self.mode!r}"
 
@@ -364,6 +377,25 @@ class LexicalizedTreeLSTM(TreeCell):
             x_in = leaf_word_inputs(prop.graph, x)  # eqs 6-8: x only at the leaves
         hc = prop(self.recurrence(), self.input_terms(x_in))  # one matmul for all inputs
         return hc[:, : self.h_size], hc[:, self.h_size:]
+
+    def level_kernel(self, prop: Propagator, x: torch.Tensor,
+                     heads: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The C++ level loops (float32 CPU): head lexicons (:meth:`HeadLexicon.level_kernel`,
+        unless ``heads`` are given), then eqs 11, 12, 5, 1 bottom-up; the input terms are one
+        product (:meth:`input_terms`) in the up schedule's order."""
+        if not fused.available(x) or prop.graph.num_nodes() == 0:
+            return None
+        lv = prop.schedule_on(x.device).up
+        if not self.lexicalized:
+            x_in = fused_teng.to_levels(leaf_word_inputs(prop.graph, x), lv)  # eqs 6-8
+        elif heads is not None:
+            x_in = fused_teng.to_levels(heads, lv)
+        else:
+            x_in = self.head_lexicon_module.level_kernel(prop, x)  # eqs 9-10
+        if x_in is None:
+            return None
+        return fused_teng.lex_levels(self.input_terms(x_in), self.U_h, self.U_c, self.W_co, lv)
 
     def extra_repr(self) -> str:
         head = f", head={self.head_mode!r}" if self.lexicalized else ""

@@ -49,7 +49,10 @@ propagation (:func:`topdown_input_terms`). The recurrence
 (:meth:`TopDownTreeLSTM.recurrence`) runs top-down (``direction="down"``; the DGL engine
 uses ``dgl.reverse(graph)`` with the edge fields copied, the caller's graph is untouched):
 the parent's ``[h ; c]`` is placed in the slot of the child's side, so one matrix product
-with ``[W^L | W^R]`` applies the side's weights (:func:`topdown_node_update`).
+with ``[W^L | W^R]`` applies the side's weights (:func:`topdown_node_update`). The level
+engine's fast kernel (``level_kernel``, float32 CPU) runs the head lexicon and eqs 14-15 as
+C++ level loops (:mod:`gnn_treelstm.engine.fused_teng`; each level's nodes grouped by side,
+so each side's weights multiply only its own nodes).
 """
 
 from __future__ import annotations
@@ -62,6 +65,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import graph as G
+from ..engine import fused, fused_teng
 from ..engine.recurrence import Recurrence
 from . import cells
 from .base import Propagator, TreeCell
@@ -233,6 +237,28 @@ class TopDownTreeLSTM(TreeCell):
         side = node_sides(prop.graph).to(x.device)  # (N,)
         hc = prop(self.recurrence(), self.input_terms(heads, side), side)
         return hc[:, : self.h_size], hc[:, self.h_size:]
+
+    def level_kernel(self, prop: Propagator, x: torch.Tensor,
+                     heads: torch.Tensor | None = None
+                     ) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """The C++ level loops (float32 CPU): head lexicons bottom-up (own
+        :class:`HeadLexicon` unless ``heads`` are given), then eqs 14-15 over the down
+        levels; the input terms are one product (:meth:`input_terms`) in the down schedule's
+        order."""
+        if not fused.available(x) or prop.graph.num_nodes() == 0:
+            return None
+        sched = prop.schedule_on(x.device)
+        up, down = sched.up, sched.require_down()
+        if heads is None:
+            heads_up = self.head_lexicon_module.level_kernel(prop, x)  # eqs 9-10
+            if heads_up is None:
+                return None
+            heads_dn = fused_teng.up_to_down(heads_up, up, down)
+        else:
+            heads_dn = fused_teng.to_levels(heads, down)
+        side = fused_teng.down_sides(down)
+        return fused_teng.topdown_levels(self.input_terms(heads_dn, side), self.U_h, self.U_c,
+                                         self.W_co, side, down)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head={self.head_mode!r}, tie_input={self.tie_input}"
