@@ -230,3 +230,58 @@ def test_ungated_nary_and_sequential_native_at_sst_sizes(restore_choices, name, 
     x = torch.randn(g.num_nodes(), 300)
     assert _kernel_runs(cell, g, x)
     assert_native_equals_python(cell, g, x, tol=5e-5)
+
+
+# Teng & Zhang kernels ---------------------------------------------------------------------
+# (csrc/teng_levels.cpp via engine/fused_teng.py: head lexicon, lex cell, top-down cell)
+def _teng_kernel_runs(cell, graph, x, **kw):
+    from gnn_treelstm.cells.base import Propagator
+
+    native.set_choice("on")
+    return cell.level_kernel(Propagator("level", graph), x, **kw) is not None
+
+
+def _teng_trees(seed, count):
+    """Binary constituency trees with unary nodes, a missing left child, a one-node tree."""
+    trees = random_batch(seed, count, max_children=2, words="leaves")
+    trees.append(make_tree([1, -1], [3, -1], positions=[1, 0]))  # only a right child
+    trees.append(make_tree([-1], [4]))  # a lone leaf: root and leaf at once
+    return dgl.batch(trees)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name,kw", [
+    ("lex", {}), ("lex", {"head": "average"}), ("lex", {"lexicalized": False}),
+    ("topdown", {"tie_input": False}), ("topdown", {"head": "left"}), ("bitree", {}),
+])
+def test_teng_native_at_sst_sizes(restore_choices, name, kw):
+    # h 150, x 300, 120 trees: levels of hundreds of nodes, unary nodes, missing children
+    torch.manual_seed(0)
+    g = _teng_trees(5, 120)
+    cell = build_cell(name, 300, 150, **kw)
+    x = torch.randn(g.num_nodes(), 300)
+    assert _teng_kernel_runs(cell, g, x)
+    assert_native_equals_python(cell, g, x, tol=5e-5)
+
+
+@needs_compiler
+@pytest.mark.parametrize("name", ["lex", "topdown"])
+def test_teng_native_with_given_heads(restore_choices, name):
+    # heads= (the bidirectional cell's sharing path): gradients reach the given heads
+    torch.manual_seed(0)
+    g = _teng_trees(1, 15)
+    cell = build_cell(name, 7, 5, engine="level")
+    x = torch.randn(g.num_nodes(), 7)
+    out = {}
+    for choice in ("off", "on"):
+        native.set_choice(choice)
+        heads = torch.randn(g.num_nodes(), 7, generator=torch.Generator().manual_seed(3))
+        heads.requires_grad_(True)
+        cell.zero_grad(set_to_none=True)
+        h, c = cell(g, x, heads=heads)
+        (h.sum() + 2 * c.sum()).backward()
+        out[choice] = (h.detach(), c.detach(),
+                       {"heads": heads.grad, **{n: p.grad for n, p in cell.named_parameters()
+                                                if p.grad is not None}})
+    assert _teng_kernel_runs(cell, g, x, heads=torch.zeros(g.num_nodes(), 7))
+    assert_same_run(out["on"], out["off"], tol=1e-5)
