@@ -113,7 +113,7 @@ void per_relation(const float* X, int64_t ldx, const std::vector<Tensor>& Wr,
     const int64_t p = Wr[r].size(1);
     for (int64_t i = 0; i < g; ++i)
       std::memcpy(in + i * hs, X + order[g0 + i] * ldx, hs * sizeof(float));
-    gemm(in, hs, 1, Wr[r].data_ptr<float>(), p, out, p, g, p, hs);
+    gemm_serial(in, hs, 1, Wr[r].data_ptr<float>(), p, out, p, g, p, hs);
     for (int64_t i = 0; i < g; ++i) {
       float* y = Y + dst_row(order[g0 + i]) * hs;
       const float* o = out + i * p;
@@ -358,7 +358,7 @@ void backward_impl(const Tensor& dh, const Tensor& dc, const Tensor& dgates,
         for (int64_t i = 0; i < g; ++i)
           std::memcpy(GIN + i * hs, DHT + (dst[ea + order[g0 + i]] - a) * ph,
                       hs * sizeof(float));
-        gemm(GIN, hs, 1, Whh[r].data_ptr<float>(), ph, GOUT, ph, g, ph, hs);
+        gemm_serial(GIN, hs, 1, Whh[r].data_ptr<float>(), ph, GOUT, ph, g, ph, hs);
         for (int64_t i = 0; i < g; ++i) {
           float* y = DH + src[ea + order[g0 + i]] * hs;
           const float* o = GOUT + i * ph;

@@ -170,27 +170,41 @@ inline void tile_kernel(const float* A, int64_t sar, int64_t sap, const float* B
 // C (m, n) = A (m, k) @ B (k, n): A[r, p] at A + r * sar + p * sap (row-major: sar = lda,
 // sap = 1; a transposed view: sar = 1, sap = lda), B row-major with n % 64 == 0, C row-major.
 // Tasks are (column tile, block of 6 rows) pairs, tile-major, split over the threads.
+// Tasks t0..t1 of gemm below (task = column tile * blocks + block of 6 rows).
+inline void gemm_tasks(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb,
+                       float* C, int64_t ldc, int64_t m, int64_t k, int64_t t0, int64_t t1) {
+  const int64_t blocks = (m + 5) / 6;
+  for (int64_t task = t0; task < t1; ++task) {
+    const int64_t t = task / blocks, r = (task % blocks) * 6;
+    const float* Ar = A + r * sar;
+    const float* Bt = B + kTile * t;
+    float* Cr = C + r * ldc + kTile * t;
+    switch (std::min<int64_t>(6, m - r)) {
+      case 6: tile_kernel<6>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+      case 5: tile_kernel<5>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+      case 4: tile_kernel<4>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+      case 3: tile_kernel<3>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+      case 2: tile_kernel<2>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+      case 1: tile_kernel<1>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
+      default: break;
+    }
+  }
+}
+
 inline void gemm(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb, float* C,
           int64_t ldc, int64_t m, int64_t n, int64_t k) {
   const int64_t tiles = n / kTile, blocks = (m + 5) / 6, tasks = tiles * blocks;
   const int64_t grain = std::max<int64_t>(1, tasks / std::max(1, at::get_num_threads()));
   at::parallel_for(0, tasks, grain, [&](int64_t t0, int64_t t1) {
-    for (int64_t task = t0; task < t1; ++task) {
-      const int64_t t = task / blocks, r = (task % blocks) * 6;
-      const float* Ar = A + r * sar;
-      const float* Bt = B + kTile * t;
-      float* Cr = C + r * ldc + kTile * t;
-      switch (std::min<int64_t>(6, m - r)) {
-        case 6: tile_kernel<6>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 5: tile_kernel<5>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 4: tile_kernel<4>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 3: tile_kernel<3>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 2: tile_kernel<2>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        case 1: tile_kernel<1>(Ar, sar, sap, Bt, ldb, Cr, ldc, k); break;
-        default: break;
-      }
-    }
+    gemm_tasks(A, sar, sap, B, ldb, C, ldc, m, k, t0, t1);
   });
+}
+
+// gemm on the calling thread only: for many tiny products in a row (a parallel region each
+// would cost more than the product, and far more on a loaded machine).
+inline void gemm_serial(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb,
+                        float* C, int64_t ldc, int64_t m, int64_t n, int64_t k) {
+  gemm_tasks(A, sar, sap, B, ldb, C, ldc, m, k, 0, (n / kTile) * ((m + 5) / 6));
 }
 
 inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
