@@ -1,7 +1,8 @@
 """``analyze curves``: training curves of one or more runs (loss and dev metric per epoch).
 
 Reads each run directory's ``metrics.csv`` (one row per epoch; a multi-seed run keeps one
-per ``seed-N/`` subdirectory, each drawn as its own line). The dev metric is the run's
+per ``seed-N/`` subdirectory, each drawn as its own line), or ``metrics.jsonl`` where a run
+predates the CSV file. The dev metric is the run's
 model-selection metric (``results.json``'s ``selection_metric``, column ``dev_<metric>``),
 else ``--metric``, else the first ``dev_*`` column. The table lists every epoch of every
 run with the best epoch (the one model selection kept) marked.
@@ -22,13 +23,21 @@ __all__ = ["read_metrics", "curves_analysis"]
 log = logging.getLogger(__name__)
 
 
+def _metrics_file(d: Path) -> Path | None:
+    for name in ("metrics.csv", "metrics.jsonl"):
+        if (d / name).is_file():
+            return d / name
+    return None
+
+
 def _metrics_files(run: Path) -> list[tuple[str, Path]]:
-    if (run / "metrics.csv").is_file():
-        return [(run.name, run / "metrics.csv")]
-    seeds = sorted(run.glob("seed-*/metrics.csv"))
+    own = _metrics_file(run)
+    if own is not None:
+        return [(run.name, own)]
+    seeds = [f for f in map(_metrics_file, sorted(run.glob("seed-*"))) if f is not None]
     if not seeds:
-        raise AnalysisError(f"{run}: no metrics.csv (nor seed-*/metrics.csv); is it a run "
-                            "directory of gnn-treelstm train?")
+        raise AnalysisError(f"{run}: no metrics.csv or metrics.jsonl (nor in seed-*/); is "
+                            "it a run directory of gnn-treelstm train?")
     return [(f"{run.name}/{p.parent.name}", p) for p in seeds]
 
 
@@ -43,13 +52,32 @@ def _selection_metric(run: Path) -> str | None:
     return None
 
 
+def _rows(path: Path) -> list[dict]:
+    if path.suffix == ".csv":
+        with open(path, encoding="utf-8", newline="") as fh:
+            return list(csv.DictReader(fh))
+    rows = []
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, 1):
+            if not line.strip():
+                continue
+            try:
+                rec = json.loads(line)
+            except ValueError as exc:
+                raise AnalysisError(f"{path}:{n}: not JSON ({exc})") from exc
+            dev = rec.pop("dev", None) or {}
+            rec.update({f"dev_{k}": v for k, v in dev.items()})
+            rows.append(rec)
+    return rows
+
+
 def read_metrics(path: Path, metric: str | None = None) -> dict:
-    """``{"epoch", "loss", "dev", "best", "metric"}`` lists from one ``metrics.csv``."""
-    with open(path, encoding="utf-8", newline="") as fh:
-        rows = list(csv.DictReader(fh))
+    """``{"epoch", "loss", "dev", "best", "metric"}`` lists from one ``metrics.csv`` (or
+    ``metrics.jsonl``, its ``dev`` object read as ``dev_<name>`` columns)."""
+    rows = _rows(path)
     if not rows:
         raise AnalysisError(f"{path}: no epochs recorded yet")
-    cols = list(rows[0])
+    cols = list(dict.fromkeys(k for r in rows for k in r))
     metric = metric or _selection_metric(path.parent)
     col = f"dev_{metric}" if metric and not metric.startswith("dev_") else metric
     if col is None:

@@ -68,6 +68,21 @@ def _counts(ck: Checkpoint, data: str | None, split: str) -> list[int]:
     return relation_counts(graphs, len(ck.relations))
 
 
+def _note(norms: Sequence[float], counts: Sequence[int | None]) -> str:
+    """One line on the ranking: collapsed (every norm 0), or the rank correlation of the
+    norms with the training counts."""
+    if max(norms, default=0.0) == 0.0:
+        return ("Every norm is 0: `W_mr`, `W_mh` or `W_hm` (or every relation embedding) "
+                "trained to zero, so the children reach the parent only through the forget "
+                "gates; the ranking below is the relation order, not a result.")
+    if any(c is None for c in counts) or len(set(norms)) < 2 or len(set(counts)) < 2:
+        return "Ranked by norm."
+    from scipy.stats import spearmanr
+
+    rho = float(spearmanr(norms, counts).statistic)
+    return f"Spearman's rho of norm and edge count: {rho:.2f}. Ranked by norm."
+
+
 def relations_analysis(runs: Sequence[str], out: str | Path, table: str | Path, *,
                        data: Sequence[str | None] | None = None, top: int = 15,
                        counts_split: str | None = "train") -> list[list[tuple]]:
@@ -96,8 +111,10 @@ def relations_analysis(runs: Sequence[str], out: str | Path, table: str | Path, 
         ranked = [(names[r], norms[r], counts[r]) for r in order]
         ranked_all.append(ranked)
         tree = ck.run_config.get("tree") or "?"
-        label = f"{ck.model.config.cell} on {ck.model.task.name}, {tree} trees"
-        text += (f"## {label} (`{ck.path}`)\n\n" + markdown(
+        label = (f"{ck.model.config.cell} on {ck.model.task.name}, {tree} trees "
+                 f"[{ck.path.parent.name}]")
+        note = _note(norms, counts)
+        text += (f"## {label} (`{ck.path}`)\n\n{note}\n\n" + markdown(
             ["rank", "relation", "Frobenius norm", f"{counts_split or 'train'} edges"],
             [(i + 1, n, f"{v:.3f}", "" if c is None else c)
              for i, (n, v, c) in enumerate(ranked)]) + "\n")
@@ -105,12 +122,19 @@ def relations_analysis(runs: Sequence[str], out: str | Path, table: str | Path, 
         shown = ranked[:top][::-1]
         ax.barh([n for n, _, _ in shown], [v for _, v, _ in shown], color="#4c72b0")
         for y, (_, v, c) in enumerate(shown):
-            if c is not None:
+            if c is not None and max(norms) > 0.0:
                 ax.text(v, y, f" {c}", va="center", fontsize=7, color="#555555")
         ax.set_xlabel(r"$\|W_{hm}\,\mathrm{diag}(W_{mr} e_r)\,W_{mh}\|_F$"
                       if ck.model.cell.variant == "mult" else r"$\|W_{hh}^r\|_F$")
         ax.set_title(f"{label}\n(top {len(shown)} of {len(names)}; grey: "
                      f"{counts_split} edges)" if counts_split else label, fontsize=9)
+        if max(norms) == 0.0:
+            ax.text(0.5, 0.5, "every norm is 0:\nthe relation path collapsed",
+                    transform=ax.transAxes, ha="center", va="center", fontsize=10,
+                    color="#b2182b")
+        elif counts_split:
+            ax.text(0.98, 0.02, note.split(". ")[0], transform=ax.transAxes, ha="right",
+                    va="bottom", fontsize=7.5, color="#555555")
         ax.tick_params(axis="y", labelsize=8)
         ax.margins(x=0.15)
         ax.grid(axis="x", alpha=0.3)

@@ -22,8 +22,8 @@ __all__ = ["Box", "render_tree", "write_html_trees"]
 #: (text, face colour) of one box
 Box = tuple[str, str]
 
-_CHAR_IN = 0.075   # a character at the 8 pt font, inches
-_BOX_PAD_IN = 0.12  # a box's padding, inches
+_CHAR_IN = 0.066   # a character at the 8 pt font, inches
+_BOX_PAD_IN = 0.09  # a box's padding, inches
 _GAP_IN = 0.22     # gap between neighbouring slots, inches
 _ROW_IN = 0.7      # row height, inches
 

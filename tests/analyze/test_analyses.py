@@ -157,6 +157,14 @@ def test_read_metrics_takes_the_selection_metric(tmp_path):
     assert read_metrics(tmp_path / "metrics.csv", "phrase_accuracy")["dev"] == [0.70, 0.72]
     with pytest.raises(ValueError, match="no column 'dev_pearson'"):
         read_metrics(tmp_path / "metrics.csv", "pearson")
+    # runs before metrics.csv: metrics.jsonl, dev as an object
+    (tmp_path / "x" / "old").mkdir(parents=True)
+    (tmp_path / "x" / "old" / "metrics.jsonl").write_text("".join(json.dumps(
+        {"seed": 1, "epoch": e, "train_loss": 1.0 / e, "dev": {"pearson": 0.5 + e / 10},
+         "best": e == 2}) + "\n" for e in (1, 2)))
+    m = read_metrics(tmp_path / "x" / "old" / "metrics.jsonl")
+    assert m["metric"] == "dev_pearson" and m["dev"] == [0.6, 0.7]
+    assert m["loss"] == [1.0, 0.5] and m["best"] == [False, True]
 
 
 # ---------------------------------------------------------------- end to end
@@ -242,7 +250,7 @@ def test_length_and_curves(runs, tmp_path):
     (["tree", "{lex}", "--index", "99"], "--index 99"),
     (["neighbours", "{lex}"], "needs one of: sick-r"),
     (["neighbours", "{mtree}", "--query", "not a sentence"], "is not a sentence"),
-    (["curves", "{data}"], "no metrics.csv"),
+    (["curves", "{data}"], "no metrics.csv or metrics.jsonl"),
 ])
 def test_bad_input_exits_2(runs, tmp_path, capsys, argv, message):
     paths = {"lex": runs / "lex", "mtree": runs / "mtree", "data": runs.parent / "data"}
