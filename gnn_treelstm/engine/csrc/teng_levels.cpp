@@ -606,29 +606,34 @@ void teng_topdown_backward(const Tensor& dgates, const Tensor& dh, const Tensor&
 TORCH_LIBRARY_FRAGMENT(gnn_treelstm, m) {
   m.def(
       "teng_head_forward(Tensor(a!) x, Tensor(b!) z, Tensor slots, int[] offsets, int mode, "
-      "Tensor Wz, Tensor bz) -> ()",
-      &teng_head_forward);
+      "Tensor Wz, Tensor bz) -> ()");
   m.def(
       "teng_head_backward(Tensor(a!) dx, Tensor(b!) dpre, Tensor x, Tensor z, Tensor slots, "
-      "int[] offsets, int mode, Tensor Wz) -> ()",
-      &teng_head_backward);
+      "int[] offsets, int mode, Tensor Wz) -> ()");
   m.def(
       "teng_lex_forward(Tensor xt, Tensor(a!) gates, Tensor(b!) h, Tensor(c!) c, "
-      "Tensor(d!) tc, Tensor slots, int[] offsets, Tensor U_h, Tensor U_c, Tensor W_co) -> ()",
-      &teng_lex_forward);
+      "Tensor(d!) tc, Tensor slots, int[] offsets, Tensor U_h, Tensor U_c, Tensor W_co) -> ()");
   m.def(
       "teng_lex_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, "
       "Tensor c, Tensor tc, Tensor slots, int[] offsets, Tensor U_h, Tensor U_c, "
-      "Tensor W_co) -> ()",
-      &teng_lex_backward);
+      "Tensor W_co) -> ()");
   m.def(
       "teng_topdown_forward(Tensor xt, Tensor(a!) gates, Tensor(b!) h, Tensor(c!) c, "
       "Tensor(d!) tc, Tensor parent, Tensor side, int[] offsets, Tensor U_h, Tensor U_c, "
-      "Tensor W_co) -> ()",
-      &teng_topdown_forward);
+      "Tensor W_co) -> ()");
   m.def(
       "teng_topdown_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, "
       "Tensor c, Tensor tc, Tensor parent, Tensor side, int[] offsets, Tensor U_h, "
-      "Tensor U_c, Tensor W_co) -> ()",
-      &teng_topdown_backward);
+      "Tensor U_c, Tensor W_co) -> ()");
+}
+
+// CPU kernels (the schemas above have no composite kernel, so torch.library.register_fake
+// can describe them for torch.compile).
+TORCH_LIBRARY_IMPL(gnn_treelstm, CPU, m) {
+  m.impl("teng_head_forward", &teng_head_forward);
+  m.impl("teng_head_backward", &teng_head_backward);
+  m.impl("teng_lex_forward", &teng_lex_forward);
+  m.impl("teng_lex_backward", &teng_lex_backward);
+  m.impl("teng_topdown_forward", &teng_topdown_forward);
+  m.impl("teng_topdown_backward", &teng_topdown_backward);
 }
