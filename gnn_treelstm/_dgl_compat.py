@@ -10,7 +10,8 @@ exactly two import-time problems of the PyPI ``dgl==2.1.0`` wheel and nothing el
    graphbolt (it is DGL's out-of-core sampling stack), so when the native library for
    the running torch is missing, or ``torchdata.datapipes`` cannot be imported, we
    register a stand-in module under ``dgl.graphbolt`` whose every attribute access
-   raises :class:`ImportError` explaining why. Nothing fails unless graphbolt is used.
+   raises :class:`GraphboltUnavailableError` (an ``AttributeError``) explaining why.
+   Nothing fails unless graphbolt is used.
 2. ``dgl.utils`` falls back to ``setuptools.extern.packaging`` when ``packaging`` is
    not importable; setuptools >= 71 removed that vendored copy. If
    ``setuptools.extern.packaging`` is missing and ``packaging`` is importable, we alias
@@ -39,6 +40,13 @@ __all__ = ["apply", "attach", "graphbolt_library_path", "GraphboltUnavailable", 
 PATCHES: list[str] = []
 
 
+class GraphboltUnavailableError(AttributeError):
+    """Raised by the stand-in on any use, with the reason. An ``AttributeError`` (what a
+    module raises for a name it lacks), so probes of every loaded module, such as
+    ``pickle.whichmodule`` inside ``torch.compile``'s cache key, skip the stand-in;
+    ``from dgl.graphbolt import X`` becomes Python's ``ImportError``."""
+
+
 class GraphboltUnavailable(types.ModuleType):
     """Stand-in for ``dgl.graphbolt``: importable, but unusable with a clear error."""
 
@@ -51,7 +59,7 @@ class GraphboltUnavailable(types.ModuleType):
     def __getattr__(self, name: str):  # noqa: ANN204 - module protocol
         if name.startswith("__") and name.endswith("__"):
             raise AttributeError(name)
-        raise ImportError(
+        raise GraphboltUnavailableError(
             f"dgl.graphbolt.{name} is unavailable: {self._reason}. gnn_treelstm replaced "
             "dgl.graphbolt with a stand-in (see gnn_treelstm/_dgl_compat.py); install a DGL "
             "build matching your torch version to use graphbolt."

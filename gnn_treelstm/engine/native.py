@@ -33,6 +33,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -148,6 +149,7 @@ def _ops_loaded() -> bool:
     return hasattr(torch.ops.gnn_treelstm, "nary_forward")
 
 
+@torch.compiler.disable  # building / loading is host work: never traced by torch.compile
 def _load() -> bool:
     if _state["loaded"] is None:
         try:
@@ -160,8 +162,49 @@ def _load() -> bool:
                 raise RuntimeError(
                     f"GNN_TREELSTM_NATIVE=on but the native level loops are unusable: {exc}"
                 ) from exc
-            logger.warning("native level loops unusable, using the Python loops: %s", exc)
+            logger.warning("native level loops unusable, using the general level driver: %s",
+                           exc)
+        if _state["loaded"]:
+            register_fakes()
     return bool(_state["loaded"])
+
+
+def op_names() -> list[str]:
+    """The ops the sources define (``m.def("name(...``), in source order."""
+    names: list[str] = []
+    for src in SOURCES:
+        names += re.findall(r'm\.def\(\s*"(\w+)\(', src.read_text())
+    return names
+
+
+def _no_output(*_args) -> None:
+    """Fake (meta) kernel of an op that only writes into its ``(a!)`` arguments."""
+    return None
+
+
+def _fake_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.new_empty(a.shape[0], b.shape[1])
+
+
+def register_fakes() -> None:
+    """Fake-tensor kernels (``torch.library.register_fake``) for every op, so that
+    ``torch.compile`` traces through the level kernels: the loops only write into the
+    buffers they are given (returning nothing), ``matmul`` returns a new ``(m, n)``
+    tensor. An op with another kind of result is logged and left without one."""
+    for name in op_names():
+        op = getattr(torch.ops.gnn_treelstm, name).default
+        returns = op._schema.returns
+        if name == "matmul":
+            fake = _fake_matmul
+        elif not returns:
+            fake = _no_output
+        else:
+            logger.warning("no fake kernel for gnn_treelstm::%s (it returns %s)", name, returns)
+            continue
+        try:
+            torch.library.register_fake(f"gnn_treelstm::{name}")(fake)
+        except RuntimeError as exc:  # e.g. an op defined with a CompositeImplicit kernel
+            logger.info("no fake kernel for gnn_treelstm::%s: %s", name, exc)
 
 
 def available(t: torch.Tensor | None = None) -> bool:

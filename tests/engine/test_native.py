@@ -285,3 +285,23 @@ def test_teng_native_with_given_heads(restore_choices, name):
                                                 if p.grad is not None}})
     assert _teng_kernel_runs(cell, g, x, heads=torch.zeros(g.num_nodes(), 7))
     assert_same_run(out["on"], out["off"], tol=1e-5)
+
+
+# ------------------------------------------------------------------ fake kernels
+@needs_compiler
+def test_every_op_has_a_fake_kernel():
+    """torch.compile traces the level kernels: every op runs on fake tensors."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert native.available()
+    names = native.op_names()
+    assert {"nary_forward", "childsum_forward", "mtree_forward", "teng_lex_forward",
+            "matmul"} <= set(names)
+    with FakeTensorMode():
+        out = torch.ops.gnn_treelstm.matmul(torch.empty(3, 4), torch.empty(4, 5))
+        assert out.shape == (3, 5)
+    for name in names:
+        op = getattr(torch.ops.gnn_treelstm, name).default
+        assert torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "Meta") or \
+            torch._library.simple_registry.singleton.find(op.name()).fake_impl.kernel \
+            is not None, name

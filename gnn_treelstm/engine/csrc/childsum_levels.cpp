@@ -474,35 +474,41 @@ TORCH_LIBRARY_FRAGMENT(gnn_treelstm, m) {
   m.def(
       "childsum_forward(Tensor wx, Tensor(a!) h, Tensor(b!) c, Tensor(c!) gates, "
       "Tensor(d!) h_tilde, Tensor(e!) fgate, Tensor(f!) tc, Tensor edge_src, Tensor edge_dst, "
-      "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f) -> ()",
-      &childsum_forward);
+      "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f) -> ()");
   m.def(
       "childsum_backward(Tensor(a!) dh, Tensor(b!) dc, Tensor(c!) dgates, Tensor(d!) dfgate, "
       "Tensor gates, Tensor c, Tensor tc, Tensor fgate, Tensor edge_src, Tensor edge_dst, "
-      "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f) -> ()",
-      &childsum_backward);
+      "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f) -> ()");
   m.def(
       "mtree_forward(Tensor wx, Tensor(a!) h, Tensor(b!) c, Tensor(c!) gates, "
       "Tensor(d!) h_tilde, Tensor(e!) fgate, Tensor(f!) tc, Tensor edge_src, Tensor edge_dst, "
       "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f, Tensor s, Tensor(g!) a, "
-      "Tensor(h!) msum, Tensor W_mh, Tensor W_hm) -> ()",
-      &mtree_forward);
+      "Tensor(h!) msum, Tensor W_mh, Tensor W_hm) -> ()");
   m.def(
       "mtree_backward(Tensor(a!) dh, Tensor(b!) dc, Tensor(c!) dgates, Tensor(d!) dfgate, "
       "Tensor gates, Tensor c, Tensor tc, Tensor fgate, Tensor edge_src, Tensor edge_dst, "
       "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f, Tensor s, Tensor a, "
-      "Tensor W_mh, Tensor W_hm, Tensor(e!) dht, Tensor(f!) ds) -> ()",
-      &mtree_backward);
+      "Tensor W_mh, Tensor W_hm, Tensor(e!) dht, Tensor(f!) ds) -> ()");
   m.def(
       "mtree_full_forward(Tensor wx, Tensor(a!) h, Tensor(b!) c, Tensor(c!) gates, "
       "Tensor(d!) h_tilde, Tensor(e!) fgate, Tensor(f!) tc, Tensor edge_src, Tensor edge_dst, "
       "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f, Tensor edge_rel, "
-      "Tensor W_hh) -> ()",
-      &mtree_full_forward);
+      "Tensor W_hh) -> ()");
   m.def(
       "mtree_full_backward(Tensor(a!) dh, Tensor(b!) dc, Tensor(c!) dgates, Tensor(d!) dfgate, "
       "Tensor gates, Tensor c, Tensor tc, Tensor fgate, Tensor edge_src, Tensor edge_dst, "
       "int[] offsets, int[] edge_offsets, Tensor U_iou, Tensor U_f, Tensor edge_rel, "
-      "Tensor W_hh, Tensor(e!) dht) -> ()",
-      &mtree_full_backward);
+      "Tensor W_hh, Tensor(e!) dht) -> ()");
 }
+
+// CPU kernels registered apart from the schemas, so the ops get fake (meta) kernels from
+// Python (native.register_fakes) and torch.compile can trace them
+TORCH_LIBRARY_IMPL(gnn_treelstm, CPU, m) {
+  m.impl("childsum_forward", &childsum_forward);
+  m.impl("childsum_backward", &childsum_backward);
+  m.impl("mtree_forward", &mtree_forward);
+  m.impl("mtree_backward", &mtree_backward);
+  m.impl("mtree_full_forward", &mtree_full_forward);
+  m.impl("mtree_full_backward", &mtree_full_backward);
+}
+

@@ -187,11 +187,18 @@ void nary_backward(const Tensor& dgates, const Tensor& dh, const Tensor& dc,
 TORCH_LIBRARY(gnn_treelstm, m) {
   m.def(
       "nary_forward(Tensor(a!) gates, Tensor(b!) h, Tensor(c!) c, Tensor(d!) tc, Tensor slots, "
-      "int[] offsets, Tensor U) -> ()",
-      &nary_forward);
+      "int[] offsets, Tensor U) -> ()");
   m.def(
       "nary_backward(Tensor(a!) dgates, Tensor(b!) dh, Tensor(c!) dc, Tensor gates, Tensor c, "
-      "Tensor tc, Tensor slots, int[] offsets, Tensor U) -> ()",
-      &nary_backward);
-  m.def("matmul(Tensor a, Tensor b) -> Tensor", &matmul);
+      "Tensor tc, Tensor slots, int[] offsets, Tensor U) -> ()");
+  m.def("matmul(Tensor a, Tensor b) -> Tensor");
 }
+
+// CPU kernels registered apart from the schemas, so the ops get fake (meta) kernels from
+// Python (native.register_fakes) and torch.compile can trace them
+TORCH_LIBRARY_IMPL(gnn_treelstm, CPU, m) {
+  m.impl("nary_forward", &nary_forward);
+  m.impl("nary_backward", &nary_backward);
+  m.impl("matmul", &matmul);
+}
+
