@@ -52,10 +52,16 @@ WORKLOADS: list[tuple[str, str, dict, type | None]] = [
     ("nary", "sst", {"n_ary": 2}, DGLExampleTreeLSTM),
     ("childsum", "sick", {}, DGLExampleChildSumTreeLSTM),
     ("mtree", "sick", {"num_relations": None}, None),
+    ("mtree-add", "sick", {"num_relations": None}, None),
+    ("mtree-full", "sick", {"num_relations": None}, None),
     ("lex", "sst", {}, None),
     ("topdown", "sst", {}, None),
     ("bitree", "sst", {}, None),
     ("lstm", "sst-chain", {}, None),
+    ("bilstm", "sst-chain", {}, None),
+    ("lstm2", "sst-chain", {}, None),
+    ("bilstm2", "sst-chain", {}, None),
+    ("mean", "sick", {}, None),
 ]
 
 
@@ -285,7 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not (args.data or args.src):
         p.error("give --data (built) or --src / $GNN_TREELSTM_DATA (raw data root)")
     torch.set_num_threads(args.threads)
-    from gnn_treelstm.training import keep_heap_pages
+    from gnn_treelstm.heap import keep_heap_pages
 
     keep_heap_pages()  # as train.py does, for every engine alike
     wanted = {w[0] for w in WORKLOADS} if args.cells == ["all"] else set(args.cells)

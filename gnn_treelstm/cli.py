@@ -7,6 +7,7 @@ command        what it does                               also runs as
 ``evaluate``   score checkpoints, tabulate or plot runs   ``python -m gnn_treelstm.evaluate``
 ``predict``    label raw sentences with a checkpoint      ``python -m gnn_treelstm.predict``
 ``serve``      a tree explorer web page for a checkpoint  ``python -m gnn_treelstm.serve``
+``analyze``    the papers' analyses as pictures           ``python -m gnn_treelstm.analyze``
 ``build``      parse a data set into DGL graphs           ``python -m data_prep.build``
 ``fetch``      lay out or verify the raw data mirror      ``python -m data_prep.fetch``
 ``bench``      time the engines                           ``python -m gnn_treelstm.bench``
@@ -34,6 +35,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "evaluate": ("gnn_treelstm.evaluate", "score checkpoints, tabulate or plot runs"),
     "predict": ("gnn_treelstm.predict", "label raw sentences with a checkpoint"),
     "serve": ("gnn_treelstm.serve", "a tree explorer web page for a checkpoint"),
+    "analyze": ("gnn_treelstm.analyze.__main__", "the papers' analyses as pictures and tables"),
     "build": ("data_prep.build", "parse a data set into DGL graphs"),
     "fetch": ("data_prep.fetch", "lay out or verify the raw data mirror"),
     "bench": ("gnn_treelstm.bench", "time the engines"),

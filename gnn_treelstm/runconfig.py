@@ -94,8 +94,8 @@ class RunConfig:
         """
         task = build_task(self.task, supervision=self.supervision)
         teng = self.model in TENG_CELLS
-        opt = self.optimizer or ("adam" if teng or task.name in ("sick-e", "snli")
-                                 else "adagrad")
+        adam_tasks = ("sick-e", "snli", "pair-classify")
+        opt = self.optimizer or ("adam" if teng or task.name in adam_tasks else "adagrad")
         lr = self.lr if self.lr is not None else (0.05 if opt == "adagrad" else 1e-3)
         emb_lr = self.emb_lr if self.emb_lr is not None else (0.1 if opt == "adagrad" else lr)
         return dataclasses.replace(
@@ -108,8 +108,8 @@ class RunConfig:
             emb_dropout=(0.5 if teng else 0.0) if self.emb_dropout is None
             else self.emb_dropout,
             supervision=task.supervision, cell_kwargs=dict(self.cell_kwargs),
-            embeddings_mode=self.embeddings_mode or ("fixed" if task.name == "sick-r"
-                                                     else "tuned"))
+            embeddings_mode=self.embeddings_mode
+            or ("fixed" if task.name in ("sick-r", "pair-score") else "tuned"))
 
     def check(self) -> None:
         """Refuse bad names and values before anything is loaded (``ValueError``)."""

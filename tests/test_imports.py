@@ -25,9 +25,7 @@ PACKAGE = Path(gnn_treelstm.__file__).resolve().parent
 #: import cycles tolerated for now: a cycle (strongly connected component of the import
 #: graph) through all the modules of an entry, and through no module outside their packages.
 #: issue 11: removed by the cells/engine rework
-KNOWN_CYCLES: list[frozenset[str]] = [
-    frozenset({"gnn_treelstm.cells.base", "gnn_treelstm.engine.level"}),
-]
+KNOWN_CYCLES: list[frozenset[str]] = []
 
 #: the command lines, the only modules that may import the process-wide heap tuning
 HEAP_USERS = {"gnn_treelstm.train", "gnn_treelstm.evaluate", "gnn_treelstm.bench",
