@@ -14,9 +14,10 @@ from gnn_treelstm.tasks.classification import ClassifierHead
 from tests.trees import random_batch
 
 
-def test_registry_has_the_six_tasks():
-    assert tasks.names() == ["sick-e", "sick-r", "snli", "sst-2", "sst-5", "trec"]
-    with pytest.raises(KeyError, match="unknown task 'sst-3'; choose one of: sick-e"):
+def test_registry_has_the_papers_tasks_and_the_custom_ones():
+    assert tasks.names() == ["classify", "pair-classify", "pair-score", "sick-e", "sick-r",
+                             "snli", "sst-2", "sst-5", "trec"]
+    with pytest.raises(KeyError, match="unknown task 'sst-3'; choose one of: classify"):
         build_task("sst-3")
     with pytest.raises(ValueError, match="--supervision phrase or root"):
         build_task("sst-5", supervision="nodes")
