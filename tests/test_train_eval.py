@@ -94,7 +94,7 @@ def test_seeds_table_and_length_plot(tiny, tmp_path, capsys):
 
 
 @pytest.mark.parametrize("args,message", [
-    (["--task", "sst-9"], "unknown task 'sst-9'; choose one of: classify, pair-classify, pair-score, sick-e"),
+    (["--task", "sst-9"], "unknown task 'sst-9'; choose one of: classify, pair-classify"),
     (["--model", "treelstm"], "unknown cell 'treelstm'; choose one of: bilstm"),
     (["--tree", "ccg"], "unknown tree 'ccg'; choose one of: constituency, dependency"),
     (["--task", "sst-5", "--model", "nary", "--tree", "dependency"],
