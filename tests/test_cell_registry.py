@@ -200,3 +200,27 @@ def test_a_mutated_kernel_fails(monkeypatch):
         test_reference_dgl_level_and_fast_kernel_agree("childsum", {}, _dependency,
                                                        tai.childsum, torch.float32)
     del x
+
+
+def test_gate_equations_live_in_cell_files_and_csrc_only():
+    """Issue 11's grep-able fact: no module outside ``cells/`` and the C++ loops applies a
+    gate nonlinearity to cell state (the DGL-example anchor, a benchmark copy of DGL's own
+    example, and the task heads are not cells)."""
+    import re
+    from pathlib import Path
+
+    import gnn_treelstm
+
+    root = Path(gnn_treelstm.__file__).parent
+    call = re.compile(r"\b(torch\.|F\.)?(sigmoid|tanh)(_)?\(")
+    allowed = {"engine/dgl_example.py", "tasks/inference.py", "tasks/relatedness.py"}
+    offenders = []
+    for path in root.rglob("*.py"):
+        rel = path.relative_to(root).as_posix()
+        if rel.startswith("cells/") or rel in allowed:
+            continue
+        for n, line in enumerate(path.read_text().splitlines(), 1):
+            code = re.sub(r"``[^`]*``", "", line.split("#", 1)[0])
+            if call.search(code):
+                offenders.append(f"{rel}:{n}: {line.strip()}")
+    assert not offenders, "gate math outside the cell files:\n" + "\n".join(offenders)

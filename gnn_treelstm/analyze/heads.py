@@ -38,6 +38,7 @@ import torch
 from torch.nn import functional as F
 
 from gnn_treelstm import graph as G
+from gnn_treelstm.cells.lexicalized import head_gate
 from gnn_treelstm.checkpoint import Checkpoint
 from gnn_treelstm.nx import SST_LABEL_NAMES, to_networkx
 
@@ -94,7 +95,7 @@ def model_heads(ck: Checkpoint, graph: dgl.DGLGraph, rule: str = "cosine") -> to
                 raise AnalysisError(f"--rule gate: the head lexicon has mode {mod.mode!r}, "
                                     "no gate; use --rule cosine")
             xs = torch.cat([heads[lft], heads[rgt]], dim=-1)
-            left = torch.sigmoid(F.linear(xs, mod.W_z, mod.b_z)).mean(-1) >= 0.5  # eq 10
+            left = head_gate(xs, mod.W_z, mod.b_z).mean(-1) >= 0.5  # eq 10
         pick[b] = torch.where(left, lft, rgt)
     span = graph.ndata[G.SPAN].long()
     head = span[:, 0].clone()  # leaves: their own token

@@ -83,6 +83,7 @@ __all__ = [
     "HeadLexicon",
     "HEAD_MODES",
     "head_combine",
+    "head_gate",
     "lex_input_terms",
     "lex_node_update",
     "leaf_word_inputs",
@@ -103,6 +104,12 @@ def glorot_(t: torch.Tensor, fan_out: int, fan_in: int) -> None:
         t.uniform_(-bound, bound)
 
 
+def head_gate(x_slots: torch.Tensor, W_z: torch.Tensor, b_z: torch.Tensor) -> torch.Tensor:
+    """Teng eq 10: ``z_t = σ(W_zx^L x^L + W_zx^R x^R + b_z)`` from the children's heads
+    ``x_slots`` (n, 2, x); ``W_z`` (x, 2x), ``b_z`` (x,). Returns (n, x)."""
+    return torch.sigmoid(F.linear(x_slots.reshape(x_slots.shape[0], -1), W_z, b_z))
+
+
 def head_combine(
     x_slots: torch.Tensor, mode: str, W_z: torch.Tensor | None = None,
     b_z: torch.Tensor | None = None,
@@ -115,7 +122,7 @@ def head_combine(
     """
     x_l, x_r = x_slots[:, 0], x_slots[:, 1]  # 2 x (n, x)
     if mode == "gate":
-        z = torch.sigmoid(F.linear(x_slots.reshape(x_slots.shape[0], -1), W_z, b_z))  # eq 10
+        z = head_gate(x_slots, W_z, b_z)  # eq 10
         return z * x_l + (1.0 - z) * x_r  # eq 9
     if mode == "left":
         return x_l
