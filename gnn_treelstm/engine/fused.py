@@ -28,8 +28,9 @@ from . import native
 from .gemm import mm_nt
 from .schedule import Levels
 
-__all__ = ["available", "childsum_levels", "mtree_levels", "mtree_full_levels", "nary_levels",
-           "gate_weight", "single_source_slots"]
+__all__ = ["available", "state_buffers", "grad_buffers", "grad_matmul", "childsum_levels",
+           "mtree_levels", "mtree_full_levels", "nary_levels", "gate_weight",
+           "single_source_slots"]
 
 
 def available(t: torch.Tensor) -> bool:
@@ -38,17 +39,24 @@ def available(t: torch.Tensor) -> bool:
     return native.available(t)
 
 
-def _grad_buffers(dh_out: torch.Tensor, dc_out: torch.Tensor,
-                  order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+def state_buffers(like: torch.Tensor, n: int, hs: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two (N + 1, h) state buffers like ``like``; row N, the padding row that missing
+    children (or the root's parent) gather, is zero."""
+    h = like.new_empty(n + 1, hs)
+    c = like.new_empty(n + 1, hs)
+    h[n] = 0
+    c[n] = 0
+    return h, c
+
+
+def grad_buffers(dh_out: torch.Tensor, dc_out: torch.Tensor,
+                 order: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """The backward's ``dh``, ``dc`` buffers (N + 1, h) in schedule order, from the output
     gradients (N, h) in schedule order, or in node order gathered by ``order`` (a
     permutation's backward is a gather, not a scatter); row N (the padding row of missing
     children) is zero."""
     n, hs = dh_out.shape
-    dh = dh_out.new_empty(n + 1, hs)
-    dc = dc_out.new_empty(n + 1, hs)
-    dh[n] = 0
-    dc[n] = 0
+    dh, dc = state_buffers(dh_out, n, hs)
     if order is None:
         dh[:n] = dh_out
         dc[:n] = dc_out
@@ -58,10 +66,8 @@ def _grad_buffers(dh_out: torch.Tensor, dc_out: torch.Tensor,
     return dh, dc
 
 
-# ============================================================== Child-Sum (Tai eqs 2-8)
-
-def _matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
-            vary_m: bool = True) -> torch.Tensor:
+def grad_matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
+                vary_m: bool = True) -> torch.Tensor:
     """``a @ b`` for the weight-gradient products, whose ``a`` is a transposed view
     (``dgates^T``): the native kernel for float32 CPU tensors reads it in place (oneDNN
     would copy it), else :func:`.gemm.mm_nt` (``vary_k``/``vary_m`` as there)."""
@@ -70,18 +76,12 @@ def _matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
     return mm_nt(a, b.t(), vary_k=vary_k, vary_m=vary_m)
 
 
-
-
-
 # ============================================================== Child-Sum (Tai eqs 2-8)
 def _childsum_buffers(wx, U_iou, U_f, lv: Levels):
     """``h, c`` (N + 1, h) with the zero padding row N, and the forward's saved buffers:
     ``gates`` (N, G h), ``h_tilde`` (N, h), ``fgate`` (E, h), ``tc`` (N, h)."""
     n, hs = wx.shape[0], U_f.shape[0]
-    h = wx.new_empty(n + 1, hs)
-    c = wx.new_empty(n + 1, hs)
-    h[n] = 0
-    c[n] = 0
+    h, c = state_buffers(wx, n, hs)
     return (h, c, wx.new_empty(n, U_iou.shape[0]), wx.new_empty(n, hs),
             wx.new_empty(lv.edge_src.shape[0], hs), wx.new_empty(n, hs))
 
@@ -90,7 +90,7 @@ def _childsum_grads(dgates, dfgate, h_tilde, lv: Levels):
     """Gradients of ``wx`` (N, (G+1) h) and ``U_iou`` from the pre-activation gradients of
     ``i, (o,) u`` (N, G h) and of ``f_jk`` (E, h): one product over all nodes."""
     dwx_f = dfgate.new_zeros(dgates.shape[0], dfgate.shape[1]).index_add_(0, lv.edge_dst, dfgate)
-    return torch.cat([dgates, dwx_f], dim=1), _matmul(dgates.t(), h_tilde)
+    return torch.cat([dgates, dwx_f], dim=1), grad_matmul(dgates.t(), h_tilde)
 
 
 class _ChildSumLevels(torch.autograd.Function):
@@ -120,14 +120,14 @@ class _ChildSumLevels(torch.autograd.Function):
         nodes / edges."""
         U_iou, U_f, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
-        dh, dc = _grad_buffers(dh_out, dc_out)
+        dh, dc = grad_buffers(dh_out, dc_out)
         dgates = torch.empty_like(gates)  # d pre-activations of i, (o,) u (N, G h)
         dfgate = torch.empty_like(fgate)  # d pre-activation of f per edge (E, h)
         torch.ops.gnn_treelstm.childsum_backward(
             dh, dc, dgates, dfgate, gates, c, tc, fgate, lv.edge_src, lv.edge_dst,
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
         dwx, dU_iou = _childsum_grads(dgates, dfgate, h_tilde, lv)
-        dU_f = _matmul(dfgate.t(), h.index_select(0, lv.edge_src))  # (h, h) over all edges
+        dU_f = grad_matmul(dfgate.t(), h.index_select(0, lv.edge_src))  # (h, h) over all edges
         return dwx, dU_iou, dU_f, None
 
 
@@ -172,7 +172,7 @@ class _MTreeLevels(torch.autograd.Function):
         U_iou, U_f, W_mh, W_hm, s, a, msum, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
         hs = h.shape[1]
-        dh, dc = _grad_buffers(dh_out, dc_out)
+        dh, dc = grad_buffers(dh_out, dc_out)
         dgates = torch.empty_like(gates)
         dfa = h.new_empty(fgate.shape[0], hs + s.shape[1])  # [d pre_f | d(W_mh h_k)] per edge
         dht = h.new_empty(gates.shape[0], hs)  # dL/dh~_j
@@ -182,8 +182,8 @@ class _MTreeLevels(torch.autograd.Function):
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), s, a,
             W_mh.contiguous(), W_hm.contiguous(), dht, ds)
         dwx, dU_iou = _childsum_grads(dgates, dfa[:, :hs], h_tilde, lv)
-        dUf_mh = _matmul(dfa.t(), h.index_select(0, lv.edge_src))  # [dU_f ; dW_mh] over edges
-        dW_hm = _matmul(dht.t(), msum)  # (h, m) over all nodes
+        dUf_mh = grad_matmul(dfa.t(), h.index_select(0, lv.edge_src))  # [dU_f ; dW_mh] over edges
+        dW_hm = grad_matmul(dht.t(), msum)  # (h, m) over all nodes
         return dwx, dU_iou, dUf_mh[:hs], ds, dUf_mh[hs:], dW_hm, None
 
 
@@ -220,7 +220,7 @@ class _MTreeFullLevels(torch.autograd.Function):
         U_iou, U_f, W_hh, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
         rel = ctx.rel
-        dh, dc = _grad_buffers(dh_out, dc_out)
+        dh, dc = grad_buffers(dh_out, dc_out)
         dgates, dfgate = torch.empty_like(gates), torch.empty_like(fgate)
         dht = h.new_empty(gates.shape[0], h.shape[1])  # dL/dh~_j
         torch.ops.gnn_treelstm.mtree_full_backward(
@@ -229,7 +229,7 @@ class _MTreeFullLevels(torch.autograd.Function):
             W_hh.contiguous(), dht)
         dwx, dU_iou = _childsum_grads(dgates, dfgate, h_tilde, lv)
         hk_all = h.index_select(0, lv.edge_src)
-        dU_f = _matmul(dfgate.t(), hk_all)
+        dU_f = grad_matmul(dfgate.t(), hk_all)
         # dW_hh[r] = Σ_{edges of r} dL/dh~_j ⊗ h_k: one product per relation over its edges
         by_rel = torch.argsort(rel, stable=True)
         dt = dht.index_select(0, lv.edge_dst.index_select(0, by_rel))
@@ -238,7 +238,7 @@ class _MTreeFullLevels(torch.autograd.Function):
         lo = 0
         for r, cnt in enumerate(torch.bincount(rel, minlength=W_hh.shape[0]).tolist()):
             if cnt:
-                dW_hh[r] = _matmul(dt[lo:lo + cnt].t(), hk[lo:lo + cnt])
+                dW_hh[r] = grad_matmul(dt[lo:lo + cnt].t(), hk[lo:lo + cnt])
             lo += cnt
         return dwx, dU_iou, dU_f, dW_hh, None
 
@@ -315,10 +315,7 @@ class _NaryLevels(torch.autograd.Function):
                 gates[m0:m] = p1
             else:
                 gates.index_copy_(0, rows_w[m0:], p1)
-        h = xw.new_empty(n + 1, hs)  # row n: zero padding row (missing children)
-        c = xw.new_empty(n + 1, hs)
-        h[n] = 0
-        c[n] = 0
+        h, c = state_buffers(xw, n, hs)
         tc = xw.new_empty(n, hs)  # tanh(c_j), kept for the backward
         torch.ops.gnn_treelstm.nary_forward(gates, h, c, tc, slots.contiguous(),
                                             lv.node_offsets, U.contiguous())
@@ -333,7 +330,7 @@ class _NaryLevels(torch.autograd.Function):
     def backward(ctx, dh_out, dc_out):
         xw, W, U, slots, h, c, tc, gates = ctx.saved_tensors
         lv: Levels = ctx.lv
-        dh, dc = _grad_buffers(dh_out, dc_out, None if ctx.perm is None else ctx.perm[1])
+        dh, dc = grad_buffers(dh_out, dc_out, None if ctx.perm is None else ctx.perm[1])
         dgates = torch.empty_like(gates)
         torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc, slots.contiguous(),
                                              lv.node_offsets, U.contiguous())
@@ -353,7 +350,7 @@ def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
     hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
     # ((G+K) h, K h): one product over all inner nodes
-    dU = _matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
+    dU = grad_matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)
     sums = dgates.sum(0)
     db = torch.cat([sums[:gh], sums[gh:].view(k, hs).sum(0)])
@@ -367,13 +364,13 @@ def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
             dx_parts.append(mm_nt(d0, W[:gh].t()))  # (m0, X)
         if need_w:
             dW = h.new_zeros(W.shape[0], xw.shape[1])
-            dW[:gh] = _matmul(d0.t(), xw[:m0], vary_k=True, vary_m=False)
+            dW[:gh] = grad_matmul(d0.t(), xw[:m0], vary_k=True, vary_m=False)
     if m > m0:
         d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
         if need_x:
             dx_parts.append(mm_nt(d1, gate_weight(W, hs, k).t()))  # (M - m0, X)
         if need_w:
-            d1w = _matmul(d1.t(), xw[m0:], vary_k=True, vary_m=False)  # (C, X)
+            d1w = grad_matmul(d1.t(), xw[m0:], vary_k=True, vary_m=False)  # (C, X)
             d1w = torch.cat([d1w[:gh], d1w[gh:].view(k, hs, -1).sum(0)])
             dW = d1w if dW is None else dW + d1w
     if need_w and dW is None:  # no word rows at all

@@ -24,7 +24,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .fused import available
+from .fused import available, grad_buffers, grad_matmul, state_buffers
 from .schedule import Levels
 
 __all__ = ["HEAD_MODE_IDS", "permute", "to_levels", "up_to_down", "down_sides",
@@ -32,11 +32,6 @@ __all__ = ["HEAD_MODE_IDS", "permute", "to_levels", "up_to_down", "down_sides",
 
 #: head mode -> the C++ loops' mode id (left / right / average are a fixed gate z = 1, 0, 1/2)
 HEAD_MODE_IDS = {"gate": 0, "left": 1, "right": 2, "average": 3}
-
-
-def _mm(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """``a @ b`` with the native product (``a`` may be a transposed view, read in place)."""
-    return torch.ops.gnn_treelstm.matmul(a, b)
 
 
 class _Permute(torch.autograd.Function):
@@ -83,23 +78,6 @@ def _binary_slots(lv: Levels) -> torch.Tensor:
     return slots.contiguous()
 
 
-def _state_buffers(like: torch.Tensor, n: int, hs: int):
-    h = like.new_empty(n + 1, hs)
-    c = like.new_empty(n + 1, hs)
-    h[n] = 0
-    c[n] = 0
-    return h, c
-
-
-def _grad_buffers(dh_out, dc_out, order):
-    """``dh, dc`` (N + 1, h) in schedule order from node-order output gradients; row N zero."""
-    n, hs = dh_out.shape
-    dh, dc = _state_buffers(dh_out, n, hs)
-    torch.index_select(dh_out, 0, order, out=dh[:n])
-    torch.index_select(dc_out, 0, order, out=dc[:n])
-    return dh, dc
-
-
 # ============================================================== head lexicon (eqs 9-10)
 class _HeadLevels(torch.autograd.Function):
     """Inputs: ``x0`` (N, X) up-schedule order, the leaves' word vectors in the level-0 rows
@@ -140,7 +118,7 @@ class _HeadLevels(torch.autograd.Function):
         dW = db = None
         if ctx.mode == 0:
             pairs = buf.index_select(0, slots[n0:].reshape(-1)).view(n - n0, 2 * xs)
-            dW = _mm(dpre[n0:].t(), pairs)  # (X, 2X), one product over all internal nodes
+            dW = grad_matmul(dpre[n0:].t(), pairs)  # (X, 2X), one product over all internal nodes
             db = dpre[n0:].sum(0)
         return dx0, dW, db, None, None, None
 
@@ -167,7 +145,7 @@ class _LexLevels(torch.autograd.Function):
     def forward(ctx, xt, U_h, U_c, W_co, slots, lv: Levels):
         n, hs = xt.shape[0], W_co.shape[0]
         gates = xt.new_empty(n, 5 * hs)
-        h, c = _state_buffers(xt, n, hs)
+        h, c = state_buffers(xt, n, hs)
         tc = xt.new_empty(n, hs)
         U_h, U_c, W_co = U_h.contiguous(), U_c.contiguous(), W_co.contiguous()
         torch.ops.gnn_treelstm.teng_lex_forward(xt.contiguous(), gates, h, c, tc, slots,
@@ -181,7 +159,7 @@ class _LexLevels(torch.autograd.Function):
         U_h, U_c, W_co, h, c, tc, gates, slots = ctx.saved_tensors
         lv: Levels = ctx.lv
         n, hs = tc.shape
-        dh, dc = _grad_buffers(dh_out, dc_out, lv.order)
+        dh, dc = grad_buffers(dh_out, dc_out, lv.order)
         dg = torch.empty_like(gates)
         torch.ops.gnn_treelstm.teng_lex_backward(dg, dh, dc, gates, c, tc, slots,
                                                  lv.node_offsets, U_h, U_c, W_co)
@@ -189,9 +167,9 @@ class _LexLevels(torch.autograd.Function):
         kids = slots[a0:].reshape(-1)
         hk = h.index_select(0, kids).view(n - a0, 2 * hs)  # [h^L, h^R] of the inner nodes
         ck = c.index_select(0, kids).view(n - a0, 2 * hs)
-        dU_h = _mm(dg[a0:].t(), hk)  # (5h, 2h) over all inner nodes
-        dU_c = _mm(dg[a0:, : 3 * hs].t(), ck)  # (3h, 2h)
-        dW_co = _mm(dg[:, 4 * hs:].t(), c[:n])  # (h, h) over all nodes
+        dU_h = grad_matmul(dg[a0:].t(), hk)  # (5h, 2h) over all inner nodes
+        dU_c = grad_matmul(dg[a0:, : 3 * hs].t(), ck)  # (3h, 2h)
+        dW_co = grad_matmul(dg[:, 4 * hs:].t(), c[:n])  # (h, h) over all nodes
         return dg, dU_h, dU_c, dW_co, None, None
 
 
@@ -214,7 +192,7 @@ class _TopDownLevels(torch.autograd.Function):
     def forward(ctx, xt, U_h, U_c, W_co, parent, side, lv: Levels):
         n, hs = xt.shape[0], W_co.shape[1]
         gates = xt.new_empty(n, 4 * hs)
-        h, c = _state_buffers(xt, n, hs)
+        h, c = state_buffers(xt, n, hs)
         tc = xt.new_empty(n, hs)
         U_h, U_c, W_co = U_h.contiguous(), U_c.contiguous(), W_co.contiguous()
         torch.ops.gnn_treelstm.teng_topdown_forward(xt.contiguous(), gates, h, c, tc, parent,
@@ -228,7 +206,7 @@ class _TopDownLevels(torch.autograd.Function):
         U_h, U_c, W_co, h, c, tc, gates, parent, side = ctx.saved_tensors
         lv: Levels = ctx.lv
         n, hs = tc.shape
-        dh, dc = _grad_buffers(dh_out, dc_out, lv.order)
+        dh, dc = grad_buffers(dh_out, dc_out, lv.order)
         dg = torch.empty_like(gates)
         torch.ops.gnn_treelstm.teng_topdown_backward(dg, dh, dc, gates, c, tc, parent, side,
                                                      lv.node_offsets, U_h, U_c, W_co)
@@ -236,12 +214,13 @@ class _TopDownLevels(torch.autograd.Function):
         dU_h, dU_c, dW_co = torch.empty_like(U_h), torch.empty_like(U_c), torch.empty_like(W_co)
         for s in range(2):  # one product per weight block W_*^N over the nodes of side N
             rows = torch.nonzero(side == s).squeeze(1)  # (n_s,) incl. the roots for L
-            dW_co[s] = _mm(dg.index_select(0, rows)[:, 3 * hs:].t(), c.index_select(0, rows))
+            dW_co[s] = grad_matmul(dg.index_select(0, rows)[:, 3 * hs:].t(),
+                                   c.index_select(0, rows))
             rows = rows[rows >= a0]  # nodes with a parent
             dgs = dg.index_select(0, rows)
             par = parent.index_select(0, rows)
-            dU_h[:, s * hs:(s + 1) * hs] = _mm(dgs.t(), h.index_select(0, par))
-            dU_c[:, s * hs:(s + 1) * hs] = _mm(dgs[:, : 2 * hs].t(), c.index_select(0, par))
+            dU_h[:, s * hs:(s + 1) * hs] = grad_matmul(dgs.t(), h.index_select(0, par))
+            dU_c[:, s * hs:(s + 1) * hs] = grad_matmul(dgs[:, : 2 * hs].t(), c.index_select(0, par))
         return dg, dU_h, dU_c, dW_co, None, None, None
 
 
