@@ -46,15 +46,17 @@ class Propagator:
 
     @property
     def schedule(self) -> LevelSchedule:
+        """The given schedule, or the graph's, built (on the CPU) on first use."""
         if self._schedule is None:
             self._schedule = LevelSchedule.from_graph(self.graph)
-        if self._schedule.device != self.graph.device:
-            self._schedule = self._schedule.to(self.graph.device)
         return self._schedule
 
     def schedule_on(self, device: torch.device) -> LevelSchedule:
-        sched = self.schedule
-        return sched if sched.device == device else sched.to(device)
+        """The schedule on ``device``, moved at most once per forward (a cell may run
+        several recurrences on it)."""
+        if self.schedule.device != device:
+            self._schedule = self.schedule.to(device)
+        return self._schedule
 
     def __call__(self, rec: Recurrence, *inputs: torch.Tensor) -> torch.Tensor:
         if self.engine == "dgl":
