@@ -241,17 +241,9 @@ def validate_tree(
                 f"num_relations={num_relations}; build the cell with the size of the data's "
                 "relation vocabulary"
             )
-    if graph.num_edges():
-        src, dst = graph.edges()
-        loops = torch.nonzero(src == dst).flatten()
-        if loops.numel():
-            raise ValueError(
-                f"{who}: node {int(src[loops[0]])} has an edge to itself (self-loop); tree "
-                "graphs have edges from each child to its parent only"
-            )
     if graph.num_nodes() and int(graph.out_degrees().max()) > 1:
         raise ValueError(f"{who}: a node has more than one parent; the graph is not a tree")
-    _check_forest_acyclic(graph)
+    _check_forest_acyclic(graph, who)
 
 
 def check_words(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
@@ -267,13 +259,20 @@ def check_words(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
         )
 
 
-def _check_forest_acyclic(graph: dgl.DGLGraph) -> None:
+def _check_forest_acyclic(graph: dgl.DGLGraph, who: str = "cell") -> None:
     """Every node has at most one parent here; a cycle exists iff some node never reaches a
-    root by following parents (pointer doubling: O(N log N), a few vectorised ops)."""
+    root by following parents (pointer doubling: O(N log N), a few vectorised ops). A
+    self-loop, which pointer doubling would take for a root, is refused first."""
     n = graph.num_nodes()
     if n == 0 or graph.num_edges() == 0:
         return
     src, dst = (t.cpu().numpy() for t in graph.edges())
+    loops = np.flatnonzero(src == dst)
+    if len(loops):
+        raise ValueError(
+            f"{who}: node {int(src[loops[0]])} has an edge to itself (self-loop); tree "
+            "graphs have edges from each child to its parent only"
+        )
     par = np.arange(n)
     par[src] = dst
     is_root = par == np.arange(n)

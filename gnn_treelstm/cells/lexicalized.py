@@ -107,7 +107,7 @@ def glorot_(t: torch.Tensor, fan_out: int, fan_in: int) -> None:
 def head_gate(x_slots: torch.Tensor, W_z: torch.Tensor, b_z: torch.Tensor) -> torch.Tensor:
     """Teng eq 10: ``z_t = σ(W_zx^L x^L + W_zx^R x^R + b_z)`` from the children's heads
     ``x_slots`` (n, 2, x); ``W_z`` (x, 2x), ``b_z`` (x,). Returns (n, x)."""
-    return torch.sigmoid(F.linear(x_slots.reshape(x_slots.shape[0], -1), W_z, b_z))
+    return torch.sigmoid(F.linear(x_slots.flatten(1), W_z, b_z))
 
 
 def head_combine(

@@ -107,3 +107,39 @@ def test_cuda_matches_cpu(name, words):
     hc, cc = cell.to("cuda")(g, x.cuda(), schedule=sched.to("cuda"))
     torch.testing.assert_close(hc.cpu(), h, rtol=1e-5, atol=1e-5)
     torch.testing.assert_close(cc.cpu(), c, rtol=1e-5, atol=1e-5)
+
+
+# ------------------------------------------------------------------ boundary (issue 11)
+@pytest.mark.parametrize("engine", ["dgl", "level"])
+def test_self_loop_is_a_clear_error(engine):
+    g = dgl.graph(([0, 1, 2], [2, 2, 2]), num_nodes=3)  # node 2 points to itself
+    g.ndata["word"] = torch.tensor([1, 2, 3])
+    cell = build_cell("childsum", X, H, engine=engine)
+    with pytest.raises(ValueError, match="node 2 has an edge to itself"):
+        cell(g, torch.randn(3, X))
+
+
+@pytest.mark.parametrize("name", ["childsum", "nary", "lex", "bitree", "mtree", "lstm"])
+@pytest.mark.parametrize("engine", ["dgl", "level"])
+def test_empty_graph_backpropagates(name, engine):
+    from gnn_treelstm.graph import make_tree
+
+    g = dgl.batch([make_tree([-1], [1])])
+    g = dgl.node_subgraph(g, torch.zeros(0, dtype=torch.int64))
+    kw = {"num_relations": 3} if name == "mtree" else {}
+    cell = build_cell(name, X, H, engine=engine, **kw)
+    x = torch.zeros(0, X, requires_grad=True)
+    h, c = cell(g, x)
+    assert h.shape == (0, cell.out_size) and h.grad_fn is not None
+    (h.sum() + c.sum()).backward()  # no error; the gradients are zero
+    assert x.grad.shape == (0, X)
+
+
+@pytest.mark.parametrize("name", ["nary", "lex", "topdown", "bitree"])
+def test_no_word_anywhere_is_a_clear_error(name):
+    from gnn_treelstm.graph import NO_WORD, make_tree
+
+    g = make_tree([2, 2, -1], [NO_WORD] * 3, positions=[0, 1, 0])
+    cell = build_cell(name, X, H)
+    with pytest.raises(ValueError, match="NO_WORD .* at every node"):
+        cell(g, torch.randn(3, X))
