@@ -3,6 +3,14 @@
 ROWS are table ids (``tran-t3``), row keys (``tran-t3/treelstm-d``) or globs
 (``'tai-t3/*'``); none = every row (rows that cannot run here are skipped with the reason).
 Runs the missing seeds of each row, then regenerates the results document.
+
+Before the document (and its figure) is regenerated, the finished seeds found in the run
+directories are merged into the results ledger beside it (``docs/results.json``; --quick:
+``ROOT/results.json``), which is committed: a seed in both is taken from the run directory,
+a seed only in the ledger is kept, and the tables are rendered from the merged ledger, so
+rows whose run directories are gone keep their numbers (--report-only merges too). A seed
+the ledger holds counts as done (--list, and a row whose seeds the ledger holds is not
+trained again; --force trains it again).
 """
 
 from __future__ import annotations
@@ -17,7 +25,7 @@ from gnn_treelstm.registry import UnknownNameError
 
 from .. import heap
 from ..cli import progress_bar
-from . import plot, report, rows, runner
+from . import ledger, plot, report, rows, runner
 
 #: the figure written beside the results document (paper vs ours per row)
 FIGURE = "results.png"
@@ -67,20 +75,35 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return ap.parse_args(argv)
 
 
-def _list(selected: list[rows.Row], a: argparse.Namespace) -> None:
+def _wanted(r: rows.Row, a: argparse.Namespace) -> int:
+    return a.seeds or (1 if a.quick else r.seeds)
+
+
+def _list(selected: list[rows.Row], a: argparse.Namespace, held: dict[str, dict]) -> None:
     width = max(len(r.key) for r in selected)
     for r in selected:
         reason = rows.unavailable_reason(r) or runner.data_reason(r, a.data, a.quick)
-        total = a.seeds or (1 if a.quick else r.seeds)
-        status = "-" if reason else f"{len(runner.done_seeds(a.root, r))}/{total} seeds"
+        total = _wanted(r, a)
+        done = runner.done_seeds(a.root, r, held)
+        status = "-" if reason else f"{len(done)}/{total} seeds"
         print(f"{r.key:<{width}}  {status:<11}  {r.label}"
               + (f"  [unavailable: {reason}]" if reason else ""))
+
+
+def _in_ledger(r: rows.Row, a: argparse.Namespace, held: dict[str, dict]) -> bool:
+    """Whether the ledger completes ``r``'s seeds (its run directory alone does not: a
+    complete run directory goes to the runner, which checks it is not stale)."""
+    want = set(range(1, _wanted(r, a) + 1))
+    return (not a.force and not rows.unavailable_reason(r)
+            and want <= set(runner.done_seeds(a.root, r, held))
+            and not want <= set(runner.done_seeds(a.root, r)))
 
 
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     a.root = a.root or Path("runs/reproduce-quick" if a.quick else "runs/reproduce")
     results = a.results or (a.root / "RESULTS.md" if a.quick else Path("docs/RESULTS.md"))
+    ledger_file = ledger.ledger_path(results)
     logging.basicConfig(level=logging.WARNING if a.quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
@@ -94,19 +117,29 @@ def main(argv: list[str] | None = None) -> int:
             "comparable with the papers." if a.quick else "")
     try:
         selected = rows.select(a.rows)
+        held = ledger.load(ledger_file)
         if a.list:
-            _list(selected, a)
+            _list(selected, a, held)
             return 0
         if not a.report_only:
-            done = runner.run_rows(selected, root=a.root, data=a.data,
-                                   vectors_dir=a.vectors_dir, seeds=a.seeds, epochs=a.epochs,
-                                   quick=a.quick, force=a.force, progress=progress,
-                                   release_heap=heap.release_free_heap)
-        figure = plot.plot_results(a.root, rows.ROWS, Path(results).with_name(FIGURE))
+            skip = {r.key for r in selected if _in_ledger(r, a, held)}
+            ran = runner.run_rows([r for r in selected if r.key not in skip], root=a.root,
+                                  data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds,
+                                  epochs=a.epochs, quick=a.quick, force=a.force,
+                                  progress=progress, release_heap=heap.release_free_heap)
+            by_key = {r.row.key: r for r in ran}
+            done = [by_key.get(r.key) or runner.RowRun(
+                r, "done", runner.row_dir(a.root, r), f"in {ledger_file}",
+                runner.done_seeds(a.root, r, held)) for r in selected]
+        held = ledger.merge_runs(held, a.root, rows.ROWS)
+        if held or ledger_file.exists():
+            ledger.save(ledger_file, held)
+        figure = plot.plot_results(a.root, rows.ROWS, Path(results).with_name(FIGURE),
+                                   ledger=held)
         if figure is not None:
             note = "\n\n".join(x for x in (note, f"![paper vs ours, row by row]({FIGURE})")
                                 if x)
-        report.write_results(a.root, results, rows.ROWS, note=note)
+        report.write_results(a.root, results, rows.ROWS, note=note, ledger=held)
     except (ValueError, UnknownNameError, OSError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

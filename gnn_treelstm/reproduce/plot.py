@@ -2,7 +2,9 @@
 
 For every table with at least one finished row, a panel shows each row's headline metric
 (the first metric the paper gives: accuracy, or Pearson for relatedness) as two points with
-error bars: the paper's mean (std) and ours, mean (sample std) over the finished seeds.
+error bars: the paper's mean (std) and ours, mean (sample std) over the finished seeds (run
+directories merged into the results ledger; a ledger record with only a summary is drawn from
+the summary's mean, std and n).
 Written next to ``docs/RESULTS.md`` as ``results.png`` and linked from it.
 """
 
@@ -12,6 +14,7 @@ import io
 import logging
 import math
 import textwrap
+from collections.abc import Mapping
 from pathlib import Path
 
 from ..files import atomic_write
@@ -23,12 +26,13 @@ log = logging.getLogger(__name__)
 __all__ = ["plot_results"]
 
 
-def _panels(root: Path, rows: list[Row]) -> list[tuple[str, list[tuple[RowResults, str]]]]:
+def _panels(root: Path, rows: list[Row], ledger: Mapping[str, dict] | None = None,
+            ) -> list[tuple[str, list[tuple[RowResults, str]]]]:
     out = []
     for table in TABLES:
         done = []
         for r in (r for r in rows if r.table == table):
-            res = collect(root, r)
+            res = collect(root, r, ledger)
             metric = next(iter(r.paper), None)
             if metric is not None and res.stats(metric) is not None:
                 done.append((res, metric))
@@ -37,9 +41,11 @@ def _panels(root: Path, rows: list[Row]) -> list[tuple[str, list[tuple[RowResult
     return out
 
 
-def plot_results(root: Path, rows: list[Row], out: Path) -> Path | None:
-    """Write the figure to ``out`` (PNG); None (and nothing written) if no row has run."""
-    panels = _panels(Path(root), rows)
+def plot_results(root: Path, rows: list[Row], out: Path,
+                 ledger: Mapping[str, dict] | None = None) -> Path | None:
+    """Write the figure to ``out`` (PNG); None (and nothing written) if no row has run.
+    Rows are read from ``root`` merged into ``ledger`` (:func:`.report.collect`)."""
+    panels = _panels(Path(root), rows, ledger)
     if not panels:
         log.info("no finished rows under %s: no figure", root)
         return None

@@ -1,25 +1,24 @@
-"""Regenerate the reproduction tables of ``docs/RESULTS.md`` from run directories.
+"""Regenerate the reproduction tables of ``docs/RESULTS.md`` from run directories and the
+results ledger (:mod:`.ledger`, ``docs/results.json``).
 
 Only the text between :data:`BEGIN` and :data:`END` is rewritten; everything outside the
 markers is kept byte for byte. One markdown table per paper table: each row's test metrics
 over its finished seeds (mean and *sample* standard deviation, ``ddof=1``), next to the
 paper's number, the gap, the median seconds per epoch, the vectors and the exact
-``gnn-treelstm train`` command.
+``gnn-treelstm train`` command. A row whose ledger record has only a ``summary`` (numbers
+whose per-seed values were not kept) shows the summary's mean (std) and n.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import math
-import statistics
-from dataclasses import dataclass, field
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 from ..files import atomic_write
+from .ledger import RowResults, merge_record, read_run, record_key, to_results
 from .rows import TABLES, VECTORS, Row, is_accuracy, unavailable_reason
-from .runner import command, row_config, row_dir
+from .runner import command, row_config
 
 log = logging.getLogger(__name__)
 
@@ -33,50 +32,12 @@ HEADER = ("# Results\n\nReproduction of the papers' tables (`python -m gnn_treel
 LOWER_IS_BETTER = ("mse",)
 
 
-@dataclass
-class RowResults:
-    """The finished seeds of a row: per metric the test values, and seconds per epoch."""
-
-    row: Row
-    values: dict[str, list[float]] = field(default_factory=dict)
-    seconds_per_epoch: list[float] = field(default_factory=list)
-    info: dict[str, Any] = field(default_factory=dict)  # row.json, if any
-
-    @property
-    def n(self) -> int:
-        return len(self.seconds_per_epoch)
-
-    def stats(self, metric: str) -> tuple[float, float | None] | None:
-        """(mean, sample std or None for one seed) of a test metric, None if not run."""
-        vals = [v for v in self.values.get(metric, []) if v is not None and math.isfinite(v)]
-        if not vals:
-            return None
-        return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else None
-
-
-def _test_metrics(res: dict) -> dict[str, float]:
-    out = {k: v["mean"] for k, v in res.get("test", {}).items() if isinstance(v, dict)}
-    if not out and res.get("seeds"):
-        out = dict(res["seeds"][0].get("test", {}))
-    return out
-
-
-def collect(root: Path, row: Row) -> RowResults:
-    """Read ``row``'s ``row.json`` and every ``seed-*/results.json`` under ``root``."""
-    rdir = row_dir(root, row)
-    out = RowResults(row)
-    if (rdir / "row.json").is_file():
-        out.info = json.loads((rdir / "row.json").read_text(encoding="utf-8"))
-    seed_dirs = [d for d in rdir.glob("seed-*") if d.name[5:].isdigit()]
-    for d in sorted(seed_dirs, key=lambda d: int(d.name[5:])):
-        path = d / "results.json"
-        if not path.is_file():
-            continue
-        res = json.loads(path.read_text(encoding="utf-8"))
-        for metric, value in _test_metrics(res).items():
-            out.values.setdefault(metric, []).append(value)
-        out.seconds_per_epoch.append(float(res.get("seconds_per_epoch", math.nan)))
-    return out
+def collect(root: Path, row: Row, ledger: Mapping[str, dict] | None = None) -> RowResults:
+    """``row``'s results: its ``row.json`` and every ``seed-*/results.json`` under ``root``,
+    merged into its record of ``ledger`` (a seed in both is the run directory's)."""
+    found, info = read_run(root, row)
+    record = found if ledger is None else merge_record(ledger.get(record_key(row)), found)
+    return to_results(row, record, info)
 
 
 def _fmt(metric: str, value: float | None, *, sign: bool = False) -> str:
@@ -138,8 +99,8 @@ def _table(table: str, results: list[RowResults]) -> list[str]:
         vectors = Path(r.info["vectors"]).name if r.info.get("vectors") else row.vectors
         if r.info.get("quick") and not reason:
             vectors = "sample (quick)"
-        spe = [s for s in r.seconds_per_epoch if math.isfinite(s)]
-        speed = f"{statistics.median(spe):.1f}" if spe else "–"
+        spe = r.median_seconds()
+        speed = "–" if spe is None else f"{spe:.1f}"
         for i, (metric, paper) in enumerate(row.paper.items()):
             ms = r.stats(metric)
             if reason:
@@ -164,8 +125,10 @@ def _table(table: str, results: list[RowResults]) -> list[str]:
     return lines
 
 
-def render(root: Path, rows: list[Row], *, note: str = "") -> str:
-    """The generated section (between the markers, markers excluded)."""
+def render(root: Path, rows: list[Row], *, note: str = "",
+           ledger: Mapping[str, dict] | None = None) -> str:
+    """The generated section (between the markers, markers excluded); rows are read from
+    ``root`` merged into ``ledger`` (:func:`collect`)."""
     lines = ["", f"Generated by `python -m gnn_treelstm.reproduce` from `{root}`. "
              "**ours** = mean (sample standard deviation, ddof=1; none for one seed) over the "
              "finished seeds of each seed's test metric at its dev-selected epoch; **paper** = "
@@ -178,11 +141,12 @@ def render(root: Path, rows: list[Row], *, note: str = "") -> str:
     for table in TABLES:
         chosen = [r for r in rows if r.table == table]
         if chosen:
-            lines += _table(table, [collect(root, r) for r in chosen])
+            lines += _table(table, [collect(root, r, ledger) for r in chosen])
     return "\n".join(lines)
 
 
-def write_results(root: Path, out: Path, rows: list[Row], *, note: str = "") -> Path:
+def write_results(root: Path, out: Path, rows: list[Row], *, note: str = "",
+                  ledger: Mapping[str, dict] | None = None) -> Path:
     """Rewrite the generated section of ``out`` (created with a header if absent)."""
     out = Path(out)
     text = out.read_text(encoding="utf-8") if out.exists() else HEADER + f"{BEGIN}\n{END}\n"
@@ -193,7 +157,7 @@ def write_results(root: Path, out: Path, rows: list[Row], *, note: str = "") -> 
     if b < 0 or e < 0 or e < b or text.count(BEGIN) > 1 or text.count(END) > 1:
         raise ValueError(f"{out}: expected exactly one {BEGIN} followed by one {END}; fix "
                          "the markers by hand (or delete them to have them appended)")
-    section = render(root, rows, note=note)
+    section = render(root, rows, note=note, ledger=ledger)
     atomic_write(out, text[:b + len(BEGIN)] + "\n" + section + "\n" + text[e:])
     log.info("wrote %s (%d rows)", out, len(rows))
     return out

@@ -8,6 +8,15 @@ vectors file and the data directory. A seed directory without ``results.json`` (
 run) is deleted and trained again; a finished seed is never retrained unless ``force``.
 Data are resolved once per data set and tree kind with ``runs_dir=root``, so raw data or
 the embedded sample are built once into ``<root>/_built`` / ``<root>/_sample_data``.
+
+Run directories are not committed; the results ledger (:mod:`.ledger`,
+``docs/results.json``) is. :func:`done_seeds` given the ledger counts a seed as done if its
+run directory has it *or* the ledger does (a record with only a summary of n seeds holds
+seeds 1..n), so a fresh clone does not retrain what the ledger already holds: the command
+line (``python -m gnn_treelstm.reproduce``) leaves a row whose seeds are all done that way
+out of :func:`run_rows` (``--force`` trains it again). A row the ledger holds only in part
+goes to :func:`run_rows`, which looks at the run directory only: it trains every seed missing
+there, and those seeds then replace the ledger's.
 """
 
 from __future__ import annotations
@@ -18,7 +27,7 @@ import logging
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,15 +78,19 @@ def row_dir(root: Path, row: Row) -> Path:
     return Path(root) / (row.same_as or row.key).replace("/", "__")
 
 
-def done_seeds(root: Path, row: Row) -> list[int]:
-    """Seeds of ``row`` whose ``results.json`` exists."""
-    out = []
+def done_seeds(root: Path, row: Row, ledger: Mapping[str, dict] | None = None) -> list[int]:
+    """Seeds of ``row`` whose ``results.json`` exists, and those its record in ``ledger``
+    (the results ledger, :mod:`.ledger`) holds."""
+    out = set()
     for d in row_dir(root, row).glob("seed-*"):
         suffix = d.name[len("seed-"):]
         if suffix.isdigit() and (d / "results.json").is_file():
-            out.append(int(suffix))
-    return sorted(out)
+            out.add(int(suffix))
+    if ledger:
+        from .ledger import record_key, seed_numbers  # ledger imports this module
 
+        out.update(seed_numbers(ledger.get(record_key(row))))
+    return sorted(out)
 
 
 def find_vectors(row: Row, vectors_dir: Path | None) -> Path | None:

@@ -169,7 +169,8 @@ def test_cli_bad_input_exits_2_without_traceback(tmp_path, capsys):
     assert cli.main(["nope", "--root", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: no row matches 'nope'") and "Traceback" not in err
-    assert cli.main([SICK_E, "--root", str(tmp_path), "--vectors-dir", str(tmp_path)]) == 2
+    assert cli.main([SICK_E, "--root", str(tmp_path), "--vectors-dir", str(tmp_path),
+                     "--results", str(tmp_path / "R.md")]) == 2
     assert "error: row tran-t3/treelstm-d needs 840b vectors" in capsys.readouterr().err
     with pytest.raises(SystemExit) as e:
         cli.main(["--seeds", "0"])
@@ -177,7 +178,8 @@ def test_cli_bad_input_exits_2_without_traceback(tmp_path, capsys):
 
 
 def test_cli_list_and_report_only(tmp_path, capsys):
-    assert cli.main(["tran-t3", "tai-t3/mean", "--list", "--root", str(tmp_path)]) == 0
+    assert cli.main(["tran-t3", "tai-t3/mean", "--list", "--root", str(tmp_path),
+                     "--results", str(tmp_path / "R.md")]) == 0
     out = capsys.readouterr().out
     assert "tran-t3/treelstm-d" in out and "0/5 seeds" in out
     assert "unavailable: " in out and "AMR" in out

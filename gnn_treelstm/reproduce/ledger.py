@@ -1,0 +1,247 @@
+"""The committed results ledger: every finished seed of every row, kept in git.
+
+Run directories (``runs/reproduce/``) are not committed; the ledger is. It lives beside
+the results document (``docs/results.json`` for ``docs/RESULTS.md``: :func:`ledger_path`)
+and holds one record per row *directory* key (``row.same_as or row.key``, the rows that
+share runs share a record)::
+
+    {"tran-t3/treelstm-d": {
+        "seeds": {"1": {"test": {"accuracy": 0.83, ...}, "seconds_per_epoch": 3.5,
+                        "best_epoch": 7}, ...},
+        "command": "gnn-treelstm train ...", "vectors": "...", "config": {...},
+        "summary": {"n": 5, "metrics": {"accuracy": {"mean": 0.831, "std": 0.002}},
+                    "seconds_per_epoch": 3.5, "vectors": "...", "command": "...",
+                    "source": "..."}}}
+
+``seeds`` (seed number as a string) come from the run directories (:func:`merge_runs`:
+a seed in both is taken from the run directory, a seed only in the ledger is kept);
+``command``, ``vectors``, ``config`` (and ``quick``) as the row's ``row.json`` has them.
+``summary`` holds numbers whose per-seed values were not kept (imported from a results
+document by ``scripts/import_results_ledger.py``): a record with seeds is reported from its
+seeds, one with only a summary from the summary's mean (std) and n.
+
+JSON with sorted keys, indent 1, written atomically (:func:`gnn_treelstm.files.atomic_write`:
+a killed write leaves the previous ledger). Non-finite numbers are stored as ``null``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..files import atomic_write
+from .rows import Row
+from .runner import row_dir
+
+log = logging.getLogger(__name__)
+
+__all__ = ["FILENAME", "RowResults", "ledger_path", "record_key", "load", "dumps", "save",
+           "read_run", "merge_record", "merge_runs", "seed_numbers", "to_results"]
+
+#: the ledger's file name, beside the results document
+FILENAME = "results.json"
+#: row.json fields a record keeps
+_INFO = ("command", "vectors", "config", "quick")
+
+
+@dataclass
+class RowResults:
+    """The finished seeds of a row: per metric the test values, and seconds per epoch;
+    or, for a row whose per-seed values were not kept, the ``summary`` of its ledger
+    record (used only when there are no seeds)."""
+
+    row: Row
+    values: dict[str, list[float]] = field(default_factory=dict)
+    seconds_per_epoch: list[float] = field(default_factory=list)
+    info: dict[str, Any] = field(default_factory=dict)  # row.json, if any
+    summary: dict[str, Any] | None = None
+
+    @property
+    def n(self) -> int:
+        if self.seconds_per_epoch or not self.summary:
+            return len(self.seconds_per_epoch)
+        return int(self.summary.get("n") or 0)
+
+    def stats(self, metric: str) -> tuple[float, float | None] | None:
+        """(mean, sample std or None for one seed) of a test metric, None if not run."""
+        if self.summary and not self.seconds_per_epoch:
+            m = self.summary.get("metrics", {}).get(metric)
+            if not m or m.get("mean") is None:
+                return None
+            return float(m["mean"]), None if m.get("std") is None else float(m["std"])
+        vals = [v for v in self.values.get(metric, []) if v is not None and math.isfinite(v)]
+        if not vals:
+            return None
+        return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else None
+
+    def median_seconds(self) -> float | None:
+        """Median seconds per epoch over the seeds (the summary's, without seeds)."""
+        if self.summary and not self.seconds_per_epoch:
+            s = self.summary.get("seconds_per_epoch")
+            return None if s is None else float(s)
+        spe = [s for s in self.seconds_per_epoch if math.isfinite(s)]
+        return statistics.median(spe) if spe else None
+
+
+def ledger_path(results: Path) -> Path:
+    """The ledger of a results document: ``results.json`` in the same directory."""
+    return Path(results).with_name(FILENAME)
+
+
+def record_key(row: Row) -> str:
+    """The key of ``row``'s record: its run directory's row (``same_as``) or its own."""
+    return row.same_as or row.key
+
+
+def _finite(value: Any) -> Any:
+    """``value`` with non-finite floats as None (JSON has no NaN)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def load(path: Path) -> dict[str, dict]:
+    """The ledger at ``path`` ({} if there is none); ``ValueError`` if it is not one."""
+    path = Path(path)
+    if not path.is_file():
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise ValueError(f"{path}: not a results ledger (invalid JSON: {e})") from None
+    if not isinstance(data, dict) or not all(isinstance(v, dict) for v in data.values()):
+        raise ValueError(f"{path}: not a results ledger (expected an object of row records)")
+    return data
+
+
+def dumps(ledger: Mapping[str, Any]) -> str:
+    """The ledger's file content: sorted keys, indent 1, no NaN."""
+    return json.dumps(_finite(dict(ledger)), sort_keys=True, indent=1, ensure_ascii=False,
+                      allow_nan=False) + "\n"
+
+
+def save(path: Path, ledger: Mapping[str, Any]) -> Path:
+    """Write ``ledger`` to ``path`` atomically (not at all if the file already says it)."""
+    path = Path(path)
+    text = dumps(ledger)
+    if path.is_file() and path.read_text(encoding="utf-8") == text:
+        return path
+    atomic_write(path, text)
+    log.info("wrote %s (%d records)", path, len(ledger))
+    return path
+
+
+def _test_metrics(res: dict) -> dict[str, float]:
+    out = {k: v["mean"] for k, v in res.get("test", {}).items() if isinstance(v, dict)}
+    if not out and res.get("seeds"):
+        out = dict(res["seeds"][0].get("test", {}))
+    return out
+
+
+def _seed_record(res: dict) -> dict[str, Any]:
+    rec: dict[str, Any] = {"test": _finite(_test_metrics(res)),
+                           "seconds_per_epoch": _finite(res.get("seconds_per_epoch"))}
+    per_seed = res.get("seeds") or [{}]
+    if per_seed[0].get("best_epoch") is not None:
+        rec["best_epoch"] = per_seed[0]["best_epoch"]
+    return rec
+
+
+def read_run(root: Path, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``row``'s record as its run directory under ``root`` has it (finished seeds, and
+    the ``row.json`` fields a record keeps), and that ``row.json`` ({} if none)."""
+    rdir = row_dir(root, row)
+    info: dict[str, Any] = {}
+    if (rdir / "row.json").is_file():
+        info = json.loads((rdir / "row.json").read_text(encoding="utf-8"))
+    seeds = {}
+    seed_dirs = [d for d in rdir.glob("seed-*") if d.name[5:].isdigit()]
+    for d in sorted(seed_dirs, key=lambda d: int(d.name[5:])):
+        path = d / "results.json"
+        if path.is_file():
+            seeds[str(int(d.name[5:]))] = _seed_record(
+                json.loads(path.read_text(encoding="utf-8")))
+    record: dict[str, Any] = {"seeds": seeds}
+    record.update({k: _finite(info[k]) for k in _INFO
+                   if info.get(k) is not None and (k != "quick" or info[k])})
+    return record, info
+
+
+def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
+    """``old`` with ``new``'s seeds (a seed in both: ``new``'s) and ``row.json`` fields."""
+    out = json.loads(json.dumps(old or {}))  # a deep copy
+    if new.get("seeds"):
+        out["seeds"] = {**out.get("seeds", {}), **json.loads(json.dumps(new["seeds"]))}
+    if any(k in new for k in _INFO):  # new has a row.json: its fields replace old's
+        for k in _INFO:
+            out.pop(k, None)
+            if k in new:
+                out[k] = new[k]
+    return out
+
+
+def merge_runs(ledger: Mapping[str, dict], root: Path, rows: Iterable[Row]) -> dict[str, dict]:
+    """A new ledger: ``ledger`` with the finished seeds found under ``root`` for ``rows``
+    merged in (run directory wins for a seed in both; seeds only in the ledger are kept).
+    A row without finished seeds in its run directory leaves its record as it was, and so
+    does a quick-mode run directory of a row the ledger holds measured seeds of."""
+    out = {k: dict(v) for k, v in ledger.items()}
+    seen = set()
+    for row in rows:
+        key = record_key(row)
+        if key in seen:
+            continue
+        seen.add(key)
+        found, _ = read_run(root, row)
+        old = out.get(key) or {}
+        if found.get("quick") and not old.get("quick") and seed_numbers(old):
+            log.warning("%s: not merging quick-mode (smoke test) seeds from %s into the "
+                        "measured ones of the ledger", key, row_dir(root, row))
+        elif found["seeds"]:
+            out[key] = merge_record(out.get(key), found)
+    return out
+
+
+def seed_numbers(record: Mapping[str, Any] | None) -> list[int]:
+    """The seeds a record holds: its ``seeds``, else 1..n of its ``summary`` (the runner
+    trains seeds 1, 2, ... in order)."""
+    if not record:
+        return []
+    if record.get("seeds"):
+        return sorted(int(s) for s in record["seeds"])
+    n = int((record.get("summary") or {}).get("n") or 0)
+    return list(range(1, n + 1))
+
+
+def to_results(row: Row, record: Mapping[str, Any] | None,
+               info: Mapping[str, Any] | None = None) -> RowResults:
+    """The :class:`RowResults` of ``row`` from its ledger ``record`` (seeds in seed order;
+    without seeds, the record's summary). ``info`` (the run directory's ``row.json``)
+    wins over the record's ``command``, ``vectors`` and ``config``."""
+    record = record or {}
+    out = RowResults(row)
+    seeds = record.get("seeds") or {}
+    for s in sorted(seeds, key=int):
+        res = seeds[s]
+        for metric, value in (res.get("test") or {}).items():
+            out.values.setdefault(metric, []).append(math.nan if value is None else value)
+        spe = res.get("seconds_per_epoch")
+        out.seconds_per_epoch.append(math.nan if spe is None else float(spe))
+    summary = record.get("summary")
+    if not seeds and summary:
+        out.summary = dict(summary)
+        out.info.update({k: summary[k] for k in ("command", "vectors")
+                         if summary.get(k) is not None})
+    out.info.update({k: record[k] for k in _INFO if record.get(k) is not None})
+    out.info.update(info or {})
+    return out

@@ -1,0 +1,298 @@
+"""The results ledger: merge with run directories, summary-only rows, atomic saves, the
+importer of a results document, and the command line reading and writing it."""
+
+import builtins
+import importlib.util
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from gnn_treelstm.reproduce import __main__ as cli
+from gnn_treelstm.reproduce import ledger, plot, report, runner
+from gnn_treelstm.reproduce import rows as R
+
+from .test_report import _fake, _line
+
+REPO = Path(__file__).resolve().parents[2]
+SICK_E = R.get("tran-t3/treelstm-d")       # paper 82.9 (0.3), LS 81.0 (2.6), Neg 84.3 (1.2)
+SICK_E_T6 = R.get("tran-t6/treelstm-d")    # shares tran-t3/treelstm-d's runs
+SICK_R = R.get("tai-t3/dep-treelstm")
+KEY = SICK_E.key
+
+
+def _seed(acc, seconds=1.0, best_epoch=None, **extra):
+    out = {"test": {"accuracy": acc, **extra}, "seconds_per_epoch": seconds}
+    return out if best_epoch is None else {**out, "best_epoch": best_epoch}
+
+
+def _summary(**kw):
+    base = {"n": 4, "metrics": {"accuracy": {"mean": 0.831, "std": 0.002},
+                                "accuracy_negation": {"mean": 0.85, "std": None}},
+            "seconds_per_epoch": 3.5, "vectors": "glove.840B.300d.sick-vocab.txt.gz",
+            "command": "gnn-treelstm train --task sick-e --from-the-summary",
+            "source": "a test"}
+    return {**base, **kw}
+
+
+def _row_json(root, row, **info):
+    d = runner.row_dir(root, row)
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "row.json").write_text(json.dumps({"row": row.to_dict(), **info}))
+
+
+def test_merge_keeps_ledger_only_seeds_and_run_dir_seeds_win(tmp_path):
+    held = {KEY: {"seeds": {"1": _seed(0.50), "3": _seed(0.70, best_epoch=2)},
+                  "command": "old command", "config": {"hidden": 1}},
+            "tai-t3/mean": {"seeds": {"1": _seed(0.1)}}}
+    before = json.dumps(held, sort_keys=True)
+    _fake(tmp_path, SICK_E, 1, {"accuracy": 0.80}, seconds=2.0)
+    _fake(tmp_path, SICK_E, 2, {"accuracy": 0.82}, seconds=4.0)
+    (runner.row_dir(tmp_path, SICK_E) / "seed-4").mkdir()  # unfinished: not merged
+    _row_json(tmp_path, SICK_E, command="new command", vectors="/v/glove.840B.x.txt.gz",
+              config={"hidden": 150}, status="done")
+    merged = ledger.merge_runs(held, tmp_path, [SICK_E, SICK_E_T6, SICK_R])
+    assert json.dumps(held, sort_keys=True) == before               # input untouched
+    rec = merged[KEY]
+    assert sorted(rec["seeds"], key=int) == ["1", "2", "3"]
+    assert rec["seeds"]["1"]["test"]["accuracy"] == 0.80            # run directory wins
+    assert rec["seeds"]["3"]["test"]["accuracy"] == 0.70            # ledger-only kept
+    assert rec["seeds"]["3"]["best_epoch"] == 2
+    assert rec["command"] == "new command" and rec["config"] == {"hidden": 150}
+    assert rec["vectors"] == "/v/glove.840B.x.txt.gz"
+    assert merged["tai-t3/mean"] == held["tai-t3/mean"]             # no run dir: as it was
+    assert SICK_R.key not in merged                                 # nothing found, no record
+    assert set(merged) == {KEY, "tai-t3/mean"}                      # t6 shares t3's record
+
+    res = report.collect(tmp_path, SICK_E_T6, merged)
+    assert res.values["accuracy"] == [0.80, 0.82, 0.70] and res.n == 3
+    assert res.seconds_per_epoch == [2.0, 4.0, 1.0] and res.median_seconds() == 2.0
+    assert res.stats("accuracy")[0] == pytest.approx((0.80 + 0.82 + 0.70) / 3)
+    # without the ledger: the run directory only, as before the ledger existed
+    assert report.collect(tmp_path, SICK_E).values["accuracy"] == [0.80, 0.82]
+    assert runner.done_seeds(tmp_path, SICK_E) == [1, 2]
+    assert runner.done_seeds(tmp_path, SICK_E, merged) == [1, 2, 3]
+
+
+def test_best_epoch_and_non_finite_numbers_are_recorded(tmp_path):
+    d = runner.row_dir(tmp_path, SICK_E) / "seed-2"
+    d.mkdir(parents=True)
+    (d / "results.json").write_text(json.dumps({
+        "test": {"accuracy": {"mean": 0.8}, "mse": {"mean": float("nan")}},
+        "seeds": [{"seed": 2, "best_epoch": 7}], "seconds_per_epoch": float("nan")}))
+    rec = ledger.merge_runs({}, tmp_path, [SICK_E])[KEY]
+    assert rec["seeds"] == {"2": {"test": {"accuracy": 0.8, "mse": None},
+                                  "seconds_per_epoch": None, "best_epoch": 7}}
+    path = ledger.save(tmp_path / "results.json", {KEY: rec})
+    assert "NaN" not in path.read_text() and ledger.load(path) == {KEY: rec}
+
+
+def test_summary_only_record_renders_its_numbers(tmp_path):
+    held = {KEY: {"summary": _summary()}}
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path / "no-runs", doc, [SICK_E, SICK_E_T6], ledger=held)
+    text = doc.read_text()
+    acc = _line(text, "treelstm-d", "accuracy")
+    assert acc[4] == "83.1 (0.2), n=4/5"        # mean (std), n of the summary, of 5 seeds
+    assert acc[5] == "+0.2" and acc[6] == "✓"   # 83.1 >= 82.9 - 0.3
+    assert acc[7] == "3.5" and acc[8] == "glove.840B.300d.sick-vocab.txt.gz |"
+    neg = _line(text, "treelstm-d", "accuracy_negation")
+    assert neg[4] == "85.0, n=4/5" and neg[5] == "+0.7"
+    assert _line(text, "treelstm-d", "accuracy_ls")[4] == "not run"  # not in the summary
+    assert "- `tran-t3/treelstm-d`: `gnn-treelstm train --task sick-e --from-the-summary`" \
+        in text
+    assert text.count("83.1 (0.2), n=4/5") == 2            # t6 shares the record
+    # without the ledger the same row is not run
+    report.write_results(tmp_path / "no-runs", doc, [SICK_E])
+    assert _line(doc.read_text(), "treelstm-d", "accuracy")[4] == "not run"
+    # seeds and a summary: the seeds are used, the summary is not
+    held[KEY]["seeds"] = {"1": _seed(0.70), "2": _seed(0.72)}
+    report.write_results(tmp_path / "no-runs", doc, [SICK_E], ledger=held)
+    acc = _line(doc.read_text(), "treelstm-d", "accuracy")
+    assert acc[4] == "71.0 (1.4), n=2/5" and acc[7] == "1.0"
+    assert runner.done_seeds(tmp_path, SICK_E, held) == [1, 2]
+
+
+def test_summary_only_record_counts_its_seeds_and_is_plotted(tmp_path):
+    held = {KEY: {"summary": _summary()}}
+    assert runner.done_seeds(tmp_path, SICK_E, held) == [1, 2, 3, 4]
+    assert runner.done_seeds(tmp_path, SICK_E) == []
+    assert plot._panels(tmp_path, [SICK_E, SICK_R]) == []
+    panels = plot._panels(tmp_path, [SICK_E, SICK_R], held)
+    assert [t for t, _ in panels] == ["tran-t3"]
+    (res, metric), = panels[0][1]
+    assert metric == "accuracy" and res.n == 4 and res.stats(metric) == (0.831, 0.002)
+    out = plot.plot_results(tmp_path, [SICK_E, SICK_R], tmp_path / "f.png", ledger=held)
+    assert out is not None and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+class _Dying(io.RawIOBase):
+    """A file that writes half of what it is given, then the process 'dies'."""
+
+    def __init__(self, f):
+        self.f = f
+
+    def write(self, data):
+        self.f.write(data[:len(data) // 2])
+        self.f.flush()
+        raise KeyboardInterrupt("killed while writing")
+
+    def writable(self):
+        return True
+
+    def close(self):
+        self.f.close()
+        super().close()
+
+
+def test_a_killed_save_leaves_the_previous_ledger(tmp_path, monkeypatch):
+    path = tmp_path / "results.json"
+    old = {KEY: {"seeds": {"1": _seed(0.8)}}}
+    ledger.save(path, old)
+    text = path.read_text()
+    assert text == json.dumps(old, sort_keys=True, indent=1) + "\n"  # sorted keys, indent 1
+    real_open, real_io_open = builtins.open, io.open
+
+    def dying_open(file, mode="r", *args, **kwargs):
+        f = real_open(file, mode, *args, **kwargs)
+        return _Dying(f) if ("w" in mode and Path(file).parent == tmp_path) else f
+
+    monkeypatch.setattr(builtins, "open", dying_open)
+    monkeypatch.setattr(io, "open", dying_open)
+    new = {KEY: {"seeds": {str(s): _seed(0.8, extra_metric=[0.1] * 50) for s in range(9)}}}
+    with pytest.raises(KeyboardInterrupt):
+        ledger.save(path, new)
+    monkeypatch.setattr(builtins, "open", real_open)
+    monkeypatch.setattr(io, "open", real_io_open)
+    assert path.read_text() == text and ledger.load(path) == old
+    assert [p.name for p in tmp_path.iterdir()] == ["results.json"]  # no half file left
+    ledger.save(path, new)
+    assert ledger.load(path) == new
+
+
+def test_a_corrupt_ledger_is_an_error_not_overwritten(tmp_path, capsys):
+    doc, led = tmp_path / "R.md", tmp_path / "results.json"
+    led.write_text('{"tran-t3/treelstm-d": {"seeds": ')
+    assert cli.main(["--report-only", "--root", str(tmp_path), "--results", str(doc)]) == 2
+    assert "not a results ledger" in capsys.readouterr().err
+    assert led.read_text() == '{"tran-t3/treelstm-d": {"seeds": ' and not doc.exists()
+
+
+def _importer():
+    spec = importlib.util.spec_from_file_location(
+        "import_results_ledger", REPO / "scripts" / "import_results_ledger.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_importer_round_trips_a_table_row_and_its_command(tmp_path):
+    imp = _importer()
+    for s, (acc, ls, neg, spe) in enumerate([(0.80, 0.79, 0.85, 3.0), (0.82, 0.80, 0.86, 1.0),
+                                             (0.84, 0.81, 0.87, 2.0)], start=1):
+        _fake(tmp_path, SICK_E, s, {"accuracy": acc, "accuracy_ls": ls,
+                                    "accuracy_negation": neg}, seconds=spe)
+    cmd = "gnn-treelstm train --task sick-e --model childsum --data /tmp/built --seeds 5"
+    _row_json(tmp_path, SICK_E, command=cmd, vectors="/g/glove.840B.300d.sick-vocab.txt.gz")
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, [SICK_E, SICK_R, SICK_E_T6])
+    text = doc.read_text()
+
+    parsed = imp.parse(text)
+    assert set(parsed) == {KEY, SICK_E_T6.key}                        # SICK-R: not run
+    p = parsed[KEY]
+    assert p["n"] == 3 and p["seconds_per_epoch"] == 2.0 and p["command"] == cmd
+    assert p["vectors"] == "glove.840B.300d.sick-vocab.txt.gz"
+    assert p["metrics"]["accuracy"] == {"mean": 0.82, "std": 0.02}   # fractions, not %
+    assert p["metrics"]["accuracy_negation"] == {"mean": 0.86, "std": 0.01}
+    held = imp.to_ledger(parsed, source="test")
+    assert set(held) == {KEY}                                         # t6: t3's record
+    assert held[KEY]["summary"]["source"] == "test" and "seeds" not in held[KEY]
+
+    again = tmp_path / "AGAIN.md"
+    report.write_results(tmp_path / "gone", again, [SICK_E, SICK_R, SICK_E_T6], ledger=held)
+    table = [ln for ln in text.splitlines() if ln.startswith(("| ", "- `"))]
+    assert [ln for ln in again.read_text().splitlines() if ln.startswith(("| ", "- `"))] \
+        == table
+    assert f"- `{KEY}`: `{cmd}`" in table
+
+    # the command line: a ledger made by the importer keeps a record's seeds
+    led = ledger.ledger_path(doc)
+    ledger.save(led, {KEY: {"seeds": {"9": _seed(0.5)}}})
+    assert imp.main(["--results", str(doc)]) == 0
+    rec = ledger.load(led)[KEY]
+    assert rec["seeds"] == {"9": _seed(0.5)} and rec["summary"]["n"] == 3
+
+
+def test_importer_refuses_rows_sharing_runs_that_disagree(tmp_path):
+    imp = _importer()
+    _fake(tmp_path, SICK_E, 1, {"accuracy": 0.80})
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, [SICK_E, SICK_E_T6])
+    parsed = imp.parse(doc.read_text())
+    parsed[SICK_E_T6.key]["metrics"]["accuracy"]["mean"] = 0.9
+    with pytest.raises(ValueError, match="share runs but differ in accuracy"):
+        imp.to_ledger(parsed)
+    with pytest.raises(ValueError, match="cannot read the numbers"):
+        imp.parse(doc.read_text().replace("80.0, n=1/5", "80.0 n=1"))
+
+
+def _fake_run(calls):
+    def fake(cfg, progress=None, release_heap=None):
+        calls.append(cfg.seed)
+        d = Path(cfg.runs_dir) / cfg.name
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "results.json").write_text(json.dumps({
+            "test": {"accuracy": {"mean": 0.6}}, "seconds_per_epoch": 1.0}))
+        (d / "config.json").write_text(json.dumps({"run_config": cfg.resolved().to_dict()}))
+        return {}
+    return fake
+
+
+def test_cli_merges_into_the_ledger_and_does_not_retrain_what_it_holds(tmp_path, monkeypatch,
+                                                                        capsys):
+    root, doc = tmp_path / "runs", tmp_path / "R.md"
+    led = tmp_path / "results.json"
+    base = ["--root", str(root), "--results", str(doc), "-q"]
+    # --report-only merges the run directories into the ledger
+    _fake(root, SICK_E, 2, {"accuracy": 0.80})
+    ledger.save(led, {KEY: {"seeds": {"1": _seed(0.70)}}, "tai-t3/mean": {"summary": _summary(
+        n=5, metrics={"pearson": {"mean": 0.78, "std": 0.0017}})}})
+    assert cli.main(["--report-only", *base]) == 0
+    held = ledger.load(led)
+    assert sorted(held[KEY]["seeds"]) == ["1", "2"]
+    text = doc.read_text()
+    t3 = text[text.index("### " + R.TABLES["tran-t3"].title):]  # not tran-t2's treelstm-d
+    assert _line(t3, "treelstm-d", "accuracy")[4] == "75.0 (7.1), n=2/5"
+    assert _line(text, "mean", "pearson")[4] == "0.7800 (0.0017), n=5"
+
+    # --list counts the ledger's seeds
+    assert cli.main(["tran-t3/treelstm-d", "tai-t3/mean", "--list", *base]) == 0
+    out = capsys.readouterr().out
+    assert "tran-t3/treelstm-d  2/5 seeds" in out and "tai-t3/mean" in out
+    assert "5/5 seeds" in out
+
+    # a row whose seeds the ledger holds is not trained; --force trains it
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    ledger.save(led, {**held, KEY: {"seeds": {"1": _seed(0.70)}, "quick": True}})
+    assert cli.main(["tran-t3/treelstm-d", "--quick", "--seeds", "2", *base]) == 0
+    assert calls == []                              # seed 1: ledger, seed 2: run directory
+    assert "tran-t3/treelstm-d: done, seeds [1, 2] (in " in capsys.readouterr().out
+    assert cli.main(["tran-t3/treelstm-d", "--quick", "--seeds", "2", "--force", *base]) == 0
+    assert calls == [1, 2]
+    held = ledger.load(led)
+    assert held[KEY]["seeds"]["1"]["test"]["accuracy"] == 0.6   # the new run won
+    assert held[KEY]["quick"] is True
+
+
+def test_quick_runs_do_not_replace_measured_seeds(tmp_path):
+    _fake(tmp_path, SICK_E, 1, {"accuracy": 0.4})
+    _row_json(tmp_path, SICK_E, command="quick", quick=True)
+    measured = {KEY: {"seeds": {"1": _seed(0.83)}}}
+    assert ledger.merge_runs(measured, tmp_path, [SICK_E]) == measured
+    assert ledger.merge_runs({KEY: {"summary": _summary()}}, tmp_path, [SICK_E]) == \
+        {KEY: {"summary": _summary()}}
+    quick = ledger.merge_runs({}, tmp_path, [SICK_E])[KEY]
+    assert quick["quick"] is True and quick["seeds"]["1"]["test"]["accuracy"] == 0.4
