@@ -75,6 +75,7 @@ from .runconfig import RunConfig, build_model_config, run_config_yaml
 from .rundata import *  # noqa: F403
 from .rundata import RunData, check_compatibility, load_embeddings, prepare_data
 from .tasks import Task, build_task
+from .zerowatch import ZeroWatch
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,7 @@ def train_model(
     model.to(device)
     task = model.task
     optimizer = build_optimizer(model, cfg)
+    zero_watch = ZeroWatch(model)
     train, dev = rd.splits["train"], rd.splits[rd.dev_split]
     dev_tokens = rd.tokens(rd.dev_split) if getattr(task, "subsets", False) else None
     world = DIST.world_size() if cfg.distributed else 1
@@ -270,6 +272,7 @@ def train_model(
             "eval_peak_rss_mb": eval_memory["peak_rss_mb"],
             "process_peak_rss_mb": process_peak,
         }
+        record["zeroed_parameters"] = " ".join(zero_watch.warn(seed, epoch))  # newly
         epochs_done.append(record)
         if metrics_file is not None:
             append_metrics(metrics_file, record)
@@ -286,7 +289,7 @@ def train_model(
               "seconds_per_epoch": float(np.median([r["train_seconds"] for r in epochs_done])),
               "peak_rss_mb": max(r["peak_rss_mb"] for r in epochs_done),
               "process_peak_rss_mb": process_peak,
-              "epochs": epochs_done}
+              "zeroed_parameters": zero_watch.zeroed, "epochs": epochs_done}
     if cfg.test and "test" in rd.splits and main:
         from .checkpoint import load_model
 
