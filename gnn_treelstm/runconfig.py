@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["RunConfig", "TREE_KINDS", "OPTIMIZERS", "LOSS_REDUCTIONS", "DEVICES", "MAX_LR",
+           "TRAN_CODE_CELLS",
            "config_changes", "run_config_yaml", "build_model_config"]
 
 TREE_KINDS = ("constituency", "dependency", "chain", "amr", "dependency-spacy",
@@ -32,6 +33,9 @@ OPTIMIZERS = ("adagrad", "adam")
 #: backward per example accumulated over the batch (Tran & Cheng's code)
 LOSS_REDUCTIONS = ("mean", "sum")
 DEVICES = ("cpu", "cuda")
+#: cells trained by default with Tran & Cheng's code's optimization (Adam, summed loss):
+#: with the paper's text L2 zeroes mTreeLSTM's relation path (see RunConfig.resolved)
+TRAN_CODE_CELLS = ("mtree",)
 #: largest learning rate accepted: beyond it a run only diverges (AdaGrad's papers: 0.05)
 MAX_LR = 10.0
 
@@ -90,19 +94,28 @@ class RunConfig:
         * dropout on the head input: the task's (0.5; relatedness 0);
         * dropout on the word vectors: 0.5 for Teng & Zhang's cells (Teng §6), else 0;
         * supervision: the task's (SST: phrase);
-        * word vectors: fixed for relatedness (Tai §5.3), tuned otherwise.
+        * word vectors: fixed for relatedness (Tai §5.3), tuned otherwise;
+        * mTreeLSTM (``mtree``): the authors' code's optimization on every task, Adam lr
+          0.001 on the *summed* batch loss with L2 1e-4. Under the paper's text (AdaGrad, or
+          Adam, on the mean loss) L2 zeroes its relation path ``W_hm diag(W_mr e) W_mh``
+          within the first epoch and the model trains on as Child-Sum without ``U h~``;
+          under AdaGrad on the summed loss the path grows until training fails (measured:
+          ``docs/RESULTS.md``, "mTreeLSTM's relation path").
         """
         task = build_task(self.task, supervision=self.supervision)
         teng = self.model in TENG_CELLS
+        tran_code = self.model in TRAN_CODE_CELLS
         adam_tasks = ("sick-e", "snli", "pair-classify")
-        opt = self.optimizer or ("adam" if teng or task.name in adam_tasks else "adagrad")
+        opt = self.optimizer or ("adam" if teng or tran_code or task.name in adam_tasks
+                                 else "adagrad")
         lr = self.lr if self.lr is not None else (0.05 if opt == "adagrad" else 1e-3)
         emb_lr = self.emb_lr if self.emb_lr is not None else (0.1 if opt == "adagrad" else lr)
         return dataclasses.replace(
             self, optimizer=opt, lr=lr, emb_lr=emb_lr,
             sentence_state=self.sentence_state or task.default_sentence_state,
             head_kwargs={**task.default_head_kwargs, **self.head_kwargs},
-            loss_reduction=self.loss_reduction or task.default_loss_reduction,
+            loss_reduction=self.loss_reduction
+            or ("sum" if tran_code else task.default_loss_reduction),
             emb_l2=self.emb_l2 if self.emb_l2 is not None else task.default_emb_l2,
             dropout=task.default_dropout if self.dropout is None else self.dropout,
             emb_dropout=(0.5 if teng else 0.0) if self.emb_dropout is None

@@ -227,10 +227,20 @@ def test_resolved_config_follows_the_papers():
     r = T.RunConfig(task="sick-r", model="childsum").resolved()
     assert (r.optimizer, r.dropout, r.supervision, r.embeddings_mode) == (
         "adagrad", 0.0, "root", "fixed")                        # Tai §5.3
-    r = T.RunConfig(task="sick-e", model="mtree").resolved()
+    r = T.RunConfig(task="sick-e", model="childsum").resolved()
     assert (r.optimizer, r.lr, r.emb_lr) == ("adam", 1e-3, 1e-3)  # Tran §6.1 (NLI)
     assert r.head_kwargs == {"features": "abs"}                   # Tran's code: |h_P - h_H|
     assert (r.sentence_state, r.loss_reduction, r.emb_l2) == ("h", "mean", 0.0)
+    # mTreeLSTM: the code's Adam on the summed loss everywhere (the paper's text zeroes
+    # its relation path), unless asked otherwise
+    for task in ("sick-r", "sick-e", "sst-5"):
+        r = T.RunConfig(task=task, model="mtree").resolved()
+        assert (r.optimizer, r.lr, r.loss_reduction, r.l2) == ("adam", 1e-3, "sum", 1e-4)
+    r = T.RunConfig(task="sick-r", model="mtree", optimizer="adagrad",
+                    loss_reduction="mean").resolved()
+    assert (r.optimizer, r.lr, r.loss_reduction) == ("adagrad", 0.05, "mean")
+    r = T.RunConfig(task="sick-r", model="mtree-full").resolved()
+    assert (r.optimizer, r.loss_reduction) == ("adagrad", "mean")
     r = T.RunConfig(task="sick-e", head_kwargs={"features": "paper"}).resolved()
     assert r.head_kwargs == {"features": "paper"}
     r = T.RunConfig(model="bitree").resolved()
@@ -271,7 +281,8 @@ def test_relation_embeddings_at_their_own_rate(tiny):
     assert any(p is m.cell.rel_emb.weight for p in rest["params"])
     for mode in ("fixed", "tuned"):
         m = model(mode)
-        opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree", rel_lr=0.1))
+        opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree", rel_lr=0.1,
+                                               optimizer="adagrad"))  # sparse path
         rest, rel = opt.param_groups[0], opt.param_groups[-1]
         assert rel["params"] == [m.cell.rel_emb.weight]
         assert (rel["lr"], rel["weight_decay"]) == (0.1, 0.0)
