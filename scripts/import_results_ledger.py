@@ -7,11 +7,16 @@ vectors |``, further metrics on continuation lines with an empty first cell) and
 commands of the ``<details>`` block (``- `table/slug`: `gnn-treelstm train …```), and writes
 one ledger record per row directory key (:func:`gnn_treelstm.reproduce.ledger.record_key`)
 with a ``summary``: ``n``, per metric ``mean`` and ``std`` (accuracies as fractions, as
-``results.json`` has them), ``seconds_per_epoch``, ``vectors``, ``command`` and ``source``.
-Records already in the ledger keep their seeds; only their ``summary`` is replaced.
+``results.json`` has them), ``seconds_per_epoch``, ``vectors``, ``command``, ``source`` and
+``config``, the command resolved under today's defaults
+(:func:`gnn_treelstm.reproduce.ledger.command_config`: the runner's stale check compares it
+with a row's configuration). Records already in the ledger keep their seeds; only their
+``summary`` is replaced. ``--add-configs`` only adds the ``config`` of summaries without
+one (a ledger imported before summaries had it; their commands name every setting that
+differs from today's defaults).
 
     .venv/bin/python scripts/import_results_ledger.py [--results docs/RESULTS.md]
-        [--ledger docs/results.json] [--source TEXT]
+        [--ledger docs/results.json] [--source TEXT] [--add-configs]
 """
 
 from __future__ import annotations
@@ -121,7 +126,8 @@ def to_ledger(parsed: dict[str, dict], *, source: str = SOURCE,
             vectors = None  # the row's vectors kind, not a file name
         new = {"n": p["n"], "metrics": dict(p["metrics"]),
                "seconds_per_epoch": p["seconds_per_epoch"], "vectors": vectors,
-               "command": p["command"], "source": source}
+               "command": p["command"], "source": source,
+               "config": ledger.command_config(p["command"])}
         have = summaries.get(rkey)
         if have is None:
             summaries[rkey] = new
@@ -139,14 +145,32 @@ def to_ledger(parsed: dict[str, dict], *, source: str = SOURCE,
     return out
 
 
+def add_configs(led: dict[str, dict]) -> dict[str, dict]:
+    """``led`` with the resolved ``config`` of its command added to every summary without
+    one."""
+    out = {k: dict(v) for k, v in led.items()}
+    for rec in out.values():
+        summary = rec.get("summary")
+        if summary and not summary.get("config") and summary.get("command"):
+            rec["summary"] = {**summary, "config": ledger.command_config(summary["command"])}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--results", type=Path, default=Path("docs/RESULTS.md"))
     ap.add_argument("--ledger", type=Path, default=None,
                     help="default: results.json beside --results")
     ap.add_argument("--source", default=SOURCE)
+    ap.add_argument("--add-configs", action="store_true",
+                    help="only add the resolved config of summaries that have none")
     a = ap.parse_args(argv)
     path = a.ledger or ledger.ledger_path(a.results)
+    if a.add_configs:
+        led = add_configs(ledger.load(path))
+        ledger.save(path, led)
+        print(f"{path}: {len(led)} records")
+        return 0
     parsed = parse(a.results.read_text(encoding="utf-8"))
     led = to_ledger(parsed, source=a.source, into=ledger.load(path))
     ledger.save(path, led)

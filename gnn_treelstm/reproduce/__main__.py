@@ -25,6 +25,7 @@ from gnn_treelstm.registry import UnknownNameError
 
 from .. import heap
 from ..cli import progress_bar
+from ..runconfig import RunConfig
 from . import ledger, plot, report, rows, runner
 
 #: the figure written beside the results document (paper vs ours per row)
@@ -84,10 +85,18 @@ def _list(selected: list[rows.Row], a: argparse.Namespace, held: dict[str, dict]
     for r in selected:
         reason = rows.unavailable_reason(r) or runner.data_reason(r, a.data, a.quick)
         total = _wanted(r, a)
-        done = runner.done_seeds(a.root, r, held)
+        done = runner.done_seeds(a.root, r, held, _config(r, a))
         status = "-" if reason else f"{len(done)}/{total} seeds"
+        changed = "" if reason else ledger.stale(held.get(ledger.record_key(r)), _config(r, a))
         print(f"{r.key:<{width}}  {status:<11}  {r.label}"
-              + (f"  [unavailable: {reason}]" if reason else ""))
+              + (f"  [unavailable: {reason}]" if reason else "")
+              + (f"  [ledger measured with another configuration: {changed}]"
+                 if changed else ""))
+
+
+def _config(r: rows.Row, a: argparse.Namespace) -> RunConfig:
+    """``r``'s configuration as this call would train it (for the ledger's stale check)."""
+    return runner.row_config(r, seeds=a.seeds, epochs=a.epochs, quick=a.quick)
 
 
 def _in_ledger(r: rows.Row, a: argparse.Namespace, held: dict[str, dict]) -> bool:
@@ -95,7 +104,7 @@ def _in_ledger(r: rows.Row, a: argparse.Namespace, held: dict[str, dict]) -> boo
     complete run directory goes to the runner, which checks it is not stale)."""
     want = set(range(1, _wanted(r, a) + 1))
     return (not a.force and not rows.unavailable_reason(r)
-            and want <= set(runner.done_seeds(a.root, r, held))
+            and want <= set(runner.done_seeds(a.root, r, held, _config(r, a)))
             and not want <= set(runner.done_seeds(a.root, r)))
 
 

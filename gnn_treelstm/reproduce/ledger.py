@@ -17,8 +17,14 @@ share runs share a record)::
 a seed in both is taken from the run directory, a seed only in the ledger is kept);
 ``command``, ``vectors``, ``config`` (and ``quick``) as the row's ``row.json`` has them.
 ``summary`` holds numbers whose per-seed values were not kept (imported from a results
-document by ``scripts/import_results_ledger.py``): a record with seeds is reported from its
-seeds, one with only a summary from the summary's mean (std) and n.
+document by ``scripts/import_results_ledger.py``, with the resolved ``config`` of its
+command): a record with seeds is reported from its seeds, one with only a summary from the
+summary's mean (std) and n.
+
+A record holds the seeds of *one* configuration. :func:`stale` says how the configuration
+a record was measured with differs from a row's today (a changed default, ``--epochs``):
+the runner does not count a stale record's seeds as done, and :func:`merge_record` replaces
+a record whose configuration differs from the run directory's instead of mixing the two.
 
 JSON with sorted keys, indent 1, written atomically (:func:`gnn_treelstm.files.atomic_write`:
 a killed write leaves the previous ledger). Non-finite numbers are stored as ``null``.
@@ -36,18 +42,24 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write
+from ..runconfig import RunConfig, config_changes
+from . import runner
 from .rows import Row
 from .runner import row_dir
 
 log = logging.getLogger(__name__)
 
 __all__ = ["FILENAME", "RowResults", "ledger_path", "record_key", "load", "dumps", "save",
-           "read_run", "merge_record", "merge_runs", "seed_numbers", "to_results"]
+           "read_run", "merge_record", "merge_runs", "seed_numbers", "to_results",
+           "record_config", "command_config", "stale", "PLACE"]
 
 #: the ledger's file name, beside the results document
 FILENAME = "results.json"
 #: row.json fields a record keeps
 _INFO = ("command", "vectors", "config", "quick")
+#: RunConfig fields that say where and how many, not what was trained (the runner's, and
+#: the embeddings, compared by file name: the directory differs from machine to machine)
+PLACE = (*runner.PLACE, "embeddings")
 
 
 @dataclass
@@ -177,8 +189,54 @@ def read_run(root: Path, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
     return record, info
 
 
+def record_config(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The resolved run configuration a record was measured with (its ``row.json``'s, else
+    its summary's), None if it has none."""
+    record = record or {}
+    return record.get("config") or (record.get("summary") or {}).get("config") or None
+
+
+def command_config(command: str) -> dict[str, Any]:
+    """The resolved configuration (``RunConfig.resolved().to_dict()``) of a ``gnn-treelstm
+    train ...`` command, under today's defaults (``ValueError`` if it does not parse)."""
+    import shlex
+
+    from ..train import config_from_args, parse_args  # the CLI's own reading of its flags
+
+    words = shlex.split(command)
+    if words[:2] != ["gnn-treelstm", "train"]:
+        raise ValueError(f"not a 'gnn-treelstm train' command: {command!r}")
+    try:
+        args = parse_args(words[2:])
+    except SystemExit as e:
+        raise ValueError(f"cannot read the command {command!r} (argparse exit {e.code})") from e
+    return json.loads(json.dumps(config_from_args(args).resolved().to_dict(), default=str))
+
+
+def stale(record: Mapping[str, Any] | None, cfg: RunConfig) -> str:
+    """How the configuration ``record`` was measured with differs from ``cfg`` (resolved
+    here), as ``"field: old -> new, ..."``; "" if it is the same or the record has none.
+    :data:`PLACE` fields are ignored, the embeddings compared by file name (when both
+    name one)."""
+    had = record_config(record)
+    if not had:
+        return ""
+    want = cfg.resolved()
+    diffs = [f"{k}: {old!r} -> {new!r}" for k, old, new in config_changes(had, want, ignore=PLACE)]
+    old_emb, new_emb = had.get("embeddings"), want.embeddings
+    if old_emb and new_emb and Path(old_emb).name != Path(new_emb).name:
+        diffs.append(f"embeddings: {Path(old_emb).name!r} -> {Path(new_emb).name!r}")
+    return ", ".join(diffs)
+
+
 def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:
-    """``old`` with ``new``'s seeds (a seed in both: ``new``'s) and ``row.json`` fields."""
+    """``old`` with ``new``'s seeds (a seed in both: ``new``'s) and ``row.json`` fields; or
+    ``new`` alone if both name a configuration and they differ (:func:`stale`)."""
+    new_cfg = record_config(new)
+    if old and new_cfg and stale(old, RunConfig(**new_cfg)):
+        log.info("replacing a ledger record measured with another configuration (%s)",
+                 stale(old, RunConfig(**new_cfg)))
+        old = None
     out = json.loads(json.dumps(old or {}))  # a deep copy
     if new.get("seeds"):
         out["seeds"] = {**out.get("seeds", {}), **json.loads(json.dumps(new["seeds"]))}

@@ -42,7 +42,7 @@ from .rows import VECTORS, Row, engine_for, unavailable_reason
 log = logging.getLogger(__name__)
 ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
 
-__all__ = ["RowRun", "QUICK", "run_rows", "row_dir", "done_seeds", "find_vectors",
+__all__ = ["RowRun", "QUICK", "PLACE", "run_rows", "row_dir", "done_seeds", "find_vectors",
            "row_config", "command", "data_reason"]
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
@@ -78,18 +78,22 @@ def row_dir(root: Path, row: Row) -> Path:
     return Path(root) / (row.same_as or row.key).replace("/", "__")
 
 
-def done_seeds(root: Path, row: Row, ledger: Mapping[str, dict] | None = None) -> list[int]:
+def done_seeds(root: Path, row: Row, ledger: Mapping[str, dict] | None = None,
+               cfg: RunConfig | None = None) -> list[int]:
     """Seeds of ``row`` whose ``results.json`` exists, and those its record in ``ledger``
-    (the results ledger, :mod:`.ledger`) holds."""
+    (the results ledger, :mod:`.ledger`) holds; given the row's configuration ``cfg``, not
+    those of a record measured with another one (:func:`.ledger.stale`)."""
     out = set()
     for d in row_dir(root, row).glob("seed-*"):
         suffix = d.name[len("seed-"):]
         if suffix.isdigit() and (d / "results.json").is_file():
             out.add(int(suffix))
     if ledger:
-        from .ledger import record_key, seed_numbers  # ledger imports this module
+        from .ledger import record_key, seed_numbers, stale  # ledger imports this module
 
-        out.update(seed_numbers(ledger.get(record_key(row))))
+        record = ledger.get(record_key(row))
+        if cfg is None or not stale(record, cfg):
+            out.update(seed_numbers(record))
     return sorted(out)
 
 
@@ -166,8 +170,10 @@ def data_reason(row: Row, data: str | None, quick: bool) -> str:
     return ""
 
 
-#: RunConfig fields that may differ between a finished seed and the row (where it ran)
-_PLACE = ("seed", "seeds", "name", "runs_dir", "data")
+#: RunConfig fields that may differ between a finished seed and the row: where it ran,
+#: and the engine and device, which do not change the math (the engines are tested equal
+#: in states and gradients, tests/test_cell_registry.py)
+PLACE = ("seed", "seeds", "name", "runs_dir", "data", "engine", "device")
 
 
 def _stale(sdir: Path, cfg: RunConfig) -> str:
@@ -177,7 +183,7 @@ def _stale(sdir: Path, cfg: RunConfig) -> str:
     except (OSError, ValueError, KeyError):
         return "no readable config.json"
     return ", ".join(f"{k}: {old!r} -> {new!r}"
-                     for k, old, new in config_changes(had, cfg.resolved(), ignore=_PLACE))
+                     for k, old, new in config_changes(had, cfg.resolved(), ignore=PLACE))
 
 
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,

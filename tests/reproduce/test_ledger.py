@@ -42,16 +42,22 @@ def _row_json(root, row, **info):
     (d / "row.json").write_text(json.dumps({"row": row.to_dict(), **info}))
 
 
+def _cfg(row=SICK_E, **changes):
+    """``row``'s resolved configuration as a row.json records it, with ``changes``."""
+    cfg = runner.row_config(row, data="/somewhere", embeddings=Path("/v/glove.840B.x.txt.gz"))
+    return {**json.loads(json.dumps(cfg.resolved().to_dict())), **changes}
+
+
 def test_merge_keeps_ledger_only_seeds_and_run_dir_seeds_win(tmp_path):
     held = {KEY: {"seeds": {"1": _seed(0.50), "3": _seed(0.70, best_epoch=2)},
-                  "command": "old command", "config": {"hidden": 1}},
+                  "command": "old command", "config": _cfg(data="/elsewhere", seed=3)},
             "tai-t3/mean": {"seeds": {"1": _seed(0.1)}}}
     before = json.dumps(held, sort_keys=True)
     _fake(tmp_path, SICK_E, 1, {"accuracy": 0.80}, seconds=2.0)
     _fake(tmp_path, SICK_E, 2, {"accuracy": 0.82}, seconds=4.0)
     (runner.row_dir(tmp_path, SICK_E) / "seed-4").mkdir()  # unfinished: not merged
     _row_json(tmp_path, SICK_E, command="new command", vectors="/v/glove.840B.x.txt.gz",
-              config={"hidden": 150}, status="done")
+              config=_cfg(), status="done")
     merged = ledger.merge_runs(held, tmp_path, [SICK_E, SICK_E_T6, SICK_R])
     assert json.dumps(held, sort_keys=True) == before               # input untouched
     rec = merged[KEY]
@@ -59,7 +65,7 @@ def test_merge_keeps_ledger_only_seeds_and_run_dir_seeds_win(tmp_path):
     assert rec["seeds"]["1"]["test"]["accuracy"] == 0.80            # run directory wins
     assert rec["seeds"]["3"]["test"]["accuracy"] == 0.70            # ledger-only kept
     assert rec["seeds"]["3"]["best_epoch"] == 2
-    assert rec["command"] == "new command" and rec["config"] == {"hidden": 150}
+    assert rec["command"] == "new command" and rec["config"] == _cfg()
     assert rec["vectors"] == "/v/glove.840B.x.txt.gz"
     assert merged["tai-t3/mean"] == held["tai-t3/mean"]             # no run dir: as it was
     assert SICK_R.key not in merged                                 # nothing found, no record
@@ -73,6 +79,41 @@ def test_merge_keeps_ledger_only_seeds_and_run_dir_seeds_win(tmp_path):
     assert report.collect(tmp_path, SICK_E).values["accuracy"] == [0.80, 0.82]
     assert runner.done_seeds(tmp_path, SICK_E) == [1, 2]
     assert runner.done_seeds(tmp_path, SICK_E, merged) == [1, 2, 3]
+
+
+def test_a_record_of_another_configuration_is_stale_and_replaced_not_mixed(tmp_path):
+    cfg = runner.row_config(SICK_E, embeddings=Path("/mine/glove.840B.x.txt.gz"))
+    same = {"config": _cfg(engine="dgl", data="/x", runs_dir="/y")}  # place, engine: same
+    assert ledger.stale(same, cfg) == "" and ledger.stale({}, cfg) == ""
+    assert ledger.stale({"summary": {"config": _cfg(epochs=3)}}, cfg) == "epochs: 3 -> 10"
+    assert ledger.stale({"config": _cfg(embeddings="/v/glove.6B.50d.txt.gz")}, cfg) == \
+        "embeddings: 'glove.6B.50d.txt.gz' -> 'glove.840B.x.txt.gz'"
+    old = {"seeds": {"1": _seed(0.5), "4": _seed(0.6)}, "config": _cfg(optimizer="adagrad"),
+           "summary": _summary()}
+    assert "optimizer: 'adagrad' -> 'adam'" in ledger.stale(old, cfg)
+    # the runner does not count a stale record's seeds as done
+    assert runner.done_seeds(tmp_path, SICK_E, {KEY: old}) == [1, 4]
+    assert runner.done_seeds(tmp_path, SICK_E, {KEY: old}, cfg) == []
+    assert runner.done_seeds(tmp_path, SICK_E, {KEY: same}, cfg) == []   # no seeds held
+    # a run directory measured with today's configuration replaces the stale record
+    _fake(tmp_path, SICK_E, 1, {"accuracy": 0.80})
+    _row_json(tmp_path, SICK_E, command="new", config=_cfg())
+    rec = ledger.merge_runs({KEY: old}, tmp_path, [SICK_E])[KEY]
+    assert list(rec["seeds"]) == ["1"] and "summary" not in rec
+    assert rec["seeds"]["1"]["test"]["accuracy"] == 0.80 and rec["config"] == _cfg()
+
+
+def test_every_rows_command_resolves_to_its_configuration():
+    """The command a results document prints for a row is what the row trains (the
+    importer resolves commands to configurations for the stale check)."""
+    for row in R.ROWS:
+        cfg = runner.row_config(row, data="/d", embeddings=Path("/v/vectors.txt.gz"))
+        assert ledger.stale({"config": ledger.command_config(runner.command(cfg))}, cfg) \
+            == "", row.key
+    with pytest.raises(ValueError, match="not a 'gnn-treelstm train' command"):
+        ledger.command_config("python train.py --task sick-e")
+    with pytest.raises(ValueError, match="cannot read the command"):
+        ledger.command_config("gnn-treelstm train --model no-such-flag-value --bogus")
 
 
 def test_best_epoch_and_non_finite_numbers_are_recorded(tmp_path):
@@ -209,6 +250,10 @@ def test_importer_round_trips_a_table_row_and_its_command(tmp_path):
     held = imp.to_ledger(parsed, source="test")
     assert set(held) == {KEY}                                         # t6: t3's record
     assert held[KEY]["summary"]["source"] == "test" and "seeds" not in held[KEY]
+    assert held[KEY]["summary"]["config"] == ledger.command_config(cmd)
+    assert held[KEY]["summary"]["config"]["optimizer"] == "adam"        # resolved
+    assert imp.add_configs({KEY: {"summary": {"command": cmd}}}) == \
+        {KEY: {"summary": {"command": cmd, "config": ledger.command_config(cmd)}}}
 
     again = tmp_path / "AGAIN.md"
     report.write_results(tmp_path / "gone", again, [SICK_E, SICK_R, SICK_E_T6], ledger=held)
@@ -296,3 +341,19 @@ def test_quick_runs_do_not_replace_measured_seeds(tmp_path):
         {KEY: {"summary": _summary()}}
     quick = ledger.merge_runs({}, tmp_path, [SICK_E])[KEY]
     assert quick["quick"] is True and quick["seeds"]["1"]["test"]["accuracy"] == 0.4
+
+
+def test_cli_lists_a_stale_record_and_trains_it_again(tmp_path, monkeypatch, capsys):
+    root, doc = tmp_path / "runs", tmp_path / "R.md"
+    base = ["--root", str(root), "--results", str(doc), "-q"]
+    ledger.save(tmp_path / "results.json",
+                {KEY: {"summary": _summary(n=5, config=_cfg(loss_reduction="sum"))}})
+    assert cli.main(["tran-t3/treelstm-d", "--list", *base]) == 0
+    out = capsys.readouterr().out
+    assert "tran-t3/treelstm-d  0/5 seeds" in out
+    assert "[ledger measured with another configuration: loss_reduction: 'sum' -> 'mean']" \
+        in out
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    assert cli.main(["tran-t3/treelstm-d", "--quick", *base]) == 0
+    assert calls == [1]
