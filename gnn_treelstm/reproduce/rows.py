@@ -214,7 +214,8 @@ for slug, acc in (("bilstm", 93.8), ("contree", 93.4), ("bicontree", 94.8)):
 for head, letter, acc in (("left", "L", 51.1), ("right", "R", 51.6), ("average", "A", 51.8),
                           ("gate", "G", 53.5)):
     _teng("teng-t3", f"bicontree-head-{head}", "bicontree", "sst-5", {"accuracy": pct(acc)},
-          label=f"{letter} ({head})", cell_kwargs={"head": head},
+          label=f"{letter} ({head})", cell_kwargs={} if head == "gate" else {"head": head},
+          same_as="teng-t1/bicontree-sst5" if head == "gate" else "",  # the cell's default
           note="G = 53.5 is BiConTree's Table 1 number, so the table is the bidirectional "
                "model (bitree)")
 for slug, hidden, acc in (("contree", 150, 51.2), ("contree-lex", 75, 51.5),
@@ -222,7 +223,8 @@ for slug, hidden, acc in (("contree", 150, 51.2), ("contree-lex", 75, 51.5),
                           ("contree-lex", 300, 51.8), ("bicontree", 75, 52.6),
                           ("bicontree", 150, 53.5)):
     _teng("teng-t5", f"{slug}-h{hidden}", slug, "sst-5", {"accuracy": pct(acc)},
-          label=f"{TENG_MODELS[slug][0]} |h|={hidden}", hidden=hidden)
+          label=f"{TENG_MODELS[slug][0]} |h|={hidden}", hidden=hidden,
+          same_as=f"teng-t1/{slug}-sst5" if hidden == 150 else "")  # Table 1's setting
 
 # ---------------------------------------------------------------- Tran & Cheng 2018
 AMR = "no AMR parser and no AMR graphs for SST/SICK/SNLI here (only the Little Prince corpus)"

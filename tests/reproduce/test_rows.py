@@ -120,7 +120,8 @@ def test_rows_that_share_runs_have_the_same_configuration():
 
     shared = [r for r in R.ROWS if r.same_as]
     assert {r.key for r in shared} >= {"tran-t6/treelstm-d", "tran-t6/mtreelstm-d",
-                                       "tran-t5/mtreelstm-d-r100"}
+                                       "tran-t5/mtreelstm-d-r100", "teng-t5/contree-h150",
+                                       "teng-t5/bicontree-h150", "teng-t3/bicontree-head-gate"}
     for r in shared:
         target = R.get(r.same_as)
         assert not target.same_as
