@@ -32,6 +32,7 @@ a killed write leaves the previous ledger). Non-finite numbers are stored as ``n
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import math
@@ -213,6 +214,12 @@ def command_config(command: str) -> dict[str, Any]:
     return json.loads(json.dumps(config_from_args(args).resolved().to_dict(), default=str))
 
 
+def _run_config(recorded: Mapping[str, Any]) -> RunConfig:
+    """A :class:`RunConfig` from a recorded one (fields it no longer has are dropped)."""
+    names = {f.name for f in dataclasses.fields(RunConfig)}
+    return RunConfig(**{k: v for k, v in recorded.items() if k in names})
+
+
 def stale(record: Mapping[str, Any] | None, cfg: RunConfig) -> str:
     """How the configuration ``record`` was measured with differs from ``cfg`` (resolved
     here), as ``"field: old -> new, ..."``; "" if it is the same or the record has none.
@@ -233,9 +240,9 @@ def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[
     """``old`` with ``new``'s seeds (a seed in both: ``new``'s) and ``row.json`` fields; or
     ``new`` alone if both name a configuration and they differ (:func:`stale`)."""
     new_cfg = record_config(new)
-    if old and new_cfg and stale(old, RunConfig(**new_cfg)):
-        log.info("replacing a ledger record measured with another configuration (%s)",
-                 stale(old, RunConfig(**new_cfg)))
+    changed = stale(old, _run_config(new_cfg)) if old and new_cfg else ""
+    if changed:
+        log.info("replacing a ledger record measured with another configuration (%s)", changed)
         old = None
     out = json.loads(json.dumps(old or {}))  # a deep copy
     if new.get("seeds"):

@@ -101,6 +101,9 @@ def test_a_record_of_another_configuration_is_stale_and_replaced_not_mixed(tmp_p
     rec = ledger.merge_runs({KEY: old}, tmp_path, [SICK_E])[KEY]
     assert list(rec["seeds"]) == ["1"] and "summary" not in rec
     assert rec["seeds"]["1"]["test"]["accuracy"] == 0.80 and rec["config"] == _cfg()
+    # a recorded field RunConfig no longer has is compared, not passed to RunConfig
+    _row_json(tmp_path, SICK_E, command="newer", config=_cfg(gone_field=1))
+    assert ledger.merge_runs({KEY: rec}, tmp_path, [SICK_E])[KEY]["command"] == "newer"
 
 
 def test_every_rows_command_resolves_to_its_configuration():
