@@ -181,12 +181,13 @@ def config_changes(recorded: dict[str, Any], cfg: RunConfig,
                    ignore: Iterable[str] = ()) -> list[tuple[str, Any, Any]]:
     """The :class:`RunConfig` fields (not in ``ignore``) whose value in ``cfg`` differs from
     ``recorded`` (a ``config.json``'s ``run_config``), as ``(field, recorded, now)``. A
-    field added after the run was recorded counts as its default there."""
+    field added after the run was recorded counts as its default there; a recorded field
+    RunConfig no longer has is not compared."""
     want = json.loads(json.dumps(jsonable(cfg.to_dict())))
     default = json.loads(json.dumps(jsonable(RunConfig().to_dict())))
-    had = {**{k: v for k, v in default.items() if k not in recorded}, **recorded}
+    had = {**default, **recorded}
     skip = set(ignore)
-    return [(k, had.get(k), want.get(k)) for k in sorted(set(had) | set(want))
+    return [(k, had.get(k), want.get(k)) for k in sorted(want)
             if k not in skip and had.get(k) != want.get(k)]
 
 

@@ -10,10 +10,11 @@ with a ``summary``: ``n``, per metric ``mean`` and ``std`` (accuracies as fracti
 ``results.json`` has them), ``seconds_per_epoch``, ``vectors``, ``command``, ``source`` and
 ``config``, the command resolved under today's defaults
 (:func:`gnn_treelstm.reproduce.ledger.command_config`: the runner's stale check compares it
-with a row's configuration). Records already in the ledger keep their seeds; only their
-``summary`` is replaced. ``--add-configs`` only adds the ``config`` of summaries without
-one (a ledger imported before summaries had it; their commands name every setting that
-differs from today's defaults).
+with a row's configuration); a summary already in the ledger with the same command keeps
+its ``config`` (resolved under the defaults of its day). Records already in the ledger keep
+their seeds; only their ``summary`` is replaced. ``--add-configs`` only adds the
+``config`` of summaries without one (a ledger imported before summaries had it; their
+commands name every setting that differs from today's defaults).
 
     .venv/bin/python scripts/import_results_ledger.py [--results docs/RESULTS.md]
         [--ledger docs/results.json] [--source TEXT] [--add-configs]
@@ -124,10 +125,12 @@ def to_ledger(parsed: dict[str, dict], *, source: str = SOURCE,
         vectors = p["vectors"]
         if vectors == R.get(key).vectors or vectors == "sample (quick)":
             vectors = None  # the row's vectors kind, not a file name
+        held = (out.get(rkey) or {}).get("summary") or {}
+        config = (held["config"] if held.get("config") and held.get("command") == p["command"]
+                  else ledger.command_config(p["command"]))  # resolved once, when imported
         new = {"n": p["n"], "metrics": dict(p["metrics"]),
                "seconds_per_epoch": p["seconds_per_epoch"], "vectors": vectors,
-               "command": p["command"], "source": source,
-               "config": ledger.command_config(p["command"])}
+               "command": p["command"], "source": source, "config": config}
         have = summaries.get(rkey)
         if have is None:
             summaries[rkey] = new

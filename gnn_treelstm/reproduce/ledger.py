@@ -52,7 +52,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FILENAME", "RowResults", "ledger_path", "record_key", "load", "dumps", "save",
            "read_run", "merge_record", "merge_runs", "seed_numbers", "to_results",
-           "record_config", "command_config", "stale", "PLACE"]
+           "record_config", "command_config", "stale", "merges", "PLACE"]
 
 #: the ledger's file name, beside the results document
 FILENAME = "results.json"
@@ -178,12 +178,19 @@ def read_run(root: Path, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
     if (rdir / "row.json").is_file():
         info = json.loads((rdir / "row.json").read_text(encoding="utf-8"))
     seeds = {}
+    row_cfg = _run_config(info["config"]) if info.get("config") else None
     seed_dirs = [d for d in rdir.glob("seed-*") if d.name[5:].isdigit()]
     for d in sorted(seed_dirs, key=lambda d: int(d.name[5:])):
         path = d / "results.json"
-        if path.is_file():
-            seeds[str(int(d.name[5:]))] = _seed_record(
-                json.loads(path.read_text(encoding="utf-8")))
+        if not path.is_file():
+            continue
+        changed = (runner.seed_changes(d, row_cfg)
+                   if row_cfg is not None and (d / "config.json").is_file() else "")
+        if changed:  # e.g. seeds 3-5 of an earlier call with other --epochs
+            log.warning("%s: %s ran with another configuration than the row's (%s); not "
+                        "recorded", row.key, d, changed)
+            continue
+        seeds[str(int(d.name[5:]))] = _seed_record(json.loads(path.read_text(encoding="utf-8")))
     record: dict[str, Any] = {"seeds": seeds}
     record.update({k: _finite(info[k]) for k in _INFO
                    if info.get(k) is not None and (k != "quick" or info[k])})
@@ -240,13 +247,14 @@ def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[
     """``old`` with ``new``'s seeds (a seed in both: ``new``'s) and ``row.json`` fields; or
     ``new`` alone if both name a configuration and they differ (:func:`stale`)."""
     new_cfg = record_config(new)
-    changed = stale(old, _run_config(new_cfg)) if old and new_cfg else ""
+    changed = stale(old, _run_config(new_cfg)) if old and new_cfg and new.get("seeds") else ""
     if changed:
         log.info("replacing a ledger record measured with another configuration (%s)", changed)
         old = None
     out = json.loads(json.dumps(old or {}))  # a deep copy
     if new.get("seeds"):
         out["seeds"] = {**out.get("seeds", {}), **json.loads(json.dumps(new["seeds"]))}
+        out.pop("summary", None)  # a record with seeds is reported from them
     if any(k in new for k in _INFO):  # new has a row.json: its fields replace old's
         for k in _INFO:
             out.pop(k, None)
@@ -259,7 +267,9 @@ def merge_runs(ledger: Mapping[str, dict], root: Path, rows: Iterable[Row]) -> d
     """A new ledger: ``ledger`` with the finished seeds found under ``root`` for ``rows``
     merged in (run directory wins for a seed in both; seeds only in the ledger are kept).
     A row without finished seeds in its run directory leaves its record as it was, and so
-    does a quick-mode run directory of a row the ledger holds measured seeds of."""
+    does a quick-mode run directory of a row the ledger holds measured seeds of, and a run
+    directory measured with another configuration than the row's today when the ledger's
+    record has the row's (:func:`stale`)."""
     out = {k: dict(v) for k, v in ledger.items()}
     seen = set()
     for row in rows:
@@ -268,13 +278,31 @@ def merge_runs(ledger: Mapping[str, dict], root: Path, rows: Iterable[Row]) -> d
             continue
         seen.add(key)
         found, _ = read_run(root, row)
-        old = out.get(key) or {}
-        if found.get("quick") and not old.get("quick") and seed_numbers(old):
-            log.warning("%s: not merging quick-mode (smoke test) seeds from %s into the "
-                        "measured ones of the ledger", key, row_dir(root, row))
-        elif found["seeds"]:
+        if merges(out.get(key), found, row, root):
             out[key] = merge_record(out.get(key), found)
     return out
+
+
+def merges(old: Mapping[str, Any] | None, found: Mapping[str, Any], row: Row,
+           root: Path) -> bool:
+    """Whether the record ``found`` in ``row``'s run directory (:func:`read_run`) is merged
+    into the ledger's record ``old`` (:func:`merge_runs`), warning why not if it has seeds."""
+    old = old or {}
+    if not found.get("seeds"):
+        return False
+    where = row_dir(root, row)
+    if found.get("quick") and not old.get("quick") and seed_numbers(old):
+        log.warning("%s: not merging quick-mode (smoke test) seeds from %s into the "
+                    "measured ones of the ledger", record_key(row), where)
+        return False
+    today = runner.row_config(row, quick=bool(found.get("quick")))
+    changed = stale(found, today)
+    if changed and seed_numbers(old) and not stale(old, today):
+        log.warning("%s: not merging %s: it ran with another configuration than the row's "
+                    "(%s), and the ledger holds seeds of the row's", record_key(row), where,
+                    changed)
+        return False
+    return True
 
 
 def seed_numbers(record: Mapping[str, Any] | None) -> list[int]:

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..files import atomic_write
-from .ledger import RowResults, merge_record, read_run, record_key, to_results
+from .ledger import RowResults, merge_record, merges, read_run, record_key, seed_numbers, to_results
 from .rows import TABLES, VECTORS, Row, is_accuracy, unavailable_reason
 from .runner import command, row_config
 
@@ -34,10 +34,17 @@ LOWER_IS_BETTER = ("mse",)
 
 def collect(root: Path, row: Row, ledger: Mapping[str, dict] | None = None) -> RowResults:
     """``row``'s results: its ``row.json`` and every ``seed-*/results.json`` under ``root``,
-    merged into its record of ``ledger`` (a seed in both is the run directory's)."""
+    merged into its record of ``ledger`` as :func:`.ledger.merge_runs` merges them (a seed
+    in both is the run directory's; a quick or stale run directory does not replace
+    measured seeds)."""
     found, info = read_run(root, row)
-    record = found if ledger is None else merge_record(ledger.get(record_key(row)), found)
-    return to_results(row, record, info)
+    if ledger is None:
+        return to_results(row, found, info)
+    old = ledger.get(record_key(row))
+    if merges(old, found, row, root):
+        return to_results(row, merge_record(old, found), info)
+    # not merged: the ledger's seeds, with the run directory's row.json only if it has none
+    return to_results(row, old, None if seed_numbers(old) else info)
 
 
 def _fmt(metric: str, value: float | None, *, sign: bool = False) -> str:

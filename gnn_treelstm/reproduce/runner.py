@@ -37,13 +37,13 @@ from ..runconfig import RunConfig, config_changes
 from ..rundata import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
 from ..tasks import build_task
 from ..training import run
-from .rows import VECTORS, Row, engine_for, unavailable_reason
+from .rows import VECTORS, Row, engine_for, get, unavailable_reason
 
 log = logging.getLogger(__name__)
 ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
 
-__all__ = ["RowRun", "QUICK", "PLACE", "run_rows", "row_dir", "done_seeds", "find_vectors",
-           "row_config", "command", "data_reason"]
+__all__ = ["RowRun", "QUICK", "PLACE", "seed_changes", "run_rows", "row_dir", "done_seeds",
+           "find_vectors", "row_config", "command", "data_reason"]
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
@@ -173,10 +173,11 @@ def data_reason(row: Row, data: str | None, quick: bool) -> str:
 #: RunConfig fields that may differ between a finished seed and the row: where it ran,
 #: and the engine and device, which do not change the math (the engines are tested equal
 #: in states and gradients, tests/test_cell_registry.py)
-PLACE = ("seed", "seeds", "name", "runs_dir", "data", "engine", "device")
+PLACE = ("seed", "seeds", "name", "runs_dir", "data", "engine", "device", "eval_batch_size",
+         "checkpoint_every")
 
 
-def _stale(sdir: Path, cfg: RunConfig) -> str:
+def seed_changes(sdir: Path, cfg: RunConfig) -> str:
     """How a finished seed's recorded configuration differs from ``cfg`` ("" = same)."""
     try:
         had = json.loads((sdir / "config.json").read_text(encoding="utf-8"))["run_config"]
@@ -195,7 +196,7 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
     for s in range(1, n + 1):
         sdir = rdir / f"seed-{s}"
         if (sdir / "results.json").is_file() and not force:
-            stale = _stale(sdir, cfg)
+            stale = seed_changes(sdir, cfg)
             if not stale:
                 log.info("%s seed %d: done (%s)", row.key, s, sdir / "results.json")
                 continue
@@ -213,9 +214,10 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
 
 
 def _record(rdir: Path, row: Row, **info: Any) -> None:
-    if row.same_as:  # the directory's own row records it
-        return
-    atomic_write(rdir / "row.json", json.dumps({"row": row.to_dict(), **info}, indent=2,
+    """Write the row directory's ``row.json``; a row that shares another's runs
+    (``same_as``) writes it as that row (their configurations are equal: tested)."""
+    owner = get(row.same_as) if row.same_as else row
+    atomic_write(rdir / "row.json", json.dumps({"row": owner.to_dict(), **info}, indent=2,
                                                default=str) + "\n")
 
 

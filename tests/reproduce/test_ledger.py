@@ -101,9 +101,45 @@ def test_a_record_of_another_configuration_is_stale_and_replaced_not_mixed(tmp_p
     rec = ledger.merge_runs({KEY: old}, tmp_path, [SICK_E])[KEY]
     assert list(rec["seeds"]) == ["1"] and "summary" not in rec
     assert rec["seeds"]["1"]["test"]["accuracy"] == 0.80 and rec["config"] == _cfg()
-    # a recorded field RunConfig no longer has is compared, not passed to RunConfig
+    # a recorded field RunConfig no longer has is not a change (merged, not replaced)
     _row_json(tmp_path, SICK_E, command="newer", config=_cfg(gone_field=1))
-    assert ledger.merge_runs({KEY: rec}, tmp_path, [SICK_E])[KEY]["command"] == "newer"
+    held = {KEY: {**rec, "seeds": {**rec["seeds"], "7": _seed(0.7)}}}
+    assert sorted(ledger.merge_runs(held, tmp_path, [SICK_E])[KEY]["seeds"]) == ["1", "7"]
+
+
+def test_a_stale_run_directory_does_not_replace_the_rows_seeds(tmp_path):
+    """A run directory of another configuration than the row's today (old defaults, or
+    --epochs) is not merged over a ledger record measured with the row's, in the ledger
+    and in the document; one seed of another configuration is not recorded at all."""
+    fresh = {KEY: {"seeds": {"1": _seed(0.83)}, "config": _cfg()}}
+    _fake(tmp_path, SICK_E, 1, {"accuracy": 0.40})
+    _row_json(tmp_path, SICK_E, command="old", config=_cfg(epochs=3))
+    assert ledger.merge_runs(fresh, tmp_path, [SICK_E]) == fresh
+    assert report.collect(tmp_path, SICK_E, fresh).values["accuracy"] == [0.83]
+    assert report.collect(tmp_path, SICK_E_T6, fresh).info.get("command") is None
+    # without a fresh record it is merged (the document shows what was run)
+    assert ledger.merge_runs({}, tmp_path, [SICK_E])[KEY]["config"] == _cfg(epochs=3)
+    # seeds of one directory with another configuration than its row.json: left out
+    for s in (2, 3):
+        _fake(tmp_path, SICK_E, s, {"accuracy": 0.5 + s / 10})
+    d = runner.row_dir(tmp_path, SICK_E)
+    (d / "seed-2" / "config.json").write_text(json.dumps({"run_config": _cfg(epochs=3)}))
+    (d / "seed-3" / "config.json").write_text(json.dumps({"run_config": _cfg(epochs=10)}))
+    found, _ = ledger.read_run(tmp_path, SICK_E)
+    assert sorted(found["seeds"]) == ["1", "2"]         # seed 1 has no config.json: kept
+
+
+def test_a_row_sharing_runs_records_the_directory_as_its_owner(tmp_path, monkeypatch):
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    runner.run_rows([SICK_E_T6], root=tmp_path, quick=True)
+    info = json.loads((runner.row_dir(tmp_path, SICK_E) / "row.json").read_text())
+    assert calls == [1] and info["row"]["key"] == KEY and info["config"]
+    old = {"seeds": {"1": _seed(0.1), "2": _seed(0.2)}, "quick": True,
+           "config": {**info["config"], "optimizer": "adagrad"}}
+    rec = ledger.merge_runs({KEY: old}, tmp_path, [SICK_E_T6])[KEY]  # replaced, not mixed
+    assert list(rec["seeds"]) == ["1"] and rec["config"] == info["config"]
+    assert rec["seeds"]["1"]["test"]["accuracy"] == 0.6
 
 
 def test_every_rows_command_resolves_to_its_configuration():
@@ -257,6 +293,9 @@ def test_importer_round_trips_a_table_row_and_its_command(tmp_path):
     assert held[KEY]["summary"]["config"]["optimizer"] == "adam"        # resolved
     assert imp.add_configs({KEY: {"summary": {"command": cmd}}}) == \
         {KEY: {"summary": {"command": cmd, "config": ledger.command_config(cmd)}}}
+    # importing again keeps the configuration a summary was resolved to when imported
+    then = {KEY: {"summary": {**held[KEY]["summary"], "config": {"optimizer": "adagrad"}}}}
+    assert imp.to_ledger(parsed, into=then)[KEY]["summary"]["config"] == {"optimizer": "adagrad"}
 
     again = tmp_path / "AGAIN.md"
     report.write_results(tmp_path / "gone", again, [SICK_E, SICK_R, SICK_E_T6], ledger=held)
@@ -358,5 +397,12 @@ def test_cli_lists_a_stale_record_and_trains_it_again(tmp_path, monkeypatch, cap
         in out
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
+    quick = json.loads(json.dumps(runner.row_config(SICK_E, quick=True).resolved().to_dict()))
+    ledger.save(tmp_path / "results.json",
+                {KEY: {"seeds": {"1": _seed(0.5)}, "quick": True, "config": quick}})
     assert cli.main(["tran-t3/treelstm-d", "--quick", *base]) == 0
-    assert calls == [1]
+    assert calls == []                                   # the ledger holds it: not trained
+    ledger.save(tmp_path / "results.json", {KEY: {"seeds": {"1": _seed(0.5)}, "quick": True,
+                                                  "config": {**quick, "loss_reduction": "sum"}}})
+    assert cli.main(["tran-t3/treelstm-d", "--quick", *base]) == 0
+    assert calls == [1]                                  # stale: trained again
