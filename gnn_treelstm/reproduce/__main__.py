@@ -85,9 +85,10 @@ def _list(selected: list[rows.Row], a: argparse.Namespace, held: dict[str, dict]
     for r in selected:
         reason = rows.unavailable_reason(r) or runner.data_reason(r, a.data, a.quick)
         total = _wanted(r, a)
-        done = runner.done_seeds(a.root, r, held, _config(r, a))
+        cfg = _config(r, a)
+        done = runner.done_seeds(a.root, r, held, cfg)
         status = "-" if reason else f"{len(done)}/{total} seeds"
-        changed = "" if reason else ledger.stale(held.get(ledger.record_key(r)), _config(r, a))
+        changed = "" if reason else ledger.stale(held.get(ledger.record_key(r)), cfg)
         print(f"{r.key:<{width}}  {status:<11}  {r.label}"
               + (f"  [unavailable: {reason}]" if reason else "")
               + (f"  [ledger measured with another configuration: {changed}]"

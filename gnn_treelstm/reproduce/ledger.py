@@ -36,6 +36,7 @@ import dataclasses
 import json
 import logging
 import math
+import shlex
 import statistics
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -43,7 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from ..files import atomic_write
-from ..runconfig import RunConfig, config_changes
+from ..runconfig import RunConfig
 from . import runner
 from .rows import Row
 from .runner import row_dir
@@ -207,8 +208,6 @@ def record_config(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def command_config(command: str) -> dict[str, Any]:
     """The resolved configuration (``RunConfig.resolved().to_dict()``) of a ``gnn-treelstm
     train ...`` command, under today's defaults (``ValueError`` if it does not parse)."""
-    import shlex
-
     from ..train import config_from_args, parse_args  # the CLI's own reading of its flags
 
     words = shlex.split(command)
@@ -235,12 +234,11 @@ def stale(record: Mapping[str, Any] | None, cfg: RunConfig) -> str:
     had = record_config(record)
     if not had:
         return ""
-    want = cfg.resolved()
-    diffs = [f"{k}: {old!r} -> {new!r}" for k, old, new in config_changes(had, want, ignore=PLACE)]
-    old_emb, new_emb = had.get("embeddings"), want.embeddings
+    diffs = [runner.describe_changes(had, cfg, ignore=PLACE)]
+    old_emb, new_emb = had.get("embeddings"), cfg.embeddings
     if old_emb and new_emb and Path(old_emb).name != Path(new_emb).name:
         diffs.append(f"embeddings: {Path(old_emb).name!r} -> {Path(new_emb).name!r}")
-    return ", ".join(diffs)
+    return ", ".join(d for d in diffs if d)
 
 
 def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:

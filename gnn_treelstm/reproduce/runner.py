@@ -42,8 +42,8 @@ from .rows import VECTORS, Row, engine_for, get, unavailable_reason
 log = logging.getLogger(__name__)
 ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
 
-__all__ = ["RowRun", "QUICK", "PLACE", "seed_changes", "run_rows", "row_dir", "done_seeds",
-           "find_vectors", "row_config", "command", "data_reason"]
+__all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "run_rows",
+           "row_dir", "done_seeds", "find_vectors", "row_config", "command", "data_reason"]
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
@@ -177,14 +177,21 @@ PLACE = ("seed", "seeds", "name", "runs_dir", "data", "engine", "device", "eval_
          "checkpoint_every")
 
 
+def describe_changes(had: Mapping[str, Any], cfg: RunConfig,
+                     ignore: Iterable[str] = PLACE) -> str:
+    """How the recorded configuration ``had`` differs from ``cfg`` (resolved here), as
+    ``"field: old -> new, ..."`` ("" = same), leaving out the ``ignore`` fields."""
+    return ", ".join(f"{k}: {old!r} -> {new!r}"
+                     for k, old, new in config_changes(dict(had), cfg.resolved(), ignore=ignore))
+
+
 def seed_changes(sdir: Path, cfg: RunConfig) -> str:
     """How a finished seed's recorded configuration differs from ``cfg`` ("" = same)."""
     try:
         had = json.loads((sdir / "config.json").read_text(encoding="utf-8"))["run_config"]
     except (OSError, ValueError, KeyError):
         return "no readable config.json"
-    return ", ".join(f"{k}: {old!r} -> {new!r}"
-                     for k, old, new in config_changes(had, cfg.resolved(), ignore=PLACE))
+    return describe_changes(had, cfg)
 
 
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
