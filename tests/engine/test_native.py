@@ -160,6 +160,22 @@ def test_matmul_row_major_transposed_and_strided_operands(m, k, n):
     torch.testing.assert_close(mm(wide, b).double(), wide.double() @ b.double(), **tol)
 
 
+@needs_compiler
+@pytest.mark.skipif(shutil.which("objdump") is None, reason="needs binutils' objdump")
+def test_elementwise_math_is_inlined_into_the_loops():
+    """``exp_f`` / ``sigmoid_f`` are inlined everywhere (``always_inline``): once the output-gate
+    switch grew N-ary's node lambda, GCC stopped inlining them there and the gate loops ran
+    as scalar calls through the PLT (nary_forward 4.3 ms a batch of 25 SST trees instead of
+    3.1). A call to either in the built library means a loop lost its vectorisation."""
+    import subprocess
+
+    text = subprocess.run(["objdump", "-d", "--no-show-raw-insn", str(native.build())],
+                          capture_output=True, text=True, check=True).stdout
+    calls = [ln for ln in text.splitlines()
+             if "call" in ln and ("exp_f" in ln or "sigmoid_f" in ln)]
+    assert not calls, calls[:3]
+
+
 def test_matmul_rejects_bad_input():
     if not native.available():
         pytest.skip("native kernels unavailable")

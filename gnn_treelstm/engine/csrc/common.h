@@ -17,7 +17,7 @@ using at::Tensor;
 
 // exp(x) for float32, Cephes' range reduction and polynomial (max error about 1 ulp on
 // [-87, 88]); branch-free so that the loops below vectorize.
-inline float exp_f(float x) {
+__attribute__((always_inline)) inline float exp_f(float x) {
   x = std::min(std::max(x, -87.0f), 88.0f);
   const float n = std::floor(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
@@ -35,7 +35,7 @@ inline float exp_f(float x) {
   return p * scale;
 }
 
-inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
+__attribute__((always_inline)) inline float sigmoid_f(float x) { return 1.0f / (1.0f + exp_f(-x)); }
 
 // ---------------------------------------------------------------- the LSTM node update
 // Shared by Child-Sum (Tai et al. eqs 3, 5-8) and N-ary (eqs 9, 11-14); g holds the gate
@@ -210,7 +210,7 @@ inline void gemm_serial(const float* A, int64_t sar, int64_t sap, const float* B
 inline int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
 
 // The row-major (k, round_up(n, 64)) copy of the 2-D float32 tensor b (k, n) (any strides:
-// a transposed view is copied by 32 x 32 blocks), zero columns past n.
+// a transposed view goes through ATen's blocked copy first), zero columns past n.
 inline Tensor padded_operand(const Tensor& b) {
   const int64_t k = b.size(0), n = b.size(1), np = round_up(n, kTile);
   const int64_t s0 = b.stride(0), s1 = b.stride(1);
@@ -218,15 +218,13 @@ inline Tensor padded_operand(const Tensor& b) {
   const float* S = b.data_ptr<float>();
   float* O = out.data_ptr<float>();
   for (int64_t p = 0; p < k; ++p) std::memset(O + p * np + n, 0, (np - n) * sizeof(float));
-  if (s1 == 1) {
-    for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, S + p * s0, n * sizeof(float));
+  if (s1 != 1) {  // a transposed view (or any strides): ATen's blocked copy, then rows
+    const Tensor bc = b.contiguous();
+    const float* B = bc.data_ptr<float>();
+    for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, B + p * n, n * sizeof(float));
     return out;
   }
-  constexpr int64_t bs = 32;
-  for (int64_t q0 = 0; q0 < n; q0 += bs)
-    for (int64_t p0 = 0; p0 < k; p0 += bs)
-      for (int64_t q = q0; q < std::min(q0 + bs, n); ++q)
-        for (int64_t p = p0; p < std::min(p0 + bs, k); ++p) O[p * np + q] = S[p * s0 + q * s1];
+  for (int64_t p = 0; p < k; ++p) std::memcpy(O + p * np, S + p * s0, n * sizeof(float));
   return out;
 }
 
