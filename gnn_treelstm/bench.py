@@ -15,8 +15,10 @@ dependency trees for Child-Sum / mtree), trees per second of
 forward only (``torch.no_grad``) and forward + backward (``h.sum()``, ``x`` requires grad
 as an embedding does), all in one process so the ratios are fair. Also the achieved GFLOP/s
 (matrix-product FLOPs the cell's equations require, backward = 2x forward) against the
-measured peak of ``torch.mm`` and of the oneDNN products the level engine uses. Prints a
-markdown table and writes JSON.
+measured peak of ``torch.mm`` and of the oneDNN products the level engine uses, and the
+level engine's *ceiling*: how far ahead of the anchor / dgl engine it could be if those FLOPs
+all ran at that peak and nothing else took time (:func:`ceiling`; a speed-up target above it
+cannot be met on the machine). Prints a markdown table and writes JSON.
 
 Data: ``--data DIR`` / ``--sick-data DIR`` as built by ``python -m data_prep.build``; else the
 raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with ``data_prep``.
@@ -243,10 +245,23 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
     return rows
 
 
+def ceiling(row: dict, ref_trees_s: float, peak: float) -> float:
+    """The most ``row``'s engine could be ahead of a reference engine doing
+    ``ref_trees_s`` (forward + backward): its trees per second if every FLOP of the
+    equations' matrix products ran at ``peak`` GFLOP/s and nothing else took time, over the
+    reference's. A target above it cannot be met on this machine by any implementation of
+    the same products. NaN where the cell's FLOPs are not modelled."""
+    gf = row["fwdbwd_gflops"]
+    if not gf == gf or gf <= 0 or ref_trees_s <= 0:
+        return float("nan")
+    return row["fwdbwd_trees_s"] * (peak / gf) / ref_trees_s
+
+
 def markdown(rows: list[dict], peak: float) -> str:
     lines = ["| cell | data | batch | engine | fwd trees/s | fwd+bwd trees/s | "
-             "× anchor (f+b) | × dgl (f+b) | fwd+bwd GFLOP/s (% peak) | sched ms/batch |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "× anchor (f+b) | × dgl (f+b) | fwd+bwd GFLOP/s (% peak) | "
+             "ceiling × anchor / dgl | sched ms/batch |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         same = [q for q in rows if q["cell"] == r["cell"] and q["batch"] == r["batch"]]
         ref = {q["engine"]: q["fwdbwd_trees_s"] for q in same}
@@ -254,10 +269,15 @@ def markdown(rows: list[dict], peak: float) -> str:
         xd = f"{r['fwdbwd_trees_s'] / ref['dgl']:.1f}"
         gf = r["fwdbwd_gflops"]
         gfs = "–" if gf != gf else f"{gf:.1f} ({100 * gf / peak:.0f}%)"
+        ceil = "–"
+        if r["engine"] == "level" and gf == gf:
+            ca = ceiling(r, ref["anchor"], peak) if "anchor" in ref else float("nan")
+            cd = ceiling(r, ref["dgl"], peak)
+            ceil = (f"{ca:.1f} / " if ca == ca else "– / ") + f"{cd:.1f}"
         sm = "" if r["sched_ms_per_batch"] is None else f"{r['sched_ms_per_batch']:.2f}"
         lines.append(f"| {r['cell']} | {r['data']} | {r['batch']} | {r['engine']} | "
                      f"{r['fwd_trees_s']:.0f} | {r['fwdbwd_trees_s']:.0f} | {xa} | {xd} | "
-                     f"{gfs} | {sm} |")
+                     f"{gfs} | {ceil} | {sm} |")
     return "\n".join(lines)
 
 

@@ -267,8 +267,9 @@ class MultiplicativeTreeLSTM(TreeCell):
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
         """Child-Sum's C++ level loops (float32 CPU): ``add`` on its input terms; ``mult``
-        with eq 4's transform (``s_jk = W_mr e_jk`` per edge computed here, the products
-        with ``W_mh``, ``W_hm`` inside the loop); ``full`` with eq 2's ``W_hh[r]``."""
+        with eq 4's transform (``s_jk = W_mr e_jk`` per edge gathered here from the
+        relation table ``W_mr e_r``, one row per relation; the products with ``W_mh``,
+        ``W_hm`` inside the loop); ``full`` with eq 2's ``W_hh[r]``."""
         if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up
@@ -278,7 +279,8 @@ class MultiplicativeTreeLSTM(TreeCell):
         if self.variant == "add":
             out = fused.childsum_levels(wx, U_iou, U_f, lv)
         elif self.variant == "mult":
-            s = F.linear(self.rel_emb(lv.edge_rel.long()), self.W_mr.weight)  # (E, m)
+            s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
+            s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)
             out = fused.mtree_levels(wx, U_iou, U_f, s, self.W_mh.weight, self.W_hm.weight, lv)
         else:
             out = fused.mtree_full_levels(wx, U_iou, U_f, self.W_hh, lv)
