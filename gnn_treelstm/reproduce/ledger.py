@@ -57,6 +57,8 @@ __all__ = ["FILENAME", "RowResults", "ledger_path", "record_key", "load", "dumps
 
 #: the ledger's file name, beside the results document
 FILENAME = "results.json"
+#: metrics where lower is better
+LOWER_IS_BETTER = ("mse",)
 #: row.json fields a record keeps
 _INFO = ("command", "vectors", "config", "quick")
 #: RunConfig fields that say where and how many, not what was trained (the runner's, and
@@ -75,6 +77,11 @@ class RowResults:
     seconds_per_epoch: list[float] = field(default_factory=list)
     info: dict[str, Any] = field(default_factory=dict)  # row.json, if any
     summary: dict[str, Any] | None = None
+    #: per seed (seed order), its dev value of the metric its epoch was selected on, or
+    #: None (seeds recorded before the ledger kept dev values)
+    dev_selected: list[float | None] = field(default_factory=list)
+    #: the metric the seeds' epochs were selected on ("" if not recorded)
+    selected_on: str = ""
 
     @property
     def n(self) -> int:
@@ -93,6 +100,19 @@ class RowResults:
         if not vals:
             return None
         return statistics.fmean(vals), statistics.stdev(vals) if len(vals) > 1 else None
+
+    def best_by_dev(self, metric: str) -> float | None:
+        """The test ``metric`` of the seed with the best dev value of its selection metric
+        (the statistic of papers that print the best of k runs selected on dev, Teng & Zhang
+        §6); None unless every seed has its dev value."""
+        vals = self.values.get(metric, [])
+        devs = self.dev_selected
+        if not vals or len(devs) != len(vals) or any(d is None for d in devs):
+            return None
+        lower = self.selected_on in LOWER_IS_BETTER
+        best = (min if lower else max)(range(len(devs)), key=lambda i: devs[i])
+        value = vals[best]
+        return None if value is None or not math.isfinite(value) else value
 
     def median_seconds(self) -> float | None:
         """Median seconds per epoch over the seeds (the summary's, without seeds)."""
@@ -168,6 +188,10 @@ def _seed_record(res: dict) -> dict[str, Any]:
     per_seed = res.get("seeds") or [{}]
     if per_seed[0].get("best_epoch") is not None:
         rec["best_epoch"] = per_seed[0]["best_epoch"]
+    sel = res.get("selection_metric")
+    dev = res.get("dev", {}).get(sel) if sel else None
+    if isinstance(dev, dict) and dev.get("mean") is not None:  # the dev value it was selected on
+        rec["dev"] = {"metric": sel, "value": _finite(float(dev["mean"]))}
     return rec
 
 
@@ -328,6 +352,9 @@ def to_results(row: Row, record: Mapping[str, Any] | None,
             out.values.setdefault(metric, []).append(math.nan if value is None else value)
         spe = res.get("seconds_per_epoch")
         out.seconds_per_epoch.append(math.nan if spe is None else float(spe))
+        dev = res.get("dev") or {}
+        out.dev_selected.append(dev.get("value"))
+        out.selected_on = out.selected_on or dev.get("metric", "")
     summary = record.get("summary")
     if not seeds and summary:
         out.summary = dict(summary)

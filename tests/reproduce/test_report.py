@@ -12,13 +12,16 @@ SICK_E = R.get("tran-t3/treelstm-d")  # paper 82.9 (0.3), LS 81.0 (2.6), Neg 84.
 SICK_R = R.get("tai-t3/dep-treelstm")  # paper r .8676 (.0030), mse .2532 (.0052)
 
 
-def _fake(root, row, seed, test, seconds=1.0, std_key=True):
+def _fake(root, row, seed, test, seconds=1.0, std_key=True, dev=None):
     d = row_dir(root, row) / f"seed-{seed}"
     d.mkdir(parents=True)
     agg = {k: {"mean": v, "std": 0.0, "values": [v]} for k, v in test.items()}
-    (d / "results.json").write_text(json.dumps({
-        "test": agg if std_key else {}, "seeds": [{"seed": seed, "test": test}],
-        "seconds_per_epoch": seconds}))
+    res = {"test": agg if std_key else {}, "seeds": [{"seed": seed, "test": test}],
+           "seconds_per_epoch": seconds}
+    if dev is not None:  # {metric: value}, the first one the selection metric
+        res["selection_metric"] = next(iter(dev))
+        res["dev"] = {k: {"mean": v, "std": 0.0, "values": [v]} for k, v in dev.items()}
+    (d / "results.json").write_text(json.dumps(res))
 
 
 def _line(text, label, metric):
@@ -49,6 +52,29 @@ def test_mean_sample_std_gap_and_within(tmp_path):
     assert neg[4] == "86.0 (1.0), n=3/5" and neg[5] == "+1.7" and neg[6] == "✓"
     assert "ddof=1" in text
     assert "gnn-treelstm train --task sick-e --model childsum --tree dependency" in text
+
+
+TENG_TREC = R.get("teng-t2/contree")  # paper 93.4, the best of 5 runs selected on dev
+
+
+def test_best_of_runs_tables_report_the_test_value_of_the_best_dev_seed(tmp_path):
+    # the seed with the best dev accuracy (seed 2) is not the one with the best test
+    for s, (dev, test) in enumerate([(0.90, 0.95), (0.92, 0.93), (0.91, 0.94)], start=1):
+        _fake(tmp_path, TENG_TREC, s, {"accuracy": test}, dev={"accuracy": dev, "loss": 1.0})
+    res = report.collect(tmp_path, TENG_TREC)
+    assert res.selected_on == "accuracy" and res.best_by_dev("accuracy") == 0.93
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, [TENG_TREC, SICK_E])
+    text = doc.read_text()
+    assert "| best by dev (gap) |" in text
+    cells = _line(text, "contree", "accuracy")
+    assert cells[4] == "94.0 (1.0), n=3/5" and cells[5] == "+0.6"
+    assert cells[6] == "93.0 (-0.4)"  # seed 2: 93.0 against the paper's 93.4
+    assert len(cells) == 10
+    # a table of means has no such column; a seed without its dev value gives none
+    assert len(_line(text, "treelstm-d", "accuracy")) == 9
+    _fake(tmp_path, TENG_TREC, 4, {"accuracy": 0.99})
+    assert report.collect(tmp_path, TENG_TREC).best_by_dev("accuracy") is None
 
 
 def test_correlations_and_mse_raw_gap_and_one_seed(tmp_path):
