@@ -189,8 +189,8 @@ def test_matmul_rejects_bad_input():
 @needs_compiler
 @pytest.mark.parametrize("name", ["nary", "childsum", "mtree"])
 def test_native_results_do_not_depend_on_the_thread_count(restore_choices, name):
-    """The level loops split a level's node-wise passes (and products) over the threads:
-    levels of hundreds of rows here, missing children (N-ary) and many children per node."""
+    """The level loops split each level's products over the threads: levels of hundreds of
+    rows here, missing children (N-ary) and many children per node."""
     torch.manual_seed(0)
     if name == "nary":
         g = dgl.batch(random_batch(7, 60, max_children=2, words="leaves"))
