@@ -32,7 +32,6 @@ from __future__ import annotations
 import logging
 
 import dgl
-import dgl.function as fn
 import torch
 
 from .. import graph as G
@@ -40,7 +39,7 @@ from ..engine import fused, fused_teng
 from . import cells
 from .base import Propagator, TreeCell
 from .lexicalized import LexicalizedTreeLSTM
-from .topdown import TopDownTreeLSTM
+from .topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
 
 logger = logging.getLogger(__name__)
 
@@ -127,31 +126,15 @@ class BidirectionalTreeLSTM(TreeCell):
         """
         self._check_h(graph, h)
         k = self.h_size
-        # the graph (DGL's CPU wheel) keeps its indices on the CPU; h may live on a GPU
         roots = G.batch_roots(graph).to(h.device)  # (B,)
-        leaves, gid = (t.to(h.device) for t in G.batch_leaves(graph))  # (L,), (L,)
-        sums = h.new_zeros(graph.batch_size, k).index_add_(0, gid, h[leaves, k:])  # (B, h)
-        counts = torch.bincount(gid, minlength=graph.batch_size).to(h.dtype).unsqueeze(-1)
-        return torch.cat([h[roots], sums / counts], dim=-1)  # (B, 2h + h)
+        return torch.cat([h[roots], leaf_mean(graph, h[:, k:])], dim=-1)  # (B, 2h + h)
 
     def node_vectors(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
         """Eq 16's three parts for every node, (N, 3h): ``[h↑ ; h↓ ; mean of h'_i over
         the leaves the node covers]`` (the authors' per-phrase classifier input; at a root
         this equals :meth:`sentence_vector`'s row)."""
         self._check_h(graph, h)
-        k = self.h_size
-        leaf = (graph.in_degrees() == 0).to(h.dtype).unsqueeze(-1)  # (N, 1)
-        with graph.local_scope():
-            graph.ndata["sc"] = torch.cat([h[:, k:] * leaf, leaf], dim=-1)  # (N, h+1)
-
-            def apply(nodes):  # covered-leaf sums and counts, bottom-up
-                is_leaf = leaf[nodes.nodes().long()] > 0
-                return {"sc": torch.where(is_leaf, nodes.data["sc"], nodes.data["acc"])}
-
-            dgl.prop_nodes_topo(graph, fn.copy_u("sc", "m"), fn.sum("m", "acc"),
-                                apply_node_func=apply)
-            sc = graph.ndata["sc"]
-        return torch.cat([h, sc[:, :k] / sc[:, k:]], dim=-1)  # (N, 3h)
+        return torch.cat([h, covered_leaf_mean(graph, h[:, self.h_size:])], dim=-1)
 
     def _check_h(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
         if h.dim() != 2 or h.shape != (graph.num_nodes(), self.out_size):

@@ -60,6 +60,7 @@ from __future__ import annotations
 import logging
 
 import dgl
+import dgl.function as fn
 import torch
 from torch import nn
 from torch.nn import functional as F
@@ -73,7 +74,8 @@ from .lexicalized import HEAD_MODES, HeadLexicon, glorot_
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["TopDownTreeLSTM", "node_sides", "topdown_input_terms", "topdown_node_update"]
+__all__ = ["TopDownTreeLSTM", "node_sides", "topdown_input_terms", "topdown_node_update",
+           "leaf_mean", "covered_leaf_mean"]
 
 
 # ---------------------------------------------------------------- plain-tensor math
@@ -130,6 +132,36 @@ def topdown_node_update(
 
 
 # ---------------------------------------------------------------- module
+def leaf_mean(graph: dgl.DGLGraph, h_down: torch.Tensor) -> torch.Tensor:
+    """Eq 16's last part per graph of the batch: ``(1/n) Σ_i h'_i``, the mean top-down state
+    of the graph's leaves (its words), (B, h). Rows follow the batch order."""
+    # the graph (DGL's CPU wheel) keeps its indices on the CPU; h may live on a GPU
+    leaves, gid = (t.to(h_down.device) for t in G.batch_leaves(graph))  # (L,), (L,)
+    sums = h_down.new_zeros(graph.batch_size, h_down.shape[1]).index_add_(0, gid,
+                                                                        h_down[leaves])
+    counts = torch.bincount(gid, minlength=graph.batch_size).to(h_down.dtype).unsqueeze(-1)
+    return sums / counts
+
+
+def covered_leaf_mean(graph: dgl.DGLGraph, h_down: torch.Tensor) -> torch.Tensor:
+    """Eq 16's last part for every node: the mean top-down state of the leaves the node
+    covers, (N, h) (the authors' per-phrase classifier input; at a root, :func:`leaf_mean`'s
+    row)."""
+    k = h_down.shape[1]
+    leaf = (graph.in_degrees() == 0).to(h_down.dtype).unsqueeze(-1)  # (N, 1)
+    with graph.local_scope():
+        graph.ndata["sc"] = torch.cat([h_down * leaf, leaf], dim=-1)  # (N, h+1)
+
+        def apply(nodes):  # covered-leaf sums and counts, bottom-up
+            is_leaf = leaf[nodes.nodes().long()] > 0
+            return {"sc": torch.where(is_leaf, nodes.data["sc"], nodes.data["acc"])}
+
+        dgl.prop_nodes_topo(graph, fn.copy_u("sc", "m"), fn.sum("m", "acc"),
+                            apply_node_func=apply)
+        sc = graph.ndata["sc"]
+    return sc[:, :k] / sc[:, k:]
+
+
 class TopDownTreeLSTM(TreeCell):
     """Teng & Zhang's top-down Tree-LSTM (eqs 14-15) over head lexicons (eqs 9-10).
 
@@ -259,6 +291,36 @@ class TopDownTreeLSTM(TreeCell):
         side = fused_teng.down_sides(down)
         return fused_teng.topdown_levels(self.input_terms(heads_dn, side), self.U_h, self.U_c,
                                          self.W_co, side, down)
+
+    # ------------------------------------------------------------ classifier inputs
+    @property
+    def sentence_size(self) -> int:
+        """Size of :meth:`sentence_vector` rows: ``2 * h_size``."""
+        return 2 * self.h_size
+
+    def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        """The top-down half of eq 16 per graph: ``[h_ROOT↓ ; (1/n) Σ_i h'_i]``, (B, 2h).
+
+        Teng & Zhang's Top-down ConTree row is "the top-down half of the final bidirectional
+        model" (the discussion of Table 1). The root's own top-down state has read nothing
+        but the root's head lexicon, so alone it would classify a sentence from one word;
+        the leaves' mean carries what the top-down paths have read."""
+        self._check_h(graph, h)
+        roots = G.batch_roots(graph).to(h.device)  # (B,)
+        return torch.cat([h[roots], leaf_mean(graph, h)], dim=-1)
+
+    def node_vectors(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
+        """The top-down half of eq 16 for every node, (N, 2h): ``[h↓ ; mean of h'_i over the
+        leaves the node covers]`` (at a root, :meth:`sentence_vector`'s row)."""
+        self._check_h(graph, h)
+        return torch.cat([h, covered_leaf_mean(graph, h)], dim=-1)
+
+    def _check_h(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
+        if h.dim() != 2 or h.shape != (graph.num_nodes(), self.out_size):
+            raise ValueError(
+                f"TopDownTreeLSTM: h has shape {tuple(h.shape)} but must be forward()'s "
+                f"output, (num_nodes={graph.num_nodes()}, h_size={self.out_size})"
+            )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head={self.head_mode!r}, tie_input={self.tie_input}"

@@ -184,3 +184,53 @@ def test_unary_and_single_side_nodes_match_reference():
     ]
     check_against_reference(TopDownTreeLSTM(X, H, tie_input=False), graphs, torch.float64,
                             teng.topdown_reference)
+
+
+def test_sentence_and_node_vectors_are_the_top_down_half_of_eq16():
+    """Sentence: [h_ROOT↓ ; mean of the leaves' h↓] (B, 2h); node: [h↓ ; mean of the covered
+    leaves' h↓]; at a root the two agree, and the bidirectional cell's eq 16 is
+    [h↑_ROOT ; this]."""
+    from gnn_treelstm.cells.bidirectional import BidirectionalTreeLSTM
+
+    torch.manual_seed(3)
+    cell = TopDownTreeLSTM(X, H).double()
+    graphs = binary_batch(25, 6)
+    g = dgl.batch(graphs)
+    x = torch.randn(g.num_nodes(), X, dtype=torch.float64)
+    h, _ = cell(g, x)
+    s, nv = cell.sentence_vector(g, h), cell.node_vectors(g, h)
+    assert s.shape == (len(graphs), 2 * H) and cell.sentence_size == 2 * H
+    assert nv.shape == (g.num_nodes(), 2 * H)
+    torch.testing.assert_close(nv[:, :H], h)
+    roots = torch.nonzero(g.out_degrees() == 0)[:, 0]
+    torch.testing.assert_close(nv[roots], s)
+    span, leaf = g.ndata["span"], g.in_degrees() == 0
+    off = 0
+    for b, n in enumerate(g.batch_num_nodes().tolist()):
+        sub = list(range(off, off + n))
+        words = [u for u in sub if leaf[u]]
+        torch.testing.assert_close(s[b], torch.cat([h[roots[b]], h[words].mean(0)]))
+        for v in sub:
+            covered = [u for u in words if span[v, 0] <= span[u, 0] < span[v, 1]]
+            torch.testing.assert_close(nv[v, H:], h[covered].mean(0))
+        off += n
+    # the bidirectional cell's eq 16 is the bottom-up root state and this
+    bi = BidirectionalTreeLSTM(X, H).double()
+    hb, _ = bi(g, x)
+    sb = bi.sentence_vector(g, hb)
+    torch.testing.assert_close(sb[:, H:], torch.cat([hb[roots, H:],
+                                                     cell.sentence_vector(g, hb[:, H:])[:, H:]],
+                                                    dim=-1))
+    with pytest.raises(ValueError, match="forward"):
+        cell.sentence_vector(g, h[:-1])
+
+
+def test_model_classifies_from_the_top_down_half_of_eq16():
+    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+
+    model = TreeLSTMModel(ModelConfig(task="sst-5", cell="topdown", vocab_size=100, emb_dim=X,
+                                      hidden=H, supervision="phrase"))
+    assert model.has_sentence_vector and model.has_node_vectors
+    g = dgl.batch(binary_batch(26, 3))
+    out = model(g)
+    assert out["root_logits"].shape == (3, 5) and out["node_logits"].shape == (g.num_nodes(), 5)
