@@ -36,6 +36,7 @@ from torch import nn
 from . import graph as G
 from .cells import build_cell, cells
 from .cells.base import ENGINES, TreeCell
+from .dropout import Dropout
 from .engine.schedule import LevelSchedule
 from .tasks import Encoded, Task, build_task
 
@@ -182,7 +183,7 @@ class TreeLSTMModel(nn.Module):
         self.config = config
         self.task: Task = build_task(config.task, supervision=config.supervision)
         self.embedding = nn.Embedding(config.vocab_size, config.emb_dim)
-        self.emb_dropout = nn.Dropout(config.emb_dropout)
+        self.emb_dropout = Dropout(config.emb_dropout)
         kwargs = dict(config.cell_kwargs)
         if cell_accepts(config.cell, "num_relations"):
             kwargs.setdefault("num_relations", config.num_relations)

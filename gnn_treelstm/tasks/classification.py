@@ -43,6 +43,7 @@ from torch.nn import functional as F
 
 from .. import metrics as M
 from ..data import to_sst2
+from ..dropout import Dropout
 from ..graph import IGNORE, LABEL
 from . import tasks
 from .base import Encoded, Task
@@ -71,7 +72,7 @@ class ClassifierHead(nn.Module):
         self.node_outputs = node_outputs
         self.separate_sentence = sent_size != node_size
         first = self.hidden or num_classes
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         # W^(s) (Tai §4.1), or W_hl (Teng eq 17) when hidden > 0
         self.node_in = nn.Linear(node_size, first)
         self.sent_in = nn.Linear(sent_size, first) if self.separate_sentence else None

@@ -34,6 +34,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from .. import metrics as M
+from ..dropout import Dropout
 from . import tasks
 from .base import Encoded, Task
 
@@ -95,7 +96,7 @@ class InferenceHead(nn.Module):
                              f"{', '.join(ACTIVATIONS)}")
         self.features = features
         self.activation = activation
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.W_c = nn.Linear(4 * sent_size, hidden)   # W^(c)
         self.W_p = nn.Linear(hidden, num_classes)     # W^(p)
         self.reset_parameters()

@@ -30,6 +30,7 @@ import torch
 from torch import nn
 
 from .. import metrics as M
+from ..dropout import Dropout
 from . import tasks
 from .base import Encoded, Task
 
@@ -71,7 +72,7 @@ class RelatednessHead(nn.Module):
         if hidden <= 0:
             raise ValueError(f"the relatedness head needs a hidden layer (Tai: 50), got {hidden}")
         self.num_classes = num_classes
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         self.W_mul = nn.Linear(sent_size, hidden, bias=False)  # W^(×)
         self.W_abs = nn.Linear(sent_size, hidden)              # W^(+), with b^(h)
         self.W_p = nn.Linear(hidden, num_classes)              # W^(p), b^(p)
