@@ -77,6 +77,15 @@ def test_best_of_runs_tables_report_the_test_value_of_the_best_dev_seed(tmp_path
     assert report.collect(tmp_path, TENG_TREC).best_by_dev("accuracy") is None
 
 
+def test_a_pipe_in_a_label_does_not_split_the_table_cell(tmp_path):
+    row = R.get("teng-t5/contree-lex-h75")  # "ConTree + Lex |h|=75"
+    doc = tmp_path / "RESULTS.md"
+    report.write_results(tmp_path, doc, [row])
+    line = next(ln for ln in doc.read_text().splitlines() if "(`contree-lex-h75`)" in ln)
+    assert "ConTree + Lex \\|h\\|=75 (`contree-lex-h75`)" in line
+    assert len(line.replace("\\|", "").split("|")) == 12  # 10 cells and the two ends
+
+
 def test_correlations_and_mse_raw_gap_and_one_seed(tmp_path):
     _fake(tmp_path, SICK_R, 1, {"pearson": 0.8600, "spearman": 0.80, "mse": 0.2600},
           std_key=False)  # per-seed numbers only
