@@ -193,6 +193,15 @@ class TreeCell(nn.Module):
         if self.reads_words:
             G.check_words(graph, who=name)
 
+    def check_output(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
+        """``h`` must be :meth:`forward`'s output for ``graph`` (the classifier inputs a cell
+        builds from it, ``sentence_vector`` / ``node_vectors``, call this); ``ValueError``."""
+        if h.dim() != 2 or h.shape != (graph.num_nodes(), self.out_size):
+            raise ValueError(
+                f"{type(self).__name__}: h has shape {tuple(h.shape)} but must be forward()'s "
+                f"output, (num_nodes={graph.num_nodes()}, out_size={self.out_size})"
+            )
+
     def embedding_parameters(self) -> list[nn.Parameter]:
         """Parameters that are embeddings (e.g. mTreeLSTM's relation embeddings), which a
         run may train at their own rate without L2 (``RunConfig.rel_lr``). None by

@@ -124,7 +124,7 @@ class BidirectionalTreeLSTM(TreeCell):
         ``h`` is :meth:`forward`'s (N, 2h) output; ``h'_i`` are the top-down states of the
         graph's leaves (its words). Rows follow the batch order.
         """
-        self._check_h(graph, h)
+        self.check_output(graph, h)
         k = self.h_size
         roots = G.batch_roots(graph).to(h.device)  # (B,)
         return torch.cat([h[roots], leaf_mean(graph, h[:, k:])], dim=-1)  # (B, 2h + h)
@@ -133,15 +133,8 @@ class BidirectionalTreeLSTM(TreeCell):
         """Eq 16's three parts for every node, (N, 3h): ``[h↑ ; h↓ ; mean of h'_i over
         the leaves the node covers]`` (the authors' per-phrase classifier input; at a root
         this equals :meth:`sentence_vector`'s row)."""
-        self._check_h(graph, h)
+        self.check_output(graph, h)
         return torch.cat([h, covered_leaf_mean(graph, h[:, self.h_size:])], dim=-1)
-
-    def _check_h(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
-        if h.dim() != 2 or h.shape != (graph.num_nodes(), self.out_size):
-            raise ValueError(
-                f"BidirectionalTreeLSTM: h has shape {tuple(h.shape)} but must be forward()'s "
-                f"output, (num_nodes={graph.num_nodes()}, 2*h_size={self.out_size})"
-            )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, out_size={self.out_size}"

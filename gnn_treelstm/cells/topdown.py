@@ -305,22 +305,15 @@ class TopDownTreeLSTM(TreeCell):
         model" (the discussion of Table 1). The root's own top-down state has read nothing
         but the root's head lexicon, so alone it would classify a sentence from one word;
         the leaves' mean carries what the top-down paths have read."""
-        self._check_h(graph, h)
+        self.check_output(graph, h)
         roots = G.batch_roots(graph).to(h.device)  # (B,)
         return torch.cat([h[roots], leaf_mean(graph, h)], dim=-1)
 
     def node_vectors(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:
         """The top-down half of eq 16 for every node, (N, 2h): ``[h↓ ; mean of h'_i over the
         leaves the node covers]`` (at a root, :meth:`sentence_vector`'s row)."""
-        self._check_h(graph, h)
+        self.check_output(graph, h)
         return torch.cat([h, covered_leaf_mean(graph, h)], dim=-1)
-
-    def _check_h(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
-        if h.dim() != 2 or h.shape != (graph.num_nodes(), self.out_size):
-            raise ValueError(
-                f"TopDownTreeLSTM: h has shape {tuple(h.shape)} but must be forward()'s "
-                f"output, (num_nodes={graph.num_nodes()}, h_size={self.out_size})"
-            )
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, head={self.head_mode!r}, tie_input={self.tie_input}"

@@ -136,9 +136,8 @@ def _table(table: str, results: list[RowResults]) -> list[str]:
                 gap = _fmt(metric, ms[0] - paper[0], sign=True)
                 within = _within(metric, ms[0], paper)
             first = i == 0
-            # a "|" in a label (Teng Table 5's "|h|=150") would end the table cell
-            label = (f"{row.label.replace('|', chr(92) + '|')} (`{row.key.split('/', 1)[1]}`)"
-                     if first else "")
+            text = row.label.replace("|", "\\|")  # Teng Table 5's "|h|=150" would end the cell
+            label = f"{text} (`{row.key.split('/', 1)[1]}`)" if first else ""
             lines.append(f"| {label} | {_setting(row) if first else ''} | {metric} | "
                          f"{_mean_std(metric, paper)} | {ours} | {gap} | "
                          + (f"{by_dev} | " if best else "") + f"{within} | "
