@@ -234,3 +234,30 @@ def test_model_classifies_from_the_top_down_half_of_eq16():
     g = dgl.batch(binary_batch(26, 3))
     out = model(g)
     assert out["root_logits"].shape == (3, 5) and out["node_logits"].shape == (g.num_nodes(), 5)
+
+
+def test_covered_leaf_mean_is_the_cover_matrix_product_with_its_gradient():
+    """``covered_leaf_mean`` = A h with A[v, u] = 1/|leaves under v| for each leaf u under v
+    (a node is under itself), built here by walking each node's ancestors one at a time;
+    values and the gradient, a one-node tree in the batch too."""
+    from gnn_treelstm.cells.topdown import covered_leaf_mean
+
+    graphs = binary_batch(7, 9) + [make_tree([-1], [3])]
+    g = dgl.batch(graphs)
+    n = g.num_nodes()
+    parent = [-1] * n
+    for u, v in zip(*(t.tolist() for t in g.edges())):
+        parent[u] = v
+    A = torch.zeros(n, n, dtype=torch.float64)
+    for u in (g.in_degrees() == 0).nonzero()[:, 0].tolist():
+        v = u
+        while v >= 0:
+            A[v, u] = 1.0
+            v = parent[v]
+    A = A / A.sum(1, keepdim=True)
+    h = torch.randn(n, 5, dtype=torch.float64, requires_grad=True)
+    out = covered_leaf_mean(g, h)
+    torch.testing.assert_close(out, A @ h)
+    w = torch.randn(n, 5, dtype=torch.float64)
+    (gh,) = torch.autograd.grad((out * w).sum(), h)
+    torch.testing.assert_close(gh, A.T @ w)
