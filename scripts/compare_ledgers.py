@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from gnn_treelstm.reproduce import ledger, rows
+from gnn_treelstm.reproduce.report import fmt_mean_std, fmt_metric
 
 
 @dataclass(frozen=True)
@@ -67,20 +68,13 @@ def compare(old: dict[str, dict], new: dict[str, dict]) -> list[Agreement]:
     return out
 
 
-def _num(metric: str, value: float | None) -> str:
-    if value is None:
-        return "-"
-    return f"{100 * value:.1f}" if rows.is_accuracy(metric) else f"{value:.4f}"
-
-
 def markdown(found: list[Agreement]) -> str:
     lines = ["| row | metric | committed mean (std), n | rerun mean (std), n | difference "
              "| within max std |", "|---|---|---|---|---|---|"]
     for f in found:
-        cells = [f"{_num(f.metric, x[0])} ({_num(f.metric, x[1])}), {x[2]}"
-                 for x in (f.old, f.new)]
+        cells = [f"{fmt_mean_std(f.metric, x[:2])}, {x[2]}" for x in (f.old, f.new)]
         lines.append(f"| {f.key} | {f.metric} | {cells[0]} | {cells[1]} | "
-                     f"{'+' if f.delta >= 0 else '-'}{_num(f.metric, abs(f.delta))} | "
+                     f"{fmt_metric(f.metric, f.delta, sign=True)} | "
                      f"{'yes' if f.agrees else 'NO'} |")
     return "\n".join(lines)
 

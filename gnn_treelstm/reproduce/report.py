@@ -31,7 +31,8 @@ from .runner import command, row_config
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BEGIN", "END", "RowResults", "collect", "render", "write_results"]
+__all__ = ["BEGIN", "END", "RowResults", "collect", "render", "write_results", "fmt_metric",
+           "fmt_mean_std"]
 
 BEGIN = "<!-- BEGIN GENERATED: reproduce -->"
 END = "<!-- END GENERATED: reproduce -->"
@@ -55,7 +56,9 @@ def collect(root: Path, row: Row, ledger: Mapping[str, dict] | None = None) -> R
     return to_results(row, old, None if seed_numbers(old) else info)
 
 
-def _fmt(metric: str, value: float | None, *, sign: bool = False) -> str:
+def fmt_metric(metric: str, value: float | None, *, sign: bool = False) -> str:
+    """A metric value as the tables print it: accuracies in points (1 decimal), others to 4
+    decimals; ``sign`` for differences; "–" for None."""
     if value is None:
         return "–"
     if is_accuracy(metric):
@@ -63,9 +66,10 @@ def _fmt(metric: str, value: float | None, *, sign: bool = False) -> str:
     return f"{value:+.4f}" if sign else f"{value:.4f}"
 
 
-def _mean_std(metric: str, ms: tuple[float, float | None]) -> str:
+def fmt_mean_std(metric: str, ms: tuple[float, float | None]) -> str:
+    """``mean (std)`` (``mean`` alone without a std) in :func:`fmt_metric`'s units."""
     mean, std = ms
-    return _fmt(metric, mean) + ("" if std is None else f" ({_fmt(metric, std)})")
+    return fmt_metric(metric, mean) + ("" if std is None else f" ({fmt_metric(metric, std)})")
 
 
 def _within(metric: str, ours: float, paper: tuple[float, float | None]) -> str:
@@ -129,17 +133,18 @@ def _table(table: str, results: list[RowResults]) -> list[str]:
             else:
                 b = r.best_by_dev(metric)
                 if b is not None:
-                    by_dev = f"{_fmt(metric, b)} ({_fmt(metric, b - paper[0], sign=True)})"
+                    gap_b = fmt_metric(metric, b - paper[0], sign=True)
+                    by_dev = f"{fmt_metric(metric, b)} ({gap_b})"
                 total = r.info.get("config", {}).get("seeds", row.seeds)
-                ours = f"{_mean_std(metric, ms)}, n={r.n}" + ("" if r.n >= total
+                ours = f"{fmt_mean_std(metric, ms)}, n={r.n}" + ("" if r.n >= total
                                                                else f"/{total}")
-                gap = _fmt(metric, ms[0] - paper[0], sign=True)
+                gap = fmt_metric(metric, ms[0] - paper[0], sign=True)
                 within = _within(metric, ms[0], paper)
             first = i == 0
             text = row.label.replace("|", "\\|")  # Teng Table 5's "|h|=150" would end the cell
             label = f"{text} (`{row.key.split('/', 1)[1]}`)" if first else ""
             lines.append(f"| {label} | {_setting(row) if first else ''} | {metric} | "
-                         f"{_mean_std(metric, paper)} | {ours} | {gap} | "
+                         f"{fmt_mean_std(metric, paper)} | {ours} | {gap} | "
                          + (f"{by_dev} | " if best else "") + f"{within} | "
                          f"{speed if first else ''} | {vectors if first else ''} |")
         note = f" — {row.note}" if row.note else ""
