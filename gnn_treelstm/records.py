@@ -17,6 +17,7 @@ import torch
 
 from . import metrics as M
 from .files import atomic_write
+from .provenance import code_record
 
 if TYPE_CHECKING:
     from .model import ModelConfig
@@ -108,9 +109,11 @@ def format_metrics(metrics: dict) -> str:
 def run_record(run_id: str, cfg: RunConfig, task: Task, rd: RunData,
                model_config: ModelConfig, emb_info: dict, num_relations: int) -> dict:
     """What ``config.json`` records of a run: its configurations, data, vectors, optimizer,
-    task, device and threads."""
+    task, device and threads, and the fingerprints of the modules of its model's math
+    (:func:`gnn_treelstm.provenance.code_record`)."""
     return {"run_id": run_id, "run_config": cfg.to_dict(),
             "model_config": model_config.to_dict(),
+            "code": code_record(model_config.cell, task.name),
             "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
                      "tree": cfg.tree, "examples": {k: len(v) for k, v in rd.splits.items()},
                      "vocab_size": len(rd.vocab), "num_relations": num_relations,

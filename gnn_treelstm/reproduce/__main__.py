@@ -82,6 +82,7 @@ def _wanted(r: rows.Row, a: argparse.Namespace) -> int:
 
 def _list(selected: list[rows.Row], a: argparse.Namespace, held: dict[str, dict]) -> None:
     width = max(len(r.key) for r in selected)
+    merged = ledger.merge_runs(held, a.root, selected)  # the seeds of both, for the code
     for r in selected:
         reason = rows.unavailable_reason(r) or runner.data_reason(r, a.data, a.quick)
         total = _wanted(r, a)
@@ -89,10 +90,14 @@ def _list(selected: list[rows.Row], a: argparse.Namespace, held: dict[str, dict]
         done = runner.done_seeds(a.root, r, held, cfg)
         status = "-" if reason else f"{len(done)}/{total} seeds"
         changed = "" if reason else ledger.stale(held.get(ledger.record_key(r)), cfg)
+        code = "" if reason or changed else ledger.code_changes(
+            merged.get(ledger.record_key(r)), cfg)
         print(f"{r.key:<{width}}  {status:<11}  {r.label}"
               + (f"  [unavailable: {reason}]" if reason else "")
               + (f"  [ledger measured with another configuration: {changed}]"
-                 if changed else ""))
+                 if changed else "")
+              + (f"  [ran with other code than today's: {code}; --force reruns]"
+                 if code else ""))
 
 
 def _config(r: rows.Row, a: argparse.Namespace) -> RunConfig:

@@ -7,7 +7,8 @@ share runs share a record)::
 
     {"tran-t3/treelstm-d": {
         "seeds": {"1": {"test": {"accuracy": 0.83, ...}, "seconds_per_epoch": 3.5,
-                        "best_epoch": 7}, ...},
+                        "best_epoch": 7, "code": {"gnn_treelstm.cells.childsum": "..."}},
+                  ...},
         "command": "gnn-treelstm train ...", "vectors": "...", "config": {...},
         "summary": {"n": 5, "metrics": {"accuracy": {"mean": 0.831, "std": 0.002}},
                     "seconds_per_epoch": 3.5, "vectors": "...", "command": "...",
@@ -25,6 +26,9 @@ A record holds the seeds of *one* configuration. :func:`stale` says how the conf
 a record was measured with differs from a row's today (a changed default, ``--epochs``):
 the runner does not count a stale record's seeds as done, and :func:`merge_record` replaces
 a record whose configuration differs from the run directory's instead of mixing the two.
+A seed's ``code`` holds the fingerprints of its model's modules
+(:mod:`gnn_treelstm.provenance`); :func:`code_changes` names the seeds that ran with other
+code than today's, which a configuration cannot show (a fix of a cell's math).
 
 JSON with sorted keys, indent 1, written atomically (:func:`gnn_treelstm.files.atomic_write`:
 a killed write leaves the previous ledger). Non-finite numbers are stored as ``null``.
@@ -53,7 +57,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["FILENAME", "RowResults", "ledger_path", "record_key", "load", "dumps", "save",
            "read_run", "merge_record", "merge_runs", "seed_numbers", "to_results",
-           "record_config", "command_config", "stale", "merges", "PLACE"]
+           "record_config", "command_config", "stale", "code_changes", "merges", "PLACE"]
 
 #: the ledger's file name, beside the results document
 FILENAME = "results.json"
@@ -215,7 +219,11 @@ def read_run(root: Path, row: Row) -> tuple[dict[str, Any], dict[str, Any]]:
             log.warning("%s: %s ran with another configuration than the row's (%s); not "
                         "recorded", row.key, d, changed)
             continue
-        seeds[str(int(d.name[5:]))] = _seed_record(json.loads(path.read_text(encoding="utf-8")))
+        rec = _seed_record(json.loads(path.read_text(encoding="utf-8")))
+        code = runner.seed_code(d)
+        if code:
+            rec["code"] = code
+        seeds[str(int(d.name[5:]))] = rec
     record: dict[str, Any] = {"seeds": seeds}
     record.update({k: _finite(info[k]) for k in _INFO
                    if info.get(k) is not None and (k != "quick" or info[k])})
@@ -263,6 +271,22 @@ def stale(record: Mapping[str, Any] | None, cfg: RunConfig) -> str:
     if old_emb and new_emb and Path(old_emb).name != Path(new_emb).name:
         diffs.append(f"embeddings: {Path(old_emb).name!r} -> {Path(new_emb).name!r}")
     return ", ".join(d for d in diffs if d)
+
+
+def code_changes(record: Mapping[str, Any] | None, cfg: RunConfig) -> str:
+    """Which seeds of ``record`` ran with other code of ``cfg``'s model than today's, as
+    ``"seeds 1, 2: cells.topdown; seed 3: model"`` ("" if none, or none recorded its code:
+    seeds measured before runs recorded it). Unlike :func:`stale` this only informs: a
+    fingerprint also changes with a refactor that leaves the math as it was."""
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for s, rec in ((record or {}).get("seeds") or {}).items():
+        changed = runner.code_changes(rec.get("code") if isinstance(rec, dict) else None, cfg)
+        if changed:
+            groups.setdefault(tuple(changed), []).append(int(s))
+    return "; ".join(
+        f"seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, sorted(seeds)))}: "
+        + ", ".join(m.removeprefix("gnn_treelstm.") for m in modules)
+        for modules, seeds in sorted(groups.items(), key=lambda kv: min(kv[1])))
 
 
 def merge_record(old: Mapping[str, Any] | None, new: Mapping[str, Any]) -> dict[str, Any]:

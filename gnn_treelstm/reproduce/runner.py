@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .. import provenance
 from ..files import atomic_write
 from ..runconfig import RunConfig, config_changes
 from ..rundata import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
@@ -42,8 +43,9 @@ from .rows import VECTORS, Row, engine_for, get, unavailable_reason
 log = logging.getLogger(__name__)
 ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
 
-__all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "run_rows",
-           "row_dir", "done_seeds", "find_vectors", "row_config", "command", "data_reason"]
+__all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "seed_code",
+           "code_changes", "run_rows", "row_dir", "done_seeds", "find_vectors", "row_config",
+           "command", "data_reason"]
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
@@ -194,6 +196,25 @@ def seed_changes(sdir: Path, cfg: RunConfig) -> str:
     return describe_changes(had, cfg)
 
 
+def seed_code(sdir: Path) -> dict[str, str] | None:
+    """The fingerprints of the model's modules a seed recorded
+    (:func:`gnn_treelstm.provenance.code_record`), None if it recorded none."""
+    try:
+        code = json.loads((sdir / "config.json").read_text(encoding="utf-8")).get("code")
+    except (OSError, ValueError):
+        return None
+    modules = code.get("modules") if isinstance(code, dict) else None
+    return dict(modules) if isinstance(modules, dict) else None
+
+
+def code_changes(had: Mapping[str, str] | None, cfg: RunConfig) -> list[str]:
+    """The modules of ``cfg``'s model whose code differs from the fingerprints ``had`` a
+    seed recorded ([] if the same, or if it recorded none)."""
+    if not had:
+        return []
+    return provenance.source_changes(had, provenance.model_sources(cfg.model, cfg.task))
+
+
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                  progress: ProgressFn | None,
                  release_heap: Callable[[], object] | None = None) -> bool:
@@ -206,6 +227,11 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
             stale = seed_changes(sdir, cfg)
             if not stale:
                 log.info("%s seed %d: done (%s)", row.key, s, sdir / "results.json")
+                changed = code_changes(seed_code(sdir), cfg)
+                if changed:  # same configuration, other code: kept, but said
+                    log.warning("%s seed %d: ran with other code in %s than today's; kept "
+                                "(--force retrains it if the change alters the math)",
+                                row.key, s, ", ".join(changed))
                 continue
             log.warning("%s seed %d: the row changed since it ran (%s); training it again",
                         row.key, s, stale)

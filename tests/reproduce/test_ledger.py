@@ -406,3 +406,46 @@ def test_cli_lists_a_stale_record_and_trains_it_again(tmp_path, monkeypatch, cap
                                                   "config": {**quick, "loss_reduction": "sum"}}})
     assert cli.main(["tran-t3/treelstm-d", "--quick", *base]) == 0
     assert calls == [1]                                  # stale: trained again
+
+
+def test_seeds_that_ran_with_other_code_are_named_not_retrained(tmp_path, monkeypatch, capsys,
+                                                                caplog):
+    """A seed records its model's module fingerprints; one measured before a change of the
+    math (same configuration, other code: the top-down classifier fix) is named by --list
+    and by the runner, and kept (a fingerprint also changes with a refactor)."""
+    from gnn_treelstm import provenance
+
+    root, doc = tmp_path / "runs", tmp_path / "R.md"
+    base = ["--root", str(root), "--results", str(doc), "-q"]
+    cfg = runner.row_config(SICK_E, quick=True)
+    now = provenance.model_sources(cfg.model, cfg.task)
+    old = {**now, "gnn_treelstm.cells.childsum": "0" * 12}
+    d = runner.row_dir(root, SICK_E)
+    for s, code in ((1, old), (2, now), (3, old), (4, None)):
+        _fake(root, SICK_E, s, {"accuracy": 0.5})
+        rec = {"run_config": cfg.resolved().to_dict()}
+        if code:
+            rec["code"] = {"version": "0", "modules": code}
+        (d / f"seed-{s}" / "config.json").write_text(json.dumps(rec))
+    _row_json(root, SICK_E, command="quick", quick=True, config=_cfg(**json.loads(
+        json.dumps(cfg.resolved().to_dict()))))
+    found, _ = ledger.read_run(root, SICK_E)
+    assert found["seeds"]["2"]["code"] == now and "code" not in found["seeds"]["4"]
+    assert ledger.code_changes(found, cfg) == "seeds 1, 3: cells.childsum"
+    assert ledger.code_changes({"seeds": {"1": _seed(0.5)}}, cfg) == ""   # none recorded
+
+    assert cli.main(["tran-t3/treelstm-d", "--quick", "--seeds", "4", "--list", *base]) == 0
+    out = capsys.readouterr().out
+    assert "4/4 seeds" in out
+    assert "[ran with other code than today's: seeds 1, 3: cells.childsum; --force reruns]" \
+        in out
+    calls: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls))
+    caplog.set_level("WARNING", logger=runner.log.name)
+    assert cli.main(["tran-t3/treelstm-d", "--quick", "--seeds", "4", *base]) == 0
+    assert calls == []
+    named = [r.getMessage() for r in caplog.records if "other code" in r.getMessage()]
+    assert len(named) == 2 and "seed 1: ran with other code in gnn_treelstm.cells.childsum" \
+        in named[0]
+    assert ledger.load(tmp_path / "results.json")[KEY]["seeds"]["1"]["code"] == old
+

@@ -1,0 +1,73 @@
+"""Fingerprints of the modules of a model's math (``config.json``'s ``code``)."""
+
+import pytest
+
+from gnn_treelstm import provenance as P
+from gnn_treelstm.cells import cells
+from gnn_treelstm.registry import UnknownNameError
+from gnn_treelstm.tasks import tasks
+
+CODE = '''"""A module."""
+def f(x):
+    """Double it."""
+    return 2 * x  # twice
+'''
+
+
+def test_a_fingerprint_ignores_docstrings_comments_and_layout_not_code():
+    same = '"""Another docstring."""\n\n\ndef f(x):\n    return 2*x\n'
+    assert P.fingerprint(CODE) == P.fingerprint(same)
+    assert P.fingerprint(CODE) != P.fingerprint(CODE.replace("2 * x", "3 * x"))
+    assert P.fingerprint(CODE) != P.fingerprint(CODE.replace("return 2 * x", "return 2 + x"))
+    # a function that is only a docstring still differs from one that is only `pass`... and
+    # from nothing at all
+    assert P.fingerprint('def g():\n    """Doc."""\n') == P.fingerprint("def g():\n    pass\n")
+    assert P.fingerprint("def g():\n    pass\n") != P.fingerprint("")
+
+
+def _short(modules):
+    return {m.removeprefix("gnn_treelstm.") for m in modules}
+
+
+def test_the_modules_of_a_model_are_its_cells_and_tasks_modules_and_the_model():
+    assert _short(P.model_modules("bitree", "sst-5")) == {
+        "cells.bidirectional", "cells.lexicalized", "cells.topdown", "cells.base",
+        "tasks.classification", "tasks.base", "model"}
+    assert _short(P.model_modules("mtree", "sick-e")) == {
+        "cells.multiplicative", "cells.childsum", "cells.base", "tasks.inference",
+        "tasks.base", "model"}
+    assert _short(P.model_modules("childsum", "sick-r")) == {
+        "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "model"}
+
+
+@pytest.mark.parametrize("cell", cells.names())
+def test_every_cell_fingerprints_its_own_module_and_no_package_init(cell):
+    for task in tasks.names():
+        sources = P.model_sources(cell, task)
+        assert cells.get(cell).__module__ in sources
+        assert tasks.get(task).__module__ in sources
+        assert "gnn_treelstm.cells" not in sources and "gnn_treelstm.tasks" not in sources
+        assert all(len(v) == 12 and int(v, 16) >= 0 for v in sources.values())
+
+
+def test_unknown_names_fail_with_the_choices():
+    with pytest.raises(UnknownNameError, match="choose one of: .*childsum"):
+        P.model_modules("nope", "sst-5")
+    with pytest.raises(UnknownNameError, match="choose one of: .*sick-e"):
+        P.model_modules("childsum", "nope")
+
+
+def test_source_changes_names_changed_added_and_removed_modules():
+    now = P.model_sources("bitree", "sst-5")
+    assert P.source_changes(now, now) == []
+    had = {**now, "gnn_treelstm.cells.topdown": "0" * 12, "gnn_treelstm.cells.gone": "1" * 12}
+    del had["gnn_treelstm.model"]
+    assert P.source_changes(had, now) == ["gnn_treelstm.cells.gone", "gnn_treelstm.cells.topdown",
+                                          "gnn_treelstm.model"]
+
+
+def test_code_record_has_the_version_and_the_sources():
+    from gnn_treelstm import __version__
+
+    rec = P.code_record("lex", "trec")
+    assert rec == {"version": __version__, "modules": P.model_sources("lex", "trec")}
