@@ -22,13 +22,16 @@ import functools
 import hashlib
 import importlib
 import inspect
+import logging
 import types
 from collections.abc import Mapping
 
 from . import __version__
 
-__all__ = ["MATH_PACKAGES", "fingerprint", "model_modules", "model_sources", "code_record",
-           "source_changes"]
+log = logging.getLogger(__name__)
+
+__all__ = ["MATH_PACKAGES", "NO_SOURCE", "fingerprint", "model_modules", "model_sources",
+           "code_record", "source_changes"]
 
 #: the packages whose modules hold a model's math (followed from the cell and the task)
 MATH_PACKAGES = ("gnn_treelstm.cells", "gnn_treelstm.tasks")
@@ -54,9 +57,19 @@ def fingerprint(source: str) -> str:
     return hashlib.sha256(dump.encode("utf-8")).hexdigest()[:12]
 
 
+#: the fingerprint of a module whose source cannot be read (a cell registered from a
+#: notebook): recorded, and equal to itself, so such a run is never named as changed
+NO_SOURCE = "no-source"
+
+
 @functools.cache
 def _module_fingerprint(name: str) -> str:
-    return fingerprint(inspect.getsource(importlib.import_module(name)))
+    try:
+        source = inspect.getsource(importlib.import_module(name))
+    except (OSError, TypeError):  # no file behind it (interactive, frozen)
+        log.info("no source for module %s: its code is recorded as %r", name, NO_SOURCE)
+        return NO_SOURCE
+    return fingerprint(source)
 
 
 def _in_math_package(name: str) -> bool:
@@ -76,7 +89,8 @@ def _referred(module: types.ModuleType) -> set[str]:
 
 def model_modules(cell: str, task: str) -> list[str]:
     """The modules (dotted names, sorted) that define the math of a model of the registered
-    ``cell`` on the registered ``task`` (``UnknownNameError`` for an unknown name)."""
+    ``cell`` on the registered ``task`` (``UnknownNameError`` for an unknown name); a cell
+    or task registered from outside the package brings its own module."""
     from .cells import cells
     from .tasks import tasks
 

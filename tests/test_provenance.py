@@ -71,3 +71,22 @@ def test_code_record_has_the_version_and_the_sources():
 
     rec = P.code_record("lex", "trec")
     assert rec == {"version": __version__, "modules": P.model_sources("lex", "trec")}
+
+
+def test_a_cell_registered_from_a_module_without_source_is_recorded_not_an_error(monkeypatch):
+    import sys
+    import types
+
+    mod = types.ModuleType("notebook_cells")       # no file: inspect cannot read it
+    factory = cells.get("childsum")
+
+    def my_cell(*args, **kwargs):
+        return factory(*args, **kwargs)
+
+    my_cell.__module__ = mod.__name__
+    mod.my_cell = my_cell
+    monkeypatch.setitem(sys.modules, mod.__name__, mod)
+    monkeypatch.setitem(cells._items, "my-cell", my_cell)
+    sources = P.model_sources("my-cell", "sst-5")
+    assert sources["notebook_cells"] == P.NO_SOURCE
+    assert P.source_changes(sources, P.model_sources("my-cell", "sst-5")) == []
