@@ -5,7 +5,9 @@ Layout: ``<root>/<row key, "/" -> "__">/seed-<s>/`` is one
 seed done), and ``<root>/<row>/row.json`` records the row, the resolved
 :class:`~gnn_treelstm.training.RunConfig`, the equivalent ``gnn-treelstm train`` command, the
 vectors file and the data directory. A seed directory without ``results.json`` (a killed
-run) is deleted and trained again; a finished seed is never retrained unless ``force``.
+run) resumes at its last saved epoch (its ``state.pt``, :mod:`gnn_treelstm.resume`) when it
+has one of the row's configuration, else it is deleted and trained again; a finished seed
+is never retrained unless ``force``.
 Data are resolved once per data set and tree kind with ``runs_dir=root``, so raw data or
 the embedded sample are built once into ``<root>/_built`` / ``<root>/_sample_data``.
 
@@ -34,6 +36,7 @@ from typing import Any
 
 from .. import provenance
 from ..files import atomic_write
+from ..resume import STATE_NAME, load_state
 from ..runconfig import RunConfig, config_changes
 from ..rundata import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
 from ..tasks import build_task
@@ -215,11 +218,39 @@ def code_changes(had: Mapping[str, str] | None, cfg: RunConfig) -> list[str]:
     return provenance.source_changes(had, provenance.model_sources(cfg.model, cfg.task))
 
 
+#: RunConfig fields a resumed seed may differ in (as ``gnn-treelstm train --resume``)
+RESUME_IGNORES = ("name", "runs_dir", "checkpoint_every")
+
+
+def _resumable(row: Row, sdir: Path, cfg: RunConfig) -> bool:
+    """Whether the unfinished seed in ``sdir`` continues where it stopped: it holds a
+    readable saved state (:mod:`gnn_treelstm.resume`) of a run of ``cfg``; otherwise it is
+    trained again from its beginning (said in the log)."""
+    if not (sdir / STATE_NAME).is_file():
+        return False
+    try:
+        had = json.loads((sdir / "config.json").read_text(encoding="utf-8"))["run_config"]
+        load_state(sdir)
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        log.warning("%s: cannot resume %s (%s); training the seed from its beginning",
+                    row.key, sdir, first)
+        return False
+    changed = config_changes(had, cfg.resolved(), ignore=RESUME_IGNORES)
+    if changed:
+        log.warning("%s: %s ran with another configuration (%s); training the seed from its "
+                    "beginning", row.key, sdir, ", ".join(k for k, _, _ in changed))
+        return False
+    return True
+
+
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                  progress: ProgressFn | None,
                  release_heap: Callable[[], object] | None = None) -> bool:
     """Train the missing seeds 1..n of a row; True if anything was trained. A finished
-    seed whose recorded configuration differs from the row's is trained again."""
+    seed whose recorded configuration differs from the row's is trained again; an
+    unfinished one with a saved state of the row's configuration resumes at its last saved
+    epoch (:func:`gnn_treelstm.training.run` with ``resume``), any other is trained again."""
     trained = False
     for s in range(1, n + 1):
         sdir = rdir / f"seed-{s}"
@@ -235,13 +266,21 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                 continue
             log.warning("%s seed %d: the row changed since it ran (%s); training it again",
                         row.key, s, stale)
+        seed_cfg = dataclasses.replace(cfg, seed=s, seeds=1, runs_dir=str(rdir),
+                                       name=f"seed-{s}")
+        resume = (not force and sdir.exists() and not (sdir / "results.json").is_file()
+                  and _resumable(row, sdir, seed_cfg))
+        if resume:  # a killed seed continues at its last saved epoch
+            log.info("%s seed %d/%d: resuming %s where it stopped", row.key, s, n, sdir)
+            run(seed_cfg, progress=progress, release_heap=release_heap, resume=True)
+            trained = True
+            continue
         if sdir.exists():
             log.info("%s seed %d: removing %s run %s", row.key, s,
                      "finished" if force else "incomplete", sdir)
             shutil.rmtree(sdir)
         log.info("%s seed %d/%d: training", row.key, s, n)
-        run(dataclasses.replace(cfg, seed=s, seeds=1, runs_dir=str(rdir), name=f"seed-{s}"),
-            progress=progress, release_heap=release_heap)
+        run(seed_cfg, progress=progress, release_heap=release_heap)
         trained = True
     return trained
 

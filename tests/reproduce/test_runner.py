@@ -54,9 +54,11 @@ def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
     assert _mtimes(tmp_path) == before
 
 
-def _fake_run(calls):
-    def fake(cfg, progress=None, release_heap=None):
+def _fake_run(calls, resumed=None):
+    def fake(cfg, progress=None, release_heap=None, resume=False):
         calls.append(cfg.seed)
+        if resume:
+            resumed.append(cfg.seed)
         d = Path(cfg.runs_dir) / cfg.name
         d.mkdir(parents=True, exist_ok=True)
         (d / "results.json").write_text(json.dumps({
@@ -91,6 +93,91 @@ def test_resume_reruns_only_unfinished_seeds(tmp_path, monkeypatch):
     calls.clear()
     out = runner.run_rows([row], root=tmp_path, quick=True, seeds=3, force=True)
     assert calls == [1, 2, 3]
+
+
+def _unfinished_seed(rdir, row, seed, state=True, **change):
+    """A seed directory as a run of ``row`` (quick mode) killed after a saved epoch leaves
+    it (``state``: False = killed before its first save, "damaged" = a cut state file)."""
+    from gnn_treelstm.resume import STATE_NAME, save_state
+
+    cfg = dataclasses.replace(runner.row_config(row, quick=True), seed=seed, seeds=1,
+                              runs_dir=str(rdir), name=f"seed-{seed}", **change)
+    d = rdir / f"seed-{seed}"
+    d.mkdir(parents=True)
+    (d / "config.json").write_text(json.dumps({"run_config": cfg.resolved().to_dict()}))
+    (d / "metrics.jsonl").write_text(json.dumps({"seed": seed, "epoch": 1}) + "\n")
+    if state == "damaged":
+        (d / STATE_NAME).write_bytes(b"cut")
+    elif state:
+        save_state(d, {"epoch": 1})
+
+
+def test_a_killed_seed_resumes_at_its_saved_state_of_the_rows_configuration(tmp_path,
+                                                                            monkeypatch):
+    row = R.get(SICK_E)
+    rdir = runner.row_dir(tmp_path, row)
+    data = str(runner.SAMPLE_SRC)
+    _unfinished_seed(rdir, row, 1, data=data)                  # resumes
+    _unfinished_seed(rdir, row, 2, data=data, epochs=7)        # another configuration
+    _unfinished_seed(rdir, row, 3, data=data, state="damaged")  # an unreadable state
+    _unfinished_seed(rdir, row, 4, data=data, state=False)     # killed before its first save
+    calls: list[int] = []
+    resumed: list[int] = []
+    monkeypatch.setattr(runner, "run", _fake_run(calls, resumed))
+    monkeypatch.setattr(runner, "resolve_data_dir", lambda *a, **k: data)
+    out = runner.run_rows([row], root=tmp_path, quick=True, seeds=4)
+    assert calls == [1, 2, 3, 4] and resumed == [1]
+    assert out[0].seeds == [1, 2, 3, 4]
+    assert (rdir / "seed-1" / "metrics.jsonl").is_file()       # kept: the run continues in it
+    for s in (2, 3, 4):                                         # removed, trained afresh
+        assert not (rdir / f"seed-{s}" / "metrics.jsonl").exists()
+    # --force never resumes
+    for s in (1, 2):
+        (rdir / f"seed-{s}" / "results.json").unlink()
+    calls.clear()
+    resumed.clear()
+    assert (rdir / "seed-1" / "state.pt").is_file()             # resumable, but forced
+    runner.run_rows([row], root=tmp_path, quick=True, seeds=2, force=True)
+    assert calls == [1, 2] and resumed == []
+
+
+def test_a_seed_killed_mid_run_resumes_at_its_last_epoch(tmp_path):
+    """A real runner killed by SIGKILL inside a seed, after a saved epoch: the rerun
+    continues that seed's run (same run id, the saved epochs not trained again)."""
+    root = tmp_path / "q"
+    sdir = root / "tran-t3__treelstm-d" / "seed-1"
+    cmd = [sys.executable, "-m", "gnn_treelstm.reproduce", SICK_E, "--quick", "--epochs", "8",
+           "--root", str(root), "-q"]
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while not (sdir / "state.pt").exists():
+            if proc.poll() is not None:
+                pytest.fail(f"run ended (rc {proc.returncode}) before its first saved epoch: "
+                            f"{proc.stdout.read().decode()}")
+            if time.monotonic() > deadline:
+                pytest.fail("no saved epoch within 180 s")
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert not (sdir / "results.json").exists(), "the seed finished before the kill"
+    run_id = json.loads((sdir / "config.json").read_text())["run_id"]
+    before = [json.loads(line) for line in (sdir / "metrics.jsonl").read_text().splitlines()]
+    assert before and all(r["run_id"] == run_id for r in before)
+
+    out = runner.run_rows([R.get(SICK_E)], root=root, quick=True, epochs=8)
+    assert out[0].status == "ran" and out[0].seeds == [1]
+    res = json.loads((sdir / "results.json").read_text())
+    assert res["run_id"] == run_id          # the same run, continued (a restart: a new id)
+    after = [json.loads(line) for line in (sdir / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in after] == list(range(1, 9))
+    assert all(r["run_id"] == run_id for r in after)
+    # the epochs up to the saved state are kept as they ran (the last line before the kill
+    # may be an epoch after it, dropped and trained again)
+    assert after[:len(before) - 1] == before[:-1]
 
 
 def test_resume_after_sigkill(tmp_path):
