@@ -113,7 +113,7 @@ def run_record(run_id: str, cfg: RunConfig, task: Task, rd: RunData,
     (:func:`gnn_treelstm.provenance.code_record`)."""
     return {"run_id": run_id, "run_config": cfg.to_dict(),
             "model_config": model_config.to_dict(),
-            "code": code_record(model_config.cell, task.name),
+            "code": code_record(model_config.cell, cfg.task),
             "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
                      "tree": cfg.tree, "examples": {k: len(v) for k, v in rd.splits.items()},
                      "vocab_size": len(rd.vocab), "num_relations": num_relations,

@@ -19,8 +19,7 @@ def test_a_fingerprint_ignores_docstrings_comments_and_layout_not_code():
     assert P.fingerprint(CODE) == P.fingerprint(same)
     assert P.fingerprint(CODE) != P.fingerprint(CODE.replace("2 * x", "3 * x"))
     assert P.fingerprint(CODE) != P.fingerprint(CODE.replace("return 2 * x", "return 2 + x"))
-    # a function that is only a docstring still differs from one that is only `pass`... and
-    # from nothing at all
+    # a function that is only a docstring equals one that is only `pass`, not an empty module
     assert P.fingerprint('def g():\n    """Doc."""\n') == P.fingerprint("def g():\n    pass\n")
     assert P.fingerprint("def g():\n    pass\n") != P.fingerprint("")
 
@@ -32,12 +31,12 @@ def _short(modules):
 def test_the_modules_of_a_model_are_its_cells_and_tasks_modules_and_the_model():
     assert _short(P.model_modules("bitree", "sst-5")) == {
         "cells.bidirectional", "cells.lexicalized", "cells.topdown", "cells.base",
-        "tasks.classification", "tasks.base", "model"}
+        "tasks.classification", "tasks.base", "model", "dropout"}
     assert _short(P.model_modules("mtree", "sick-e")) == {
         "cells.multiplicative", "cells.childsum", "cells.base", "tasks.inference",
-        "tasks.base", "model"}
+        "tasks.base", "model", "dropout"}
     assert _short(P.model_modules("childsum", "sick-r")) == {
-        "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "model"}
+        "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "model", "dropout"}
 
 
 @pytest.mark.parametrize("cell", cells.names())
@@ -70,7 +69,39 @@ def test_code_record_has_the_version_and_the_sources():
     from gnn_treelstm import __version__
 
     rec = P.code_record("lex", "trec")
-    assert rec == {"version": __version__, "modules": P.model_sources("lex", "trec")}
+    assert rec == {"version": __version__, "python": P.PYTHON,
+                   "modules": P.model_sources("lex", "trec")}
+    # never raises: an unknown name is recorded as an error (the run goes on)
+    bad = P.code_record("nope", "trec")
+    assert "modules" not in bad and "choose one of" in bad["error"]
+    assert P.code_changes(bad, "lex", "trec") == []
+
+
+def test_code_changes_compare_within_one_python_only():
+    rec = P.code_record("childsum", "sick-r")
+    assert P.code_changes(rec, "childsum", "sick-r") == []
+    edited = {**rec, "modules": {**rec["modules"], "gnn_treelstm.cells.childsum": "0" * 12}}
+    assert P.code_changes(edited, "childsum", "sick-r") == ["gnn_treelstm.cells.childsum"]
+    other = {**edited, "python": "2.7"}
+    assert P.code_changes(other, "childsum", "sick-r") == [
+        f"(recorded under Python 2.7, not comparable with {P.PYTHON})"]
+    assert P.code_changes(None, "childsum", "sick-r") == []
+
+
+def test_the_code_is_the_files_as_first_read_not_as_edited_later(monkeypatch):
+    """A long process (the runner) records the code it imported: a file edited after the
+    first fingerprint does not change what later seeds record."""
+    first = P.model_sources("nary", "sst-5")
+    monkeypatch.setattr(P.inspect, "getsource", lambda module: "x = 'edited'\n")
+    assert P.model_sources("nary", "sst-5") == first
+    assert P.model_sources("topdown", "sst-2")["gnn_treelstm.cells.topdown"] != \
+        P.fingerprint("x = 'edited'\n")
+
+
+def test_a_module_that_does_not_parse_is_recorded_as_no_source(monkeypatch):
+    monkeypatch.setattr(P, "_SNAPSHOT", {"gnn_treelstm.model": "abc"})  # already snapshot
+    monkeypatch.setattr(P.inspect, "getsource", lambda module: "def broken(:\n")
+    assert P.model_sources("mean", "sick-r")["gnn_treelstm.cells.mean"] == P.NO_SOURCE
 
 
 def test_a_cell_registered_from_a_module_without_source_is_recorded_not_an_error(monkeypatch):
@@ -89,4 +120,5 @@ def test_a_cell_registered_from_a_module_without_source_is_recorded_not_an_error
     monkeypatch.setitem(cells._items, "my-cell", my_cell)
     sources = P.model_sources("my-cell", "sst-5")
     assert sources["notebook_cells"] == P.NO_SOURCE
-    assert P.source_changes(sources, P.model_sources("my-cell", "sst-5")) == []
+    recorded = {**sources, "notebook_cells": P.NO_SOURCE}   # as a run's config.json has it
+    assert P.code_changes({"python": P.PYTHON, "modules": recorded}, "my-cell", "sst-5") == []

@@ -9,7 +9,7 @@ import torch
 from gnn_treelstm import data as D
 from gnn_treelstm import evaluate, train
 from gnn_treelstm import training as T
-from gnn_treelstm.provenance import model_sources
+from gnn_treelstm.provenance import PYTHON, model_sources
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
@@ -45,7 +45,7 @@ def test_round_trip_every_task(tiny, tmp_path, capsys, task, model, tree):
                                                 "results.json", "train.log"}
     res = json.loads((run / "results.json").read_text())
     code = json.loads((run / "config.json").read_text())["code"]  # what the ledger compares
-    assert code["modules"] == model_sources(model, task)
+    assert code["modules"] == model_sources(model, task) and code["python"] == PYTHON
     epochs = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert len(epochs) == 1 and epochs[0]["best"] and epochs[0]["trees_per_second"] > 0
     import csv

@@ -7,8 +7,8 @@ share runs share a record)::
 
     {"tran-t3/treelstm-d": {
         "seeds": {"1": {"test": {"accuracy": 0.83, ...}, "seconds_per_epoch": 3.5,
-                        "best_epoch": 7, "code": {"gnn_treelstm.cells.childsum": "..."}},
-                  ...},
+                        "best_epoch": 7, "code": {"python": "3.11", "version": "0.1.0",
+                        "modules": {"gnn_treelstm.cells.childsum": "...", ...}}}, ...},
         "command": "gnn-treelstm train ...", "vectors": "...", "config": {...},
         "summary": {"n": 5, "metrics": {"accuracy": {"mean": 0.831, "std": 0.002}},
                     "seconds_per_epoch": 3.5, "vectors": "...", "command": "...",

@@ -199,23 +199,22 @@ def seed_changes(sdir: Path, cfg: RunConfig) -> str:
     return describe_changes(had, cfg)
 
 
-def seed_code(sdir: Path) -> dict[str, str] | None:
-    """The fingerprints of the model's modules a seed recorded
-    (:func:`gnn_treelstm.provenance.code_record`), None if it recorded none."""
+def seed_code(sdir: Path) -> dict[str, Any] | None:
+    """The code a seed recorded (``config.json``'s ``code``:
+    :func:`gnn_treelstm.provenance.code_record`), None if it recorded no fingerprints."""
     try:
         code = json.loads((sdir / "config.json").read_text(encoding="utf-8")).get("code")
-    except (OSError, ValueError):
+    except (OSError, ValueError, AttributeError):
         return None
-    modules = code.get("modules") if isinstance(code, dict) else None
-    return dict(modules) if isinstance(modules, dict) else None
+    if not isinstance(code, dict) or not isinstance(code.get("modules"), dict):
+        return None
+    return code
 
 
-def code_changes(had: Mapping[str, str] | None, cfg: RunConfig) -> list[str]:
-    """The modules of ``cfg``'s model whose code differs from the fingerprints ``had`` a
-    seed recorded ([] if the same, or if it recorded none)."""
-    if not had:
-        return []
-    return provenance.source_changes(had, provenance.model_sources(cfg.model, cfg.task))
+def code_changes(had: Mapping[str, Any] | None, cfg: RunConfig) -> list[str]:
+    """How the code a seed recorded differs from today's for ``cfg``'s model
+    (:func:`gnn_treelstm.provenance.code_changes`; [] if the same or none recorded)."""
+    return provenance.code_changes(had, cfg.model, cfg.task)
 
 
 #: RunConfig fields a resumed seed may differ in (as ``gnn-treelstm train --resume``)

@@ -425,12 +425,12 @@ def test_seeds_that_ran_with_other_code_are_named_not_retrained(tmp_path, monkey
         _fake(root, SICK_E, s, {"accuracy": 0.5})
         rec = {"run_config": cfg.resolved().to_dict()}
         if code:
-            rec["code"] = {"version": "0", "modules": code}
+            rec["code"] = {"version": "0", "python": provenance.PYTHON, "modules": code}
         (d / f"seed-{s}" / "config.json").write_text(json.dumps(rec))
     _row_json(root, SICK_E, command="quick", quick=True, config=_cfg(**json.loads(
         json.dumps(cfg.resolved().to_dict()))))
     found, _ = ledger.read_run(root, SICK_E)
-    assert found["seeds"]["2"]["code"] == now and "code" not in found["seeds"]["4"]
+    assert found["seeds"]["2"]["code"]["modules"] == now and "code" not in found["seeds"]["4"]
     assert ledger.code_changes(found, cfg) == "seeds 1, 3: cells.childsum"
     assert ledger.code_changes({"seeds": {"1": _seed(0.5)}}, cfg) == ""   # none recorded
 
@@ -447,5 +447,5 @@ def test_seeds_that_ran_with_other_code_are_named_not_retrained(tmp_path, monkey
     named = [r.getMessage() for r in caplog.records if "other code" in r.getMessage()]
     assert len(named) == 2 and "seed 1: ran with other code in gnn_treelstm.cells.childsum" \
         in named[0]
-    assert ledger.load(tmp_path / "results.json")[KEY]["seeds"]["1"]["code"] == old
+    assert ledger.load(tmp_path / "results.json")[KEY]["seeds"]["1"]["code"]["modules"] == old
 
