@@ -141,6 +141,27 @@ def test_a_killed_seed_resumes_at_its_saved_state_of_the_rows_configuration(tmp_
     assert calls == [1, 2] and resumed == []
 
 
+def _sigkill_when(cmd: list[str], path: Path, what: str) -> int:
+    """Start the runner ``cmd``, SIGKILL it as soon as ``path`` exists (``what`` names the
+    moment), and return its exit status."""
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            env={**os.environ, "OMP_NUM_THREADS": "1"})
+    try:
+        deadline = time.monotonic() + 180
+        while not path.exists():
+            if proc.poll() is not None:
+                pytest.fail(f"run ended (rc {proc.returncode}) before {what}: "
+                            f"{proc.stdout.read().decode()}")
+            if time.monotonic() > deadline:
+                pytest.fail(f"not at {what} within 180 s")
+            time.sleep(0.02)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    return proc.returncode
+
+
 def test_a_seed_killed_mid_run_resumes_at_its_last_epoch(tmp_path):
     """A real runner killed by SIGKILL inside a seed, after a saved epoch: the rerun
     continues that seed's run (same run id, the saved epochs not trained again)."""
@@ -148,21 +169,7 @@ def test_a_seed_killed_mid_run_resumes_at_its_last_epoch(tmp_path):
     sdir = root / "tran-t3__treelstm-d" / "seed-1"
     cmd = [sys.executable, "-m", "gnn_treelstm.reproduce", SICK_E, "--quick", "--epochs", "8",
            "--root", str(root), "-q"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        deadline = time.monotonic() + 180
-        while not (sdir / "state.pt").exists():
-            if proc.poll() is not None:
-                pytest.fail(f"run ended (rc {proc.returncode}) before its first saved epoch: "
-                            f"{proc.stdout.read().decode()}")
-            if time.monotonic() > deadline:
-                pytest.fail("no saved epoch within 180 s")
-            time.sleep(0.02)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stdout.close()
+    assert _sigkill_when(cmd, sdir / "state.pt", "its first saved epoch") == -signal.SIGKILL
     assert not (sdir / "results.json").exists(), "the seed finished before the kill"
     run_id = json.loads((sdir / "config.json").read_text())["run_id"]
     before = [json.loads(line) for line in (sdir / "metrics.jsonl").read_text().splitlines()]
@@ -186,22 +193,7 @@ def test_resume_after_sigkill(tmp_path):
     seed1 = root / "tran-t3__treelstm-d" / "seed-1" / "results.json"
     cmd = [sys.executable, "-m", "gnn_treelstm.reproduce", SICK_E, "--quick", "--seeds", "2",
            "--epochs", "3", "--root", str(root), "-q"]
-    proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            env={**os.environ, "OMP_NUM_THREADS": "1"})
-    try:
-        deadline = time.monotonic() + 180
-        while not seed1.exists():
-            if proc.poll() is not None:
-                pytest.fail(f"run ended (rc {proc.returncode}) before seed 1 finished: "
-                            f"{proc.stdout.read().decode()}")
-            if time.monotonic() > deadline:
-                pytest.fail("seed 1 did not finish within 180 s")
-            time.sleep(0.05)
-        proc.send_signal(signal.SIGKILL)
-    finally:
-        proc.wait(timeout=30)
-        proc.stdout.close()
-    assert proc.returncode == -signal.SIGKILL
+    assert _sigkill_when(cmd, seed1, "seed 1 finished") == -signal.SIGKILL
     mtime = seed1.stat().st_mtime_ns
     content = seed1.read_text()
     seed2 = root / "tran-t3__treelstm-d" / "seed-2"
