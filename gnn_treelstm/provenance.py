@@ -86,8 +86,12 @@ def _read(name: str) -> str:
         return NO_SOURCE
 
 
+def _in_math_package(name: str) -> bool:
+    return any(name.startswith(p + ".") for p in MATH_PACKAGES)
+
+
 def _tracked(name: str) -> bool:
-    return name in ALWAYS or any(name.startswith(p + ".") for p in MATH_PACKAGES)
+    return name in ALWAYS or _in_math_package(name)
 
 
 def _module_fingerprint(name: str) -> str:
@@ -105,7 +109,7 @@ def _referred(module: types.ModuleType) -> set[str]:
     for value in vars(module).values():
         name = value.__name__ if isinstance(value, types.ModuleType) else getattr(
             value, "__module__", None)
-        if isinstance(name, str) and any(name.startswith(p + ".") for p in MATH_PACKAGES):
+        if isinstance(name, str) and _in_math_package(name):
             out.add(name)
     return out
 

@@ -36,7 +36,7 @@ from typing import Any
 
 from .. import provenance
 from ..files import atomic_write
-from ..resume import STATE_NAME, load_state
+from ..resume import STATE_NAME, load_state, resumed_run_id
 from ..runconfig import RunConfig, config_changes
 from ..rundata import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
 from ..tasks import build_task
@@ -217,28 +217,20 @@ def code_changes(had: Mapping[str, Any] | None, cfg: RunConfig) -> list[str]:
     return provenance.code_changes(had, cfg.model, cfg.task)
 
 
-#: RunConfig fields a resumed seed may differ in (as ``gnn-treelstm train --resume``)
-RESUME_IGNORES = ("name", "runs_dir", "checkpoint_every")
-
-
 def _resumable(row: Row, sdir: Path, cfg: RunConfig) -> bool:
     """Whether the unfinished seed in ``sdir`` continues where it stopped: it holds a
-    readable saved state (:mod:`gnn_treelstm.resume`) of a run of ``cfg``; otherwise it is
-    trained again from its beginning (said in the log)."""
+    readable saved state (:mod:`gnn_treelstm.resume`) of a run of ``cfg`` (the check of
+    ``gnn-treelstm train --resume``, :func:`gnn_treelstm.resume.resumed_run_id`); otherwise
+    it is trained again from its beginning (said in the log)."""
     if not (sdir / STATE_NAME).is_file():
         return False
     try:
-        had = json.loads((sdir / "config.json").read_text(encoding="utf-8"))["run_config"]
+        resumed_run_id(sdir, cfg.resolved())  # RunDirError (a ValueError) if it differs
         load_state(sdir)
-    except (OSError, ValueError, KeyError, TypeError) as e:
+    except (OSError, ValueError) as e:
         first = (str(e).splitlines() or [type(e).__name__])[0]
         log.warning("%s: cannot resume %s (%s); training the seed from its beginning",
                     row.key, sdir, first)
-        return False
-    changed = config_changes(had, cfg.resolved(), ignore=RESUME_IGNORES)
-    if changed:
-        log.warning("%s: %s ran with another configuration (%s); training the seed from its "
-                    "beginning", row.key, sdir, ", ".join(k for k, _, _ in changed))
         return False
     return True
 
@@ -267,7 +259,7 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                         row.key, s, stale)
         seed_cfg = dataclasses.replace(cfg, seed=s, seeds=1, runs_dir=str(rdir),
                                        name=f"seed-{s}")
-        resume = (not force and sdir.exists() and not (sdir / "results.json").is_file()
+        resume = (not force and not (sdir / "results.json").is_file()
                   and _resumable(row, sdir, seed_cfg))
         if resume:  # a killed seed continues at its last saved epoch
             log.info("%s seed %d/%d: resuming %s where it stopped", row.key, s, n, sdir)
