@@ -222,12 +222,16 @@ class MultiplicativeTreeLSTM(TreeCell):
 
     def input_terms(self, x: torch.Tensor, node_rel: torch.Tensor | None = None) -> torch.Tensor:
         """All input-only terms for every node at once: ``W^(*) x_j + b^(*)`` (plus
-        ``W_r^(*) e_j`` for ``add``), gate order ``i, o, u, f``. (N, x) -> (N, 4h)."""
+        ``W_r^(*) e_j`` for ``add``), gate order ``i, o, u, f``. (N, x) -> (N, 4h).
+
+        ``W_r e_j`` is a row of the table ``W_r e_r`` over the R + 1 relations, computed
+        once and gathered per node (a product of R + 1 rows instead of N)."""
         wx = self.W_x(x)  # (N, 4h)
         if self.variant == "add":
             if node_rel is None:
                 raise ValueError("variant 'add' needs node_rel (see node_relations)")
-            wx = wx + self.W_r(self.rel_emb(node_rel))  # (N, r) -> (N, 4h)
+            rel_terms = F.linear(self.rel_emb.weight, self.W_r.weight)  # (R + 1, 4h): W_r e_r
+            wx = wx + rel_terms.index_select(0, node_rel)
         return wx
 
     def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
