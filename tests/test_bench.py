@@ -35,6 +35,17 @@ def test_markdown_reports_the_ceiling_for_the_level_engine_only():
     assert "| – |" in next(ln for ln in lines if "| dgl |" in ln)
 
 
+def test_markdown_reports_the_best_of_repeats_ratio_beside_the_median_one():
+    dgl_row, level = _row("dgl", 250.0, 12.5), _row("level", 1000.0, 50.0)
+    dgl_row["fwdbwd_trees_s_best"], level["fwdbwd_trees_s_best"] = 300.0, 1500.0
+    lines = bench.markdown([dgl_row, level], 200.0).splitlines()
+    assert "× dgl, best of repeats" in lines[0]
+    row = next(ln for ln in lines if "| level |" in ln)
+    assert "| 4.0 | 5.0 |" in row  # median 1000 / 250, best 1500 / 300
+    older = bench.markdown([_row("dgl", 250.0, 12.5), _row("level", 1000.0, 50.0)], 200.0)
+    assert "| 4.0 | – |" in older  # rows of a run before the best was recorded
+
+
 def test_bench_runs_on_the_embedded_sample(tmp_path, capsys):
     out = tmp_path / "bench.json"
     threads = torch.get_num_threads()  # the benchmark sets the process's thread count
