@@ -15,8 +15,8 @@ dependency trees for Child-Sum / mtree), trees per second of
 forward only (``torch.no_grad``) and forward + backward (``h.sum()``, ``x`` requires grad
 as an embedding does), all in one process so the ratios are fair: engines interleaved
 repeat by repeat, each rate the median over the repeats, and beside it the best repeat's
-(``fwdbwd_trees_s_best``; on a host whose speed swings between phases the two ratios to the
-dgl engine bracket the quiet-machine one). Also the achieved GFLOP/s
+(``fwdbwd_trees_s_best``: on a host whose speed swings between phases, a second reading of
+the same run). Also the achieved GFLOP/s
 (matrix-product FLOPs the cell's equations require, backward = 2x forward) against the
 measured peak of ``torch.mm`` and of the oneDNN products the level engine uses, and the
 level engine's *ceiling*: how far ahead of the anchor / dgl engine it could be if those FLOPs
