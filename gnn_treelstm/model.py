@@ -34,7 +34,7 @@ import torch
 from torch import nn
 
 from . import graph as G
-from .cells import build_cell, cells
+from .cells import build_cell, cells, check_cell_options
 from .cells.base import ENGINES, TreeCell
 from .dropout import Dropout
 from .engine.schedule import LevelSchedule
@@ -125,6 +125,7 @@ class ModelConfig:
         if not isinstance(self.head_kwargs, dict) or not isinstance(self.cell_kwargs, dict):
             raise ValueError(f"head_kwargs and cell_kwargs must be dicts, got "
                              f"{self.head_kwargs!r} and {self.cell_kwargs!r}")
+        check_cell_options(self.cell, self.cell_kwargs)
         if self.sentence_state not in (None, *SENTENCE_STATES):
             raise ValueError(f"unknown sentence state {self.sentence_state!r}; choose one of: "
                              f"{', '.join(SENTENCE_STATES)}")

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .cells import cells
+from .cells import cells, check_cell_options
 from .model import EMBEDDING_MODES, SENTENCE_STATES, TENG_CELLS, ModelConfig
 from .records import jsonable
 from .tasks import build_task, tasks
@@ -128,6 +128,10 @@ class RunConfig:
         """Refuse bad names and values before anything is loaded (``ValueError``)."""
         tasks.get(self.task)                      # UnknownNameError lists the choices
         cells.get(self.model)
+        if not isinstance(self.cell_kwargs, dict):
+            raise ValueError(f"cell_kwargs must be a mapping of options, got "
+                             f"{self.cell_kwargs!r}")
+        check_cell_options(self.model, self.cell_kwargs)  # --cell-arg names and types
         if self.tree not in TREE_KINDS:
             raise ValueError(f"unknown tree {self.tree!r}; choose one of: "
                              f"{', '.join(TREE_KINDS)}")

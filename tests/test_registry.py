@@ -19,3 +19,43 @@ def test_cell_registry_fails_loudly():
     with pytest.raises(KeyError, match="unknown cell 'nope'; choose one of"):
         build_cell("nope", 3, 4)
     assert isinstance(cells.names(), list)
+
+
+def test_cell_options_come_from_the_constructor():
+    from gnn_treelstm.cells import cell_options
+
+    assert set(cell_options("nary")) == {"n_ary", "tie_forget", "output_gate"}
+    assert {"rel_size", "m_size", "rel_init"} <= set(cell_options("mtree"))  # via cell_class
+    assert "num_layers" in cell_options("lstm2")
+    assert not {"x_size", "h_size", "engine"} & set(cell_options("childsum"))
+
+
+@pytest.mark.parametrize("options, match", [
+    ({"foo": 1}, "has no option 'foo'; its options: n_ary, output_gate, tie_forget"),
+    ({"output_gate": "False"}, r"output_gate='False' \(str\) must be bool"),  # not truthy
+    ({"n_ary": 1.5}, r"n_ary=1.5 \(float\) must be int"),  # not truncated to 1
+    ({"n_ary": True}, "must be int"),
+])
+def test_build_cell_refuses_unknown_options_and_wrong_types(options, match):
+    with pytest.raises(ValueError, match=match):
+        build_cell("nary", 4, 3, **options)
+
+
+def test_options_that_allow_none_and_the_engine_pass():
+    assert build_cell("topdown", 4, 3, head=None, engine="level").engine == "level"
+    assert build_cell("mtree", 4, 3, num_relations=2, m_size=None).m_size == 3
+
+
+def test_run_config_refuses_bad_cell_args_before_loading_anything():
+    from gnn_treelstm.runconfig import RunConfig
+
+    for kwargs, match in [({"engine": "level"}, "set it with --engine"),
+                          ({"x_size": 3}, "set it with --emb-dim"),
+                          ({"bogus": 1}, "has no option 'bogus'")]:
+        with pytest.raises(ValueError, match=match):
+            RunConfig(model="childsum", data="/nonexistent", cell_kwargs=kwargs).check()
+
+
+def test_cell_sizes_must_be_integers():
+    with pytest.raises(ValueError, match=r"x_size must be an integer, got 8.5 \(float\)"):
+        build_cell("childsum", 8.5, 6)

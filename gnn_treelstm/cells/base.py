@@ -13,6 +13,8 @@ the level engine when it applies; the registry-wide test holds it to the declara
 
 from __future__ import annotations
 
+import numbers
+
 import dgl
 import torch
 from torch import nn
@@ -122,6 +124,10 @@ class TreeCell(nn.Module):
 
     def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl") -> None:
         super().__init__()
+        for name, size in (("x_size", x_size), ("h_size", h_size)):
+            if not isinstance(size, numbers.Integral) or isinstance(size, bool):
+                raise ValueError(f"{name} must be an integer, got {size!r} "
+                                 f"({type(size).__name__})")
         if x_size <= 0 or h_size <= 0:
             raise ValueError(f"x_size and h_size must be positive, got {x_size} and {h_size}")
         if engine not in ENGINES:

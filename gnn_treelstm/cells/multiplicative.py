@@ -328,6 +328,7 @@ def _factory(variant: str):
         kwargs.pop("variant", None)
         return MultiplicativeTreeLSTM(x_size, h_size, num_relations, variant=variant, **kwargs)
 
+    build.cell_class = MultiplicativeTreeLSTM  # its options (cells.cell_options)
     build.__name__ = f"build_mtree_{variant}"
     build.__doc__ = f"MultiplicativeTreeLSTM with variant={variant!r} (Tran & Cheng 2018)."
     return build

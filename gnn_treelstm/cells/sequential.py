@@ -313,6 +313,7 @@ def _factory(kind: str):
                                  f"of the variant you want ({', '.join(KINDS)})")
         return SequentialLSTM(x_size, h_size, num_layers=layers, bidirectional=bidir, **kwargs)
 
+    build.cell_class = SequentialLSTM  # its options (cells.cell_options)
     build.__name__ = f"build_{kind}"
     build.__doc__ = (f"SequentialLSTM(num_layers={layers}, bidirectional={bidir}) "
                      "(Tai et al. 2015, Table 1).")
