@@ -286,9 +286,11 @@ def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None
 
 
 def default_vectors(rd: RunData) -> Path | None:
-    """A pre-trained vectors file next to the raw data the directory was built from."""
+    """A pre-trained vectors file next to the raw data the directory was built from (a
+    benchmark build's ``meta.json`` names that directory; a build from your own files names
+    the files, and has none)."""
     src = rd.meta.get("src")
-    if not src:
+    if not src or not isinstance(src, str):
         return None
     glove = Path(src) / "glove"
     for name in DEFAULT_VECTORS.get(rd.meta.get("dataset"), ()) + DEFAULT_VECTORS["*"]:

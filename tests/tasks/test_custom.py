@@ -193,3 +193,17 @@ def test_refusals(tmp_path, capsys):
                        "--model", "mtree", *runs]) == 2
     err = capsys.readouterr().err
     assert "has no 'amr' trees" in err and "--dataset jsonl --src train.jsonl" in err
+
+
+def test_own_data_without_vectors_trains_with_random_vectors(tmp_path, capsys):
+    """No --embeddings and no --embeddings-mode: a jsonl build's meta.json names its files
+    (a dict), not a data root with GloVe beside it; the run falls back to random vectors
+    (it crashed on the dict)."""
+    src = write_own(tmp_path / "mine", "classify")
+    runs = tmp_path / "runs"
+    tiny = [a for a in TINY if a not in ("--embeddings-mode", "random")]
+    rc = train.main(["--data", str(src), "--task", "classify", "--model", "childsum",
+                     "--tree", "chain", "--runs-dir", str(runs), "--name", "r", *tiny])
+    assert rc == 0, capsys.readouterr()
+    cfg = json.loads((runs / "r" / "config.json").read_text())
+    assert cfg["embeddings"]["mode"] == "random"
