@@ -318,11 +318,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     if not (args.data or args.src):
         p.error("give --data (built) or --src / $GNN_TREELSTM_DATA (raw data root)")
+    names = [w[0] for w in WORKLOADS]
+    wanted = set(names) if args.cells == ["all"] else set(args.cells)
+    if wanted - set(names):
+        p.error(f"--cells: no workload for {', '.join(sorted(wanted - set(names)))}; choose "
+                f"from {', '.join(names)} or 'all'")
+    for path in (args.data, args.sick_data):
+        if path and not (Path(path) / "meta.json").is_file():
+            p.error(f"{path}: no meta.json; build it with `python -m data_prep.build "
+                    f"--dataset sst|sick --src RAW --out {path}`")
     torch.set_num_threads(args.threads)
     from gnn_treelstm.heap import keep_heap_pages
 
     keep_heap_pages()  # as train.py does, for every engine alike
-    wanted = {w[0] for w in WORKLOADS} if args.cells == ["all"] else set(args.cells)
     peak_by_shape = matmul_peak()
     peak = max(peak_by_shape.values())
     data: dict[str, object] = {}

@@ -107,7 +107,7 @@ def _dir(data_dir: str | os.PathLike) -> Path:
     d = Path(data_dir)
     if not (d / "meta.json").exists():
         raise FileNotFoundError(f"{d}: no meta.json; build the data first with "
-                                "`python -m data_prep.build --dataset ... --out {d}`")
+                                f"`python -m data_prep.build --dataset ... --out {d}`")
     return d
 
 

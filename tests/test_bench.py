@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 
+import pytest
 import torch
 
 from gnn_treelstm import bench
@@ -62,3 +63,13 @@ def test_bench_runs_on_the_embedded_sample(tmp_path, capsys):
                        ("mtree", "dgl"), ("mtree", "level")}
     assert all(r["fwdbwd_trees_s"] > 0 for r in res["rows"])
     assert "ceiling × anchor / dgl" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("argv, match", [
+    (["--src", str(SAMPLE_SRC), "--cells", "nary", "foo"], "--cells: no workload for foo"),
+    (["--data", "/nonexistent/sst", "--cells", "nary"], "/nonexistent/sst: no meta.json"),
+])
+def test_bad_arguments_exit_2_naming_them(argv, match, capsys):
+    with pytest.raises(SystemExit) as exc:
+        bench.main(argv)
+    assert exc.value.code == 2 and match in capsys.readouterr().err
