@@ -47,6 +47,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--hidden", type=int, default=150)
     ap.add_argument("--seed", type=int, default=1)
     args = ap.parse_args(argv)
+    for flag in ("epochs", "hidden"):
+        if getattr(args, flag) <= 0:
+            ap.error(f"--{flag} must be positive, got {getattr(args, flag)}")
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     t_start = time.perf_counter()
     runs = Path(args.runs_dir)

@@ -314,9 +314,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if writer:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        handler = logging.FileHandler(run_dir / "train.log", mode="a" if a.resume else "w",
-                                      encoding="utf-8")
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(run_dir / "train.log",
+                                          mode="a" if a.resume else "w", encoding="utf-8")
+        except OSError as e:  # --runs-dir is a file, not writable, ...
+            print(f"error: cannot write the run directory {run_dir} ({e.strerror or e}); "
+                  "pass --runs-dir a writable directory", file=sys.stderr)
+            return 2
     else:
         handler = logging.NullHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
@@ -346,6 +351,11 @@ def main(argv: list[str] | None = None) -> int:
             NotImplementedError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the run's state is saved after every epoch (and every "
+              f"--checkpoint-every N batches); continue it with `gnn-treelstm train --resume "
+              f"{run_dir}`", file=sys.stderr)
+        return 130
     finally:
         root.removeHandler(handler)
         handler.close()

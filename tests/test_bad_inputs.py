@@ -114,3 +114,33 @@ def test_relation_ids_beyond_the_vocabulary(tmp_path, capsys):
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err, err
     assert "relation" in err
+
+
+def test_train_refuses_a_runs_dir_that_is_a_file(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GNN_TREELSTM_DATA", raising=False)
+    not_a_dir = tmp_path / "runs.txt"
+    not_a_dir.write_text("x")
+    assert train.main(["--runs-dir", str(not_a_dir), "--name", "r", *TINY]) == 2
+    err = capsys.readouterr().err
+    assert "cannot write the run directory" in err and "--runs-dir" in err
+    assert "Traceback" not in err
+
+
+def test_train_interrupted_says_how_to_resume(tmp_path, capsys, monkeypatch):
+    monkeypatch.delenv("GNN_TREELSTM_DATA", raising=False)
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(train, "run", interrupted)
+    assert train.main(["--runs-dir", str(tmp_path), "--name", "r", *TINY]) == 130
+    err = capsys.readouterr().err
+    assert f"gnn-treelstm train --resume {tmp_path / 'r'}" in err and "Traceback" not in err
+
+
+def test_demo_refuses_non_positive_sizes(tmp_path, capsys):
+    from gnn_treelstm import demo
+
+    with pytest.raises(SystemExit) as exc:
+        demo.main(["--runs-dir", str(tmp_path), "--epochs", "0"])
+    assert exc.value.code == 2 and "--epochs must be positive" in capsys.readouterr().err
