@@ -102,7 +102,7 @@ def make_tree(
                       ("positions", positions), ("spans", spans)):
         if seq is not None and len(seq) != n:
             raise ValueError(f"make_tree: {name} has {len(seq)} entries but there are {n} nodes")
-    par = np.asarray(parents, dtype=np.int64)
+    par = _ints("parents", parents)
     roots = np.flatnonzero(par == -1)
     if len(roots) != 1:
         raise ValueError(f"make_tree: expected exactly one root (parent -1), found {len(roots)}")
@@ -120,7 +120,7 @@ def make_tree(
             pos[c] = counts.get(p, 0)
             counts[p] = pos[c] + 1
     else:
-        pos = np.asarray(positions, dtype=np.int64)
+        pos = _ints("positions", positions)
         pairs = set()
         for c in child:
             key = (int(par[c]), int(pos[c]))
@@ -128,19 +128,37 @@ def make_tree(
                 raise ValueError(f"make_tree: node {c} has duplicate or negative position {pos[c]}")
             pairs.add(key)
     g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
-    g.ndata[WORD] = torch.as_tensor(np.asarray(words, dtype=np.int64))
+    g.ndata[WORD] = torch.as_tensor(_ints("words", words))
     g.ndata[LEAF] = g.in_degrees() == 0
     g.ndata[LABEL] = (torch.full((n,), IGNORE, dtype=torch.int64) if labels is None
-                      else torch.as_tensor(np.asarray(labels, dtype=np.int64)))
+                      else torch.as_tensor(_ints("labels", labels)))
     g.ndata[SPAN] = (torch.full((n, 2), -1, dtype=torch.int64) if spans is None
-                     else torch.as_tensor(np.asarray(spans, dtype=np.int64).reshape(n, 2)))
+                     else torch.as_tensor(_ints("spans", spans).reshape(n, 2)))
     root = torch.zeros(n, dtype=torch.bool)
     root[int(roots[0])] = True
     g.ndata[ROOT] = root
-    rel_arr = np.zeros(n, dtype=np.int64) if rels is None else np.asarray(rels, dtype=np.int64)
+    rel_arr = np.zeros(n, dtype=np.int64) if rels is None else _ints("rels", rels)
+    if len(child) and int(rel_arr[child].min()) < 0:
+        c = int(child[np.argmin(rel_arr[child])])
+        raise ValueError(f"make_tree: node {c} has relation id {int(rel_arr[c])}; relation ids "
+                         "are >= 0 (only the root's entry is ignored)")
     g.edata[REL] = torch.from_numpy(rel_arr[child].copy())
     g.edata[POS] = torch.from_numpy(pos[child].copy())
     return g
+
+
+def _ints(name: str, seq: Sequence) -> np.ndarray:
+    """``seq`` as an int64 array; ``ValueError`` for anything but integers (a float would be
+    truncated, a string is not an id)."""
+    arr = np.asarray(seq)
+    if arr.size and arr.dtype.kind not in "iub":
+        values = arr.reshape(-1).tolist()
+        i = next((k for k, v in enumerate(values) if not isinstance(v, (int, np.integer))), 0)
+        hint = ("; map words to ids with a vocabulary (gnn_treelstm.vocab.Vocab), -1 "
+                "where a node has none" if name == "words" else "")
+        raise ValueError(f"make_tree: {name} must be integers, got {values[i]!r} "
+                         f"(entry {i}){hint}")
+    return arr.astype(np.int64, copy=False)
 
 
 def _check_acyclic(par: np.ndarray, root: int) -> None:

@@ -106,3 +106,20 @@ def test_batch_roots_and_leaves():
     forest = dgl.graph(([0], [1]), num_nodes=3)
     with pytest.raises(ValueError, match="1 graphs has 2 roots"):
         G.batch_roots(forest)
+
+
+@pytest.mark.parametrize("kw, match", [
+    ({"parents": [1, -1], "words": [1, 2], "rels": [1.7, 0]}, r"rels must be integers, got 1.7"),
+    ({"parents": [2.9, 2, -1], "words": [1, 2, 3]}, r"parents must be integers, got 2.9"),
+    ({"parents": [1, -1], "words": ["a", "b"]}, r"words must be integers, got 'a'.*vocabulary"),
+    ({"parents": [1, -1], "words": [1, 2], "labels": [0.5, 1]}, "labels must be integers"),
+    ({"parents": [1, -1], "words": [1, 2], "rels": [-3, 0]}, "node 0 has relation id -3"),
+])
+def test_make_tree_refuses_non_integer_ids_instead_of_truncating(kw, match):
+    with pytest.raises(ValueError, match=match):
+        G.make_tree(**kw)
+
+
+def test_make_tree_ignores_the_roots_relation_entry():
+    g = G.make_tree([1, -1], [1, 2], rels=[4, -1])
+    assert g.edata[G.REL].tolist() == [4]
