@@ -47,6 +47,7 @@ import torch
 
 from gnn_treelstm import graph as G
 from gnn_treelstm.cells import build_cell
+from gnn_treelstm.data import load_meta, load_split
 from gnn_treelstm.engine.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.engine.schedule import LevelSchedule
 
@@ -73,8 +74,6 @@ WORKLOADS: list[tuple[str, str, dict, type | None]] = [
 # ------------------------------------------------------------------ data
 def _sst_graphs(args) -> list[dgl.DGLGraph]:
     if args.data:
-        from gnn_treelstm.data import load_split
-
         return list(load_split(args.data, "train", "constituency").graphs)
     from data_prep.ptb import read_ptb_file, tree_to_graph
 
@@ -85,8 +84,6 @@ def _sst_graphs(args) -> list[dgl.DGLGraph]:
 
 def _sick_graphs(args) -> tuple[list[dgl.DGLGraph], int]:
     if args.sick_data:
-        from gnn_treelstm.data import load_meta, load_split
-
         split = load_split(args.sick_data, "train", "dependency")
         nrel = int(load_meta(args.sick_data)["num_relations"]["dependency"])
         return list(split.graphs) + list(split.graphs_b or []), nrel
@@ -241,7 +238,7 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
         rows.append({
             "cell": name, "engine": engine, "batch": batch_size, "trees": n_trees,
             "fwd_trees_s": n_trees / t_f, "fwdbwd_trees_s": n_trees / t_fb,
-            # best of the repeats: the machine's quiet state (its load swings between them)
+            # best of the repeats: a second reading where the host's speed swings between them
             "fwdbwd_trees_s_best": n_trees / min(times[(engine, True)]),
             "fwd_gflops": total_flops / t_f / 1e9, "fwdbwd_gflops": 3 * total_flops / t_fb / 1e9,
             "sched_ms_per_batch": sched_ms if engine == "level" else None,
@@ -324,9 +321,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         p.error(f"--cells: no workload for {', '.join(sorted(wanted - set(names)))}; choose "
                 f"from {', '.join(names)} or 'all'")
     for path in (args.data, args.sick_data):
-        if path and not (Path(path) / "meta.json").is_file():
-            p.error(f"{path}: no meta.json; build it with `python -m data_prep.build "
-                    f"--dataset sst|sick --src RAW --out {path}`")
+        try:
+            if path:
+                load_meta(path)  # a built directory: its meta.json is there and readable
+        except (FileNotFoundError, ValueError) as exc:
+            p.error(str(exc))
     torch.set_num_threads(args.threads)
     from gnn_treelstm.heap import keep_heap_pages
 

@@ -128,9 +128,6 @@ class RunConfig:
         """Refuse bad names and values before anything is loaded (``ValueError``)."""
         tasks.get(self.task)                      # UnknownNameError lists the choices
         cells.get(self.model)
-        if not isinstance(self.cell_kwargs, dict):
-            raise ValueError(f"cell_kwargs must be a mapping of options, got "
-                             f"{self.cell_kwargs!r}")
         check_cell_options(self.model, self.cell_kwargs)  # --cell-arg names and types
         if self.tree not in TREE_KINDS:
             raise ValueError(f"unknown tree {self.tree!r}; choose one of: "

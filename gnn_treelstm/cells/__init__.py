@@ -49,7 +49,7 @@ def _conforms(value: Any, annotation: Any) -> bool:
         "None": lambda v: v is None,
     }
     kinds = [t.strip() for t in text.split("|")]
-    if not kinds or any(k not in checks for k in kinds):
+    if any(k not in checks for k in kinds):
         return True
     return any(checks[k](value) for k in kinds)
 
@@ -57,6 +57,9 @@ def _conforms(value: Any, annotation: Any) -> bool:
 def check_cell_options(name: str, options: Mapping[str, Any]) -> None:
     """Refuse an option the cell registered as ``name`` does not take, or a value of the
     wrong type (``ValueError`` naming the option, the value and the fix)."""
+    if not isinstance(options, Mapping):
+        raise ValueError(f"cell {name!r}: options must be a mapping of option names to "
+                         f"values, got {options!r}")
     known = cell_options(name)
     for key, value in options.items():
         if key in _NOT_OPTIONS:
