@@ -20,7 +20,7 @@ $(STAMP): pyproject.toml
 install: $(STAMP)
 
 demo: $(STAMP)
-	$(PY) -m gnn_treelstm.demo
+	$(PY) -m gnn_treelstm demo
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests

@@ -23,7 +23,7 @@ The conversion here (:func:`amr_tree`, :func:`amr_to_tree`):
   leaf nodes whose label is the value with the quotes removed. ``:wiki`` links are
   dropped by default (``drop_roles``): they name Wikipedia pages, not meaning in the
   sentence.
-* **Edges** point child -> parent (the schema of :mod:`gnn_treelstm.graph`); the
+* **Edges** point child -> parent (the schema of :mod:`gnn_treelstm.trees.graph`); the
   relation is the role as it is written in the PENMAN tree, e.g. ``:ARG0``.
   **Inverse roles** (``:ARG0-of``) are kept as their own relations by default: in the
   tree the edge goes from the inner concept to the outer one, so ``:ARG0`` ("the child is
@@ -55,7 +55,7 @@ a variable defined twice, an alignment past the sentence's end, a self-loop.
 Vocabularies: :func:`build_amr_vocabs` collects the concept and relation labels of a
 corpus; both lists start with ``"<unk>"`` (id 0), which unseen concepts and relations
 are mapped to. ``data_prep.build --dataset amr`` instead uses the data set's word
-vocabulary (the node words) and a :class:`gnn_treelstm.vocab.Relations` of the roles.
+vocabulary (the node words) and a :class:`gnn_treelstm.trees.vocab.Relations` of the roles.
 """
 
 from __future__ import annotations
@@ -71,9 +71,8 @@ import penman
 from penman.models.amr import model as _amr_model
 
 import gnn_treelstm  # noqa: F401  (dgl compatibility before dgl)
-from gnn_treelstm.graph import NO_WORD, make_tree
-
-from .penman_io import AmrEntry, AmrError, parse_amr, parse_graph, read_amr
+from data_prep.penman_io import AmrEntry, AmrError, parse_amr, parse_graph, read_amr
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
 log = logging.getLogger(__name__)
 
@@ -328,7 +327,7 @@ def amr_to_tree(
     rel_vocab: Mapping[str, int] | Sequence[str] | Any,
     **options: Any,
 ):
-    """One AMR as a tree graph (``gnn_treelstm.graph.make_tree`` schema).
+    """One AMR as a tree graph (``gnn_treelstm.trees.graph.make_tree`` schema).
 
     Args:
         entry: the AMR (:class:`AmrEntry`, ``penman.Tree`` or PENMAN text).

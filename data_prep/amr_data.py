@@ -24,8 +24,8 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 
-from . import amr as A
-from .example import Example, Sentence, split_files
+from data_prep import amr as A
+from data_prep.example import Example, Sentence, split_files
 
 log = logging.getLogger(__name__)
 

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import dgl
 
-from gnn_treelstm.graph import IGNORE, NO_WORD, make_tree
+from gnn_treelstm.trees.graph import IGNORE, NO_WORD, make_tree
 
 __all__ = ["BinaryTree", "binarize_dependency", "binary_graph"]
 

@@ -50,12 +50,9 @@ import dgl
 import torch
 
 import gnn_treelstm
-from gnn_treelstm.files import atomic_path, atomic_write
-from gnn_treelstm.vocab import Vocab
-
-from . import amr_data, dependency, jsonl
-from .example import FILE_DATASETS, Example, needs_spacy, sentence_graph, wants_parse
-from .sources import (  # noqa: F401  (re-exported: the build API names them)
+from data_prep import amr_data, dependency, jsonl
+from data_prep.example import FILE_DATASETS, Example, needs_spacy, sentence_graph, wants_parse
+from data_prep.sources import (  # noqa: F401  (re-exported: the build API names them)
     KNOWN_COUNTS,
     LABEL_NAMES,
     LOADERS,
@@ -70,6 +67,8 @@ from .sources import (  # noqa: F401  (re-exported: the build API names them)
     load_files,
     relations_for,
 )
+from gnn_treelstm.files import atomic_path, atomic_write
+from gnn_treelstm.trees.vocab import Vocab
 
 logger = logging.getLogger(__name__)
 

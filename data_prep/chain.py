@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import dgl
 
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 
 __all__ = ["CHAIN_RELATIONS", "chain_parents", "chain_spans", "chain_graph"]
 

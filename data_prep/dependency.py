@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import dgl
 
-from gnn_treelstm.graph import IGNORE, make_tree
-from gnn_treelstm.vocab import Relations
+from gnn_treelstm.trees.graph import IGNORE, make_tree
+from gnn_treelstm.trees.vocab import Relations
 
 logger = logging.getLogger(__name__)
 

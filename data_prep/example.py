@@ -24,11 +24,10 @@ from typing import Any
 
 import dgl
 
-from gnn_treelstm.graph import NO_WORD, make_tree
-from gnn_treelstm.vocab import Relations, Vocab
-
-from . import binarize, chain, dependency, preparsed, ptb
-from .amr import AmrTree
+from data_prep import binarize, chain, dependency, preparsed, ptb
+from data_prep.amr import AmrTree
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from gnn_treelstm.trees.vocab import Relations, Vocab
 
 log = logging.getLogger(__name__)
 

@@ -52,9 +52,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from . import amr as A
-from .bracketed import parse_bracketed
-from .example import Example, Sentence, split_files
+from data_prep import amr as A
+from data_prep.bracketed import parse_bracketed
+from data_prep.example import Example, Sentence, split_files
 
 log = logging.getLogger(__name__)
 
@@ -266,7 +266,7 @@ def read_jsonl(
     raw: dict[str, list[tuple[str, dict, list[Sentence]]]] = {}
     pair: bool | None = None
     first: tuple[str, set[str]] | None = None
-    from .readers import numbered_lines
+    from data_prep.readers import numbered_lines
 
     for split, paths in files.items():
         rows = raw.setdefault(split, [])

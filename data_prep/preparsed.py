@@ -9,7 +9,7 @@ the data mirror): per split directory, one line per sentence in
 * ``a.cparents``: binarized constituency tree as parent pointers: the first N entries are
   the N tokens (leaves), later entries are internal nodes, 1-based, 0 for the root.
 
-Dependency graphs get the Stanford relations (ids from :class:`gnn_treelstm.vocab.Relations`,
+Dependency graphs get the Stanford relations (ids from :class:`gnn_treelstm.trees.vocab.Relations`,
 seeded with ``rels_set.txt`` when present); constituency graphs keep the leaves as nodes
 ``0..N-1`` and the internal nodes in file order, children ordered by span (left = position
 0), relations = child positions (``left``/``right``), like the SST trees.
@@ -24,10 +24,9 @@ from pathlib import Path
 
 import dgl
 
-from gnn_treelstm.graph import NO_WORD, make_tree
-from gnn_treelstm.vocab import Relations
-
-from .dependency import dependency_graph
+from data_prep.dependency import dependency_graph
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from gnn_treelstm.trees.vocab import Relations
 
 __all__ = [
     "PreParsed",

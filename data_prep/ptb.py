@@ -6,7 +6,7 @@ one or two children (SST itself is strictly binary). Leaves are split on the ASC
 only (two SST tokens contain a NO-BREAK SPACE, ``2\\u00a01\\/2``), and ``\\/`` is unescaped
 to ``/`` (Teng & Zhang's ``.clean`` preprocessing; ``-LRB-``/``-RRB-`` are kept).
 
-Graph layout (see :mod:`gnn_treelstm.graph`): nodes ``0..n-1`` are the n words in sentence
+Graph layout (see :mod:`gnn_treelstm.trees.graph`): nodes ``0..n-1`` are the n words in sentence
 order, internal nodes follow in post-order, so the root is the last node. Internal nodes
 have ``word = NO_WORD``; every node has its 0-4 label and its ``[start, end)`` token span;
 an edge's ``rel`` and ``pos`` are both the child position (0 = left, 1 = right;
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import dgl
 
-from gnn_treelstm.graph import NO_WORD, make_tree
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
 __all__ = [
     "CONSTITUENCY_RELATIONS",
@@ -221,7 +221,7 @@ def parse_ptb(
 
 def read_ptb_file(path: str | os.PathLike, *, binary: bool = True) -> list[PTBTree]:
     """Parse every line of an SST tree file (UTF-8). Blank lines are errors."""
-    from .readers import numbered_lines
+    from data_prep.readers import numbered_lines
 
     path = Path(path)
     trees = []

@@ -12,10 +12,9 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from gnn_treelstm.vocab import Relations
-
-from . import amr_data, chain, jsonl, preparsed, ptb, readers
-from .example import Example
+from data_prep import amr_data, chain, jsonl, preparsed, ptb, readers
+from data_prep.example import Example
+from gnn_treelstm.trees.vocab import Relations
 
 logger = logging.getLogger("data_prep.build")
 

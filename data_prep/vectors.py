@@ -334,7 +334,7 @@ def embedding_from_vectors(
 
     Args:
         vocab_words: the vocabulary in id order; ``vocab_words[0]`` must be ``"<unk>"``
-            (a list, or an object with ``itos`` such as :class:`gnn_treelstm.vocab.Vocab`).
+            (a list, or an object with ``itos`` such as :class:`gnn_treelstm.trees.vocab.Vocab`).
         words, vectors: as returned by :func:`read_vectors`.
 
     Returns:

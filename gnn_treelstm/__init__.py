@@ -1,6 +1,6 @@
 """gnn_treelstm: the Tree-LSTM family as DGL message passing.
 
-Cells (``forward(graph, x) -> (h, c)`` over batched trees built to :mod:`gnn_treelstm.graph`):
+Cells (``forward(graph, x) -> (h, c)`` over batched trees built to :mod:`gnn_treelstm.trees.graph`):
 
 =========================  ==========================  ===============================
 class                      registry name(s)            paper
@@ -15,7 +15,7 @@ MultiplicativeTreeLSTM     mtree mtree-add mtree-full  Tran & Cheng 2018, eqs 2-
 =========================  ==========================  ===============================
 """
 
-from . import _dgl_compat  # noqa: F401  (must run before anything imports dgl)
+from gnn_treelstm import _dgl_compat  # noqa: F401  (must run before anything imports dgl)
 
 __version__ = "0.1.0"
 
@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 # line entry points) load neither torch nor dgl until a cell or graph is needed: the CLIs
 # set process-wide settings (OpenMP waiting) that torch reads when it loads.
 _LAZY = {
-    "graph": ("gnn_treelstm.graph", None),
+    "graph": ("gnn_treelstm.trees.graph", None),
     "TreeCell": ("gnn_treelstm.cells", "TreeCell"),
     "build_cell": ("gnn_treelstm.cells", "build_cell"),
     "cell_registry": ("gnn_treelstm.cells", "cells"),

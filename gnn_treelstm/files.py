@@ -8,20 +8,24 @@
   directory, is flushed, and is renamed over the target (:func:`os.replace`), so a reader
   (or a crash) sees the old file or the new one, never half of one. The temporary file is
   removed if writing fails.
+* :func:`jsonable` and :func:`write_json`: standard JSON (NaN/inf as null, numpy scalars as
+  numbers), written atomically.
 
 Imports neither torch nor dgl.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-__all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write"]
+__all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "jsonable", "write_json"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
@@ -84,3 +88,22 @@ def atomic_write(
         if fsync:
             os.fsync(f.fileno())
     return path
+
+
+def jsonable(x: Any) -> Any:
+    """``x`` with NaN/inf floats as ``None`` and numpy scalars as Python numbers (nested
+    dicts, lists and tuples too), so that ``json.dumps`` writes standard JSON."""
+    if isinstance(x, dict):
+        return {k: jsonable(v) for k, v in x.items()}
+    if isinstance(x, list | tuple):
+        return [jsonable(v) for v in x]
+    if isinstance(x, float) and not math.isfinite(x):
+        return None
+    if hasattr(x, "item") and type(x).__module__ == "numpy":  # numpy scalars
+        return jsonable(x.item())
+    return x
+
+
+def write_json(path: Path, obj: Any) -> None:
+    """Write ``obj`` (made :func:`jsonable`) to ``path`` atomically, indented."""
+    atomic_write(path, json.dumps(jsonable(obj), indent=2) + "\n")

@@ -13,7 +13,7 @@ them against hand-computed values.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -108,3 +108,12 @@ def length_curve(
         ys.append(metric(p[sel], g[sel]))
         cs.append(count)
     return np.asarray(xs), np.asarray(ys, dtype=np.float64), np.asarray(cs, dtype=np.int64)
+
+
+def format_metrics(metrics: Mapping[str, object], *, sep: str = ", ",
+                   counts: bool = True) -> str:
+    """``"accuracy 0.8123, count 50"``: metrics for a log or console line, floats to four
+    decimals; ``counts=False`` leaves out the ``count*`` entries and anything not a float."""
+    return sep.join(f"{k} {v:.4f}" if isinstance(v, float) else f"{k} {v}"
+                    for k, v in metrics.items()
+                    if counts or (isinstance(v, float) and not k.startswith("count")))

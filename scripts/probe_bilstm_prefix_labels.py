@@ -35,7 +35,7 @@ def _forward_half(self: SequentialLSTM, graph, h: torch.Tensor) -> torch.Tensor:
 
 def main(argv: list[str] | None = None) -> int:
     SequentialLSTM.node_vectors = _forward_half  # the model sees it as the cell's node vectors
-    from gnn_treelstm.train import main as train_main
+    from gnn_treelstm.commands.train import main as train_main
 
     return train_main(argv)
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from data_prep import build
-from gnn_treelstm import evaluate, predict, train
-from gnn_treelstm.training import SAMPLE_SRC
+from gnn_treelstm.commands import evaluate, predict, train
+from gnn_treelstm.training.data import SAMPLE_SRC
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
@@ -139,7 +139,7 @@ def test_train_interrupted_says_how_to_resume(tmp_path, capsys, monkeypatch):
 
 
 def test_demo_refuses_non_positive_sizes(tmp_path, capsys):
-    from gnn_treelstm import demo
+    from gnn_treelstm.commands import demo
 
     with pytest.raises(SystemExit) as exc:
         demo.main(["--runs-dir", str(tmp_path), "--epochs", "0"])

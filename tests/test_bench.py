@@ -1,4 +1,4 @@
-"""The speed benchmark (:mod:`gnn_treelstm.bench`): its roofline ceiling and a smoke run on
+"""The speed benchmark (:mod:`gnn_treelstm.commands.bench`): its roofline ceiling and a smoke run on
 the embedded sample, so the benchmark cannot rot (its timings are not tested)."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import math
 import pytest
 import torch
 
-from gnn_treelstm import bench
-from gnn_treelstm.rundata import SAMPLE_SRC
+from gnn_treelstm.commands import bench
+from gnn_treelstm.training.data import SAMPLE_SRC
 
 
 def _row(engine: str, trees_s: float, gflops: float) -> dict:

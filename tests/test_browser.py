@@ -12,7 +12,7 @@ import shutil
 
 import pytest
 
-from gnn_treelstm import serve as S
+from gnn_treelstm.commands import serve as S
 from tests.test_serve import Served, require_spacy, tiny_sample_run
 
 SENTENCE = "The acting is wooden , but the story is a gorgeous and witty surprise ."
@@ -67,7 +67,7 @@ def _parse_node_count(explorer: S.Explorer, sentence: str) -> int:
     """The node count of the sentence's tree, through the library path the server uses
     (spaCy parse -> the checkpoint's tree kind), not through the page."""
     from data_prep.dependency import parse_texts
-    from gnn_treelstm.predict import text_graphs
+    from gnn_treelstm.models.predictor import text_graphs
 
     (graph,) = text_graphs(parse_texts(explorer.nlp, [sentence]), explorer.ck)
     return graph.num_nodes()

@@ -15,8 +15,8 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell, cells
-from gnn_treelstm.engine import fused, native
-from gnn_treelstm.graph import NO_WORD, REL, WORD
+from gnn_treelstm.kernels import fused, native
+from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
 from tests.engine.compare import assert_same_run
 from tests.reference import tai, teng
 from tests.reference.tran import tran_forward
@@ -210,7 +210,7 @@ def test_gate_equations_live_in_cell_files_and_csrc_only():
 
     root = Path(gnn_treelstm.__file__).parent
     call = re.compile(r"\b(torch\.|F\.)?(sigmoid|tanh)(_)?\(")
-    allowed = {"engine/dgl_example.py", "tasks/inference.py", "tasks/relatedness.py"}
+    allowed = {"commands/dgl_example.py", "tasks/inference.py", "tasks/relatedness.py"}
     offenders = []
     for path in root.rglob("*.py"):
         rel = path.relative_to(root).as_posix()

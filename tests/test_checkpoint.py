@@ -2,9 +2,9 @@ import dgl
 import pytest
 import torch
 
-from gnn_treelstm import checkpoint as C
-from gnn_treelstm.model import ModelConfig, TreeLSTMModel
-from gnn_treelstm.vocab import Vocab
+from gnn_treelstm.models import checkpoint as C
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
+from gnn_treelstm.trees.vocab import Vocab
 from tests.trees import random_batch
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gnn_treelstm import cli
+from gnn_treelstm.commands import cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -36,13 +36,13 @@ def test_every_command_resolves_to_a_main():
 def test_importing_the_package_loads_neither_torch_nor_dgl():
     """The CLIs set OpenMP's wait policy before torch loads; importing the package (which
     every entry point does first) must not load torch behind their back."""
-    code = ("import sys, gnn_treelstm, gnn_treelstm.cli, gnn_treelstm.files; "
+    code = ("import sys, gnn_treelstm, gnn_treelstm.commands.cli, gnn_treelstm.files; "
             "print('torch' in sys.modules, 'dgl' in sys.modules)")
     assert _run("-c", code).stdout.split() == ["False", "False"]
 
 
 @pytest.mark.parametrize("args", [("-m", "gnn_treelstm", "train", "--help"),
-                                  ("-m", "gnn_treelstm.train", "--help"),
+                                  ("-m", "gnn_treelstm.commands.train", "--help"),
                                   ("train.py", "--help")])
 def test_train_entry_points(args):
     res = _run(*args)
@@ -51,7 +51,7 @@ def test_train_entry_points(args):
 
 
 def test_evaluate_shim_and_module():
-    for args in (("evaluate.py", "--help"), ("-m", "gnn_treelstm.evaluate", "--help")):
+    for args in (("evaluate.py", "--help"), ("-m", "gnn_treelstm.commands.evaluate", "--help")):
         res = _run(*args)
         assert res.returncode == 0 and "usage: gnn-treelstm evaluate" in res.stdout
 

@@ -3,7 +3,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from data_prep.build import build
-from gnn_treelstm.data import (
+from gnn_treelstm.trees.data import (
     SST2_MAP,
     Batch,
     Split,
@@ -17,7 +17,7 @@ from gnn_treelstm.data import (
     sst2_labels,
     to_sst2,
 )
-from gnn_treelstm.graph import IGNORE, batch_roots
+from gnn_treelstm.trees.graph import IGNORE, batch_roots
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn_treelstm import train
+from gnn_treelstm.commands import train
 from tests.tiny_data import build_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,7 +38,7 @@ def test_two_processes_equal_one_with_the_same_global_batch(tmp_path, task, extr
     assert train.main([*common, "--name", "one", "--threads", "1"]) == 0
     cmd = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
            "--master-addr", "127.0.0.1", "--master-port", str(_free_port()),
-           "-m", "gnn_treelstm.train", *common, "--name", "two", "--distributed"]
+           "-m", "gnn_treelstm.commands.train", *common, "--name", "two", "--distributed"]
     res = subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     one, two = (torch.load(tmp_path / "runs" / n / "best.pt", weights_only=True)

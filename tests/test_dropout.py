@@ -1,4 +1,4 @@
-"""The CPU dropout (:mod:`gnn_treelstm.dropout`): nn.Dropout's distribution and scaling."""
+"""The CPU dropout (:mod:`gnn_treelstm.models.dropout`): nn.Dropout's distribution and scaling."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from gnn_treelstm.dropout import Dropout
+from gnn_treelstm.models.dropout import Dropout
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5])
@@ -40,7 +40,7 @@ def test_repeatable_under_a_seed_and_identity_where_nn_dropout_is():
 
 
 def test_heads_and_embedding_dropout_use_it():
-    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+    from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 
     for task in ("sst-5", "sick-r", "sick-e"):
         model = TreeLSTMModel(ModelConfig(task=task, cell="childsum", vocab_size=10,

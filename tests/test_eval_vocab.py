@@ -8,8 +8,8 @@ import dgl
 import pytest
 import torch
 
-from gnn_treelstm import evaluate, train
-from gnn_treelstm.vocab import fingerprint
+from gnn_treelstm.commands import evaluate, train
+from gnn_treelstm.trees.vocab import fingerprint
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnn_treelstm import graph as G
+from gnn_treelstm.trees import graph as G
 from tests.trees import random_batch, random_dependency_tree
 
 

@@ -1,11 +1,12 @@
-"""Every module imports; no import cycles among ``gnn_treelstm``'s modules; the training loop
-stays recipe-sized; process-wide heap tuning stays in the command lines (issue 11).
+"""The package's layout: every module imports, no import cycle anywhere, folders by job, and
+library code never imports a command line.
 
-The import graph is read from each file's ``ast``: the ``import`` / ``from`` statements run
-when the module loads (module level, also inside a module-level ``if`` / ``try``, but not
-under ``if TYPE_CHECKING:``), relative imports resolved, an imported package's
-``__init__`` counted (except the importer's own packages, which Python has already
-started loading).
+The import graph is read from each file's ``ast`` and holds **every** ``import`` / ``from``
+statement of a module: at module level, under ``if TYPE_CHECKING:``, and inside functions
+(an import inside a function that closes a circle is still a circle, only a later one).
+``from package import name`` counts ``package.name`` when that is a module, and importing a
+module counts the packages it sits in (Python runs their ``__init__`` first), except the
+importer's own packages, which Python has already started loading.
 """
 
 from __future__ import annotations
@@ -21,15 +22,13 @@ import data_prep
 import gnn_treelstm
 
 PACKAGE = Path(gnn_treelstm.__file__).resolve().parent
+PACKAGES = {"gnn_treelstm": PACKAGE, "data_prep": Path(data_prep.__file__).resolve().parent}
 
-#: import cycles tolerated for now: a cycle (strongly connected component of the import
-#: graph) through all the modules of an entry, and through no module outside their packages.
-#: issue 11: removed by the cells/engine rework
-KNOWN_CYCLES: list[frozenset[str]] = []
+#: at most this many modules at the top level of gnn_treelstm/ (folders hold the rest)
+MAX_TOP_LEVEL = 10
 
-#: the command lines, the only modules that may import the process-wide heap tuning
-HEAP_USERS = {"gnn_treelstm.train", "gnn_treelstm.evaluate", "gnn_treelstm.bench",
-              "gnn_treelstm.reproduce.__main__"}
+#: the command-line package; ``__main__`` modules are command lines too
+COMMANDS = "gnn_treelstm.commands"
 
 
 def _modules(package) -> list[str]:
@@ -39,30 +38,18 @@ def _modules(package) -> list[str]:
 
 
 def _source(module: str) -> tuple[Path, bool]:
-    """The file of ``module`` (a ``gnn_treelstm`` module) and whether it is a package."""
-    rel = Path(*module.split(".")[1:])
-    init = PACKAGE / rel / "__init__.py"
-    return (init, True) if init.exists() else (PACKAGE / rel.with_suffix(".py"), False)
+    """The file of ``module`` and whether it is a package."""
+    top, *rest = module.split(".")
+    rel = Path(*rest) if rest else Path()
+    init = PACKAGES[top] / rel / "__init__.py"
+    return (init, True) if init.exists() else (PACKAGES[top] / rel.with_suffix(".py"), False)
 
 
-def _is_type_checking(test: ast.expr) -> bool:
-    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
-        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-
-
-def _load_time_imports(body: list[ast.stmt]):
-    """The import statements of ``body`` that run when the module loads."""
-    for node in body:
-        if isinstance(node, ast.Import | ast.ImportFrom):
-            yield node
-        elif isinstance(node, ast.If):
-            if not _is_type_checking(node.test):
-                yield from _load_time_imports(node.body)
-            yield from _load_time_imports(node.orelse)
-        elif isinstance(node, ast.Try):
-            for part in (node.body, node.orelse, node.finalbody,
-                         *(h.body for h in node.handlers)):
-                yield from _load_time_imports(part)
+def _imports(module: str) -> list[ast.Import | ast.ImportFrom]:
+    """Every import statement of ``module``, wherever it stands."""
+    path, _ = _source(module)
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
 
 
 def _targets(module: str, node: ast.Import | ast.ImportFrom, known: set[str]) -> set[str]:
@@ -89,16 +76,15 @@ def _targets(module: str, node: ast.Import | ast.ImportFrom, known: set[str]) ->
     return out - own_packages - {module}
 
 
+def _known() -> set[str]:
+    return set(_modules(gnn_treelstm)) | set(_modules(data_prep))
+
+
 def import_graph() -> dict[str, set[str]]:
-    """``{module: the gnn_treelstm modules it loads when it is imported}``."""
-    known = set(_modules(gnn_treelstm))
-    graph = {}
-    for module in sorted(known):
-        path, _ = _source(module)
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-        graph[module] = set().union(*(_targets(module, n, known)
-                                      for n in _load_time_imports(tree.body)))
-    return graph
+    """``{module: the gnn_treelstm / data_prep modules any of its imports loads}``."""
+    known = _known()
+    return {m: set().union(set(), *(_targets(m, n, known) for n in _imports(m)))
+            for m in sorted(known)}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
@@ -158,13 +144,9 @@ def cycle_path(graph: dict[str, set[str]], component: frozenset[str]) -> list[st
     return path
 
 
-def is_known(component: frozenset[str]) -> bool:
-    """Whether ``component`` is one of :data:`KNOWN_CYCLES`."""
-    for known in KNOWN_CYCLES:
-        packages = tuple(m.rsplit(".", 1)[0] for m in known)
-        if known <= component and all(m.startswith(packages) for m in component):
-            return True
-    return False
+def is_command(module: str) -> bool:
+    return (module == COMMANDS or module.startswith(COMMANDS + ".")
+            or module.endswith(".__main__"))
 
 
 @pytest.mark.parametrize("module", _modules(gnn_treelstm) + _modules(data_prep))
@@ -172,63 +154,55 @@ def test_every_module_imports(module):
     importlib.import_module(module)
 
 
-def test_the_graph_sees_imports():  # the checks below must be able to fail
-    graph = import_graph()
-    assert "gnn_treelstm.runconfig" in graph["gnn_treelstm.training"]
-    assert "gnn_treelstm.heap" in graph["gnn_treelstm.train"]
-    assert "gnn_treelstm.training" in graph["gnn_treelstm.reproduce.runner"]  # from ..x
-    toy = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
-    assert cycles(toy) == [frozenset("abc")]
-    assert cycle_path(toy, frozenset("abc")) == ["a", "b", "c", "a"]
-    cells_engine = frozenset({"gnn_treelstm.cells", "gnn_treelstm.cells.base",
-                              "gnn_treelstm.engine.level"})
-    assert is_known(cells_engine) == bool(KNOWN_CYCLES)
-    assert not is_known(cells_engine | {"gnn_treelstm.training"})
+def test_the_graph_sees_every_kind_of_import(tmp_path, monkeypatch):
+    """The checks below must be able to fail: imports inside functions, under
+    ``TYPE_CHECKING`` and relative ones are all edges."""
+    pkg = tmp_path / "toypkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("def f():\n    from toypkg import b\n")
+    (pkg / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                              "    from . import c\n")
+    (pkg / "c.py").write_text("from .a import f\n")
+    monkeypatch.setitem(PACKAGES, "toypkg", pkg)
+    known = {"toypkg", "toypkg.a", "toypkg.b", "toypkg.c"}
+    graph = {m: set().union(set(), *(_targets(m, n, known) for n in _imports(m)))
+             for m in sorted(known)}
+    assert graph["toypkg.a"] == {"toypkg.b"}
+    assert graph["toypkg.b"] == {"toypkg.c"}
+    assert graph["toypkg.c"] == {"toypkg.a"}
+    assert cycles(graph) == [frozenset({"toypkg.a", "toypkg.b", "toypkg.c"})]
+    assert cycle_path(graph, cycles(graph)[0]) == ["toypkg.a", "toypkg.b", "toypkg.c",
+                                                    "toypkg.a"]
+    real = import_graph()
+    assert "gnn_treelstm.training.config" in real["gnn_treelstm.training.loop"]
+    assert "gnn_treelstm.commands.heap" in real["gnn_treelstm.commands.train"]
 
 
 def test_no_import_cycles():
     graph = import_graph()
-    new = [c for c in cycles(graph) if not is_known(c)]
-    assert not new, "import cycles: " + "; ".join(" -> ".join(cycle_path(graph, c))
-                                                  for c in new)
+    found = cycles(graph)
+    assert not found, "import cycles: " + "; ".join(" -> ".join(cycle_path(graph, c))
+                                                    for c in found)
 
 
-@pytest.mark.parametrize("known", KNOWN_CYCLES, ids=lambda c: "+".join(sorted(c)))
-@pytest.mark.xfail(reason="issue 11: removed by the cells/engine rework; empty KNOWN_CYCLES "
-                          "once this passes (XPASS)")
-def test_known_cycle_is_gone(known):
-    assert not any(known <= c for c in cycles(import_graph()))
+def test_library_code_never_imports_a_command_module():
+    graph = import_graph()
+    bad = {m: sorted(filter(is_command, deps)) for m, deps in graph.items()
+           if not is_command(m) and any(map(is_command, deps))}
+    assert not bad, f"library modules importing command modules: {bad}"
+    assert any(map(is_command, graph["gnn_treelstm.analyze.__main__"]))  # the check sees
 
 
-def test_training_module_is_recipe_sized():
-    lines = (PACKAGE / "training.py").read_text(encoding="utf-8").count("\n")
-    assert lines <= 400, f"gnn_treelstm/training.py has {lines} lines (at most 400)"
+def test_the_top_level_is_small_and_every_folder_says_its_job():
+    top = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(top) <= MAX_TOP_LEVEL, f"{len(top)} modules at the top level: {top}"
+    for init in sorted(PACKAGE.glob("*/__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+        assert doc and len(doc.split()) >= 5, f"{init}: no docstring naming the package's job"
 
 
-def _all_imports(module: str):
-    path, _ = _source(module)
-    tree = ast.parse(path.read_text(encoding="utf-8"))
-    return [n for n in ast.walk(tree) if isinstance(n, ast.Import | ast.ImportFrom)]
-
-
-def test_heap_tuning_is_only_imported_by_the_command_lines():
-    known = set(_modules(gnn_treelstm))
-    users = {m for m in known for n in _all_imports(m)
-             if "gnn_treelstm.heap" in _targets(m, n, known)}
-    assert users <= HEAP_USERS, f"library modules import gnn_treelstm.heap: {users - HEAP_USERS}"
-    assert "gnn_treelstm.train" in users
-
-
-def test_no_module_imports_private_names_of_training():
-    known = set(_modules(gnn_treelstm))
-    bad = []
-    for m in sorted(known):
-        path, _ = _source(m)
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-        for n in ast.walk(tree):
-            if isinstance(n, ast.ImportFrom) and "gnn_treelstm.training" in _targets(m, n, known):
-                bad += [f"{m}: {a.name}" for a in n.names if a.name.startswith("_")]
-            elif isinstance(n, ast.Attribute) and n.attr.startswith("_") \
-                    and isinstance(n.value, ast.Name) and n.value.id in ("training", "T"):
-                bad.append(f"{m}: {n.value.id}.{n.attr}")
-    assert not bad, f"private names of gnn_treelstm.training used elsewhere: {bad}"
+def test_process_wide_settings_stay_in_the_command_lines():
+    graph = import_graph()
+    users = {m for m, deps in graph.items() if f"{COMMANDS}.heap" in deps}
+    assert users and all(map(is_command, users)), users

@@ -4,8 +4,8 @@ import dgl
 import pytest
 import torch
 
-from gnn_treelstm.graph import NO_WORD, WORD
-from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
+from gnn_treelstm.trees.graph import NO_WORD, WORD
 from tests.trees import chain, random_batch, random_dependency_tree
 
 
@@ -104,7 +104,7 @@ def test_sentence_state_c_reads_the_root_memory_cell():
                            sentence_state="c")).eval()
     g = dgl.batch(a + b)
     h, c = m.cell(g, m.embed(g))
-    from gnn_treelstm.graph import batch_roots
+    from gnn_treelstm.trees.graph import batch_roots
 
     enc = m.encode(dgl.batch(a), dgl.batch(b))
     torch.testing.assert_close(enc.sent, c[batch_roots(g)])

@@ -4,8 +4,8 @@ import dgl
 import networkx as nx
 import pytest
 
-from gnn_treelstm.graph import NO_WORD, make_tree
-from gnn_treelstm.nx import draw_tree, to_networkx, tree_layout
+from gnn_treelstm.trees.drawing import draw_tree, to_networkx, tree_layout
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from tests.trees import random_dependency_tree, random_tree
 
 VOCAB = ["<unk>", "It", "'s", "a", "lovely", "film"]
@@ -93,7 +93,7 @@ def test_draw_tree_png(tmp_path):
 
 
 def test_draw_tree_takes_the_librarys_vocab_and_relations_and_writes_svg(tmp_path):
-    from gnn_treelstm.vocab import Relations, Vocab
+    from gnn_treelstm.trees.vocab import Relations, Vocab
 
     g = random_dependency_tree(random.Random(3), 9, num_relations=3)
     vocab = Vocab([f"word{i}" for i in range(1, 40)])

@@ -5,8 +5,9 @@ import json
 
 import pytest
 
-from gnn_treelstm import predict as P
-from gnn_treelstm import train
+from gnn_treelstm.commands import predict as P
+from gnn_treelstm.commands import train
+from gnn_treelstm.models.predictor import Input, read_lines
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
@@ -33,14 +34,14 @@ def runs(tmp_path_factory):
 
 
 def test_read_lines_one_input_per_line_with_line_numbers():
-    got = P.read_lines(["a fine film", "", "  a dull one  "], pair=False, source="f.txt")
-    assert got == [P.Input(1, "a fine film"), P.Input(3, "a dull one")]
-    assert P.read_lines(["A ||| B", "C\tD"], pair=True) == [P.Input(1, "A", "B"),
-                                                            P.Input(2, "C", "D")]
+    got = read_lines(["a fine film", "", "  a dull one  "], pair=False, source="f.txt")
+    assert got == [Input(1, "a fine film"), Input(3, "a dull one")]
+    assert read_lines(["A ||| B", "C\tD"], pair=True) == [Input(1, "A", "B"),
+                                                            Input(2, "C", "D")]
     with pytest.raises(ValueError, match=r"f\.txt:2: this model reads sentence pairs"):
-        P.read_lines(["A ||| B", "no pair"], pair=True, source="f.txt")
+        read_lines(["A ||| B", "no pair"], pair=True, source="f.txt")
     with pytest.raises(ValueError, match=r"f\.txt:1: one side of the pair is empty"):
-        P.read_lines(["A ||| "], pair=True, source="f.txt")
+        read_lines(["A ||| "], pair=True, source="f.txt")
 
 
 def test_json_nodes_schema_from_stdin(runs, monkeypatch, capsys):

@@ -2,10 +2,10 @@
 
 import pytest
 
-from gnn_treelstm import provenance as P
 from gnn_treelstm.cells import cells
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.tasks import tasks
+from gnn_treelstm.training import provenance as P
 
 CODE = '''"""A module."""
 def f(x):
@@ -31,12 +31,13 @@ def _short(modules):
 def test_the_modules_of_a_model_are_its_cells_and_tasks_modules_and_the_model():
     assert _short(P.model_modules("bitree", "sst-5")) == {
         "cells.bidirectional", "cells.lexicalized", "cells.topdown", "cells.base",
-        "tasks.classification", "tasks.base", "model", "dropout"}
+        "tasks.classification", "tasks.base", "models.treelstm", "models.dropout"}
     assert _short(P.model_modules("mtree", "sick-e")) == {
         "cells.multiplicative", "cells.childsum", "cells.base", "tasks.inference",
-        "tasks.base", "model", "dropout"}
+        "tasks.base", "models.treelstm", "models.dropout"}
     assert _short(P.model_modules("childsum", "sick-r")) == {
-        "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "model", "dropout"}
+        "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "models.treelstm",
+        "models.dropout"}
 
 
 @pytest.mark.parametrize("cell", cells.names())
@@ -60,9 +61,9 @@ def test_source_changes_names_changed_added_and_removed_modules():
     now = P.model_sources("bitree", "sst-5")
     assert P.source_changes(now, now) == []
     had = {**now, "gnn_treelstm.cells.topdown": "0" * 12, "gnn_treelstm.cells.gone": "1" * 12}
-    del had["gnn_treelstm.model"]
+    del had["gnn_treelstm.models.treelstm"]
     assert P.source_changes(had, now) == ["gnn_treelstm.cells.gone", "gnn_treelstm.cells.topdown",
-                                          "gnn_treelstm.model"]
+                                          "gnn_treelstm.models.treelstm"]
 
 
 def test_code_record_has_the_version_and_the_sources():
@@ -99,7 +100,7 @@ def test_the_code_is_the_files_as_first_read_not_as_edited_later(monkeypatch):
 
 
 def test_a_module_that_does_not_parse_is_recorded_as_no_source(monkeypatch):
-    monkeypatch.setattr(P, "_SNAPSHOT", {"gnn_treelstm.model": "abc"})  # already snapshot
+    monkeypatch.setattr(P, "_SNAPSHOT", {"gnn_treelstm.models.treelstm": "abc"})  # already snapshot
     monkeypatch.setattr(P.inspect, "getsource", lambda module: "def broken(:\n")
     assert P.model_sources("mean", "sick-r")["gnn_treelstm.cells.mean"] == P.NO_SOURCE
 

@@ -47,7 +47,7 @@ def test_options_that_allow_none_and_the_engine_pass():
 
 
 def test_run_config_refuses_bad_cell_args_before_loading_anything():
-    from gnn_treelstm.runconfig import RunConfig
+    from gnn_treelstm.training.config import RunConfig
 
     for kwargs, match in [({"engine": "level"}, "set it with --engine"),
                           ({"x_size": 3}, "set it with --emb-dim"),

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from gnn_treelstm import train
+from gnn_treelstm.commands import train
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--epochs", "3", "--seeds", "2", "--batch-size", "4", "--checkpoint-every", "1",
@@ -26,7 +26,7 @@ def slow(self, *a, **k):
     time.sleep(float(sys.argv[1]))
     return step(self, *a, **k)
 torch.optim.Adagrad.step = slow
-from gnn_treelstm.train import main
+from gnn_treelstm.commands.train import main
 sys.exit(main(sys.argv[2:]))
 """
 

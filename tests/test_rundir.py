@@ -1,4 +1,4 @@
-"""Run directories: one writer, no mixing of runs, no debris (``gnn_treelstm.rundir``)."""
+"""Run directories: one writer, no mixing of runs, no debris (``gnn_treelstm.training.rundir``)."""
 
 import json
 import multiprocessing as mp
@@ -6,8 +6,8 @@ import os
 
 import pytest
 
-from gnn_treelstm import rundir as RD
-from gnn_treelstm import train
+from gnn_treelstm.commands import train
+from gnn_treelstm.training import rundir as RD
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
@@ -81,7 +81,7 @@ def test_train_refuses_a_rerun_and_keeps_the_first_runs_files(tmp_path, capsys):
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
     assert os.path.exists(run / ".lock")
     # a mix made by hand (the first run's results beside the second's config) is caught
-    from gnn_treelstm import evaluate
+    from gnn_treelstm.commands import evaluate
 
     (run / "results.json").write_bytes(before["results.json"])
     capsys.readouterr()

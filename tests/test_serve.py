@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from gnn_treelstm import serve as S
-from gnn_treelstm import train
+from gnn_treelstm.commands import serve as S
+from gnn_treelstm.commands import train
 
 SST5 = ["very negative", "negative", "neutral", "positive", "very positive"]
 SENTENCE = "The film is a gorgeous , witty and moving story ."
@@ -42,7 +42,7 @@ def tiny_sample_run(tmp_path_factory) -> Path:
     run = root / "runs" / "sst"
     if (run / "best.pt").is_file():
         return run
-    sample = Path(S.__file__).resolve().parent / "sample_data"
+    sample = Path(S.__file__).resolve().parents[1] / "sample_data"
     build("sst", sample, root / "data" / "sst", trees=["constituency"])
     assert train.main(["--task", "sst-5", "--data", str(root / "data" / "sst"),
                        "--runs-dir", str(root / "runs"), "--name", "sst", "--max-train", "64",

@@ -5,7 +5,7 @@ import json
 import pytest
 import yaml
 
-from gnn_treelstm import train
+from gnn_treelstm.commands import train
 
 TINY = ["--epochs", "2", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
         "-q"]

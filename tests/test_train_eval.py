@@ -6,10 +6,13 @@ import math
 import pytest
 import torch
 
-from gnn_treelstm import data as D
-from gnn_treelstm import evaluate, train
-from gnn_treelstm import training as T
-from gnn_treelstm.provenance import PYTHON, model_sources
+from gnn_treelstm.commands import evaluate, train
+from gnn_treelstm.training.batching import make_loader
+from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.data import DataError, resolve_data_dir
+from gnn_treelstm.training.optim import batch_objective, build_optimizer
+from gnn_treelstm.training.provenance import PYTHON, model_sources
+from gnn_treelstm.trees import data as D
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
@@ -122,44 +125,44 @@ def test_missing_data_names_the_build_command(tmp_path, capsys):
     assert "python -m data_prep.build --dataset sst" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(T.DataError, match="python -m data_prep.build --dataset sick"):
-        T.resolve_data_dir(empty, "sick", "dependency")
+    with pytest.raises(DataError, match="python -m data_prep.build --dataset sick"):
+        resolve_data_dir(empty, "sick", "dependency")
 
 
 def test_data_resolution(tiny, monkeypatch):
-    assert T.resolve_data_dir(tiny / "sick", "sick", "dependency") == tiny / "sick"
+    assert resolve_data_dir(tiny / "sick", "sick", "dependency") == tiny / "sick"
     monkeypatch.setenv("GNN_TREELSTM_DATA", str(tiny))
-    assert T.resolve_data_dir(None, "trec", "chain") == tiny / "trec"
-    with pytest.raises(T.DataError, match="holds the 'sick' data set"):
-        T.resolve_data_dir(tiny / "sick", "sst", "constituency")
+    assert resolve_data_dir(None, "trec", "chain") == tiny / "trec"
+    with pytest.raises(DataError, match="holds the 'sick' data set"):
+        resolve_data_dir(tiny / "sick", "sst", "constituency")
     with pytest.raises(ValueError, match="the sst data has no 'amr' trees; choose one of"):
-        T.resolve_data_dir(tiny / "sst", "sst", "amr")
+        resolve_data_dir(tiny / "sst", "sst", "amr")
     (tiny / "sst" / "meta.json").write_text((tiny / "sst" / "meta.json").read_text()
                                             .replace('"chain"', '"chain-x"'))
     try:
-        with pytest.raises(T.DataError, match="--trees chain"):
-            T.resolve_data_dir(tiny / "sst", "sst", "chain")
+        with pytest.raises(DataError, match="--trees chain"):
+            resolve_data_dir(tiny / "sst", "sst", "chain")
     finally:
         (tiny / "sst" / "meta.json").write_text((tiny / "sst" / "meta.json").read_text()
                                                 .replace('"chain-x"', '"chain"'))
 
 
 def test_optimizer_groups_follow_tai():
-    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+    from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 
     m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
-    opt = T.build_optimizer(m, T.RunConfig())
+    opt = build_optimizer(m, RunConfig())
     rest, emb = opt.param_groups
     assert isinstance(opt, torch.optim.Adagrad)
     assert (rest["lr"], rest["weight_decay"]) == (0.05, 1e-4)   # Tai §5.3
     assert (emb["lr"], emb["weight_decay"]) == (0.1, 0.0)
     assert emb["params"] == [m.embedding.weight]
-    adam = T.build_optimizer(m, T.RunConfig(optimizer="adam"))
+    adam = build_optimizer(m, RunConfig(optimizer="adam"))
     assert adam.param_groups[0]["lr"] == 1e-3 and adam.param_groups[1]["lr"] == 1e-3
 
 
 def test_predict_reads_pairs_and_rejects_unpaired():
-    from gnn_treelstm.predict import Input
+    from gnn_treelstm.models.predictor import Input
 
     assert evaluate.read_inputs("A man runs ||| A person moves", True) == [
         Input(1, "A man runs", "A person moves")]
@@ -200,7 +203,7 @@ def test_predict_parses_raw_text_with_spacy(tiny, tmp_path, capsys):
 
 
 def test_demo_runs_on_the_sample(tmp_path, capsys):
-    from gnn_treelstm import demo
+    from gnn_treelstm.commands import demo
 
     assert demo.main(["--runs-dir", str(tmp_path), "--epochs", "1", "--hidden", "8"]) == 0
     out = capsys.readouterr().out
@@ -216,7 +219,7 @@ def test_engine_flag_reaches_the_cell(tiny, tmp_path, capsys, args):
                      "--engine", "level", *args, *TINY])
     err = capsys.readouterr().err
     if rc == 0:  # the cell has a level engine: the checkpoint records it
-        from gnn_treelstm.checkpoint import load_model
+        from gnn_treelstm.models.checkpoint import load_model
 
         assert load_model(tmp_path / "lv" / "best.pt").model.config.engine == "level"
     else:        # not yet: the cell's own refusal, cleanly reported
@@ -224,55 +227,55 @@ def test_engine_flag_reaches_the_cell(tiny, tmp_path, capsys, args):
 
 
 def test_resolved_config_follows_the_papers():
-    r = T.RunConfig().resolved()
+    r = RunConfig().resolved()
     assert (r.optimizer, r.lr, r.emb_lr, r.dropout, r.emb_dropout, r.supervision,
             r.embeddings_mode) == ("adagrad", 0.05, 0.1, 0.5, 0.0, "phrase", "tuned")  # Tai
-    r = T.RunConfig(task="sick-r", model="childsum").resolved()
+    r = RunConfig(task="sick-r", model="childsum").resolved()
     assert (r.optimizer, r.dropout, r.supervision, r.embeddings_mode) == (
         "adagrad", 0.0, "root", "fixed")                        # Tai §5.3
-    r = T.RunConfig(task="sick-e", model="childsum").resolved()
+    r = RunConfig(task="sick-e", model="childsum").resolved()
     assert (r.optimizer, r.lr, r.emb_lr) == ("adam", 1e-3, 1e-3)  # Tran §6.1 (NLI)
     assert r.head_kwargs == {"features": "abs"}                   # Tran's code: |h_P - h_H|
     assert (r.sentence_state, r.loss_reduction, r.emb_l2) == ("h", "mean", 0.0)
     # mTreeLSTM: the code's Adam on the summed loss everywhere (the paper's text zeroes
     # its relation path), unless asked otherwise
     for task in ("sick-r", "sick-e", "sst-5"):
-        r = T.RunConfig(task=task, model="mtree").resolved()
+        r = RunConfig(task=task, model="mtree").resolved()
         assert (r.optimizer, r.lr, r.loss_reduction, r.l2) == ("adam", 1e-3, "sum", 1e-4)
-    r = T.RunConfig(task="sick-r", model="mtree", optimizer="adagrad",
+    r = RunConfig(task="sick-r", model="mtree", optimizer="adagrad",
                     loss_reduction="mean").resolved()
     assert (r.optimizer, r.lr, r.loss_reduction) == ("adagrad", 0.05, "mean")
-    r = T.RunConfig(task="sick-r", model="mtree-full").resolved()
+    r = RunConfig(task="sick-r", model="mtree-full").resolved()
     assert (r.optimizer, r.loss_reduction) == ("adagrad", "mean")
-    r = T.RunConfig(task="sick-e", head_kwargs={"features": "paper"}).resolved()
+    r = RunConfig(task="sick-e", head_kwargs={"features": "paper"}).resolved()
     assert r.head_kwargs == {"features": "paper"}
-    r = T.RunConfig(model="bitree").resolved()
+    r = RunConfig(model="bitree").resolved()
     assert (r.optimizer, r.emb_dropout) == ("adam", 0.5)          # Teng §6
 
 
 def test_batch_objective_and_embedding_l2():
-    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+    from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 
     loss = torch.tensor(0.5)
-    assert float(T.batch_objective(loss, 25, "mean")) == 0.5
-    assert float(T.batch_objective(loss, 25, "sum")) == 12.5      # Tran's code
+    assert float(batch_objective(loss, 25, "mean")) == 0.5
+    assert float(batch_objective(loss, 25, "sum")) == 12.5      # Tran's code
     with pytest.raises(ValueError, match="choose one of: mean, sum"):
-        T.batch_objective(loss, 25, "max")
+        batch_objective(loss, 25, "max")
     m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
-    opt = T.build_optimizer(m, T.RunConfig(emb_l2=1e-4))
+    opt = build_optimizer(m, RunConfig(emb_l2=1e-4))
     assert opt.param_groups[1]["weight_decay"] == 1e-4
     assert not m.sparse_embedding_grad        # sparse AdaGrad takes no weight decay
     with pytest.raises(ValueError, match="--emb-l2 -1.0: must be a finite number >= 0"):
-        T.RunConfig(emb_l2=-1.0).check()
+        RunConfig(emb_l2=-1.0).check()
     with pytest.raises(ValueError, match="unknown loss reduction"):
-        T.RunConfig(loss_reduction="max").check()
+        RunConfig(loss_reduction="max").check()
 
 
 def test_relation_embeddings_at_their_own_rate(tiny):
     """--rel-lr: mtree's relation embeddings in their own group without L2 (Tran §6.1: 0.1);
     by default they train with the other weights. One step works with the word embedding's
     sparse gradient beside them."""
-    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+    from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 
     def model(mode):
         return TreeLSTMModel(ModelConfig(task="sick-r", cell="mtree", vocab_size=400,
@@ -280,11 +283,11 @@ def test_relation_embeddings_at_their_own_rate(tiny):
                                          embeddings_mode=mode))
 
     m = model("tuned")
-    rest = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree")).param_groups[0]
+    rest = build_optimizer(m, RunConfig(task="sick-r", model="mtree")).param_groups[0]
     assert any(p is m.cell.rel_emb.weight for p in rest["params"])
     for mode in ("fixed", "tuned"):
         m = model(mode)
-        opt = T.build_optimizer(m, T.RunConfig(task="sick-r", model="mtree", rel_lr=0.1,
+        opt = build_optimizer(m, RunConfig(task="sick-r", model="mtree", rel_lr=0.1,
                                                optimizer="adagrad"))  # sparse path
         rest, rel = opt.param_groups[0], opt.param_groups[-1]
         assert rel["params"] == [m.cell.rel_emb.weight]
@@ -293,17 +296,17 @@ def test_relation_embeddings_at_their_own_rate(tiny):
         assert len(opt.param_groups) == (3 if mode == "tuned" else 2)
     assert m.sparse_embedding_grad                      # tuned: sparse word gradient
     split = D.load_split(tiny / "sick", "train", "dependency")
-    batch = next(iter(T.make_loader(split, 4, shuffle=False)))
+    batch = next(iter(make_loader(split, 4, shuffle=False)))
     before = m.cell.rel_emb.weight.detach().clone()
     m.task.loss(m(batch.graph, batch.graph_b), batch).backward()
     assert m.embedding.weight.grad.is_sparse
     opt.step()
     assert not torch.equal(before, m.cell.rel_emb.weight)
     with pytest.raises(ValueError, match="--rel-lr .*: a learning rate must be in"):
-        T.RunConfig(rel_lr=0.0).check()
+        RunConfig(rel_lr=0.0).check()
     cs = TreeLSTMModel(ModelConfig(task="sick-r", cell="childsum", vocab_size=40, emb_dim=4,
                                    hidden=3))
     with pytest.raises(ValueError, match="has no relation embeddings"):
-        T.build_optimizer(cs, T.RunConfig(task="sick-r", model="childsum", rel_lr=0.1))
+        build_optimizer(cs, RunConfig(task="sick-r", model="childsum", rel_lr=0.1))
     with pytest.raises(ValueError, match="word embeddings are fixed"):
-        T.build_optimizer(model("fixed"), T.RunConfig(task="sick-r", emb_l2=1e-4))
+        build_optimizer(model("fixed"), RunConfig(task="sick-r", emb_l2=1e-4))

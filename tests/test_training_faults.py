@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 
-from gnn_treelstm import train
-from gnn_treelstm.faults import nonfinite
+from gnn_treelstm.commands import train
+from gnn_treelstm.training.faults import nonfinite
 
 TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
 

@@ -8,11 +8,14 @@ import copy
 import pytest
 import torch
 
-from gnn_treelstm import data as D
-from gnn_treelstm import training as T
 from gnn_treelstm.engine.schedule import LevelSchedule
-from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.tasks import build_task
+from gnn_treelstm.training.batching import make_loader
+from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
+from gnn_treelstm.training.optim import build_optimizer
+from gnn_treelstm.trees import data as D
 from tests.tiny_data import WORDS, build_tiny
 
 
@@ -53,7 +56,7 @@ def _step(model, batch, schedule):
 ])
 def test_level_step_equals_dgl_step(tiny, dataset, task, cell, tree, kw):
     split = _split(tiny, dataset, task, tree)
-    batch = next(iter(T.make_loader(split, 7, shuffle=True, seed=3, schedule=True)))
+    batch = next(iter(make_loader(split, 7, shuffle=True, seed=3, schedule=True)))
     assert isinstance(batch.schedule, LevelSchedule)
     assert batch.schedule.num_nodes == batch.encoder_graph().num_nodes()
     ref, lvl = _models(task, cell, **kw)
@@ -71,7 +74,7 @@ def test_level_step_equals_dgl_step(tiny, dataset, task, cell, tree, kw):
 
 def test_sparse_embedding_grad_equals_dense(tiny):
     split = _split(tiny, "sst", "sst-5", "constituency")
-    batch = next(iter(T.make_loader(split, 5, shuffle=False)))
+    batch = next(iter(make_loader(split, 5, shuffle=False)))
     dense, _ = _models("sst-5", "nary")
     sparse = copy.deepcopy(dense)
     sparse.sparse_embedding_grad = True
@@ -89,10 +92,10 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
     """build_optimizer (sparse AdaGrad embedding rows, fused dense groups) makes the same
     updates over a few steps as plain torch optimizers on dense gradients."""
     split = _split(tiny, "sst", "sst-5", "constituency")
-    cfg = T.RunConfig(task="sst-5", optimizer=optimizer, l2=1e-2)
+    cfg = RunConfig(task="sst-5", optimizer=optimizer, l2=1e-2)
     fast, _ = _models("sst-5", "nary")
     ref = copy.deepcopy(fast)
-    opt = T.build_optimizer(fast, cfg)
+    opt = build_optimizer(fast, cfg)
     assert fast.sparse_embedding_grad is (optimizer == "adagrad")
     r = cfg.resolved()
     emb, rest = ref.parameter_groups()
@@ -100,7 +103,7 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
               {"params": emb, "lr": r.emb_lr, "weight_decay": 0.0}]
     ref_opt = (torch.optim.Adagrad(groups, foreach=False) if optimizer == "adagrad"
                else torch.optim.Adam(groups, foreach=False))
-    for batch in list(T.make_loader(split, 6, shuffle=True, seed=1))[:3]:
+    for batch in list(make_loader(split, 6, shuffle=True, seed=1))[:3]:
         for model, o in ((fast, opt), (ref, ref_opt)):
             o.zero_grad(set_to_none=True)
             model.task.loss(model(batch.graph), batch).backward()
@@ -112,7 +115,7 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
 
 def test_fixed_embeddings_get_no_gradient_and_no_group(tiny):
     ref, _ = _models("sst-5", "nary", embeddings_mode="fixed")
-    opt = T.build_optimizer(ref, T.RunConfig(task="sst-5"))
+    opt = build_optimizer(ref, RunConfig(task="sst-5"))
     assert len(opt.param_groups) == 1
     assert all(p is not ref.embedding.weight for p in opt.param_groups[0]["params"])
 
@@ -142,7 +145,7 @@ def test_batched_fetch_equals_per_example_collate(tiny):
 
 def test_schedule_of_the_wrong_graph_is_refused(tiny):
     split = _split(tiny, "sst", "sst-5", "constituency")
-    batches = list(T.make_loader(split, 3, shuffle=False, schedule=True))
+    batches = list(make_loader(split, 3, shuffle=False, schedule=True))
     _, lvl = _models("sst-5", "nary")
     small, other = batches[0], next(b for b in batches
                                     if b.graph.num_nodes() != batches[0].graph.num_nodes())
@@ -151,10 +154,10 @@ def test_schedule_of_the_wrong_graph_is_refused(tiny):
 
 
 def test_memory_stats_and_peak_reset():
-    T.reset_peak_memory()
-    m = T.memory_stats()
+    reset_peak_memory()
+    m = memory_stats()
     assert m["peak_rss_mb"] > 0 and m.get("rss_mb", 1) > 0
     big = torch.ones(64 << 18)                  # 64 MiB touched
-    after = T.memory_stats()["peak_rss_mb"]
+    after = memory_stats()["peak_rss_mb"]
     del big
     assert after >= m["peak_rss_mb"] + 32

@@ -1,4 +1,4 @@
-"""``gnn_treelstm.treesvg``: layout, node elements, colours, escaping, the HTML file."""
+"""``gnn_treelstm.trees.treesvg``: layout, node elements, colours, escaping, the HTML file."""
 
 import json
 import re
@@ -6,7 +6,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-from gnn_treelstm import treesvg as T
+from gnn_treelstm.trees import treesvg as T
 
 SVG = "{http://www.w3.org/2000/svg}"
 SST5 = list(T.SST_LABEL_NAMES)

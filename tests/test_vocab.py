@@ -2,7 +2,7 @@ import json
 
 import pytest
 
-from gnn_treelstm.vocab import Relations, Vocab
+from gnn_treelstm.trees.vocab import Relations, Vocab
 
 
 def test_vocab_basics(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.zerowatch import ZeroWatch
+from gnn_treelstm.training.zerowatch import ZeroWatch
 from tests.trees import random_dependency_batch
 
 
@@ -34,7 +34,7 @@ def test_warning_names_the_parameter_and_the_fix(caplog):
     watch = ZeroWatch(model)
     with torch.no_grad():
         model.weight.zero_()
-    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.zerowatch"):
+    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.training.zerowatch"):
         assert watch.warn(seed=2, epoch=3) == ["weight"]
     assert "seed 2 epoch 3: weight went to zero" in caplog.text
     assert "--loss-reduction sum" in caplog.text

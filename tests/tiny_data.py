@@ -16,7 +16,7 @@ import dgl
 import torch
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from gnn_treelstm.graph import IGNORE, make_tree
+from gnn_treelstm.trees.graph import IGNORE, make_tree
 from tests.trees import random_dependency_tree, random_tree
 
 WORDS = ["<unk>", "not", "no", "n't"] + [f"w{i}" for i in range(36)]

@@ -1,4 +1,4 @@
-"""Tiny random and hand-built trees shared by the tests (schema of gnn_treelstm.graph)."""
+"""Tiny random and hand-built trees shared by the tests (schema of gnn_treelstm.trees.graph)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 import dgl
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from gnn_treelstm.graph import NO_WORD, make_tree
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
 
 def random_tree(

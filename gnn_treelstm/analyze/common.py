@@ -14,16 +14,16 @@ from pathlib import Path
 from typing import Any
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from gnn_treelstm import data as D
-from gnn_treelstm.checkpoint import Checkpoint, checkpoint_path, load_model
 from gnn_treelstm.files import atomic_write
+from gnn_treelstm.models.checkpoint import Checkpoint, checkpoint_path, load_model
+from gnn_treelstm.trees import data as D
 
 __all__ = ["AnalysisError", "SST_COLOURS", "load", "split_of", "tokens_of", "table_path",
            "write_table", "save_figure", "markdown", "figure"]
 
 log = logging.getLogger(__name__)
 
-#: SST's five classes, very negative .. very positive (as :mod:`gnn_treelstm.nx`)
+#: SST's five classes, very negative .. very positive (as :mod:`gnn_treelstm.trees.drawing`)
 SST_COLOURS = ("#d7301f", "#fc8d59", "#d9d9d9", "#91cf60", "#1a9850")
 FIGURE_SUFFIXES = (".png", ".svg", ".pdf")
 
@@ -56,7 +56,7 @@ def split_of(ck: Checkpoint, data: str | None, split: str, tree: str | None = No
     directory), checked against the checkpoint's vocabularies; ``tree``: another tree kind
     of the same data (its word ids are the same vocabulary, its relations are not checked).
     """
-    from gnn_treelstm.evaluate import check_vocabularies, data_dir_for, load_eval_split
+    from gnn_treelstm.training.evaluation import check_vocabularies, data_dir_for, load_eval_split
 
     data_dir = data_dir_for(ck, data)
     if tree is None or tree == (ck.run_config.get("tree") or ck.meta.get("tree")):

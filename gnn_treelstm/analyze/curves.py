@@ -16,7 +16,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-from .common import AnalysisError, figure, markdown, save_figure, write_table
+from gnn_treelstm.analyze.common import AnalysisError, figure, markdown, save_figure, write_table
 
 __all__ = ["read_metrics", "curves_analysis"]
 

@@ -37,13 +37,20 @@ import dgl
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm import graph as G
+from gnn_treelstm.analyze.common import (
+    SST_COLOURS,
+    AnalysisError,
+    load,
+    markdown,
+    split_of,
+    tokens_of,
+    write_table,
+)
+from gnn_treelstm.analyze.render import render_tree, write_html_trees
 from gnn_treelstm.cells.lexicalized import head_gate
-from gnn_treelstm.checkpoint import Checkpoint
-from gnn_treelstm.nx import SST_LABEL_NAMES, to_networkx
-
-from .common import SST_COLOURS, AnalysisError, load, markdown, split_of, tokens_of, write_table
-from .render import render_tree, write_html_trees
+from gnn_treelstm.models.checkpoint import Checkpoint
+from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.drawing import SST_LABEL_NAMES, to_networkx
 
 __all__ = ["RULES", "model_heads", "rule_heads", "agreement", "heads_analysis",
            "TENG_COLLINS"]

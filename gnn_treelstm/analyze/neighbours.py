@@ -23,10 +23,7 @@ import dgl
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm import graph as G
-from gnn_treelstm.tasks.base import Encoded
-
-from .common import (
+from gnn_treelstm.analyze.common import (
     AnalysisError,
     figure,
     load,
@@ -36,6 +33,8 @@ from .common import (
     tokens_of,
     write_table,
 )
+from gnn_treelstm.tasks.base import Encoded
+from gnn_treelstm.trees import graph as G
 
 __all__ = ["nearest", "mean_vectors", "neighbours_analysis"]
 

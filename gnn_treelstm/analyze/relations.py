@@ -22,10 +22,17 @@ from pathlib import Path
 
 import torch
 
-from gnn_treelstm import graph as G
-from gnn_treelstm.checkpoint import Checkpoint
-
-from .common import AnalysisError, figure, load, markdown, save_figure, split_of, write_table
+from gnn_treelstm.analyze.common import (
+    AnalysisError,
+    figure,
+    load,
+    markdown,
+    save_figure,
+    split_of,
+    write_table,
+)
+from gnn_treelstm.models.checkpoint import Checkpoint
+from gnn_treelstm.trees import graph as G
 
 __all__ = ["relation_matrices", "relation_norms", "relation_counts", "relations_analysis"]
 

@@ -1,6 +1,6 @@
 """Draw a tree whose nodes carry small coloured boxes (labels, head words) and captions.
 
-The layout is :func:`gnn_treelstm.nx.tree_layout` (constituency: leaves on the bottom row
+The layout is :func:`gnn_treelstm.trees.drawing.tree_layout` (constituency: leaves on the bottom row
 in sentence order; dependency trees and chains: every word in its sentence slot), with
 each slot as wide as its widest text. Used by the ``tree`` and ``heads`` analyses.
 """
@@ -13,9 +13,8 @@ from pathlib import Path
 
 import networkx as nx
 
-from gnn_treelstm.nx import _in_sentence_order, tree_layout
-
-from .common import figure, save_figure
+from gnn_treelstm.analyze.common import figure, save_figure
+from gnn_treelstm.trees.drawing import _in_sentence_order, tree_layout
 
 __all__ = ["Box", "render_tree", "write_html_trees"]
 
@@ -39,7 +38,7 @@ def render_tree(
     legend: Sequence[tuple[str, str]] = (), legend_title: str | None = None,
     title: str | None = None, dpi: int = 130,
 ) -> Path:
-    """Write a picture of ``tree`` (from :func:`gnn_treelstm.nx.to_networkx`).
+    """Write a picture of ``tree`` (from :func:`gnn_treelstm.trees.drawing.to_networkx`).
 
     ``boxes[v]``: the boxes drawn side by side at node ``v``; ``captions[v]``: text under
     them (a leaf's word); ``edge_text[(child, parent)]``: a label on the edge;
@@ -109,14 +108,14 @@ def render_tree(
 
 def write_html_trees(path: str | os.PathLike, trees: Sequence[Sequence[dict]], *, title: str,
                      label_names: Sequence[str] | None = None) -> Path:
-    """Trees in :mod:`gnn_treelstm.treesvg`'s node schema as one self-contained HTML file
+    """Trees in :mod:`gnn_treelstm.trees.treesvg`'s node schema as one self-contained HTML file
     (``--html``); an :class:`~gnn_treelstm.analyze.common.AnalysisError` if that module is
     missing."""
     try:
-        from gnn_treelstm.treesvg import write_html
+        from gnn_treelstm.trees.treesvg import write_html
     except ImportError as exc:
-        from .common import AnalysisError
+        from gnn_treelstm.analyze.common import AnalysisError
 
-        raise AnalysisError("--html needs gnn_treelstm.treesvg (write_html), which this "
+        raise AnalysisError("--html needs gnn_treelstm.trees.treesvg (write_html), which this "
                             "installation does not have") from exc
     return write_html(path, trees, title=title, label_names=label_names)

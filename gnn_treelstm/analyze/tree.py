@@ -21,13 +21,20 @@ from pathlib import Path
 
 import torch
 
-from gnn_treelstm import graph as G
-from gnn_treelstm.checkpoint import Checkpoint
-from gnn_treelstm.nx import SST_LABEL_NAMES, to_networkx
+from gnn_treelstm.analyze.common import (
+    SST_COLOURS,
+    AnalysisError,
+    load,
+    markdown,
+    split_of,
+    tokens_of,
+    write_table,
+)
+from gnn_treelstm.analyze.render import render_tree, write_html_trees
+from gnn_treelstm.models.checkpoint import Checkpoint
 from gnn_treelstm.tasks.classification import ClassificationTask
-
-from .common import SST_COLOURS, AnalysisError, load, markdown, split_of, tokens_of, write_table
-from .render import render_tree, write_html_trees
+from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.drawing import SST_LABEL_NAMES, to_networkx
 
 __all__ = ["node_predictions", "tree_analysis"]
 
@@ -65,7 +72,7 @@ def _sentence(ck: Checkpoint, data: str | None, split: str, index: int | None,
               text: str | None) -> tuple[object, list[str], str]:
     if text is not None:
         from data_prep.dependency import load_pipeline, parse_texts
-        from gnn_treelstm.predict import text_graphs
+        from gnn_treelstm.models.predictor import text_graphs
 
         parse = parse_texts(load_pipeline(None), [text])
         return text_graphs(parse, ck)[0], parse[0].tokens, "raw text"

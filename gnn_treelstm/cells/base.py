@@ -7,7 +7,7 @@ validates the input, then hands the cell a :class:`Propagator` for its engine; t
 :meth:`TreeCell.compute` computes its input terms and runs its recurrences through it. So
 the DGL engine (``dgl.prop_nodes_topo``) and the level engine (precomputed schedule) run
 the same declared functions. A cell may also name a fast kernel
-(:meth:`TreeCell.level_kernel`, the C++ loops of :mod:`gnn_treelstm.engine.fused`) used by
+(:meth:`TreeCell.level_kernel`, the C++ loops of :mod:`gnn_treelstm.kernels.fused`) used by
 the level engine when it applies; the registry-wide test holds it to the declaration.
 """
 
@@ -19,10 +19,10 @@ import dgl
 import torch
 from torch import nn
 
-from .. import graph as G
-from ..engine import dgl_engine, level
-from ..engine.recurrence import Recurrence
-from ..engine.schedule import LevelSchedule
+from gnn_treelstm.engine import dgl_engine, level
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.trees import graph as G
 
 __all__ = ["TreeCell", "ENGINES", "Propagator", "prop_nodes_topo"]
 
@@ -103,7 +103,7 @@ class TreeCell(nn.Module):
     """Base class of all cells.
 
     ``forward(graph, x, schedule=None, **kw)`` takes a (batched) tree graph built to
-    :mod:`gnn_treelstm.graph`'s schema and node inputs ``x`` of shape
+    :mod:`gnn_treelstm.trees.graph`'s schema and node inputs ``x`` of shape
     ``(num_nodes, x_size)`` and returns per-node states ``(h, c)``, ``h`` of shape
     ``(num_nodes, out_size)``. It never mutates ``graph``. Subclasses implement
     :meth:`compute` (their math, through the :class:`Propagator`) and may implement

@@ -24,7 +24,7 @@ Parameters: ``up`` (ConTree+Lex: ``17h² + 5h + 4hx + 2x² + x``) and ``down`` (
 :func:`~gnn_treelstm.cells.lexicalized.teng_table5_count`.
 
 The level engine's fast kernel (``level_kernel``, float32 CPU) computes the head lexicons
-once and composes the two cells' C++ level loops (:mod:`gnn_treelstm.engine.fused_teng`).
+once and composes the two cells' C++ level loops (:mod:`gnn_treelstm.kernels.fused_teng`).
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ import logging
 import dgl
 import torch
 
-from .. import graph as G
-from ..engine import fused, fused_teng
-from . import cells
-from .base import Propagator, TreeCell
-from .lexicalized import LexicalizedTreeLSTM
-from .topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
+from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
 

@@ -36,7 +36,7 @@ one matrix product over all nodes before propagation (:func:`childsum_input_term
 recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``[h_k ; f_jk ⊙ c_k]`` per child
 edge (:func:`childsum_edge_message`, eqs 2 and 4 and the summand of eq 7); the engine sums
 them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run these
-functions; the level engine's fast kernel (:func:`gnn_treelstm.engine.fused.childsum_levels`,
+functions; the level engine's fast kernel (:func:`gnn_treelstm.kernels.fused.childsum_levels`,
 C++) is their acceleration, with or without output gate, in float32 on the CPU.
 """
 from __future__ import annotations
@@ -48,11 +48,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from ..engine import fused
-from ..engine.level import to_node_order, to_schedule_order
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.kernels import fused
 
 logger = logging.getLogger(__name__)
 

@@ -56,7 +56,7 @@ matrix product (:func:`lex_input_terms`); (3) the cell's recurrence
 its position, and :func:`lex_node_update` (eqs 11, 12, 5, 1) makes ``(h_t, c_t)``. Both
 engines run these functions (the DGL engine places a child in its slot with the built-in
 ``u_mul_e`` and ``sum``). The level engine's fast kernel (``level_kernel``, float32 CPU) runs
-both recurrences as C++ level loops (:mod:`gnn_treelstm.engine.fused_teng`, every head
+both recurrences as C++ level loops (:mod:`gnn_treelstm.kernels.fused_teng`, every head
 mode native), the input terms still one product by :func:`lex_input_terms`.
 """
 
@@ -70,11 +70,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import graph as G
-from ..engine import fused, fused_teng
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import torch
 
-from .. import graph as G
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.trees import graph as G
 
 __all__ = ["MeanVectors", "mean_states"]
 

@@ -56,10 +56,10 @@ they are written once, there); this file adds the relation transforms of eqs 2 a
 (:func:`mult_transform`, :func:`full_transform`). The recurrence
 (:meth:`MultiplicativeTreeLSTM.recurrence`) sends ``[summand of h~_j ; f_jk ⊙ c_k]`` per
 child edge; both engines run it. Fast level kernels (float32 CPU), Child-Sum's C++ loop:
-``add`` with its own input terms (:func:`gnn_treelstm.engine.fused.childsum_levels`),
+``add`` with its own input terms (:func:`gnn_treelstm.kernels.fused.childsum_levels`),
 ``mult`` and ``full`` with the transforms of eqs 4 and 2 inside the loop
-(:func:`~gnn_treelstm.engine.fused.mtree_levels`,
-:func:`~gnn_treelstm.engine.fused.mtree_full_levels`).
+(:func:`~gnn_treelstm.kernels.fused.mtree_levels`,
+:func:`~gnn_treelstm.kernels.fused.mtree_full_levels`).
 """
 
 from __future__ import annotations
@@ -72,13 +72,13 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import graph as G
-from ..engine import fused
-from ..engine.level import to_node_order, to_schedule_order
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
-from .childsum import childsum_forget_term, childsum_node_update
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.childsum import childsum_forget_term, childsum_node_update
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.kernels import fused
+from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +297,7 @@ class MultiplicativeTreeLSTM(TreeCell):
             if G.REL not in graph.edata:
                 raise ValueError(
                     f"{name}: graph has no edge field 'rel' (relation ids) but the cell reads "
-                    "relations; build graphs with gnn_treelstm.graph.make_tree(..., rels=...)"
+                    "relations; build graphs with gnn_treelstm.trees.graph.make_tree(..., rels=...)"
                 )
             rel = graph.edata[G.REL]
             if rel.dtype.is_floating_point or rel.dtype == torch.bool or rel.dim() != 1:

@@ -48,7 +48,7 @@ slotted: each child's ``[h_k ; c_k]`` goes to the slot of its position, so the n
 (:meth:`NaryTreeLSTM.node_update` = :meth:`~NaryTreeLSTM.child_terms` + :func:`nary_gates`)
 gets every node's children ordered by position, zeros at the missing ones, ``(n, N, 2h)``.
 Both engines run these functions; the level engine's fast kernel
-(:func:`gnn_treelstm.engine.fused.nary_levels`, C++, input products inside) is their
+(:func:`gnn_treelstm.kernels.fused.nary_levels`, C++, input products inside) is their
 acceleration, with or without output gate, in float32 on the CPU.
 """
 
@@ -62,11 +62,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import graph as G
-from ..engine import fused
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.kernels import fused
+from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
 

@@ -68,12 +68,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import graph as G
-from ..engine import fused
-from ..engine.level import to_node_order, to_schedule_order
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.kernels import fused
+from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
 

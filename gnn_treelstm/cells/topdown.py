@@ -51,7 +51,7 @@ uses ``dgl.reverse(graph)`` with the edge fields copied, the caller's graph is u
 the parent's ``[h ; c]`` is placed in the slot of the child's side, so one matrix product
 with ``[W^L | W^R]`` applies the side's weights (:func:`topdown_node_update`). The level
 engine's fast kernel (``level_kernel``, float32 CPU) runs the head lexicon and eqs 14-15 as
-C++ level loops (:mod:`gnn_treelstm.engine.fused_teng`; each level's nodes grouped by side,
+C++ level loops (:mod:`gnn_treelstm.kernels.fused_teng`; each level's nodes grouped by side,
 so each side's weights multiply only its own nodes).
 """
 
@@ -64,12 +64,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import graph as G
-from ..engine import fused, fused_teng
-from ..engine.recurrence import Recurrence
-from . import cells
-from .base import Propagator, TreeCell
-from .lexicalized import HEAD_MODES, HeadLexicon, glorot_
+from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_
+from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
 

@@ -4,13 +4,13 @@
 * :mod:`~gnn_treelstm.engine.dgl_engine` — the recurrence under ``dgl.prop_nodes_topo``.
 * :mod:`~gnn_treelstm.engine.level` — the recurrence level by level on a precomputed
   :class:`~gnn_treelstm.engine.schedule.LevelSchedule` (built once per batch, on the CPU).
-* :mod:`~gnn_treelstm.engine.fused` — optional C++ level loops for some cells (float32 CPU).
-* :mod:`~gnn_treelstm.engine.dgl_example` — DGL's example cell, the benchmark anchor.
+* :mod:`~gnn_treelstm.kernels.fused` — optional C++ level loops for some cells (float32 CPU).
+* :mod:`~gnn_treelstm.commands.dgl_example` — DGL's example cell, the benchmark anchor.
 
 Nothing here imports :mod:`gnn_treelstm.cells`: cells import their engines.
 """
 
-from .recurrence import Recurrence
-from .schedule import Levels, LevelSchedule
+from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.engine.schedule import Levels, LevelSchedule
 
 __all__ = ["Recurrence", "LevelSchedule", "Levels"]

@@ -17,8 +17,8 @@ import dgl.function as fn
 import torch
 from torch.nn import functional as F
 
-from .. import graph as G
-from .recurrence import Inputs, Recurrence
+from gnn_treelstm.engine.recurrence import Inputs, Recurrence
+from gnn_treelstm.trees import graph as G
 
 __all__ = ["propagate", "prop_nodes_topo"]
 

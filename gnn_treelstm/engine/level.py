@@ -29,8 +29,8 @@ import dgl
 import torch
 from torch.nn import functional as F
 
-from .recurrence import Inputs, Recurrence
-from .schedule import Levels, LevelSchedule
+from gnn_treelstm.engine.recurrence import Inputs, Recurrence
+from gnn_treelstm.engine.schedule import Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
 

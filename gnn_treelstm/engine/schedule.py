@@ -44,7 +44,7 @@ import dgl
 import numpy as np
 import torch
 
-from .. import graph as G
+from gnn_treelstm.trees import graph as G
 
 __all__ = ["Levels", "LevelSchedule", "heights", "depths"]
 

@@ -27,7 +27,7 @@ a record was measured with differs from a row's today (a changed default, ``--ep
 the runner does not count a stale record's seeds as done, and :func:`merge_record` replaces
 a record whose configuration differs from the run directory's instead of mixing the two.
 A seed's ``code`` holds the fingerprints of its model's modules
-(:mod:`gnn_treelstm.provenance`); :func:`code_changes` names the seeds that ran with other
+(:mod:`gnn_treelstm.training.provenance`); :func:`code_changes` names the seeds that ran with other
 code than today's, which a configuration cannot show (a fix of a cell's math).
 
 JSON with sorted keys, indent 1, written atomically (:func:`gnn_treelstm.files.atomic_write`:
@@ -47,17 +47,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..files import atomic_write
-from ..runconfig import RunConfig
-from . import runner
-from .rows import Row
-from .runner import row_dir
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.reproduce import runner
+from gnn_treelstm.reproduce.rows import Row
+from gnn_treelstm.reproduce.runner import row_dir
+from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.options import config_from_args, parse_args  # as the CLI reads them
 
 log = logging.getLogger(__name__)
 
 __all__ = ["FILENAME", "RowResults", "ledger_path", "record_key", "load", "dumps", "save",
            "read_run", "merge_record", "merge_runs", "seed_numbers", "to_results",
-           "record_config", "command_config", "stale", "code_changes", "merges", "PLACE"]
+           "record_config", "command_config", "stale", "code_changes", "done_seeds", "merges",
+           "PLACE"]
 
 #: the ledger's file name, beside the results document
 FILENAME = "results.json"
@@ -240,8 +242,6 @@ def record_config(record: Mapping[str, Any] | None) -> dict[str, Any] | None:
 def command_config(command: str) -> dict[str, Any]:
     """The resolved configuration (``RunConfig.resolved().to_dict()``) of a ``gnn-treelstm
     train ...`` command, under today's defaults (``ValueError`` if it does not parse)."""
-    from ..train import config_from_args, parse_args  # the CLI's own reading of its flags
-
     words = shlex.split(command)
     if words[:2] != ["gnn-treelstm", "train"]:
         raise ValueError(f"not a 'gnn-treelstm train' command: {command!r}")
@@ -349,6 +349,19 @@ def merges(old: Mapping[str, Any] | None, found: Mapping[str, Any], row: Row,
                     changed)
         return False
     return True
+
+
+def done_seeds(root: Path, row: Row, ledger: Mapping[str, dict] | None = None,
+               cfg: RunConfig | None = None) -> list[int]:
+    """Seeds of ``row`` whose ``results.json`` exists under ``root``, and those its record in
+    ``ledger`` holds; given the row's configuration ``cfg``, not those of a record measured
+    with another one (:func:`stale`)."""
+    out = set(runner.done_seeds(root, row))
+    if ledger:
+        record = ledger.get(record_key(row))
+        if cfg is None or not stale(record, cfg):
+            out.update(seed_numbers(record))
+    return sorted(out)
 
 
 def seed_numbers(record: Mapping[str, Any] | None) -> list[int]:

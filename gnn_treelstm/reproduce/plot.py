@@ -17,9 +17,9 @@ import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..files import atomic_write
-from .report import RowResults, collect
-from .rows import TABLES, Row, is_accuracy
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.reproduce.report import RowResults, collect
+from gnn_treelstm.reproduce.rows import TABLES, Row, is_accuracy
 
 log = logging.getLogger(__name__)
 

@@ -15,8 +15,8 @@ import logging
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..files import atomic_write
-from .ledger import (
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.reproduce.ledger import (
     LOWER_IS_BETTER,
     RowResults,
     merge_record,
@@ -26,8 +26,8 @@ from .ledger import (
     seed_numbers,
     to_results,
 )
-from .rows import TABLES, VECTORS, Row, is_accuracy, unavailable_reason
-from .runner import command, row_config
+from gnn_treelstm.reproduce.rows import TABLES, VECTORS, Row, is_accuracy, unavailable_reason
+from gnn_treelstm.reproduce.runner import command, row_config
 
 log = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """The papers' table rows as data: what to train, and the number the paper printed.
 
-A :class:`Row` is one line of a paper table: the :class:`~gnn_treelstm.training.RunConfig`
+A :class:`Row` is one line of a paper table: the :class:`~gnn_treelstm.training.loop.RunConfig`
 fields that line needs (``overrides``; everything else takes the task's paper defaults,
 :meth:`RunConfig.resolved`), the word vectors it reads, and the paper's test numbers in
 *our* metric names and units (accuracies as fractions, e.g. 51.0 % -> 0.510).
@@ -384,8 +384,8 @@ def select(patterns: Iterable[str] | None = None) -> list[Row]:
 
 
 def _probe(model: str, engine: str, cell_kwargs: Mapping[str, Any]) -> None:
-    from ..cells import build_cell
-    from ..model import cell_accepts
+    from gnn_treelstm.cells import build_cell
+    from gnn_treelstm.models.treelstm import cell_accepts
 
     kw = dict(cell_kwargs)
     if cell_accepts(model, "num_relations") or model.startswith("mtree"):
@@ -396,7 +396,7 @@ def _probe(model: str, engine: str, cell_kwargs: Mapping[str, Any]) -> None:
 @functools.cache
 def _engine_and_reason(model: str, cell_kwargs_json: str) -> tuple[str, str]:
     """(engine, reason the row cannot run or "")."""
-    from ..cells import cells
+    from gnn_treelstm.cells import cells
 
     if model not in cells:
         return "level", f"model {model!r} is not in the cell registry"

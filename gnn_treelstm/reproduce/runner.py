@@ -1,11 +1,11 @@
 """Run paper rows, one training run per seed, resumable.
 
 Layout: ``<root>/<row key, "/" -> "__">/seed-<s>/`` is one
-:func:`gnn_treelstm.training.run` with ``seeds=1, seed=s`` (its ``results.json`` marks the
+:func:`gnn_treelstm.training.loop.run` with ``seeds=1, seed=s`` (its ``results.json`` marks the
 seed done), and ``<root>/<row>/row.json`` records the row, the resolved
-:class:`~gnn_treelstm.training.RunConfig`, the equivalent ``gnn-treelstm train`` command, the
+:class:`~gnn_treelstm.training.loop.RunConfig`, the equivalent ``gnn-treelstm train`` command, the
 vectors file and the data directory. A seed directory without ``results.json`` (a killed
-run) resumes at its last saved epoch (its ``state.pt``, :mod:`gnn_treelstm.resume`) when it
+run) resumes at its last saved epoch (its ``state.pt``, :mod:`gnn_treelstm.training.resume`) when it
 has one of the row's configuration, else it is deleted and trained again; a finished seed
 is never retrained unless ``force``.
 Data are resolved once per data set and tree kind with ``runs_dir=root``, so raw data or
@@ -34,17 +34,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import provenance
-from ..files import atomic_write
-from ..resume import STATE_NAME, load_state, resumed_run_id
-from ..runconfig import RunConfig, config_changes
-from ..rundata import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
-from ..tasks import build_task
-from ..training import run
-from .rows import VECTORS, Row, engine_for, get, unavailable_reason
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.reproduce.rows import VECTORS, Row, engine_for, get, unavailable_reason
+from gnn_treelstm.tasks import build_task
+from gnn_treelstm.training import provenance
+from gnn_treelstm.training.config import RunConfig, config_changes
+from gnn_treelstm.training.data import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
+from gnn_treelstm.training.loop import run
+from gnn_treelstm.training.resume import STATE_NAME, load_state, resumed_run_id
 
 log = logging.getLogger(__name__)
-ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training: (iterable, total, desc)
+ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training.loop: (iterable, total, desc)
 
 __all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "seed_code",
            "code_changes", "run_rows", "row_dir", "done_seeds", "find_vectors", "row_config",
@@ -83,22 +83,14 @@ def row_dir(root: Path, row: Row) -> Path:
     return Path(root) / (row.same_as or row.key).replace("/", "__")
 
 
-def done_seeds(root: Path, row: Row, ledger: Mapping[str, dict] | None = None,
-               cfg: RunConfig | None = None) -> list[int]:
-    """Seeds of ``row`` whose ``results.json`` exists, and those its record in ``ledger``
-    (the results ledger, :mod:`.ledger`) holds; given the row's configuration ``cfg``, not
-    those of a record measured with another one (:func:`.ledger.stale`)."""
+def done_seeds(root: Path, row: Row) -> list[int]:
+    """Seeds of ``row`` whose ``results.json`` exists in its run directory (with the
+    ledger's seeds too: :func:`gnn_treelstm.reproduce.ledger.done_seeds`)."""
     out = set()
     for d in row_dir(root, row).glob("seed-*"):
         suffix = d.name[len("seed-"):]
         if suffix.isdigit() and (d / "results.json").is_file():
             out.add(int(suffix))
-    if ledger:
-        from .ledger import record_key, seed_numbers, stale  # ledger imports this module
-
-        record = ledger.get(record_key(row))
-        if cfg is None or not stale(record, cfg):
-            out.update(seed_numbers(record))
     return sorted(out)
 
 
@@ -201,7 +193,7 @@ def seed_changes(sdir: Path, cfg: RunConfig) -> str:
 
 def seed_code(sdir: Path) -> dict[str, Any] | None:
     """The code a seed recorded (``config.json``'s ``code``:
-    :func:`gnn_treelstm.provenance.code_record`), None if it recorded no fingerprints."""
+    :func:`gnn_treelstm.training.provenance.code_record`), None if it recorded no fingerprints."""
     try:
         code = json.loads((sdir / "config.json").read_text(encoding="utf-8")).get("code")
     except (OSError, ValueError, AttributeError):
@@ -213,14 +205,14 @@ def seed_code(sdir: Path) -> dict[str, Any] | None:
 
 def code_changes(had: Mapping[str, Any] | None, cfg: RunConfig) -> list[str]:
     """How the code a seed recorded differs from today's for ``cfg``'s model
-    (:func:`gnn_treelstm.provenance.code_changes`; [] if the same or none recorded)."""
+    (:func:`gnn_treelstm.training.provenance.code_changes`; [] if the same or none recorded)."""
     return provenance.code_changes(had, cfg.model, cfg.task)
 
 
 def _resumable(row: Row, sdir: Path, cfg: RunConfig) -> bool:
     """Whether the unfinished seed in ``sdir`` continues where it stopped: it holds a
-    readable saved state (:mod:`gnn_treelstm.resume`) of a run of ``cfg`` (the check of
-    ``gnn-treelstm train --resume``, :func:`gnn_treelstm.resume.resumed_run_id`); otherwise
+    readable saved state (:mod:`gnn_treelstm.training.resume`) of a run of ``cfg`` (the check of
+    ``gnn-treelstm train --resume``, :func:`gnn_treelstm.training.resume.resumed_run_id`); otherwise
     it is trained again from its beginning (said in the log)."""
     if not (sdir / STATE_NAME).is_file():
         return False
@@ -241,7 +233,7 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
     """Train the missing seeds 1..n of a row; True if anything was trained. A finished
     seed whose recorded configuration differs from the row's is trained again; an
     unfinished one with a saved state of the row's configuration resumes at its last saved
-    epoch (:func:`gnn_treelstm.training.run` with ``resume``), any other is trained again."""
+    epoch (:func:`gnn_treelstm.training.loop.run` with ``resume``), any other is trained again."""
     trained = False
     for s in range(1, n + 1):
         sdir = rdir / f"seed-{s}"
@@ -290,7 +282,7 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
              progress: ProgressFn | None = None,
              release_heap: Callable[[], object] | None = None) -> list[RowRun]:
     """Train every seed of every row that is not done; skip rows that cannot run here.
-    ``progress`` and ``release_heap`` go to :func:`gnn_treelstm.training.run`.
+    ``progress`` and ``release_heap`` go to :func:`gnn_treelstm.training.loop.run`.
 
     Checks every row's vectors first (``ValueError`` naming the row, before any training);
     a row whose training fails is reported as ``failed`` and the others still run.

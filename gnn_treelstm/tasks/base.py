@@ -4,7 +4,7 @@ A task is the part of a model that sits on top of a Tree-LSTM cell. It knows whi
 set it reads (``dataset``, the ``meta.json`` name), whether examples are sentence pairs,
 how to build its head module from the cell's output sizes, its loss, and its metrics.
 
-The encoder (:class:`gnn_treelstm.model.TreeLSTMModel`) hands the head an
+The encoder (:class:`gnn_treelstm.models.treelstm.TreeLSTMModel`) hands the head an
 :class:`Encoded`: node states of the (batched) graph(s) and one sentence vector per
 sentence. For pair data sets both sides are encoded in one batched graph, sentence A of
 every pair first, so ``sent[:num_a]`` are the premises / left sentences and
@@ -136,7 +136,7 @@ class Task:
 
     # ------------------------------------------------------------------ data
     def prepare_split(self, split: Any) -> Any:
-        """Adapt a loaded :class:`gnn_treelstm.data.Split` to the task (default: as is).
+        """Adapt a loaded :class:`gnn_treelstm.trees.data.Split` to the task (default: as is).
 
         Checks that the graph-level targets the task needs are there.
         """

@@ -41,12 +41,12 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import metrics as M
-from ..data import to_sst2
-from ..dropout import Dropout
-from ..graph import IGNORE, LABEL
-from . import tasks
-from .base import Encoded, Task
+from gnn_treelstm import metrics as M
+from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.tasks.base import Encoded, Task
+from gnn_treelstm.tasks.registry import tasks
+from gnn_treelstm.trees.data import to_sst2
+from gnn_treelstm.trees.graph import IGNORE, LABEL
 
 __all__ = ["ClassifierHead", "ClassificationTask", "SST5", "SST2", "TREC"]
 
@@ -170,7 +170,7 @@ class SST5(ClassificationTask):
 @tasks.register("sst-2")
 class SST2(SST5):
     """Binary sentiment (Tai §5.1): neutral dropped, the two negative and the two positive
-    classes merged (:data:`gnn_treelstm.data.SST2_MAP`)."""
+    classes merged (:data:`gnn_treelstm.trees.data.SST2_MAP`)."""
 
     name = "sst-2"
     num_classes = 2
@@ -179,7 +179,7 @@ class SST2(SST5):
         return ["negative", "positive"]
 
     def prepare_split(self, split: Any) -> Any:
-        """:func:`gnn_treelstm.data.to_sst2`: labels mapped, neutral sentences dropped."""
+        """:func:`gnn_treelstm.trees.data.to_sst2`: labels mapped, neutral sentences dropped."""
         return to_sst2(super().prepare_split(split))
 
 

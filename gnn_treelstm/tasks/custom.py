@@ -34,11 +34,11 @@ from typing import Any, ClassVar
 
 import torch
 
-from . import tasks
-from .base import Task
-from .classification import ClassificationTask, ClassifierHead
-from .inference import Inference, InferenceHead
-from .relatedness import Relatedness, RelatednessHead, kl_loss, sparse_target
+from gnn_treelstm.tasks.base import Task
+from gnn_treelstm.tasks.classification import ClassificationTask, ClassifierHead
+from gnn_treelstm.tasks.inference import Inference, InferenceHead
+from gnn_treelstm.tasks.registry import tasks
+from gnn_treelstm.tasks.relatedness import Relatedness, RelatednessHead, kl_loss, sparse_target
 
 __all__ = ["CustomTask", "Classify", "PairClassify", "PairScore", "ScoreHead"]
 

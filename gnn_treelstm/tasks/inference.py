@@ -33,10 +33,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from .. import metrics as M
-from ..dropout import Dropout
-from . import tasks
-from .base import Encoded, Task
+from gnn_treelstm import metrics as M
+from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.tasks.base import Encoded, Task
+from gnn_treelstm.tasks.registry import tasks
 
 __all__ = ["InferenceHead", "pair_features", "FEATURES", "ACTIVATIONS", "Inference",
            "SickEntailment", "SNLI", "NEGATION_WORDS", "LONG_PREMISE", "subset_masks"]

@@ -29,10 +29,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from .. import metrics as M
-from ..dropout import Dropout
-from . import tasks
-from .base import Encoded, Task
+from gnn_treelstm import metrics as M
+from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.tasks.base import Encoded, Task
+from gnn_treelstm.tasks.registry import tasks
 
 __all__ = ["RelatednessHead", "Relatedness", "sparse_target", "kl_loss"]
 

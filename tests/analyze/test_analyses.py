@@ -10,17 +10,17 @@ import dgl
 import pytest
 import torch
 
-from gnn_treelstm import train
-from gnn_treelstm.analyze import __main__ as A
 from gnn_treelstm.analyze.curves import read_metrics
 from gnn_treelstm.analyze.heads import agreement, model_heads, rule_heads
 from gnn_treelstm.analyze.neighbours import mean_vectors, nearest
 from gnn_treelstm.analyze.relations import relation_counts, relation_norms
 from gnn_treelstm.cells.multiplicative import MultiplicativeTreeLSTM, mult_transform
-from gnn_treelstm.checkpoint import Checkpoint
-from gnn_treelstm.graph import make_tree
-from gnn_treelstm.model import ModelConfig, TreeLSTMModel
-from gnn_treelstm.vocab import Vocab
+from gnn_treelstm.commands import analyze as A
+from gnn_treelstm.commands import train
+from gnn_treelstm.models.checkpoint import Checkpoint
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
+from gnn_treelstm.trees.graph import make_tree
+from gnn_treelstm.trees.vocab import Vocab
 from tests.tiny_data import build_tiny
 
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -202,7 +202,7 @@ def test_tree(runs, tmp_path, capsys):
 
 
 def test_tree_html(runs, tmp_path):
-    pytest.importorskip("gnn_treelstm.treesvg")
+    pytest.importorskip("gnn_treelstm.trees.treesvg")
     assert A.main(["tree", str(runs / "lex"), "--out", str(tmp_path / "t.png"),
                    "--html", str(tmp_path / "t.html")]) == 0
     assert "<svg" in (tmp_path / "t.html").read_text()

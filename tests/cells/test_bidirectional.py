@@ -11,7 +11,7 @@ from gnn_treelstm.cells import bidirectional as bimod
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.bidirectional import BidirectionalTreeLSTM
 from gnn_treelstm.cells.lexicalized import teng_table5_count
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 from tests.reference import teng
 from tests.reference.teng import binary_batch, check_against_reference, param_count
 

@@ -11,7 +11,7 @@ import torch
 import gnn_treelstm
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
 from gnn_treelstm.cells.sequential import num_params
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 from tests.cells.common import assert_same_graph, grads, snapshot
 from tests.reference import tai
 from tests.trees import chain, random_dependency_tree, random_tree

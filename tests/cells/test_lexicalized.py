@@ -14,7 +14,7 @@ from gnn_treelstm.cells.lexicalized import (
     LexicalizedTreeLSTM,
     teng_table5_count,
 )
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 from tests.reference import teng
 from tests.reference.teng import binary_batch, check_against_reference, param_count
 

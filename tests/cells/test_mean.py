@@ -10,7 +10,7 @@ import torch
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.graph import NO_WORD, WORD, batch_roots
+from gnn_treelstm.trees.graph import NO_WORD, WORD, batch_roots
 from tests.trees import chain, random_batch, random_dependency_tree
 
 

@@ -13,7 +13,7 @@ import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
 from gnn_treelstm.cells.multiplicative import VARIANTS, MultiplicativeTreeLSTM
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 from tests.reference.tran import tran_forward
 from tests.trees import random_dependency_tree, random_tree
 

@@ -17,7 +17,7 @@ from gnn_treelstm.cells.sequential import (
     hidden_size_for_budget,
     num_params,
 )
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 from tests.cells.common import assert_same_graph, grads, snapshot
 from tests.reference import tai
 from tests.trees import chain, random_tree

@@ -11,7 +11,7 @@ from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells import topdown as tdmod
 from gnn_treelstm.cells.lexicalized import HeadLexicon
 from gnn_treelstm.cells.topdown import TopDownTreeLSTM
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.trees.graph import make_tree
 from tests.reference import teng
 from tests.reference.teng import binary_batch, check_against_reference, param_count
 
@@ -226,7 +226,7 @@ def test_sentence_and_node_vectors_are_the_top_down_half_of_eq16():
 
 
 def test_model_classifies_from_the_top_down_half_of_eq16():
-    from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+    from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 
     model = TreeLSTMModel(ModelConfig(task="sst-5", cell="topdown", vocab_size=100, emb_dim=X,
                                       hidden=H, supervision="phrase"))

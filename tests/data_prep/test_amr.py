@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from data_prep import amr as A
-from gnn_treelstm.graph import validate_tree
+from gnn_treelstm.trees.graph import validate_tree
 
 CORPUS = """# AMR release (header line, not metadata)
 

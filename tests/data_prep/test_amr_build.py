@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from data_prep import build as B
-from gnn_treelstm import data as D
-from gnn_treelstm.graph import validate_tree
+from gnn_treelstm.trees import data as D
+from gnn_treelstm.trees.graph import validate_tree
 
 # "The boy who wants to go did not sing and dance." (hand-worked below)
 BANK = """# ::id h.1

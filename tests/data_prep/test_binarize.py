@@ -3,7 +3,7 @@ import random
 import pytest
 
 from data_prep.binarize import binarize_dependency, binary_graph
-from gnn_treelstm.graph import NO_WORD, validate_tree
+from gnn_treelstm.trees.graph import NO_WORD, validate_tree
 
 
 def test_documented_example():

@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from data_prep import build as B
-from gnn_treelstm.graph import IGNORE, NO_WORD, validate_tree
-from gnn_treelstm.vocab import Relations, Vocab
+from gnn_treelstm.trees.graph import IGNORE, NO_WORD, validate_tree
+from gnn_treelstm.trees.vocab import Relations, Vocab
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ import torch
 
 from data_prep import build as B
 from data_prep import dependency
-from gnn_treelstm.training import SAMPLE_SRC
+from gnn_treelstm.training.data import SAMPLE_SRC
 
 
 @pytest.fixture(scope="module")

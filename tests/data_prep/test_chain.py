@@ -2,7 +2,7 @@ import dgl
 import pytest
 
 from data_prep.chain import chain_graph, chain_parents, chain_spans
-from gnn_treelstm.graph import topological_levels, validate_tree
+from gnn_treelstm.trees.graph import topological_levels, validate_tree
 
 
 def test_chain_forward():

@@ -10,8 +10,8 @@ from data_prep.dependency import (
     parse_tokenized,
     subtree_spans,
 )
-from gnn_treelstm.graph import IGNORE, validate_tree
-from gnn_treelstm.vocab import Relations
+from gnn_treelstm.trees.graph import IGNORE, validate_tree
+from gnn_treelstm.trees.vocab import Relations
 
 
 @pytest.fixture(scope="module")

@@ -8,8 +8,8 @@ import pytest
 from data_prep import build as B
 from data_prep.bracketed import BracketError, parse_bracketed
 from data_prep.jsonl import JsonlError, read_jsonl
-from gnn_treelstm import data as D
-from gnn_treelstm.graph import NO_WORD
+from gnn_treelstm.trees import data as D
+from gnn_treelstm.trees.graph import NO_WORD
 
 CONLLU = ("# text = dogs bark\n"
           "1\tdogs\tdog\tNOUN\tNNS\t_\t2\tnsubj\t_\t_\n"

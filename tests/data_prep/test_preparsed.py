@@ -8,8 +8,8 @@ from data_prep.preparsed import (
     read_preparsed,
     read_relation_set,
 )
-from gnn_treelstm.graph import NO_WORD, validate_tree
-from gnn_treelstm.vocab import Relations
+from gnn_treelstm.trees.graph import NO_WORD, validate_tree
+from gnn_treelstm.trees.vocab import Relations
 
 
 def _write(d, side="a", toks="A dog runs", parents="2 3 0", rels="det nsubj root",

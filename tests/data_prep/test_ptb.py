@@ -1,7 +1,7 @@
 import pytest
 
 from data_prep.ptb import PTBError, parse_ptb, read_ptb_file, tree_to_graph
-from gnn_treelstm.graph import NO_WORD, validate_tree
+from gnn_treelstm.trees.graph import NO_WORD, validate_tree
 
 
 def test_parse_small_tree_layout():

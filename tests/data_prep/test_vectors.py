@@ -151,7 +151,7 @@ def test_real_glove_50d(shared_data, tmp_path):
 
 
 def test_accepts_vocab_object(tmp_path):
-    from gnn_treelstm.vocab import Vocab
+    from gnn_treelstm.trees.vocab import Vocab
 
     p = write(tmp_path / "v.txt", GLOVE)
     emb, stats = V.build_embedding_matrix(Vocab(["cat", "THE"]), p, cache_dir=tmp_path)

@@ -1,4 +1,4 @@
-"""The level engine's matrix products (gnn_treelstm/engine/gemm.py) and CPU tanh."""
+"""The level engine's matrix products (gnn_treelstm/kernels/gemm.py) and CPU tanh."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import logging
 import pytest
 import torch
 
-from gnn_treelstm.engine import gemm
+from gnn_treelstm.kernels import gemm
 
 
 @pytest.fixture(autouse=True)
@@ -76,7 +76,7 @@ def test_bad_backend_names(monkeypatch):
 def test_unusable_onednn_warns_in_auto_and_fails_when_asked(monkeypatch, caplog):
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     gemm.set_backend("auto")
-    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.engine.gemm"):
+    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.kernels.gemm"):
         assert gemm.backend() == "torch"
     assert "oneDNN unusable" in caplog.text
     a, w = torch.randn(9, 4), torch.randn(3, 4)

@@ -11,8 +11,9 @@ import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.cells.base import Propagator
-from gnn_treelstm.engine import level, native
+from gnn_treelstm.engine import level
 from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.kernels import native
 from tests.trees import random_batch, random_dependency_batch
 
 X, H = 7, 5
@@ -122,7 +123,7 @@ def test_self_loop_is_a_clear_error(engine):
 @pytest.mark.parametrize("name", ["childsum", "nary", "lex", "bitree", "mtree", "lstm"])
 @pytest.mark.parametrize("engine", ["dgl", "level"])
 def test_empty_graph_backpropagates(name, engine):
-    from gnn_treelstm.graph import make_tree
+    from gnn_treelstm.trees.graph import make_tree
 
     g = dgl.batch([make_tree([-1], [1])])
     g = dgl.node_subgraph(g, torch.zeros(0, dtype=torch.int64))
@@ -137,7 +138,7 @@ def test_empty_graph_backpropagates(name, engine):
 
 @pytest.mark.parametrize("name", ["nary", "lex", "topdown", "bitree"])
 def test_no_word_anywhere_is_a_clear_error(name):
-    from gnn_treelstm.graph import NO_WORD, make_tree
+    from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
     g = make_tree([2, 2, -1], [NO_WORD] * 3, positions=[0, 1, 0])
     cell = build_cell(name, X, H)

@@ -1,4 +1,4 @@
-"""The native (C++) level loops (:mod:`gnn_treelstm.engine.fused`) at sizes and shapes the
+"""The native (C++) level loops (:mod:`gnn_treelstm.kernels.fused`) at sizes and shapes the
 registry-wide test does not reach, their build and choice, and the native matmul."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.engine import gemm, native
-from gnn_treelstm.graph import make_tree
+from gnn_treelstm.kernels import gemm, native
+from gnn_treelstm.trees.graph import make_tree
 from tests.engine.compare import assert_same_run
 from tests.trees import chain, random_batch, random_dependency_batch
 
@@ -119,7 +119,7 @@ def test_unusable_library_falls_back_with_a_warning_or_raises_when_required(
     monkeypatch.setattr(native, "build", broken_build)
     monkeypatch.setitem(native._state, "loaded", None)
     native.set_choice("auto")
-    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.engine.native"):
+    with caplog.at_level(logging.WARNING, logger="gnn_treelstm.kernels.native"):
         assert native.available() is False
     assert "boom" in caplog.text
     monkeypatch.setitem(native._state, "loaded", None)

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gnn_treelstm.engine.schedule import LevelSchedule
-from gnn_treelstm.graph import make_tree, topological_levels
+from gnn_treelstm.trees.graph import make_tree, topological_levels
 from tests.trees import chain, random_batch, random_dependency_tree
 
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import dgl
 import torch
 
-from gnn_treelstm.graph import NO_WORD, POS, WORD
+from gnn_treelstm.trees.graph import NO_WORD, POS, WORD
 
 sigma, tanh = torch.sigmoid, torch.tanh
 

@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from gnn_treelstm.reproduce import __main__ as cli
+from gnn_treelstm.commands import reproduce as cli
 from gnn_treelstm.reproduce import ledger, plot, report, runner
 from gnn_treelstm.reproduce import rows as R
-
-from .test_report import _fake, _line
+from tests.reproduce.test_report import _fake, _line
 
 REPO = Path(__file__).resolve().parents[2]
 SICK_E = R.get("tran-t3/treelstm-d")       # paper 82.9 (0.3), LS 81.0 (2.6), Neg 84.3 (1.2)
@@ -78,7 +77,7 @@ def test_merge_keeps_ledger_only_seeds_and_run_dir_seeds_win(tmp_path):
     # without the ledger: the run directory only, as before the ledger existed
     assert report.collect(tmp_path, SICK_E).values["accuracy"] == [0.80, 0.82]
     assert runner.done_seeds(tmp_path, SICK_E) == [1, 2]
-    assert runner.done_seeds(tmp_path, SICK_E, merged) == [1, 2, 3]
+    assert ledger.done_seeds(tmp_path, SICK_E, merged) == [1, 2, 3]
 
 
 def test_a_record_of_another_configuration_is_stale_and_replaced_not_mixed(tmp_path):
@@ -92,9 +91,9 @@ def test_a_record_of_another_configuration_is_stale_and_replaced_not_mixed(tmp_p
            "summary": _summary()}
     assert "optimizer: 'adagrad' -> 'adam'" in ledger.stale(old, cfg)
     # the runner does not count a stale record's seeds as done
-    assert runner.done_seeds(tmp_path, SICK_E, {KEY: old}) == [1, 4]
-    assert runner.done_seeds(tmp_path, SICK_E, {KEY: old}, cfg) == []
-    assert runner.done_seeds(tmp_path, SICK_E, {KEY: same}, cfg) == []   # no seeds held
+    assert ledger.done_seeds(tmp_path, SICK_E, {KEY: old}) == [1, 4]
+    assert ledger.done_seeds(tmp_path, SICK_E, {KEY: old}, cfg) == []
+    assert ledger.done_seeds(tmp_path, SICK_E, {KEY: same}, cfg) == []   # no seeds held
     # a run directory measured with today's configuration replaces the stale record
     _fake(tmp_path, SICK_E, 1, {"accuracy": 0.80})
     _row_json(tmp_path, SICK_E, command="new", config=_cfg())
@@ -191,12 +190,12 @@ def test_summary_only_record_renders_its_numbers(tmp_path):
     report.write_results(tmp_path / "no-runs", doc, [SICK_E], ledger=held)
     acc = _line(doc.read_text(), "treelstm-d", "accuracy")
     assert acc[4] == "71.0 (1.4), n=2/5" and acc[7] == "1.0"
-    assert runner.done_seeds(tmp_path, SICK_E, held) == [1, 2]
+    assert ledger.done_seeds(tmp_path, SICK_E, held) == [1, 2]
 
 
 def test_summary_only_record_counts_its_seeds_and_is_plotted(tmp_path):
     held = {KEY: {"summary": _summary()}}
-    assert runner.done_seeds(tmp_path, SICK_E, held) == [1, 2, 3, 4]
+    assert ledger.done_seeds(tmp_path, SICK_E, held) == [1, 2, 3, 4]
     assert runner.done_seeds(tmp_path, SICK_E) == []
     assert plot._panels(tmp_path, [SICK_E, SICK_R]) == []
     panels = plot._panels(tmp_path, [SICK_E, SICK_R], held)
@@ -413,7 +412,7 @@ def test_seeds_that_ran_with_other_code_are_named_not_retrained(tmp_path, monkey
     """A seed records its model's module fingerprints; one measured before a change of the
     math (same configuration, other code: the top-down classifier fix) is named by --list
     and by the runner, and kept (a fingerprint also changes with a refactor)."""
-    from gnn_treelstm import provenance
+    from gnn_treelstm.training import provenance
 
     root, doc = tmp_path / "runs", tmp_path / "R.md"
     base = ["--root", str(root), "--results", str(doc), "-q"]

@@ -10,7 +10,7 @@ from gnn_treelstm.cells import cells
 from gnn_treelstm.reproduce import rows as R
 from gnn_treelstm.reproduce.runner import row_config
 from gnn_treelstm.tasks import build_task
-from gnn_treelstm.training import RunConfig
+from gnn_treelstm.training.config import RunConfig
 
 AVAILABLE = [r for r in R.ROWS if not R.unavailable_reason(r)]
 FIELDS = {f.name for f in dataclasses.fields(RunConfig)}

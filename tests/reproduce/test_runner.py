@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from gnn_treelstm import train
-from gnn_treelstm.reproduce import __main__ as cli
+from gnn_treelstm.commands import reproduce as cli
+from gnn_treelstm.commands import train
 from gnn_treelstm.reproduce import report, runner
 from gnn_treelstm.reproduce import rows as R
 
@@ -98,7 +98,7 @@ def test_resume_reruns_only_unfinished_seeds(tmp_path, monkeypatch):
 def _unfinished_seed(rdir, row, seed, state=True, **change):
     """A seed directory as a run of ``row`` (quick mode) killed after a saved epoch leaves
     it (``state``: False = killed before its first save, "damaged" = a cut state file)."""
-    from gnn_treelstm.resume import STATE_NAME, save_state
+    from gnn_treelstm.training.resume import STATE_NAME, save_state
 
     cfg = dataclasses.replace(runner.row_config(row, quick=True), seed=seed, seeds=1,
                               runs_dir=str(rdir), name=f"seed-{seed}", **change)
@@ -268,7 +268,7 @@ def test_cli_list_and_report_only(tmp_path, capsys):
 
 
 def test_command_carries_every_training_option():
-    from gnn_treelstm.training import RunConfig
+    from gnn_treelstm.training.config import RunConfig
 
     cfg = RunConfig(task="sick-r", model="mtree", tree="dependency", rel_lr=0.1, emb_l2=1e-4,
                     loss_reduction="sum", sentence_state="c", cell_kwargs={"rel_init": "normal"},

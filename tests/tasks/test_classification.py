@@ -6,11 +6,11 @@ import pytest
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm.data import Split
-from gnn_treelstm.graph import IGNORE, LABEL, batch_roots, make_tree
-from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.tasks import Encoded, build_task, tasks
 from gnn_treelstm.tasks.classification import ClassifierHead
+from gnn_treelstm.trees.data import Split
+from gnn_treelstm.trees.graph import IGNORE, LABEL, batch_roots, make_tree
 from tests.trees import random_batch
 
 

@@ -9,11 +9,11 @@ import pytest
 import torch
 
 from data_prep import build as B
-from gnn_treelstm import data as D
-from gnn_treelstm import evaluate, train
-from gnn_treelstm.model import ModelConfig, TreeLSTMModel
+from gnn_treelstm.commands import evaluate, train
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.tasks import Encoded, build_task
 from gnn_treelstm.tasks.relatedness import RelatednessHead, kl_loss, sparse_target
+from gnn_treelstm.trees import data as D
 
 TINY = ["--epochs", "2", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
         "--threads", "1", "-q"]
@@ -100,7 +100,7 @@ def test_pair_score_is_sick_r_shifted_to_the_range():
 
 
 def test_library_route_trains_a_few_steps(tmp_path):
-    """Build a set of one's own, load it with gnn_treelstm.data and train the model
+    """Build a set of one's own, load it with gnn_treelstm.trees.data and train the model
     directly: the loss goes down on a fixed batch."""
     out = tmp_path / "built"
     meta = B.build("jsonl", write_own(tmp_path / "src", "pair-classify"), out, trees=["amr"])

@@ -1,0 +1,134 @@
+"""``gnn-treelstm predict``: label raw sentences with a trained checkpoint.
+
+    gnn-treelstm predict runs/NAME "a gorgeous, witty film" "a dull one"
+    gnn-treelstm predict runs/NAME --file sentences.txt --json > predictions.jsonl
+    gnn-treelstm predict runs/NAME --json --nodes < sentences.txt
+    gnn-treelstm predict runs/SICK "A man is playing ||| Nobody is playing"
+
+Input: the texts given as arguments, else ``--file PATH`` (``-`` = standard input), else
+standard input. **One input per line**: a line is parsed as one sentence (one tree) and is
+never joined with the next; a line that looks like several sentences is still one tree and
+gets a warning naming it. Sentence-pair models (``sick-r``, ``sick-e``, ``snli``) read
+``A ||| B`` or ``A<TAB>B``. Blank lines are skipped (line numbers still count them).
+
+Sentences are parsed with spaCy (``--spacy-model``, any installed English pipeline) into
+the checkpoint's tree kind, through the same functions as ``data_prep.build``: dependency
+trees, binarized for constituency models, chains for the sequential LSTMs.
+
+Output, one line per input: text (``label<TAB>p<TAB>sentence``) or, with ``--json``, one
+JSON object per line::
+
+    {"line": 3, "text": "...", "tokens": [...], "unknown_words": [...],
+     "label": "positive", "probabilities": {"very negative": 0.01, ...},   # classification
+     "score": 4.2,                                       # relatedness (1-5), with its
+                                                         # "probabilities" over 1..5
+     "text_b": "...", "tokens_b": [...],                 # sentence pairs
+     "nodes": [{"id": 0, "parent": 5, "span": [0, 1], "words": "a", "label": "neutral",
+                "probabilities": {...}}, ...]}           # --nodes (per-node models)
+
+``--nodes`` needs a model that labels every node (SST with phrase-level training).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
+
+set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
+
+
+from gnn_treelstm.models.checkpoint import checkpoint_path, load_model  # noqa: E402
+from gnn_treelstm.models.predictor import format_text, predict_records, read_lines  # noqa: E402
+
+__all__ = ["main"]
+
+log = logging.getLogger(__name__)
+
+
+# ---------------------------------------------------------------------------- CLI
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
+                                 description=__doc__.split("\n\n")[0].strip("`"))
+    ap.add_argument("run", help="checkpoint (best.pt) or run directory")
+    ap.add_argument("texts", nargs="*", help="sentences (default: --file, else stdin)")
+    ap.add_argument("--file", default=None, metavar="PATH",
+                    help="one input per line ('-' = standard input)")
+    ap.add_argument("--json", action="store_true", help="one JSON object per line")
+    ap.add_argument("--nodes", action="store_true",
+                    help="with --json: every node's label, span and words")
+    ap.add_argument("--spacy-model", default=None,
+                    help="spaCy pipeline (default: the first installed English one)")
+    ap.add_argument("--engine", default=None, choices=("dgl", "level"),
+                    help="propagation engine (default: the checkpoint's)")
+    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
+    ap.add_argument("--log-level", default="WARNING",
+                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
+                    help="= --log-level INFO")
+    return ap.parse_intermixed_args(argv)  # texts may come before or after the options
+
+
+def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
+    if a.texts:
+        if a.file is not None:
+            raise ValueError("give the texts as arguments or --file, not both")
+        return list(a.texts), "argument"
+    if a.file not in (None, "-"):
+        path = Path(a.file)
+        if not path.is_file():
+            raise FileNotFoundError(f"--file {a.file}: no such file")
+        try:
+            return path.read_text(encoding="utf-8").splitlines(), str(path)
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{path}: not UTF-8 text ({exc})") from exc
+    if a.file is None and sys.stdin.isatty():
+        raise ValueError("no input: give sentences as arguments, --file PATH, or pipe them "
+                         "into standard input")
+    return sys.stdin.read().splitlines(), "stdin"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if a.nodes and not a.json:
+            raise ValueError("--nodes needs --json (per-node output is JSON only)")
+        path = Path(a.run)
+        ck = load_model(checkpoint_path(path), engine=a.engine)
+        lines, source = _lines(a)
+        inputs = read_lines(lines, pair=ck.model.task.pair, source=source)
+        if not inputs:
+            raise ValueError(f"{source}: no text to predict (only blank lines)")
+        from data_prep.dependency import load_pipeline
+
+        nlp = load_pipeline(a.spacy_model)
+        bar = progress_bar(a.quiet or len(inputs) <= a.batch_size)
+        progress = None if bar is None else (lambda it, total: bar(it, total, "predict"))
+
+        t0 = time.perf_counter()
+        count = 0
+        for rec in predict_records(ck, inputs, nlp, nodes=a.nodes, batch_size=a.batch_size,
+                                   progress=progress):
+            print(json.dumps(rec, ensure_ascii=False) if a.json else format_text(rec),
+                  flush=False)
+            count += 1
+        seconds = time.perf_counter() - t0
+        sys.stdout.flush()
+        log.info("predicted %d inputs in %.2f s (%.0f inputs/s, spaCy parse included)",
+                 count, seconds, count / max(seconds, 1e-9))
+        return 0
+    except (ValueError, FileNotFoundError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

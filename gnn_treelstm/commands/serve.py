@@ -1,0 +1,415 @@
+"""``gnn-treelstm serve``: a tree explorer page for a trained checkpoint.
+
+    gnn-treelstm serve runs/NAME                 # http://127.0.0.1:8000
+    gnn-treelstm serve runs/NAME --port 0        # any free port (the startup line names it)
+    python -m gnn_treelstm serve runs/SICK --checkpoint last.pt
+
+Like the live demo of the Sentiment Treebank (Socher et al. 2013): type a sentence (two for
+the sentence-pair models), the server parses it with spaCy into the checkpoint's tree kind
+and runs the model (both through :mod:`gnn_treelstm.models.predictor`), and the page shows the
+tree as
+SVG (:mod:`gnn_treelstm.trees.treesvg`): every node coloured by its predicted label (per-node
+models, SST phrase level), its probabilities on hover.
+
+Standard library only (:class:`http.server.ThreadingHTTPServer`); binds to 127.0.0.1 unless
+``--host`` says otherwise. Routes:
+
+* ``GET /``: the page (a form; ``/?sentence=...`` renders a result without JavaScript).
+* ``GET /api/predict?sentence=...[&sentence_b=...]`` or ``POST /api/predict`` (a JSON object
+  or a form with the same fields): JSON ``{"text", "label", "probabilities" | "score",
+  "unknown_words", "trees": [{"side", "tokens", "nodes", "edges"}], "html"}``; ``nodes`` are
+  :mod:`gnn_treelstm.trees.treesvg` nodes, ``edges`` ``{"child", "parent", "relation"}``, ``html``
+  the drawn result the page inserts.
+
+Bad input (an empty or too long sentence, a pair model given one sentence, a one-sentence
+model given two, malformed JSON) is HTTP 400 with ``{"error": message}``; anything else that
+fails is a 500 with a short message (the traceback goes to the log only). A checkpoint or
+spaCy pipeline that cannot be loaded, or a model that cannot predict raw text, stops the
+command at startup with exit status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import threading
+from collections.abc import Sequence
+from html import escape
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from gnn_treelstm.commands.cli import set_openmp_wait_policy
+
+set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
+
+from gnn_treelstm.models import predictor as P  # noqa: E402
+from gnn_treelstm.models.checkpoint import Checkpoint, checkpoint_path, load_model  # noqa: E402
+from gnn_treelstm.trees import treesvg  # noqa: E402
+
+__all__ = ["Explorer", "BadRequest", "load_explorer", "make_server", "main"]
+
+log = logging.getLogger(__name__)
+
+MAX_CHARS = 1000        # per sentence
+MAX_BODY = 64 * 1024    # bytes of a POST body
+_DEPENDENCY_TREES = ("dependency", "dependency-spacy")
+
+
+class BadRequest(ValueError):
+    """Input the server answers with HTTP 400."""
+
+
+class Explorer:
+    """A loaded checkpoint and spaCy pipeline answering one request at a time (the model and
+    the pipeline are shared by the server's threads, so predictions are serialized)."""
+
+    def __init__(self, ck: Checkpoint, nlp: Any, *, name: str, max_chars: int = MAX_CHARS):
+        if max_chars <= 0:
+            raise ValueError(f"--max-chars must be positive, got {max_chars}")
+        self.ck, self.nlp, self.name, self.max_chars = ck, nlp, name, max_chars
+        task = ck.model.task
+        self.pair = bool(task.pair)
+        self.per_node = bool(getattr(task, "node_labels", False)) and not self.pair
+        self.tree = ck.run_config.get("tree") or ck.meta.get("tree")
+        self._lock = threading.Lock()
+
+    def describe(self) -> str:
+        rc = self.ck.run_config
+        return (f"{self.ck.model.task.name} · {rc.get('model', '?')} · {self.tree} trees"
+                + (" · per-node predictions" if self.per_node else ""))
+
+    def check(self, a: str | None, b: str | None) -> tuple[str, str | None]:
+        """The request's sentences, stripped, or :class:`BadRequest` saying what to fix."""
+        a = (a or "").strip()
+        b = (b or "").strip() or None
+        if not a:
+            raise BadRequest("the sentence is empty: type a sentence")
+        for field, text in (("sentence", a), ("sentence_b", b)):
+            if text is None:
+                continue
+            if len(text) > self.max_chars:
+                raise BadRequest(f"{field} is {len(text)} characters long; the limit is "
+                                 f"{self.max_chars} (serve --max-chars)")
+            if "\n" in text or "\r" in text:
+                raise BadRequest(f"{field} holds a line break; give one sentence per field")
+        if self.pair and b is None:
+            raise BadRequest(f"this model ({self.ck.model.task.name}) reads sentence pairs: "
+                             "give the second sentence too (sentence_b)")
+        if not self.pair and b is not None:
+            raise BadRequest(f"this model ({self.ck.model.task.name}) reads one sentence; "
+                             "leave sentence_b empty")
+        return a, b
+
+    def _tree(self, text: str, side: str, rec: dict) -> dict:
+        """One side's tree: its structure from the graph :mod:`predict` builds, its
+        per-node predictions from the record."""
+        from data_prep.dependency import parse_texts
+
+        parse = parse_texts(self.nlp, [text])[0]
+        graph = P.text_graphs([parse], self.ck)[0]
+        tokens = parse.tokens
+        src, dst = (t.tolist() for t in graph.edges())
+        rel_ids = graph.edata["rel"].tolist() if "rel" in graph.edata else [None] * len(src)
+        names = self.ck.relations if self.tree in _DEPENDENCY_TREES else []
+        parent: dict[int, int] = {}
+        relation: dict[int, str | None] = {}
+        for s, d, r in zip(src, dst, rel_ids):
+            parent[s] = d
+            relation[s] = names[r] if r is not None and 0 <= r < len(names) else None
+        spans = graph.ndata["span"].tolist()
+        preds = {x["id"]: x for x in rec.get("nodes", [])}
+        nodes = []
+        for i in range(graph.num_nodes()):
+            lo, hi = spans[i]
+            own = i < len(tokens)
+            node = {"id": i, "parent": parent.get(i), "word": tokens[i] if own else None,
+                    "token": i if own else None, "span": [lo, hi],
+                    "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "",
+                    "relation": relation.get(i), "label": None, "probabilities": None}
+            if i in preds:
+                node.update(label=preds[i]["label"], probabilities=preds[i]["probabilities"])
+            elif node["parent"] is None and not self.pair and "label" in rec:
+                node.update(label=rec["label"], probabilities=rec["probabilities"])
+            nodes.append(node)
+        if preds and len(preds) != len(nodes):
+            raise AssertionError("predict and the drawn tree disagree on the node count")
+        edges = [{"child": n["id"], "parent": n["parent"], "relation": n["relation"]}
+                 for n in nodes if n["parent"] is not None]
+        return {"side": side, "text": text, "tokens": tokens, "nodes": nodes, "edges": edges}
+
+    def predict(self, a: str | None, b: str | None = None) -> dict:
+        """The JSON answer for one input (see the module docstring).
+
+        Raises:
+            BadRequest: the input is not acceptable (the message says why).
+        """
+        a, b = self.check(a, b)
+        with self._lock:
+            try:
+                rec = next(P.predict_records(self.ck, [P.Input(1, a, b)], self.nlp,
+                                             nodes=self.per_node))
+                trees = [self._tree(a, "a", rec)] + ([self._tree(b, "b", rec)] if b else [])
+            except ValueError as exc:
+                raise BadRequest(str(exc)) from exc
+        out = {k: rec[k] for k in ("text", "text_b", "label", "score", "probabilities",
+                                   "unknown_words") if k in rec}
+        out["trees"] = trees
+        out["html"] = self.render(out)
+        return out
+
+    def render(self, result: dict) -> str:
+        """The drawn result: the prediction line and one SVG per tree."""
+        probs = result.get("probabilities") or {}
+        if "score" in result:
+            head = f"relatedness score <b>{result['score']:.2f}</b> (1-5)"
+        else:
+            head = (f"prediction <b>{escape(result['label'])}</b> "
+                    f"({probs.get(result['label'], 0):.3f})")
+        dist = " · ".join(f"{escape(k)} {v:.3f}" for k, v in probs.items())
+        parts = [f'<p class="prediction">{head}</p><p class="distribution">{dist}</p>']
+        if result.get("unknown_words"):
+            parts.append('<p class="unknown">words unknown to the model: '
+                         f'{escape(" ".join(result["unknown_words"]))}</p>')
+        for t in result["trees"]:
+            caption = ("sentence B: " if t["side"] == "b" else
+                       "sentence A: " if len(result["trees"]) > 1 else "") + t["text"]
+            svg = treesvg.tree_svg(t["nodes"], label_names=self.ck.label_names,
+                                   title=caption, legend=self.per_node or not self.pair)
+            parts.append(f'<div class="tree-box" data-side="{t["side"]}">{svg}</div>')
+        return "\n".join(parts)
+
+    def page(self, a: str = "", b: str = "", result: str = "", error: str = "") -> str:
+        """The explorer page, with a drawn result or an error message if given."""
+        second = (f'<label>Sentence B <input id="sentence_b" name="sentence_b" size="70" '
+                  f'maxlength="{self.max_chars}" value="{escape(b)}"></label><br>'
+                  if self.pair else "")
+        body = f"""<h1>Tree explorer</h1>
+<p class="model">{escape(self.name)}: {escape(self.describe())}</p>
+<form id="form" method="get" action="/">
+<label>Sentence{" A" if self.pair else ""} <input id="sentence" name="sentence" size="70"
+ maxlength="{self.max_chars}" value="{escape(a)}" autofocus></label><br>
+{second}<button id="submit" type="submit">Parse and predict</button>
+</form>
+<p id="error" role="alert">{escape(error)}</p>
+<div id="result">{result}</div>
+<script>{_SCRIPT}</script>"""
+        return treesvg.html_page(body, title=f"Tree explorer: {self.name}", style=_STYLE)
+
+
+_STYLE = """
+form input { font-size: 1.05em; margin: 0.2em 0; }
+form button { font-size: 1em; margin-top: 0.4em; }
+#error { color: #b00020; min-height: 1.2em; }
+.model, .distribution, .unknown { color: #555; }
+"""
+
+# fetch the drawn result without reloading the page; the plain form GET still works without JS
+_SCRIPT = """
+document.getElementById('form').addEventListener('submit', async (ev) => {
+  ev.preventDefault();
+  const body = {sentence: document.getElementById('sentence').value};
+  const b = document.getElementById('sentence_b');
+  if (b) body.sentence_b = b.value;
+  const err = document.getElementById('error');
+  const res = document.getElementById('result');
+  err.textContent = '';
+  try {
+    const r = await fetch('/api/predict', {method: 'POST',
+      headers: {'Content-Type': 'application/json'}, body: JSON.stringify(body)});
+    const data = await r.json();
+    if (!r.ok) { err.textContent = data.error; res.innerHTML = ''; return; }
+    res.innerHTML = data.html;
+  } catch (e) { err.textContent = 'request failed: ' + e; }
+});
+"""
+
+
+def load_explorer(run: str | Path, *, checkpoint: str | None = None,
+                  spacy_model: str | None = None, engine: str | None = None,
+                  max_chars: int = MAX_CHARS) -> Explorer:
+    """Load the checkpoint (``checkpoint``, a path or a file name inside ``run``; default
+    ``run/best.pt``) and the spaCy pipeline, and predict one sentence to check they work.
+
+    Raises:
+        ValueError, FileNotFoundError: what cannot be loaded, or why the model cannot
+            predict raw text.
+    """
+    run = Path(run)
+    path = checkpoint_path(run)
+    if checkpoint is not None:
+        inside = run / checkpoint if run.is_dir() else None
+        path = inside if inside is not None and inside.is_file() else Path(checkpoint)
+    ck = load_model(path, engine=engine)
+    from data_prep.dependency import load_pipeline
+
+    explorer = Explorer(ck, load_pipeline(spacy_model), name=run.name or str(run),
+                        max_chars=max_chars)
+    try:
+        explorer.predict("This is a test.", "This is a test." if explorer.pair else None)
+    except BadRequest as exc:
+        raise ValueError(f"{path}: the model cannot label typed sentences: {exc}") from exc
+    return explorer
+
+
+class _Handler(BaseHTTPRequestHandler):
+    explorer: Explorer  # set on the subclass make_server builds
+    server_version = "gnn-treelstm-serve"
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class name
+        log.info("%s %s", self.address_string(), format % args)
+
+    def _send(self, status: int, body: str, ctype: str) -> None:
+        data = body.encode("utf-8")
+        self.send_response(status)
+        self.send_header("Content-Type", f"{ctype}; charset=utf-8")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("Cache-Control", "no-store")
+        self.end_headers()
+        self.wfile.write(data)
+
+    def _json(self, status: int, obj: dict) -> None:
+        self._send(status, json.dumps(obj, ensure_ascii=False), "application/json")
+
+    def _fields(self, url) -> dict[str, str]:
+        """The request's fields: the query string, or a POST body (JSON or a form)."""
+        if self.command == "GET":
+            return {k: v[-1] for k, v in parse_qs(url.query).items()}
+        try:
+            length = int(self.headers.get("Content-Length") or "")
+        except ValueError:
+            raise BadRequest("a POST needs a Content-Length header") from None
+        if not 0 <= length <= MAX_BODY:
+            raise BadRequest(f"the request body is {length} bytes; the limit is {MAX_BODY}")
+        raw = self.rfile.read(length)
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            raise BadRequest("the request body is not UTF-8 text") from None
+        if self.headers.get_content_type() == "application/json":
+            try:
+                obj = json.loads(text or "null")
+            except json.JSONDecodeError as exc:
+                raise BadRequest(f"the request body is not valid JSON ({exc})") from None
+            if not isinstance(obj, dict):
+                raise BadRequest('send a JSON object: {"sentence": "...", "sentence_b": ...}')
+            bad = [k for k in ("sentence", "sentence_b") if obj.get(k) is not None
+                   and not isinstance(obj[k], str)]
+            if bad:
+                raise BadRequest(f"{bad[0]} must be a string, got {type(obj[bad[0]]).__name__}")
+            return {k: v for k, v in obj.items() if isinstance(v, str)}
+        return {k: v[-1] for k, v in parse_qs(text).items()}
+
+    def _handle(self) -> None:
+        url = urlsplit(self.path)
+        ex = self.explorer
+        try:
+            if url.path == "/api/predict":
+                if self.command not in ("GET", "POST"):
+                    self._json(405, {"error": "use GET or POST"})
+                    return
+                f = self._fields(url)
+                self._json(200, ex.predict(f.get("sentence"), f.get("sentence_b")))
+            elif url.path in ("/", "/index.html"):
+                if self.command != "GET":
+                    self._json(405, {"error": "the page answers GET; predictions are "
+                                              "POST /api/predict"})
+                    return
+                f = self._fields(url)
+                a, b = f.get("sentence", ""), f.get("sentence_b", "")
+                if not (a or b):
+                    self._send(200, ex.page(), "text/html")
+                    return
+                try:
+                    html = ex.render(ex.predict(a, b))
+                except BadRequest as exc:
+                    self._send(400, ex.page(a, b, error=str(exc)), "text/html")
+                    return
+                self._send(200, ex.page(a, b, result=html), "text/html")
+            else:
+                self._json(404, {"error": f"no page {url.path}; try / or /api/predict"})
+        except BadRequest as exc:
+            log.info("400 %s: %s", url.path, exc)
+            self._json(400, {"error": str(exc)})
+        except Exception as exc:  # the client gets a message, the log the traceback
+            log.exception("request %s %s failed", self.command, url.path)
+            self._json(500, {"error": f"internal error ({type(exc).__name__}); see the "
+                                      "server log"})
+
+    do_GET = _handle
+    do_POST = _handle
+
+
+def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000
+                ) -> ThreadingHTTPServer:
+    """A bound server (``port=0``: any free port, see ``server.server_address``); call
+    ``serve_forever()``, and ``shutdown()`` + ``server_close()`` to stop it."""
+    handler = type("ExplorerHandler", (_Handler,), {"explorer": explorer})
+    server = ThreadingHTTPServer((host, port), handler)
+    server.daemon_threads = True
+    return server
+
+
+# ---------------------------------------------------------------------------- CLI
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(prog="gnn-treelstm serve",
+                                 description=__doc__.split("\n\n")[0].strip("`"))
+    ap.add_argument("run", help="run directory (its best.pt) or checkpoint file")
+    ap.add_argument("--checkpoint", default=None, metavar="FILE",
+                    help="checkpoint to serve: a file name inside RUN (e.g. last.pt) or a path")
+    ap.add_argument("--host", default="127.0.0.1",
+                    help="address to bind (default 127.0.0.1: this machine only)")
+    ap.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+    ap.add_argument("--spacy-model", default=None,
+                    help="spaCy pipeline (default: the first installed English one)")
+    ap.add_argument("--engine", default=None, choices=("dgl", "level"),
+                    help="propagation engine (default: the checkpoint's)")
+    ap.add_argument("--max-chars", type=int, default=MAX_CHARS,
+                    help=f"longest sentence accepted, in characters (default {MAX_CHARS})")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--log-level", default="WARNING",
+                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+    ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
+                    help="= --log-level INFO (logs every request)")
+    return ap.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if a.threads is not None:
+            if a.threads <= 0:
+                raise ValueError(f"--threads must be positive, got {a.threads}")
+            import torch
+
+            torch.set_num_threads(a.threads)
+        if not 0 <= a.port <= 65535:
+            raise ValueError(f"--port {a.port}: give 0 (any free port) to 65535")
+        explorer = load_explorer(a.run, checkpoint=a.checkpoint, spacy_model=a.spacy_model,
+                                 engine=a.engine, max_chars=a.max_chars)
+        try:
+            server = make_server(explorer, a.host, a.port)
+        except OSError as exc:
+            raise ValueError(f"cannot listen on {a.host}:{a.port} ({exc.strerror or exc}); "
+                             "pick another --port, or 0 for any free one") from exc
+    except (ValueError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    host, port = server.server_address[:2]
+    shown = f"[{host}]" if ":" in host else host
+    print(f"serving {a.run} on http://{shown}:{port}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        log.info("interrupted; shutting down")
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

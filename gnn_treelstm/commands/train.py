@@ -1,0 +1,129 @@
+"""``gnn-treelstm train``: train a Tree-LSTM on a task of the papers.
+
+    gnn-treelstm train                                # Constituency Tree-LSTM on SST-5
+    gnn-treelstm train --task sick-r --model childsum --tree dependency --seeds 5
+    gnn-treelstm train --task sst-2 --model nary --embeddings glove.txt.gz --epochs 10
+
+Also ``python -m gnn_treelstm train`` and, in a checkout, ``python train.py``.
+
+Data: ``--data DIR`` (a directory built by ``python -m data_prep.build``, a directory of
+such directories, or raw data laid out like the data mirror), else ``$GNN_TREELSTM_DATA``,
+else the embedded sample (built on the fly into ``runs/_sample_data``). Writes
+``runs/NAME/`` (config.json, metrics.jsonl, best.pt, results.json, train.log).
+"""
+
+from __future__ import annotations
+
+from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy  # no torch, no dgl
+
+set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
+
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
+from gnn_treelstm.commands import heap
+from gnn_treelstm.metrics import format_metrics
+from gnn_treelstm.registry import UnknownNameError
+from gnn_treelstm.training import rundir
+from gnn_treelstm.training.data import DataError
+from gnn_treelstm.training.faults import NonFiniteError
+from gnn_treelstm.training.loop import run
+from gnn_treelstm.training.options import config_from_args, parse_args
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        cfg = config_from_args(a)
+        cfg.check()
+    except (ValueError, UnknownNameError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if a.threads is not None:
+        if a.threads <= 0:
+            print(f"error: --threads must be positive, got {a.threads}", file=sys.stderr)
+            return 2
+        import torch
+
+        torch.set_num_threads(a.threads)
+    heap.keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
+    cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = Path(cfg.runs_dir) / cfg.name
+    # ranks > 0 of a distributed run write nothing: no log file, no directory
+    writer = not a.distributed or os.environ.get("RANK", "0") == "0"
+    try:  # before train.log is opened: a refused directory keeps its old log
+        if a.resume is None and writer:
+            rundir.check_free(run_dir, overwrite=a.overwrite)
+    except rundir.RunDirError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    if writer:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            handler = logging.FileHandler(run_dir / "train.log",
+                                          mode="a" if a.resume else "w", encoding="utf-8")
+        except OSError as e:  # --runs-dir is a file, not writable, ...
+            print(f"error: cannot write the run directory {run_dir} ({e.strerror or e}); "
+                  "pass --runs-dir a writable directory", file=sys.stderr)
+            return 2
+    else:
+        handler = logging.NullHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    handler.setLevel(logging.INFO)
+    root = logging.getLogger()
+    root.addHandler(handler)
+    logging.getLogger("gnn_treelstm").setLevel(logging.INFO)
+    logging.getLogger("data_prep").setLevel(logging.INFO)
+    for h in root.handlers:
+        if h is not handler:
+            h.setLevel(a.log_level)
+
+    progress = progress_bar(a.quiet)
+
+    def on_epoch(r: dict) -> None:
+        star = " *" if r["best"] else ""
+        print(f"seed {r['seed']} epoch {r['epoch']:>3}: loss {r['train_loss']:.4f} | dev "
+              f"{format_metrics(r['dev'], sep=' ', counts=False)} | {r['train_seconds']:.1f}s "
+              f"({r['trees_per_second']:.0f} trees/s, peak {r['peak_rss_mb']:.0f} MB, "
+              f"dev {r['eval_seconds']:.1f}s){star}", flush=True)
+
+    try:
+        res = run(cfg, progress=progress, on_epoch=on_epoch, overwrite=a.overwrite,
+                  keep=("train.log",), resume=a.resume is not None,
+                  release_heap=heap.release_free_heap)  # free pages back before each epoch
+    except (ValueError, DataError, UnknownNameError, FileNotFoundError,
+            NotImplementedError, NonFiniteError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the run's state is saved after every epoch (and every "
+              f"--checkpoint-every N batches); continue it with `gnn-treelstm train --resume "
+              f"{run_dir}`", file=sys.stderr)
+        return 130
+    finally:
+        root.removeHandler(handler)
+        handler.close()
+    if "rank" in res:  # a distributed run's other ranks: rank 0 reports
+        return 0
+    sel = res["selection_metric"]
+    for r in res["seeds"]:
+        test = f" | test {format_metrics(r['test'], sep=' ', counts=False)}" if "test" in r else ""
+        print(f"seed {r['seed']}: best epoch {r['best_epoch']} dev {sel} "
+              f"{r['dev'].get(sel, float('nan')):.4f}{test}")
+    if len(res["seeds"]) > 1 and res["test"]:
+        summary = " ".join(f"{k} {v['mean']:.4f} ({v['std']:.4f})"
+                           for k, v in res["test"].items() if not k.startswith("count"))
+        print(f"test mean (std) over {len(res['seeds'])} seeds: {summary}")
+    print(f"run: {res['run_dir']}  checkpoint: {res['checkpoint']}  "
+          f"({res['seconds_per_epoch']:.2f} s/epoch median, training peak "
+          f"{res['peak_rss_mb']:.0f} MB RSS, process peak {res['process_peak_rss_mb']:.0f} MB)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

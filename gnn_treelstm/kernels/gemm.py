@@ -1,0 +1,178 @@
+"""Matrix products of the level engine: oneDNN's AVX-512 kernels where they exist.
+
+PyTorch's CPU ``torch.mm`` / ``F.linear`` call MKL's sgemm. On AMD CPUs MKL takes its
+AVX2 path even where the CPU has AVX-512, so on this project's 2-core EPYC (Zen 5) it
+reaches about 230 GFLOP/s, while oneDNN (also inside every PyTorch CPU wheel, reached
+through ``torch.ops.mkldnn._linear_pointwise``, the op Inductor uses for CPU linear
+layers) reaches about 490 GFLOP/s on the same product and 1.5-2x MKL at the level sizes
+of a batch of 25 SST trees (``python -m gnn_treelstm bench`` prints both peaks). Both are
+IEEE float32 products (no reduced-precision mode is involved); they differ only in the
+order of the additions, by about one float32 ulp of the result.
+
+The level kernels call :func:`mm_nt` (``a @ w.T``) for every product they own, forward
+and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
+
+* ``auto`` (default): oneDNN for float32 CPU tensors when the op exists and passes a
+  self-test against ``torch.mm``; ``torch.mm`` otherwise (other dtypes, CUDA, or a PyTorch
+  without the op, which is logged once as a warning).
+* ``onednn``: as ``auto``, but an unusable oneDNN op is an error.
+* ``torch``: always ``torch.mm`` (for comparisons).
+
+Tiny products (fewer than :data:`MIN_ROWS` rows) go to ``torch.mm``: there oneDNN's
+per-call cost is larger than the arithmetic.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+
+from gnn_treelstm.kernels.settings import env_choice
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["mm_nt", "mm_nt_add", "pack", "Packed", "backend", "BACKENDS", "MIN_ROWS", "set_backend"]
+
+BACKENDS = ("auto", "onednn", "torch")
+#: products with fewer rows than this use torch.mm (measured crossover on 2 Zen 5 cores)
+MIN_ROWS = 4
+
+_state: dict[str, object] = {"requested": None, "onednn": None}
+
+
+def _requested() -> str:
+    if _state["requested"] is None:
+        _state["requested"] = env_choice("GNN_TREELSTM_GEMM", BACKENDS, "matrix-product backend")
+    return _state["requested"]  # type: ignore[return-value]
+
+
+def set_backend(name: str | None) -> None:
+    """Choose the backend in-process (``None``: back to ``$GNN_TREELSTM_GEMM``)."""
+    if name is not None and name not in BACKENDS:
+        raise ValueError(f"unknown matrix-product backend {name!r}; use one of {BACKENDS}")
+    _state["requested"] = name
+    _state["onednn"] = None
+
+
+def _onednn_usable() -> bool:
+    """Whether ``torch.ops.mkldnn._linear_pointwise`` exists and agrees with torch.mm."""
+    if _state["onednn"] is None:
+        ok, why = False, ""
+        try:
+            op = torch.ops.mkldnn._linear_pointwise
+            if not torch.backends.mkldnn.is_available():
+                why = "torch.backends.mkldnn is not available"
+            else:
+                g = torch.Generator().manual_seed(0)
+                a = torch.randn(9, 33, generator=g)
+                w = torch.randn(17, 33, generator=g)
+                got = op(a, w, None, "none", [], "")
+                ok = bool(torch.allclose(got, a @ w.t(), rtol=1e-5, atol=1e-5))
+                why = "" if ok else "its result differs from torch.mm"
+        except (AttributeError, RuntimeError) as exc:  # op missing or not built in
+            why = f"{type(exc).__name__}: {exc}"
+        _state["onednn"] = ok
+        req = _requested()
+        if ok:
+            logger.info("level engine matrix products: oneDNN (GNN_TREELSTM_GEMM=%s)", req)
+        elif req == "onednn":
+            raise RuntimeError(
+                f"GNN_TREELSTM_GEMM=onednn but oneDNN's linear op is unusable ({why}); "
+                "unset it or use GNN_TREELSTM_GEMM=torch"
+            )
+        else:
+            logger.warning("level engine matrix products: torch.mm, oneDNN unusable (%s)", why)
+    return bool(_state["onednn"])
+
+
+def backend(t: torch.Tensor | None = None) -> str:
+    """The backend :func:`mm_nt` uses for float32 CPU tensors (or for tensor ``t``)."""
+    if _requested() == "torch":
+        return "torch"
+    if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
+        return "torch"
+    return "onednn" if _onednn_usable() else "torch"
+
+
+class Packed:
+    """A weight ``w`` (n, k) used for many products ``a @ w.T`` in a row (one level loop):
+    with oneDNN, also its copy in oneDNN's blocked layout, packed once (about 0.1 ms for
+    750 x 300) instead of on every call (a level-sized product then takes 18-40 us instead
+    of 40-65 us). Pack again after ``w`` changes."""
+
+    __slots__ = ("dense", "packed")
+
+    def __init__(self, w: torch.Tensor) -> None:
+        self.dense = w
+        self.packed = None
+        if w.dtype == torch.float32 and backend(w) == "onednn":
+            self.packed = torch.ops.mkldnn._reorder_linear_weight(w.contiguous(), 32)
+
+
+def pack(w: torch.Tensor) -> Packed:
+    """:class:`Packed` weight for repeated :func:`mm_nt` calls (see there)."""
+    return Packed(w)
+
+
+def _bucket(m: int) -> int:
+    """Rows padded up to a bucket: oneDNN builds (JIT-compiles and caches) one kernel per
+    distinct shape, and level sizes take hundreds of values; buckets keep the number of
+    kernels (and the memory of its cache) small."""
+    # a level-sized product costs about 20 us + 1 us per row (2 Zen 5 cores): pad little
+    if m <= 16:
+        return -(-m // 2) * 2
+    if m <= 128:
+        return -(-m // 8) * 8
+    if m <= 1024:
+        return -(-m // 32) * 32
+    return -(-m // 128) * 128
+
+
+def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
+    return t if t.shape[0] == rows else torch.nn.functional.pad(t, (0, 0, 0, rows - t.shape[0]))
+
+
+def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None = None,
+          *, vary_k: bool = False, vary_m: bool = True) -> torch.Tensor:
+    """``a @ w.T (+ bias)`` for ``a`` (m, k) and ``w`` (n, k) (any strides; or a
+    :class:`Packed` weight) -> (m, n).
+
+    With oneDNN, ``m`` is padded up to a bucket (zero rows, sliced off again) unless
+    ``vary_m=False`` says it is fixed by the model (weight-gradient products, whose ``m``
+    is a weight's size), and ``k`` is padded too (zero columns of both, which add nothing)
+    when ``vary_k`` says that it changes from batch to batch (weight-gradient products,
+    whose ``k`` is a number of nodes): the shapes oneDNN sees, and so the kernels it
+    compiles and caches, stay a few dozen."""
+    m = a.shape[0]
+    if isinstance(w, Packed):
+        if w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu":
+            out = torch.ops.mkldnn._linear_pointwise(
+                _pad_rows(a, _bucket(m)), w.packed, bias, "none", [], "")
+            return out[:m]
+        w = w.dense
+    if (m >= MIN_ROWS and a.dtype == torch.float32 and w.dtype == torch.float32
+            and backend(a) == "onednn"):
+        if vary_k:
+            k = a.shape[1]
+            kp = _bucket(k)
+            if kp != k:
+                a = torch.nn.functional.pad(a, (0, kp - k))
+                w = torch.nn.functional.pad(w, (0, kp - k))
+        out = torch.ops.mkldnn._linear_pointwise(_pad_rows(a, _bucket(m)) if vary_m else a,
+                                                 w, bias, "none", [], "")
+        return out[:m]
+    return torch.mm(a, w.t()) if bias is None else torch.addmm(bias, a, w.t())
+
+
+def mm_nt_add(a: torch.Tensor, w: torch.Tensor | Packed, other: torch.Tensor) -> torch.Tensor:
+    """``a @ w.T + other`` (``other`` (m, n)) as one fused product -> (m, n)."""
+    if isinstance(w, Packed):
+        if w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu":
+            m = a.shape[0]
+            mp = _bucket(m)
+            out = torch.ops.mkldnn._linear_pointwise.binary(
+                _pad_rows(a, mp), _pad_rows(other, mp), w.packed, None, "add")
+            return out[:m]
+        w = w.dense
+    return torch.addmm(other, a, w.t())

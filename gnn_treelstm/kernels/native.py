@@ -1,0 +1,216 @@
+"""Native (C++) level loops of the level engine, compiled on first use.
+
+The fast level kernels (:mod:`.fused`) would spend most of their time outside the matrix
+products if the loop were Python: a level of a batch of 25 SST trees has about 50 nodes,
+and each of the ~15 small tensor operations of a level costs 2-5 us of dispatch.
+``csrc/nary_levels.cpp`` and ``csrc/childsum_levels.cpp`` run the whole level loop of one
+batch (forward bottom-up, backward top-down) in one call: per level one gather, one or two
+level-sized matrix products (a register-blocked kernel in ``csrc/common.h``, its tiles split
+over PyTorch's intra-op threads), one fused element-wise pass. The arithmetic is that of
+the cells' declared recurrences, which the general level driver runs when no kernel applies
+(``tests/test_cell_registry.py`` compares the two).
+
+Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
+against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to
+the ``libgomp`` that PyTorch ships and has loaded) into one library in a cache directory
+(``$GNN_TREELSTM_CACHE``, else ``~/.cache/gnn_treelstm``); the file name carries a hash of
+the sources, PyTorch's version, the compiler, the flags and the CPU, so a change of any of
+them rebuilds, and a finished build is renamed into place atomically (several processes
+may build at once). A build takes about 15 s and happens once per machine.
+
+Choice, by ``GNN_TREELSTM_NATIVE``:
+
+* ``auto`` (default): the native loops for float32 CPU tensors when the build succeeds; on
+  a failed build (no compiler, say), the general level driver, with one logged warning that
+  includes the compiler's message.
+* ``on``: as ``auto``, but a failed build is an error.
+* ``off``: always the general level driver.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import torch
+
+from gnn_treelstm.files import atomic_path, cache_dir
+from gnn_treelstm.kernels.settings import env_choice
+
+logger = logging.getLogger(__name__)
+
+__all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_path"]
+
+CHOICES = ("auto", "on", "off")
+CSRC = Path(__file__).with_name("csrc")
+#: the translation units of the library: every ``csrc/*.cpp`` (``nary_levels.cpp`` holds the
+#: ``TORCH_LIBRARY`` block, the others ``TORCH_LIBRARY_FRAGMENT``s), and their headers
+SOURCES = tuple(sorted(CSRC.glob("*.cpp")))
+HEADERS = tuple(sorted(CSRC.glob("*.h")))
+FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++17",
+         "-shared", "-fPIC", "-fopenmp",
+         "-Wno-c++20-extensions")
+
+_state: dict[str, object] = {"choice": None, "loaded": None}
+
+
+def choice() -> str:
+    """The requested mode: ``set_choice`` if called, else ``$GNN_TREELSTM_NATIVE``."""
+    if _state["choice"] is None:
+        _state["choice"] = env_choice("GNN_TREELSTM_NATIVE", CHOICES, "choice")
+    return _state["choice"]  # type: ignore[return-value]
+
+
+def set_choice(value: str | None) -> None:
+    """Choose in-process (``None``: back to ``$GNN_TREELSTM_NATIVE``)."""
+    if value is not None and value not in CHOICES:
+        raise ValueError(f"unknown native-kernel choice {value!r}; use one of {CHOICES}")
+    _state["choice"] = value
+
+
+def _compiler() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+def _cpu_signature() -> str:
+    """What ``-march=native`` depends on: the CPU's model and flags (Linux), else the
+    machine name."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+        lines = [ln for ln in text.splitlines() if ln.startswith(("model name", "flags"))]
+        return "\n".join(sorted(set(lines)))
+    except OSError:
+        return platform.machine() + platform.processor()
+
+
+def _cache_dir() -> Path:
+    return cache_dir()
+
+
+def library_path() -> Path:
+    """Where the shared library for this source, PyTorch, compiler and CPU lives."""
+    cxx = _compiler()
+    try:
+        version = subprocess.run([cxx, "--version"], capture_output=True, text=True,
+                                 timeout=30).stdout
+    except (OSError, subprocess.SubprocessError):
+        version = "?"
+    key = hashlib.sha256()
+    for part in (*(f.read_bytes() for f in SOURCES + HEADERS), torch.__version__.encode(),
+                 cxx.encode(),
+                 version.encode(), " ".join(FLAGS).encode(), _cpu_signature().encode(),
+                 sys.version.encode()):
+        key.update(part)
+        key.update(b"\0")
+    return _cache_dir() / f"level_loops-{key.hexdigest()[:16]}.so"
+
+
+def build(force: bool = False) -> Path:
+    """Compile the native loops (unless already built) and return the library's path.
+    Raises ``RuntimeError`` with the compiler's output when the build fails."""
+    out = library_path()
+    if out.exists() and not force:
+        return out
+    cxx = _compiler()
+    if shutil.which(cxx) is None:
+        raise RuntimeError(f"no C++ compiler {cxx!r} on PATH (set $CXX, or install g++)")
+    torch_dir = Path(torch.__file__).parent
+    with atomic_path(out, mode=0o755) as tmp:  # a concurrent reader never sees half a library
+        _compile(cxx, torch_dir, str(tmp))
+    return out
+
+
+def _compile(cxx: str, torch_dir: Path, tmp: str) -> None:
+    abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
+    cmd = [cxx, *FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}",
+           f"-I{torch_dir / 'include'}", f"-I{torch_dir / 'include/torch/csrc/api/include'}",
+           *map(str, SOURCES), f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
+           f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", tmp]
+    logger.info("building the native level loops: %s", " ".join(cmd))
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.SubprocessError) as exc:
+        raise RuntimeError(f"compiling the native level loops failed: {exc}") from exc
+    if proc.returncode != 0:
+        tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
+        raise RuntimeError(
+            f"compiling the native level loops failed (exit {proc.returncode}):\n{tail}")
+
+
+def _ops_loaded() -> bool:
+    """Whether the ops are registered already (a library loads once per process)."""
+    return hasattr(torch.ops.gnn_treelstm, "nary_forward")
+
+
+@torch.compiler.disable  # building / loading is host work: never traced by torch.compile
+def _load() -> bool:
+    if _state["loaded"] is None:
+        try:
+            if not _ops_loaded():
+                torch.ops.load_library(str(build()))
+            _state["loaded"] = True
+        except (RuntimeError, OSError) as exc:
+            _state["loaded"] = False
+            if choice() == "on":
+                raise RuntimeError(
+                    f"GNN_TREELSTM_NATIVE=on but the native level loops are unusable: {exc}"
+                ) from exc
+            logger.warning("native level loops unusable, using the general level driver: %s",
+                           exc)
+        if _state["loaded"]:
+            register_fakes()
+    return bool(_state["loaded"])
+
+
+def op_names() -> list[str]:
+    """The ops the sources define (``m.def("name(...``), in source order."""
+    names: list[str] = []
+    for src in SOURCES:
+        names += re.findall(r'm\.def\(\s*"(\w+)\(', src.read_text())
+    return names
+
+
+def _no_output(*_args) -> None:
+    """Fake (meta) kernel of an op that only writes into its ``(a!)`` arguments."""
+    return None
+
+
+def _fake_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return a.new_empty(a.shape[0], b.shape[1])
+
+
+def register_fakes() -> None:
+    """Fake-tensor kernels (``torch.library.register_fake``) for every op, so that
+    ``torch.compile`` traces through the level kernels: the loops only write into the
+    buffers they are given (returning nothing), ``matmul`` returns a new ``(m, n)``
+    tensor. An op with another kind of result is logged and left without one."""
+    for name in op_names():
+        op = getattr(torch.ops.gnn_treelstm, name).default
+        returns = op._schema.returns
+        if name == "matmul":
+            fake = _fake_matmul
+        elif not returns:
+            fake = _no_output
+        else:
+            logger.warning("no fake kernel for gnn_treelstm::%s (it returns %s)", name, returns)
+            continue
+        try:
+            torch.library.register_fake(f"gnn_treelstm::{name}")(fake)
+        except RuntimeError as exc:  # e.g. an op defined with a CompositeImplicit kernel
+            logger.info("no fake kernel for gnn_treelstm::%s: %s", name, exc)
+
+
+def available(t: torch.Tensor | None = None) -> bool:
+    """Whether the level kernels use the native loops (for tensor ``t``: float32, CPU)."""
+    if choice() == "off":
+        return False
+    if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
+        return False
+    return _load()

@@ -1,0 +1,216 @@
+"""Label raw sentences with a trained checkpoint: texts in, one record per input out.
+
+Sentences are parsed with spaCy into the checkpoint's tree kind, through the same functions
+as ``data_prep.build``: dependency trees, binarized for constituency models, chains for the
+sequential LSTMs. :func:`predict_records` yields the records ``gnn-treelstm predict --json
+[--nodes]`` prints (see :mod:`gnn_treelstm.commands.predict` for their fields).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
+
+import torch
+
+from gnn_treelstm.models.checkpoint import Checkpoint
+from gnn_treelstm.trees import graph as G
+
+__all__ = ["Input", "read_lines", "text_graphs", "predict_records", "format_text"]
+
+log = logging.getLogger(__name__)
+
+PAIR_SEPARATORS = ("\t", "|||")
+#: more than one sentence in a line: an end mark followed by more words
+_SENTENCE_END = re.compile(r"[.!?]")
+
+
+@dataclass(frozen=True)
+class Input:
+    """One input line: its number in the source, the sentence and, for pairs, the second."""
+
+    line: int
+    a: str
+    b: str | None = None
+
+
+def read_lines(lines: Iterable[str], *, pair: bool, source: str = "input") -> list[Input]:
+    """Inputs from lines of text, one per non-blank line (see the module docstring).
+
+    Raises:
+        ValueError: a pair model's line without a separator, or a single-sentence model's
+            line with one, naming ``source`` and the line.
+    """
+    out = []
+    for n, raw in enumerate(lines, 1):
+        line = raw.strip()
+        if not line:
+            continue
+        sep = next((s for s in PAIR_SEPARATORS if s in line), None)
+        if pair:
+            if sep is None:
+                raise ValueError(
+                    f"{source}:{n}: this model reads sentence pairs; write them as "
+                    "'sentence A ||| sentence B' or 'sentence A<TAB>sentence B'")
+            a, b = (x.strip() for x in line.split(sep, 1))
+            if not a or not b:
+                raise ValueError(f"{source}:{n}: one side of the pair is empty: {line!r}")
+            out.append(Input(n, a, b))
+        else:
+            if sep is not None:
+                raise ValueError(
+                    f"{source}:{n}: the line holds a pair separator ({sep!r}) but this model "
+                    "reads one sentence per line; give the sentences on separate lines")
+            out.append(Input(n, line))
+    return out
+
+
+def _word_ids(tokens: Sequence[str], vocab) -> list[int]:
+    """Teng §6's rule for lookups: the word, else its lowercase, else unk."""
+    return [vocab.stoi.get(t, vocab.stoi.get(t.lower(), vocab.unk)) for t in tokens]
+
+
+def _looks_like_sentences(tokens: Sequence[str]) -> int:
+    """How many sentences the tokens look like (an end mark followed by a word)."""
+    count = 1
+    for i, t in enumerate(tokens[:-1]):
+        if _SENTENCE_END.fullmatch(t) and any(c.isalpha() for c in tokens[i + 1]):
+            count += 1
+    return count
+
+
+def text_graphs(parses: Sequence, ck: Checkpoint) -> list:
+    """Graphs of the checkpoint's tree kind from spaCy parses (:class:`DepParse`)."""
+    from data_prep import binarize, chain, dependency
+    from gnn_treelstm.trees.vocab import Relations
+
+    tree = ck.run_config.get("tree") or ck.meta.get("tree")
+    graphs = []
+    rels = Relations(ck.relations)
+    unknown: set[str] = set()
+    for p in parses:
+        ids = _word_ids(p.tokens, ck.vocab)
+        if tree in ("constituency", "constituency-spacy"):
+            graphs.append(binarize.binary_graph(p.heads, ids))
+        elif tree in ("dependency", "dependency-spacy"):
+            deps = []
+            for h, d in zip(p.heads, p.deps):
+                if h >= 0 and d not in rels:
+                    unknown.add(d)
+                    d = rels.names[0] if rels.names else d
+                deps.append(d)
+            graphs.append(dependency.dependency_graph(p.heads, deps, ids, rels,
+                                                      add_relations=not rels.names))
+        elif tree == "chain":
+            graphs.append(chain.chain_graph(ids))
+        else:
+            raise ValueError(f"predict cannot build {tree!r} graphs from raw text; the "
+                             "checkpoint was trained on pre-built trees of that kind")
+    if unknown:
+        log.warning("relations unseen in training mapped to %r: %s",
+                    rels.names[0] if rels.names else None, ", ".join(sorted(unknown)))
+    return graphs
+
+
+def _distribution(probs: torch.Tensor, names: Sequence[str]) -> dict[str, float]:
+    return {name: round(float(p), 6) for name, p in zip(names, probs.tolist())}
+
+
+def _class_names(ck: Checkpoint, count: int) -> list[str]:
+    names = list(ck.label_names or [])
+    if names and len(names) != count:
+        raise ValueError(f"{ck.path}: the checkpoint names {len(names)} labels "
+                         f"({', '.join(names)}) but its head predicts {count} classes")
+    return names or [str(k) for k in range(count)]
+
+
+def _nodes(graph, tokens: Sequence[str], logits: torch.Tensor, names: Sequence[str]) -> list:
+    src, dst = graph.edges()
+    parent = [None] * graph.num_nodes()
+    for s, d in zip(src.tolist(), dst.tolist()):
+        parent[s] = d
+    spans = graph.ndata[G.SPAN].tolist()
+    probs = logits.softmax(-1)
+    out = []
+    for i, (lo, hi) in enumerate(spans):
+        k = int(probs[i].argmax())
+        out.append({"id": i, "parent": parent[i], "span": [lo, hi],
+                    "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "",
+                    "label": names[k], "probabilities": _distribution(probs[i], names)})
+    return out
+
+
+@torch.no_grad()
+def predict_records(
+    ck: Checkpoint, inputs: Sequence[Input], nlp, *, nodes: bool = False,
+    batch_size: int = 64, progress: Callable[[Iterable, int], Iterable] | None = None,
+) -> Iterator[dict]:
+    """One record per input (the JSON schema of the module docstring), batch by batch."""
+    import dgl
+
+    from data_prep.dependency import parse_texts
+
+    task, model = ck.model.task, ck.model
+    model.eval()
+    if nodes and (task.pair or not getattr(task, "node_labels", False)):
+        raise ValueError(f"--nodes: the {task.name} task predicts one label per "
+                         f"{'pair' if task.pair else 'sentence'}, not one per node; use it "
+                         "with a phrase-level sentiment model (sst-5 / sst-2)")
+    if batch_size <= 0:
+        raise ValueError(f"--batch-size must be positive, got {batch_size}")
+    starts = range(0, len(inputs), batch_size)
+    for start in (progress(starts, len(starts)) if progress else starts):
+        chunk = inputs[start:start + batch_size]
+        pa = parse_texts(nlp, [x.a for x in chunk])
+        pb = parse_texts(nlp, [x.b for x in chunk]) if task.pair else None
+        ga = text_graphs(pa, ck)
+        gb = text_graphs(pb, ck) if pb is not None else None
+        batch_a = dgl.batch(ga)
+        out = model(batch_a, None if gb is None else dgl.batch(gb))
+        if nodes and "node_logits" not in out:
+            raise ValueError("--nodes: this model was trained on sentence labels only "
+                             "(root supervision) and has no per-node outputs")
+        offsets = [0, *batch_a.batch_num_nodes().cumsum(0).tolist()]
+        for j, x in enumerate(chunk):
+            rec: dict = {"line": x.line, "text": x.a, "tokens": pa[j].tokens}
+            if pb is not None:
+                rec.update(text_b=x.b, tokens_b=pb[j].tokens)
+            sides = [(pa[j], ga[j])] + ([(pb[j], gb[j])] if pb is not None else [])
+            # node i of every tree kind built from a parse is token i: its word id is there
+            unknown = [t for p, g in sides
+                       for t, w in zip(p.tokens, g.ndata[G.WORD][:len(p.tokens)].tolist())
+                       if w == ck.vocab.unk]
+            rec["unknown_words"] = unknown
+            if unknown and len(unknown) == sum(len(p.tokens) for p, _ in sides):
+                log.warning("line %d: every word is unknown to the model's vocabulary; the "
+                            "prediction rests on the unknown-word vector alone", x.line)
+            for p, _ in sides:
+                count = _looks_like_sentences(p.tokens)
+                if count > 1:
+                    log.warning("line %d looks like %d sentences; it is predicted as one "
+                                "tree (give one sentence per line)", x.line, count)
+            if "score" in out:  # relatedness: expected score and its 1..5 distribution
+                rec["score"] = round(float(out["score"][j]), 6)
+                probs = out["log_probs"][j].exp()
+                rec["probabilities"] = _distribution(
+                    probs, [str(k + 1) for k in range(probs.numel())])
+            else:
+                logits = out["root_logits"] if "root_logits" in out else out["logits"]
+                names = _class_names(ck, logits.shape[-1])
+                probs = logits[j].softmax(-1)
+                rec["label"] = names[int(probs.argmax())]
+                rec["probabilities"] = _distribution(probs, names)
+            if nodes:
+                lo, hi = offsets[j], offsets[j + 1]
+                rec["nodes"] = _nodes(ga[j], pa[j].tokens, out["node_logits"][lo:hi], names)
+            yield rec
+
+
+def format_text(rec: dict) -> str:
+    """The text form of a record: ``label<TAB>p<TAB>sentence`` (pairs: ``A ||| B``)."""
+    shown = rec["text"] if "text_b" not in rec else f"{rec['text']} ||| {rec['text_b']}"
+    if "score" in rec:
+        return f"{rec['score']:.3f}\t{shown}"
+    return f"{rec['label']}\t{rec['probabilities'][rec['label']]:.3f}\t{shown}"

@@ -1,0 +1,15 @@
+"""Training runs: configuration, data, the loop, checkpoints of state, run directories.
+
+* :mod:`~gnn_treelstm.training.config` — :class:`RunConfig`, the run's options.
+* :mod:`~gnn_treelstm.training.data` — the data set, splits and word vectors of a run.
+* :mod:`~gnn_treelstm.training.loop` — the training loop (:func:`run`).
+* :mod:`~gnn_treelstm.training.optim`, :mod:`~gnn_treelstm.training.batching`,
+  :mod:`~gnn_treelstm.training.evaluation` — optimizer, minibatches, dev/test metrics.
+* :mod:`~gnn_treelstm.training.resume`, :mod:`~gnn_treelstm.training.rundir`,
+  :mod:`~gnn_treelstm.training.records` — resumable state, run directories, what a run
+  writes.
+* :mod:`~gnn_treelstm.training.faults`, :mod:`~gnn_treelstm.training.zerowatch`,
+  :mod:`~gnn_treelstm.training.memory`, :mod:`~gnn_treelstm.training.devices`,
+  :mod:`~gnn_treelstm.training.distributed`, :mod:`~gnn_treelstm.training.provenance` —
+  NaN/inf checks, zeroed weights, memory, devices, data parallel runs, code fingerprints.
+"""

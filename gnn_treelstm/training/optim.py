@@ -1,0 +1,94 @@
+"""The optimizer of a run (AdaGrad or Adam with the papers' parameter groups, Tai et al.
+2015 §5.3, Tran & Cheng 2018 §6.1) and what one optimizer step minimizes."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+import torch
+
+from gnn_treelstm.models.treelstm import TreeLSTMModel
+from gnn_treelstm.training.config import LOSS_REDUCTIONS
+
+if TYPE_CHECKING:
+    from gnn_treelstm.training.config import RunConfig
+
+__all__ = ["build_optimizer", "batch_objective"]
+
+
+def _fused_ok(params: Sequence[torch.Tensor]) -> bool:
+    """Can ``fused=True`` optimizers update these parameters (floating point, CPU or CUDA)?"""
+    return bool(params) and all(p.dtype in (torch.float32, torch.float64, torch.float16,
+                                            torch.bfloat16)
+                                and p.device.type in ("cpu", "cuda") for p in params)
+
+
+def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
+    """AdaGrad/Adam; word embeddings in their own group (own lr, L2 ``emb_l2``, default 0),
+    L2 ``l2`` on the rest; with ``rel_lr``, the cell's relation embeddings in a third group
+    (that lr, no L2).
+
+    Speed without changing the update (issue 5):
+
+    * **AdaGrad**: the word embedding gets *sparse* gradients
+      (``model.sparse_embedding_grad = True``: ``nn.Embedding(sparse=True)``), and AdaGrad's
+      sparse path updates only the rows of the batch's words. For every other row the
+      dense update is exactly a no-op (zero gradient: the accumulator and the row stay
+      the same), so this is the same algorithm; it saves the dense ``(vocab, dim)``
+      gradient, accumulator and square-root passes of every step (most of an SST epoch's
+      optimizer time with 300-d vectors). The sparse path takes no weight decay, so
+      ``emb_l2 > 0`` turns it off (dense gradients, same update).
+    * **Adam**: dense embedding gradients. ``torch.optim.SparseAdam`` is *lazy* Adam (only
+      the moments of the rows in the batch decay and update), a different algorithm, so
+      it is not used; Adam's dense update is cheap anyway with the fused kernel.
+    * The dense groups use the fused (single kernel, CPU or CUDA) implementation of the
+      same update (``fused=True``) when the parameters allow it.
+    """
+    cfg = cfg.resolved()
+    emb, rest = model.parameter_groups()
+    rel = [p for p in model.cell.embedding_parameters() if p.requires_grad] \
+        if cfg.rel_lr is not None else []
+    if cfg.rel_lr is not None and not rel:
+        raise ValueError(f"--rel-lr: cell {cfg.model!r} has no relation embeddings "
+                         "(mtree and mtree-add have)")
+    if cfg.emb_l2 and not emb:
+        raise ValueError("--emb-l2: the word embeddings are fixed (not trained), so there is "
+                         "nothing to regularize; use --embeddings-mode tuned or drop --emb-l2")
+    rest = [p for p in rest if all(p is not q for q in rel)]
+    # dense under DDP (it reduces dense tensors on every backend; same update, see above)
+    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2 \
+        and not cfg.distributed
+    model.sparse_embedding_grad = sparse
+    if sparse:
+        # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
+        # otherwise warns when AdaGrad builds its sparse update
+        torch.sparse.check_sparse_tensor_invariants.disable()
+    groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2,
+                           "fused": _fused_ok(rest)}]
+    if emb:
+        groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": cfg.emb_l2,
+                       "fused": not sparse and _fused_ok(emb)})
+    if rel:  # relation embeddings at their own rate, no L2 (Tran §6.1: lr 0.1)
+        groups.append({"params": rel, "lr": cfg.rel_lr, "weight_decay": 0.0,
+                       "fused": _fused_ok(rel)})
+    if cfg.optimizer == "adagrad":
+        return torch.optim.Adagrad(groups)
+    return torch.optim.Adam(groups)
+
+
+def batch_objective(mean_loss: torch.Tensor, batch_size: int, reduction: str) -> torch.Tensor:
+    """What one optimizer step minimizes, from the task's mean loss over a batch.
+
+    ``mean``: the mean (Tai's code: loss and gradients divided by the batch size);
+    ``sum``: the sum over the batch's examples, as Tran & Cheng's code does by calling
+    ``backward`` once per example and stepping every 25 examples. With Adam the two differ
+    only through L2 (weight decay is added to a gradient 25× larger, so it weighs 25× less)
+    and ε.
+    """
+    if reduction == "mean":
+        return mean_loss
+    if reduction == "sum":
+        return mean_loss * batch_size
+    raise ValueError(f"unknown loss reduction {reduction!r}; choose one of: "
+                     f"{', '.join(LOSS_REDUCTIONS)}")

@@ -1,0 +1,157 @@
+"""The training state a killed run resumes from (``gnn-treelstm train --resume runs/NAME``).
+
+Every seed of a run keeps ``state.pt`` in its directory, written atomically at the end of
+every epoch and, with ``--checkpoint-every N``, every N batches, so a ``kill -9`` at any
+moment leaves the last complete state. It holds everything the rest of the run depends on:
+
+* the model's weights and the optimizer's state (AdaGrad's accumulators, Adam's moments);
+* where the run is: the epoch, and the batches of it already done (the loader's shuffle
+  generator is saved as of the epoch's start, so the epoch's batch order is replayed and
+  the done batches skipped);
+* the random number generators (torch's, Python's, numpy's), so dropout masks continue as
+  if the run had never stopped;
+* model selection so far: the best dev score and epoch, and the per-epoch records.
+
+A resumed run therefore ends with the same metrics as an uninterrupted one on the same
+machine (``tests/test_resume.py`` SIGKILLs a real training process and checks it). A seed
+that finished writes ``seed.json`` (its result) and drops its ``state.pt``.
+
+The file is read with ``torch.load(weights_only=True)``: it holds tensors and plain
+containers only (the generator states are converted to lists and tensors).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.training import rundir
+from gnn_treelstm.training.config import RunConfig, config_changes
+from gnn_treelstm.training.records import append_csv
+
+__all__ = ["STATE_NAME", "SEED_RESULT_NAME", "STATE_FORMAT", "capture_rng", "restore_rng",
+           "save_state", "load_state", "save_seed_result", "load_seed_result",
+           "seed_everything", "restore_training", "resumed_run_id", "truncate_metrics"]
+
+STATE_NAME = "state.pt"
+SEED_RESULT_NAME = "seed.json"
+STATE_FORMAT = 1
+
+
+def seed_everything(seed: int) -> None:
+    """Seed Python's, numpy's and torch's generators (a seed's run starts from these)."""
+    random.seed(seed)
+    np.random.seed(seed % (2**32))
+    torch.manual_seed(seed)
+
+
+def capture_rng() -> dict[str, Any]:
+    """torch's, Python's and numpy's generator states as tensors and lists."""
+    py = random.getstate()
+    np_name, np_keys, np_pos, np_gauss, np_cached = np.random.get_state()
+    out = {"torch": torch.get_rng_state(),
+           "python": [py[0], list(py[1]), py[2]],
+           "numpy": [np_name, torch.from_numpy(np_keys.astype(np.int64)), int(np_pos),
+                     int(np_gauss), float(np_cached)]}
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        out["cuda"] = torch.cuda.get_rng_state_all()
+    return out
+
+
+def restore_rng(state: dict[str, Any]) -> None:
+    """Undo :func:`capture_rng`."""
+    torch.set_rng_state(state["torch"])
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    name, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((name, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def save_state(seed_dir: Path, state: dict[str, Any]) -> Path:
+    """Write ``seed_dir/state.pt`` atomically (see the module docstring for its content)."""
+    return atomic_write(seed_dir / STATE_NAME,
+                        lambda f: torch.save({"format": STATE_FORMAT, **state}, f))
+
+
+def load_state(seed_dir: Path) -> dict[str, Any] | None:
+    """The saved state of a seed, or ``None`` if it has none.
+
+    Raises:
+        ValueError: the file is damaged or from another version.
+    """
+    path = seed_dir / STATE_NAME
+    if not path.is_file():
+        return None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:
+        raise ValueError(f"{path}: cannot read the saved training state ({exc}); remove it "
+                         "to restart this seed from its beginning") from exc
+    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
+        raise ValueError(f"{path}: not a training state this version reads (format "
+                         f"{state.get('format') if isinstance(state, dict) else None!r})")
+    return state
+
+
+def save_seed_result(seed_dir: Path, result: dict[str, Any]) -> None:
+    """Mark a seed finished: its result in ``seed.json``; its ``state.pt`` is dropped."""
+    atomic_write(seed_dir / SEED_RESULT_NAME, json.dumps(result, indent=2) + "\n")
+    (seed_dir / STATE_NAME).unlink(missing_ok=True)
+
+
+def load_seed_result(seed_dir: Path) -> dict[str, Any] | None:
+    path = seed_dir / SEED_RESULT_NAME
+    if not path.is_file():
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def restore_training(state: dict[str, Any], model: torch.nn.Module,
+                     optimizer: torch.optim.Optimizer, generator: torch.Generator) -> None:
+    """Put the saved weights, optimizer state, loader shuffle generator (as of the epoch's
+    start) and random number generators of ``state`` back in place."""
+    model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    generator.set_state(state["loader"])
+    restore_rng(state["rng"])
+
+
+def resumed_run_id(out: Path, cfg: RunConfig) -> str:
+    """The id of the run in ``out`` that ``cfg`` resumes; refuses another configuration."""
+    path = out / "config.json"
+    try:
+        had = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise rundir.RunDirError(f"--resume {out}: no readable config.json ({exc}); it is "
+                                 "not a run directory") from exc
+    diff = config_changes(had.get("run_config", {}), cfg,
+                          ignore=("name", "runs_dir", "checkpoint_every"))
+    if diff:
+        raise rundir.RunDirError(
+            f"--resume {out}: the configuration differs from the run's "
+            f"({', '.join(k for k, _, _ in diff)}); a run resumes with its recorded "
+            "configuration")
+    return had.get("run_id") or rundir.new_run_id()
+
+
+def truncate_metrics(metrics_file: Path | None, seed: int, epochs: int) -> None:
+    """Drop the records of ``seed`` past its first ``epochs`` (written after the saved
+    state, before the run was stopped), and rewrite ``metrics.csv`` to match."""
+    if metrics_file is None or not metrics_file.exists():
+        return
+    kept = [json.loads(line) for line in metrics_file.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+    kept = [r for r in kept if r.get("seed") != seed or r.get("epoch", 0) <= epochs]
+    atomic_write(metrics_file, "".join(json.dumps(r) + "\n" for r in kept))
+    csv_file = metrics_file.with_suffix(".csv")
+    csv_file.unlink(missing_ok=True)
+    for r in kept:
+        append_csv(csv_file, r)

@@ -1,0 +1,9 @@
+"""Sentence trees as DGL graphs: the schema, the vocabulary, built data sets, drawing.
+
+* :mod:`~gnn_treelstm.trees.graph` — the graph schema every part agrees on (edges child ->
+  parent, node and edge fields) and :func:`~gnn_treelstm.trees.graph.make_tree`.
+* :mod:`~gnn_treelstm.trees.vocab` — word and relation vocabularies.
+* :mod:`~gnn_treelstm.trees.data` — the built data sets ``gnn-treelstm build`` writes.
+* :mod:`~gnn_treelstm.trees.drawing` — networkx conversion and tree drawing (matplotlib).
+* :mod:`~gnn_treelstm.trees.treesvg` — trees with per-node predictions as SVG / HTML.
+"""

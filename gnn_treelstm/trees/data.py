@@ -1,0 +1,318 @@
+"""Loading the cached sentence graphs written by ``python -m data_prep.build``.
+
+A built data directory holds ``meta.json``, ``vocab.json``, ``relations/<tree>.json``,
+``<tree>/<split>.bin`` (or ``.a.bin``/``.b.bin`` for pair data sets, targets in the
+``.a.bin`` labels) and ``text/<split>.jsonl`` (see ``docs/design.md``)::
+
+    split = load_split("data/built/sst", "train", "constituency")
+    loader = DataLoader(TreeDataset(split), batch_size=25, shuffle=True, collate_fn=collate)
+    for batch in loader:  # Batch(graph, graph_b, targets, index)
+        ...
+
+SST's binary task: :func:`to_sst2` maps every node label with :data:`SST2_MAP`
+(0, 1 -> 0; 3, 4 -> 1; 2 -> IGNORE, as Tai et al. drop neutral) and drops sentences whose
+root is neutral.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import NamedTuple
+
+import dgl
+import torch
+
+from gnn_treelstm import _dgl_compat
+from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.trees.graph import IGNORE, LABEL
+from gnn_treelstm.trees.vocab import Relations, Vocab
+
+_dgl_compat.attach()
+
+__all__ = [
+    "Split",
+    "Example",
+    "Batch",
+    "TreeDataset",
+    "SST2_MAP",
+    "load_meta",
+    "load_split",
+    "load_vocab",
+    "load_relations",
+    "load_text",
+    "collate",
+    "sst2_labels",
+    "to_sst2",
+]
+
+#: SST-5 node label -> SST-2 label (IGNORE for neutral), indexable by a label tensor.
+SST2_MAP = torch.tensor([0, 0, IGNORE, 1, 1], dtype=torch.int64)
+
+
+def sst2_labels(labels: torch.Tensor) -> torch.Tensor:
+    """Map SST-5 labels (0-4, or IGNORE) to SST-2 (0/1, IGNORE for neutral and IGNORE)."""
+    out = torch.full_like(labels, IGNORE)
+    keep = labels != IGNORE
+    if keep.any():
+        bad = labels[keep]
+        if int(bad.min()) < 0 or int(bad.max()) > 4:
+            raise ValueError(f"sst2_labels: labels must be 0-4 or IGNORE, got range "
+                             f"[{int(bad.min())}, {int(bad.max())}]")
+        out[keep] = SST2_MAP.to(labels.device)[labels[keep]]
+    return out
+
+
+@dataclass
+class Split:
+    """One split of one tree kind."""
+
+    graphs: list[dgl.DGLGraph]  # sentence / premise / sentence A
+    graphs_b: list[dgl.DGLGraph] | None  # hypothesis / sentence B (pair data sets)
+    targets: dict[str, torch.Tensor]  # graph-level targets aligned with graphs
+    name: str = ""
+    tree: str = ""
+    meta: dict = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        n = len(self.graphs)
+        if self.graphs_b is not None and len(self.graphs_b) != n:
+            raise ValueError(f"Split: {n} graphs but {len(self.graphs_b)} graphs_b")
+        for k, v in self.targets.items():
+            if len(v) != n:
+                raise ValueError(f"Split: target {k!r} has {len(v)} entries for {n} graphs")
+
+    def __len__(self) -> int:
+        return len(self.graphs)
+
+    @property
+    def pair(self) -> bool:
+        return self.graphs_b is not None
+
+    def subset(self, index: Sequence[int] | torch.Tensor) -> Split:
+        """The examples at ``index`` (in that order)."""
+        idx = torch.as_tensor(index, dtype=torch.int64)
+        il = idx.tolist()
+        return Split([self.graphs[i] for i in il],
+                     None if self.graphs_b is None else [self.graphs_b[i] for i in il],
+                     {k: v[idx] for k, v in self.targets.items()}, self.name, self.tree,
+                     self.meta)
+
+
+def _dir(data_dir: str | os.PathLike) -> Path:
+    d = Path(data_dir)
+    if not (d / "meta.json").exists():
+        raise FileNotFoundError(f"{d}: no meta.json; build the data first with "
+                                f"`python -m data_prep.build --dataset ... --out {d}`")
+    return d
+
+
+def _rebuild_hint(d: Path) -> str:
+    return (f"rebuild it with `python -m data_prep.build --dataset DATASET --src RAW "
+            f"--out {d}`")
+
+
+def load_meta(data_dir: str | os.PathLike) -> dict:
+    """The ``meta.json`` of a built data directory.
+
+    Raises:
+        ValueError: the file is not valid JSON (cut short, edited), naming it."""
+    path = _dir(data_dir) / "meta.json"
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path}: damaged ({exc}); {_rebuild_hint(path.parent)}") from exc
+
+
+def load_graphs(path: str | os.PathLike) -> tuple[list[dgl.DGLGraph], dict]:
+    """``dgl.load_graphs`` with a clear error for a missing or damaged file.
+
+    Raises:
+        FileNotFoundError: the file is missing.
+        ValueError: DGL cannot read it (truncated, not a graph file); the message names the
+            file and the command that rebuilds it instead of DGL's C++ backtrace.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: missing from the built data; "
+                                f"{_rebuild_hint(path.parent.parent)}")
+    try:
+        return dgl.load_graphs(str(path))
+    except Exception as exc:  # DGLError with a C++ backtrace
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise ValueError(f"{path}: damaged graph file ({first}); "
+                         f"{_rebuild_hint(path.parent.parent)}") from None
+
+
+def load_vocab(data_dir: str | os.PathLike) -> Vocab:
+    return Vocab.load(_dir(data_dir) / "vocab.json")
+
+
+def load_relations(data_dir: str | os.PathLike, tree: str) -> Relations:
+    path = _dir(data_dir) / "relations" / f"{tree}.json"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no relation vocabulary for tree kind {tree!r}")
+    return Relations.load(path)
+
+
+def load_text(data_dir: str | os.PathLike, split: str) -> list[dict]:
+    """The ``text/<split>.jsonl`` records (tokens and labels per example, in split order)."""
+    path = _dir(data_dir) / "text" / f"{split}.jsonl"
+    with open(path, encoding="utf-8") as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def load_split(data_dir: str | os.PathLike, split: str, tree: str) -> Split:
+    """Load one split of one tree kind.
+
+    Raises:
+        ValueError: the tree kind or split was not built (the message lists what was).
+    """
+    d = _dir(data_dir)
+    meta = load_meta(d)
+    if tree not in meta.get("trees", []):
+        raise ValueError(f"{d}: tree kind {tree!r} not built; built: {meta.get('trees')}")
+    if split not in meta.get("splits", {}):
+        raise ValueError(f"{d}: no split {split!r}; splits: {list(meta.get('splits', {}))}")
+    if meta.get("pair"):
+        graphs, labels = load_graphs(d / tree / f"{split}.a.bin")
+        graphs_b, _ = load_graphs(d / tree / f"{split}.b.bin")
+    else:
+        graphs, labels = load_graphs(d / tree / f"{split}.bin")
+        graphs_b = None
+    return Split(graphs, graphs_b, dict(labels), split, tree, meta)
+
+
+def to_sst2(split: Split) -> Split:
+    """SST-2 view of an SST split: node labels mapped by :data:`SST2_MAP`, targets mapped,
+    sentences with a neutral root dropped (6920/872/1821 on the full SST)."""
+    label = split.targets["label"]
+    keep = torch.nonzero(label != 2, as_tuple=True)[0]
+    sub = split.subset(keep)
+    graphs = []
+    for g in sub.graphs:
+        g = g.clone()
+        g.ndata[LABEL] = sst2_labels(g.ndata[LABEL])
+        graphs.append(g)
+    targets = dict(sub.targets)
+    targets["label"] = sst2_labels(targets["label"])
+    return Split(graphs, sub.graphs_b, targets, split.name, split.tree, split.meta)
+
+
+class Example(NamedTuple):
+    index: int
+    graph: dgl.DGLGraph
+    graph_b: dgl.DGLGraph | None
+    targets: dict[str, torch.Tensor]
+
+
+@dataclass
+class Batch:
+    """A collated batch: ``graph`` (and ``graph_b``) are ``dgl.batch`` results.
+
+    ``schedule`` (optional) is the :class:`~gnn_treelstm.engine.schedule.LevelSchedule` of
+    the graph the encoder runs on: ``graph``, or for pairs ``dgl.batch([graph, graph_b])``
+    (every A sentence, then every B sentence; :meth:`encoder_graph`). ``collate`` builds it
+    once per batch when asked (``schedule=True``), so the level engine does no scheduling
+    in the training step.
+    """
+
+    graph: dgl.DGLGraph
+    graph_b: dgl.DGLGraph | None
+    targets: dict[str, torch.Tensor]
+    index: torch.Tensor  # example ids within the split, (batch,)
+    schedule: LevelSchedule | None = None
+
+    def __len__(self) -> int:
+        return len(self.index)
+
+    def encoder_graph(self) -> dgl.DGLGraph:
+        """The graph the encoder runs on: ``graph``, or A-graphs then B-graphs for pairs."""
+        return self.graph if self.graph_b is None else dgl.batch([self.graph, self.graph_b])
+
+    def to(self, device: torch.device | str) -> Batch:
+        """Graphs, targets, ids and the schedule's index tensors on ``device``."""
+        return Batch(self.graph.to(device),
+                     None if self.graph_b is None else self.graph_b.to(device),
+                     {k: v.to(device) for k, v in self.targets.items()},
+                     self.index.to(device),
+                     None if self.schedule is None else self.schedule.to(device))
+
+    def pin_memory(self) -> Batch:
+        """Pinned host copies of the tensors (``DataLoader(pin_memory=True)``, CUDA only)."""
+        return dataclasses.replace(
+            self, targets={k: v.pin_memory() for k, v in self.targets.items()},
+            index=self.index.pin_memory(),
+            schedule=None if self.schedule is None else self.schedule.pin_memory())
+
+
+class TreeDataset(torch.utils.data.Dataset):
+    """A map-style dataset over a :class:`Split`; items are :class:`Example` tuples."""
+
+    def __init__(self, split: Split) -> None:
+        self.split = split
+
+    def __len__(self) -> int:
+        return len(self.split)
+
+    def __getitem__(self, i: int) -> Example:
+        s = self.split
+        return Example(int(i), s.graphs[i], None if s.graphs_b is None else s.graphs_b[i],
+                       {k: v[i] for k, v in s.targets.items()})
+
+    def __getitems__(self, indices: Sequence[int]) -> _Examples:
+        """A whole minibatch at once (the ``DataLoader`` calls this instead of
+        ``__getitem__`` per example): targets are gathered with one index per key."""
+        s = self.split
+        idx = torch.as_tensor(indices, dtype=torch.int64)
+        il = idx.tolist()
+        return _Examples(idx, [s.graphs[i] for i in il],
+                         None if s.graphs_b is None else [s.graphs_b[i] for i in il],
+                         {k: v[idx] for k, v in s.targets.items()})
+
+
+class _Examples(NamedTuple):
+    """Several examples, as :meth:`TreeDataset.__getitems__` fetches them."""
+
+    index: torch.Tensor
+    graphs: list[dgl.DGLGraph]
+    graphs_b: list[dgl.DGLGraph] | None
+    targets: dict[str, torch.Tensor]
+
+
+def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
+            top_down: bool = True) -> Batch:
+    """Batch examples (``DataLoader(collate_fn=collate)``).
+
+    Args:
+        examples: :class:`Example` tuples, or what :meth:`TreeDataset.__getitems__` returns.
+        schedule: also build the level schedule of the encoder's graph
+            (:attr:`Batch.schedule`, for ``engine="level"``), here on the CPU, once per batch.
+        top_down: the schedule includes the top-down levels (cells of Teng & Zhang §4.3 and
+            the backward sequential LSTM need them).
+    """
+    if isinstance(examples, _Examples):
+        if not examples.graphs:
+            raise ValueError("collate: empty batch")
+        graph = dgl.batch(examples.graphs)
+        graph_b = None if examples.graphs_b is None else dgl.batch(examples.graphs_b)
+        targets, index = dict(examples.targets), examples.index
+    else:
+        if not examples:
+            raise ValueError("collate: empty batch")
+        graph = dgl.batch([e.graph for e in examples])
+        has_b = [e.graph_b is not None for e in examples]
+        if any(has_b) and not all(has_b):
+            raise ValueError("collate: some examples have a second graph and some do not")
+        graph_b = dgl.batch([e.graph_b for e in examples]) if all(has_b) else None
+        targets = {k: torch.stack([e.targets[k] for e in examples])
+                   for k in examples[0].targets}
+        index = torch.tensor([e.index for e in examples], dtype=torch.int64)
+    batch = Batch(graph, graph_b, targets, index)
+    if schedule:
+        batch.schedule = LevelSchedule.from_graph(batch.encoder_graph(), top_down=top_down)
+    return batch

@@ -1,0 +1,329 @@
+"""networkx bridge and tree drawing for sentence graphs (schema of :mod:`gnn_treelstm.trees.graph`).
+
+* :func:`to_networkx` turns one sentence graph (or graph ``index`` of a batch) into a
+  ``networkx.DiGraph`` whose edges keep the DGL direction (child -> parent) and whose
+  nodes and edges carry the schema fields under readable names.
+* :func:`tree_layout` computes a tidy top-down layout: the root at the top, every leaf on
+  the bottom row in sentence order (children ordered by ``pos``), each parent centred over
+  its first and last child. No graphviz is needed.
+* :func:`draw_tree` writes a PNG of one tree with matplotlib's Agg canvas (a bare
+  ``Figure``, no pyplot, so the caller's backend is untouched).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import dgl
+import networkx as nx
+
+from gnn_treelstm import _dgl_compat  # noqa: F401  (the package __init__ ran it before dgl)
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.trees.graph import IGNORE, LABEL, LEAF, NO_WORD, POS, REL, ROOT, SPAN, WORD
+
+log = logging.getLogger(__name__)
+
+__all__ = ["to_networkx", "tree_layout", "draw_tree"]
+
+# SST's five classes, very negative .. very positive (red -> grey -> green)
+_SST_COLOURS = ["#d7301f", "#fc8d59", "#d9d9d9", "#91cf60", "#1a9850"]
+_OTHER_COLOURS = ["#8dd3c7", "#ffffb3", "#bebada", "#fb8072", "#80b1d3", "#fdb462",
+                  "#b3de69", "#fccde5", "#bc80bd", "#ccebc5"]
+_NO_LABEL = "#ffffff"
+
+
+def _names(vocab: Sequence[str] | Any | None) -> Sequence[str] | None:
+    """Names by id from a list, a :class:`~gnn_treelstm.trees.vocab.Vocab` (``itos``) or a
+    :class:`~gnn_treelstm.trees.vocab.Relations` (``names``)."""
+    if vocab is None:
+        return None
+    for attr in ("itos", "names"):
+        if hasattr(vocab, attr):
+            return getattr(vocab, attr)
+    return vocab
+
+
+def _single(graph: dgl.DGLGraph, index: int | None) -> dgl.DGLGraph:
+    if graph.batch_size > 1 or index is not None:
+        if index is None:
+            raise ValueError(
+                f"the graph is a batch of {graph.batch_size} graphs; pass index= to pick one"
+            )
+        if not 0 <= index < graph.batch_size:
+            raise ValueError(f"index {index} out of range for a batch of {graph.batch_size}")
+        return dgl.slice_batch(graph, index)
+    return graph
+
+
+def to_networkx(
+    graph: dgl.DGLGraph,
+    index: int | None = None,
+    *,
+    vocab: Sequence[str] | Any | None = None,
+    relations: Sequence[str] | Any | None = None,
+    label_names: Sequence[str] | None = None,
+) -> nx.DiGraph:
+    """One sentence graph as a ``networkx.DiGraph`` (edges child -> parent, as in DGL).
+
+    Args:
+        graph: a tree graph, or a batch of them together with ``index``.
+        index: which graph of a batch.
+        vocab: word strings by id (a list or an object with ``itos``); without it the
+            ``word`` attribute is the id.
+        relations: relation names by id; without it the ``relation`` attribute is the id.
+        label_names: label names by id, stored as ``label_name``.
+
+    Node attributes: ``word`` (string/id, ``None`` for a node without a word),
+    ``word_id``, ``label`` (``None`` where ``IGNORE``), ``label_name``, ``leaf``, ``root``,
+    ``span`` (tuple ``(start, end)``). Edge attributes: ``relation`` (name or id), ``rel``
+    (id), ``position``. Graph attribute ``root``: the root node.
+    """
+    g = _single(graph, index)
+    itos, rels = _names(vocab), _names(relations)
+    n = g.num_nodes()
+    nd = g.ndata
+
+    def col(key: str, default: Any) -> list:
+        if key in nd:
+            return nd[key].cpu().tolist()
+        return [default] * n
+
+    words = col(WORD, NO_WORD)
+    labels = col(LABEL, IGNORE)
+    leaf = col(LEAF, None)
+    if n and leaf[0] is None:
+        leaf = (g.in_degrees() == 0).tolist()
+    root = col(ROOT, None)
+    if n and root[0] is None:
+        root = (g.out_degrees() == 0).tolist()
+    spans = col(SPAN, (-1, -1))
+    out = nx.DiGraph()
+    for i in range(n):
+        w = words[i]
+        word = None if w == NO_WORD else (itos[w] if itos is not None and 0 <= w < len(itos)
+                                          else w)
+        lab = None if labels[i] == IGNORE else labels[i]
+        out.add_node(
+            i, word=word, word_id=w, label=lab,
+            label_name=(label_names[lab] if label_names is not None and lab is not None
+                        else None),
+            leaf=bool(leaf[i]), root=bool(root[i]), span=tuple(spans[i]),
+        )
+    src, dst = (t.cpu().tolist() for t in g.edges())
+    rel = g.edata[REL].cpu().tolist() if REL in g.edata else [0] * len(src)
+    pos = g.edata[POS].cpu().tolist() if POS in g.edata else [None] * len(src)
+    for s, d, r, p in zip(src, dst, rel, pos):
+        name = rels[r] if rels is not None and 0 <= r < len(rels) else r
+        out.add_edge(s, d, relation=name, rel=r, position=p)
+    roots = [i for i in range(n) if root[i]]
+    out.graph["root"] = roots[0] if roots else None
+    return out
+
+
+def tree_layout(
+    tree: nx.DiGraph, *, leaves_at_bottom: bool = True, sentence_order: bool = False,
+    widths: Mapping[int, float] | None = None,
+) -> dict[int, tuple[float, float]]:
+    """Tidy top-down positions ``{node: (x, y)}`` of a tree from :func:`to_networkx`.
+
+    y is minus the depth (root at 0). x, two layouts:
+
+    * default (constituency, AMR): children are ordered by the edge ``position`` (then node
+      id); leaves take consecutive slots left to right and a parent sits at the midpoint of
+      its first and last child. With ``leaves_at_bottom`` every leaf is put on the lowest
+      row, as in parse-tree drawings. Each subtree covers a contiguous run of leaves, so no
+      two nodes of a row collide.
+    * ``sentence_order=True`` (dependency trees, chains: every node is a word): every node
+      takes the slot of its word, in node-id order, i.e. the sentence read left to right;
+      a projective tree then draws without crossing edges.
+
+    ``widths`` (default 1 each, i.e. x = 0, 1, 2, ...) is the width of a node's slot, so
+    long words get more room than short ones; x is the centre of the slot, the first at 0.
+    """
+    if tree.number_of_nodes() == 0:
+        return {}
+    root = tree.graph.get("root")
+    if root is None:
+        roots = [v for v in tree.nodes if tree.out_degree(v) == 0]
+        if len(roots) != 1:
+            raise ValueError(f"expected a tree with one root, found {len(roots)} roots")
+        root = roots[0]
+    children: dict[int, list[int]] = {}
+    for v in tree.nodes:
+        kids = list(tree.predecessors(v))
+        kids.sort(key=lambda c: (tree.edges[c, v].get("position") or 0, c))
+        children[v] = kids
+    depth = {root: 0}
+    order: list[int] = []  # pre-order
+    stack = [root]
+    while stack:
+        v = stack.pop()
+        order.append(v)
+        for c in reversed(children[v]):
+            depth[c] = depth[v] + 1
+            stack.append(c)
+    if len(order) != tree.number_of_nodes():
+        raise ValueError("the graph is not a single tree (some nodes are not below the root)")
+    width = (lambda v: 1.0) if widths is None else (lambda v: float(widths[v]))
+    x: dict[int, float] = {}
+    slots = sorted(tree.nodes) if sentence_order else [v for v in order if not children[v]]
+    edge = -width(slots[0]) / 2.0  # the first slot is centred at x = 0
+    for v in slots:
+        x[v] = edge + width(v) / 2.0
+        edge += width(v)
+    if not sentence_order:
+        for v in reversed(order):  # children before parents
+            if children[v]:
+                x[v] = (x[children[v][0]] + x[children[v][-1]]) / 2.0
+    bottom = max(depth.values())
+    at_bottom = leaves_at_bottom and not sentence_order
+    return {v: (x[v], -float(bottom if (at_bottom and not children[v]) else depth[v]))
+            for v in order}
+
+
+def _node_text(data: Mapping[str, Any]) -> str:
+    """A node's box text: its word, else its label id (the legend names the labels)."""
+    if data.get("word") is not None:
+        return str(data["word"])
+    if data.get("label") is not None:
+        return str(data["label"])
+    return ""
+
+
+#: SST's class names, used in the legend when a 5-class tree comes without label names
+SST_LABEL_NAMES = ("very negative", "negative", "neutral", "positive", "very positive")
+_CHAR_IN = 0.072   # width of a character at the 8 pt node font, inches
+_PAD_IN = 0.22     # box padding plus the gap between neighbours, inches
+_ROW_IN = 0.62     # row height, inches
+_MAX_TEXT = 18     # longer node texts are cut with an ellipsis
+
+
+def _in_sentence_order(tree: nx.DiGraph) -> bool:
+    """Whether every node is a word whose span covers its own position (dependency trees
+    and chains: node i is token i); then the tree is drawn in sentence order."""
+    n = tree.number_of_nodes()
+    for v, d in tree.nodes(data=True):
+        lo, hi = (tuple(d.get("span") or (-1, -1)) + (-1, -1))[:2]
+        if d.get("word") is None or not (0 <= lo <= v < hi <= n):
+            return False
+    return n > 0
+
+
+def draw_tree(
+    graph: dgl.DGLGraph | nx.DiGraph,
+    path: str | os.PathLike,
+    vocab: Sequence[str] | Any | None = None,
+    relations: Sequence[str] | Any | None = None,
+    title: str | None = None,
+    *,
+    index: int | None = None,
+    label_names: Sequence[str] | None = None,
+    edge_labels: bool | None = None,
+    leaves_at_bottom: bool | None = None,
+    sentence_order: bool | None = None,
+    dpi: int = 120,
+    format: str | None = None,  # noqa: A002 - matplotlib's name
+) -> Path:
+    """Write a picture (PNG, or SVG for a ``.svg`` path or ``format="svg"``) of one tree.
+
+    Layout (:func:`tree_layout`): dependency trees and chains (every node a word, spans
+    covering their own position) are drawn in sentence order, each word in its slot and
+    its depth as the row, so projective trees have no crossing edges; constituency trees
+    put the leaves in sentence order on the bottom row (``leaves_at_bottom``) and each
+    phrase above the middle of its children; AMR and other trees use the same tidy layout
+    with leaves one row below their parent. A slot is as wide as its word, so the width
+    follows the sentence's length in characters, not its longest word times its nodes.
+
+    Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`)
+    or, for nodes without a word, the label id. Nodes are coloured by label (the five SST
+    classes from red to green; other label sets by a qualitative palette), white without
+    one; the legend names the labels (``label_names``; SST's names for a 5-class tree
+    without them). Edge labels are relation names (``relations``: a list or a
+    :class:`~gnn_treelstm.trees.vocab.Relations`; shown by default when given). Written
+    atomically; returns the path.
+    """
+    # a bare Figure renders with the Agg canvas and leaves pyplot's global state alone
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    path = Path(path)
+    fmt = (format or path.suffix.lstrip(".") or "png").lower()
+    if fmt not in ("png", "svg", "pdf"):
+        raise ValueError(f"draw_tree: cannot write {fmt!r}; use a .png, .svg or .pdf path "
+                         "(or format='png'|'svg'|'pdf')")
+    tree = graph if isinstance(graph, nx.DiGraph) else to_networkx(
+        graph, index, vocab=vocab, relations=relations, label_names=label_names)
+    if sentence_order is None:
+        sentence_order = _in_sentence_order(tree)
+    if leaves_at_bottom is None:
+        leaves_at_bottom = all(d["word"] is None for _, d in tree.nodes(data=True)
+                               if not d["leaf"])
+    texts = {}
+    for v, d in tree.nodes(data=True):
+        t = _node_text(d)
+        texts[v] = t if len(t) <= _MAX_TEXT else t[:_MAX_TEXT - 1] + "…"
+    widths = {v: max(1, len(t)) * _CHAR_IN + _PAD_IN for v, t in texts.items()}
+    pos = tree_layout(tree, leaves_at_bottom=leaves_at_bottom, sentence_order=sentence_order,
+                      widths=widths)
+    if edge_labels is None:
+        edge_labels = relations is not None
+    labels_seen = sorted({d["label"] for _, d in tree.nodes(data=True) if d["label"] is not None})
+    sst = bool(labels_seen) and max(labels_seen) <= 4 and (
+        label_names is None or len(label_names) == 5)
+    if label_names is None and sst:
+        label_names = SST_LABEL_NAMES
+
+    def colour(lab: int | None) -> str:
+        if lab is None:
+            return _NO_LABEL
+        if sst:
+            return _SST_COLOURS[lab]
+        return _OTHER_COLOURS[lab % len(_OTHER_COLOURS)]
+
+    xs = [p[0] for p in pos.values()] or [0.0]
+    ys = [p[1] for p in pos.values()] or [0.0]
+    legend_in = 1.4 if labels_seen else 0.0
+    width_in = (max(xs) - min(xs)) + 2 * _PAD_IN + 0.6 + legend_in
+    height_in = (max(ys) - min(ys)) * _ROW_IN + 0.9 + (0.3 if title else 0.0)
+    fig = Figure(figsize=(max(2.5, width_in), max(1.6, height_in)))
+    ax = fig.add_axes((0.0, 0.0, 1.0 - legend_in / max(2.5, width_in), 1.0))
+    ax.set_axis_off()
+    # y in rows -> inches, so the axes keep the aspect the figure size assumes
+    pos = {v: (x, y * _ROW_IN) for v, (x, y) in pos.items()}
+    for c, p in tree.edges:
+        (x0, y0), (x1, y1) = pos[c], pos[p]
+        ax.plot([x0, x1], [y0, y1], color="#555555", linewidth=0.8, zorder=1)
+        if edge_labels:
+            rel = tree.edges[c, p].get("relation")
+            if rel is not None:
+                ax.text((x0 + x1) / 2, (y0 + y1) / 2, str(rel), fontsize=6, color="#1f4e79",
+                        ha="center", va="center", zorder=3,
+                        bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
+                              "alpha": 0.85})
+    for v, d in tree.nodes(data=True):
+        x, y = pos[v]
+        ax.text(x, y, texts[v] or " ", ha="center", va="center", zorder=4,
+                fontsize=8, fontweight="bold" if d["root"] else "normal",
+                bbox={"boxstyle": "round,pad=0.25", "fc": colour(d["label"]),
+                      "ec": "#333333" if d["word"] is not None else "#999999",
+                      "lw": 0.7})
+    ys_in = [p[1] for p in pos.values()] or [0.0]
+    ax.set_xlim(min(xs) - _PAD_IN - 0.3, max(xs) + _PAD_IN + 0.3)
+    ax.set_ylim(min(ys_in) - 0.45, max(ys_in) + 0.45)
+    if labels_seen:
+        handles = [Patch(facecolor=colour(lab), edgecolor="#333333",
+                         label=(f"{lab} {label_names[lab]}" if label_names is not None
+                                and lab < len(label_names) else str(lab)))
+                   for lab in labels_seen]
+        fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False,
+                   title="label", title_fontsize=7)
+    if title:
+        ax.set_title(title, fontsize=9)
+    path = atomic_write(path, lambda f: fig.savefig(f, dpi=dpi, format=fmt,
+                                                  bbox_inches="tight", pad_inches=0.1))
+    log.info("drew a tree of %d nodes to %s", tree.number_of_nodes(), path)
+    return path

@@ -1,0 +1,326 @@
+"""The sentence-graph schema every part of gnn_treelstm agrees on.
+
+One :class:`dgl.DGLGraph` per sentence (or per AMR graph turned into a tree):
+
+* **Edges point child -> parent.** ``dgl.prop_nodes_topo`` therefore visits the leaves
+  first and the root last; top-down cells run on ``dgl.reverse(graph)``.
+* **Node data** (``graph.ndata``)
+
+  ============  ==========  ==============================================================
+  key           dtype/shape meaning
+  ============  ==========  ==============================================================
+  ``word``      int64 (N,)  vocabulary id of the node's word; :data:`NO_WORD` (-1) for nodes
+                            without one (internal constituency nodes)
+  ``leaf``      bool (N,)   the node has no children
+  ``label``     int64 (N,)  gold label of the node (SST: 0-4 on every node);
+                            :data:`IGNORE` (-1) where the node carries no label
+  ``span``      int64 (N,2) token span ``[start, end)`` the node covers in the sentence
+  ``root``      bool (N,)   the node is the graph's root (exactly one per graph)
+  ============  ==========  ==============================================================
+
+* **Edge data** (``graph.edata``)
+
+  ========  ==========  ===================================================================
+  ``rel``   int64 (E,)  relation id: dependency label, AMR role, or for constituency trees
+                        the child position (so relation-aware cells see left/right)
+  ``pos``   int64 (E,)  the child's position among its parent's children, 0..N-1, in
+                        sentence order. N-ary cells order children by this field, never by
+                        edge id.
+  ========  ==========  ===================================================================
+
+Relation ids index a relation vocabulary saved with the data (``relations.json``).
+Batching is plain :func:`dgl.batch`; :func:`batch_roots` and :func:`batch_leaves` give
+per-graph roots and leaves of a batch. :func:`make_tree` is the one constructor all
+builders use, and :func:`validate_tree` is the boundary check cells call.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import dgl
+import numpy as np
+import torch
+
+from gnn_treelstm import _dgl_compat  # the package __init__ ran it before dgl was imported
+
+_dgl_compat.attach()
+
+__all__ = [
+    "NO_WORD",
+    "IGNORE",
+    "WORD",
+    "LEAF",
+    "LABEL",
+    "SPAN",
+    "ROOT",
+    "REL",
+    "POS",
+    "make_tree",
+    "validate_tree",
+    "topological_levels",
+    "batch_roots",
+    "batch_leaves",
+    "num_children",
+]
+
+NO_WORD = -1
+IGNORE = -1
+WORD, LEAF, LABEL, SPAN, ROOT = "word", "leaf", "label", "span", "root"
+REL, POS = "rel", "pos"
+
+
+def make_tree(
+    parents: Sequence[int],
+    words: Sequence[int],
+    *,
+    labels: Sequence[int] | None = None,
+    rels: Sequence[int] | None = None,
+    positions: Sequence[int] | None = None,
+    spans: Sequence[Sequence[int]] | None = None,
+) -> dgl.DGLGraph:
+    """Build one tree graph to the schema from parent pointers.
+
+    Args:
+        parents: ``parents[i]`` is the node index of node i's parent, ``-1`` for the root.
+        words: word id per node, :data:`NO_WORD` where the node has no word.
+        labels: label per node (default all :data:`IGNORE`).
+        rels: relation id of the edge from node i to its parent, per node (the root's
+            entry is ignored; default 0).
+        positions: node i's position among its siblings (default: siblings numbered in
+            increasing node index order).
+        spans: ``[start, end)`` token span per node (default ``[-1, -1]``).
+
+    Raises:
+        ValueError: wrong lengths, not exactly one root, a parent out of range, a cycle,
+            or duplicate sibling positions.
+    """
+    n = len(parents)
+    if n == 0:
+        raise ValueError("make_tree: a tree needs at least one node (got an empty sentence)")
+    for name, seq in (("words", words), ("labels", labels), ("rels", rels),
+                      ("positions", positions), ("spans", spans)):
+        if seq is not None and len(seq) != n:
+            raise ValueError(f"make_tree: {name} has {len(seq)} entries but there are {n} nodes")
+    par = _ints("parents", parents)
+    roots = np.flatnonzero(par == -1)
+    if len(roots) != 1:
+        raise ValueError(f"make_tree: expected exactly one root (parent -1), found {len(roots)}")
+    bad = np.flatnonzero((par < -1) | (par >= n) | (par == np.arange(n)))
+    if len(bad):
+        raise ValueError(f"make_tree: node {int(bad[0])} has invalid parent {int(par[bad[0]])}")
+    _check_acyclic(par, int(roots[0]))
+    child = np.flatnonzero(par >= 0)
+    src, dst = child, par[child]
+    if positions is None:
+        pos = np.zeros(n, dtype=np.int64)
+        counts: dict[int, int] = {}
+        for c in child:  # increasing node index
+            p = int(par[c])
+            pos[c] = counts.get(p, 0)
+            counts[p] = pos[c] + 1
+    else:
+        pos = _ints("positions", positions)
+        pairs = set()
+        for c in child:
+            key = (int(par[c]), int(pos[c]))
+            if key in pairs or pos[c] < 0:
+                raise ValueError(f"make_tree: node {c} has duplicate or negative position {pos[c]}")
+            pairs.add(key)
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
+    g.ndata[WORD] = torch.as_tensor(_ints("words", words))
+    g.ndata[LEAF] = g.in_degrees() == 0
+    g.ndata[LABEL] = (torch.full((n,), IGNORE, dtype=torch.int64) if labels is None
+                      else torch.as_tensor(_ints("labels", labels)))
+    g.ndata[SPAN] = (torch.full((n, 2), -1, dtype=torch.int64) if spans is None
+                     else torch.as_tensor(_ints("spans", spans).reshape(n, 2)))
+    root = torch.zeros(n, dtype=torch.bool)
+    root[int(roots[0])] = True
+    g.ndata[ROOT] = root
+    rel_arr = np.zeros(n, dtype=np.int64) if rels is None else _ints("rels", rels)
+    if len(child) and int(rel_arr[child].min()) < 0:
+        c = int(child[np.argmin(rel_arr[child])])
+        raise ValueError(f"make_tree: node {c} has relation id {int(rel_arr[c])}; relation ids "
+                         "are >= 0 (only the root's entry is ignored)")
+    g.edata[REL] = torch.from_numpy(rel_arr[child].copy())
+    g.edata[POS] = torch.from_numpy(pos[child].copy())
+    return g
+
+
+def _ints(name: str, seq: Sequence) -> np.ndarray:
+    """``seq`` as an int64 array; ``ValueError`` for anything but integers (a float would be
+    truncated, a string is not an id)."""
+    arr = np.asarray(seq)
+    if arr.size and arr.dtype.kind not in "iub":
+        values = arr.reshape(-1).tolist()
+        i = next((k for k, v in enumerate(values) if not isinstance(v, (int, np.integer))), 0)
+        hint = ("; map words to ids with a vocabulary (gnn_treelstm.trees.vocab.Vocab), -1 "
+                "where a node has none" if name == "words" else "")
+        raise ValueError(f"make_tree: {name} must be integers, got {values[i]!r} "
+                         f"(entry {i}){hint}")
+    return arr.astype(np.int64, copy=False)
+
+
+def _check_acyclic(par: np.ndarray, root: int) -> None:
+    """Parent pointers form a tree iff every node reaches the root (pointer doubling)."""
+    anc = par.copy()
+    anc[root] = root
+    for _ in range(max(1, int(np.ceil(np.log2(len(par)))) + 1)):
+        anc = anc[anc]
+    stuck = np.flatnonzero(anc != root)
+    if len(stuck):
+        raise ValueError(
+            f"make_tree: the parent pointers contain a cycle (node {int(stuck[0])} never "
+            "reaches the root); tree graphs must be acyclic with edges pointing child -> parent"
+        )
+
+
+def topological_levels(graph: dgl.DGLGraph) -> np.ndarray:
+    """Bottom-up level of every node: leaves 0, a parent 1 + the max of its children.
+
+    Works on batched graphs. Raises ``ValueError`` if the edges contain a cycle.
+    """
+    n = graph.num_nodes()
+    src, dst = (t.cpu().numpy() for t in graph.edges())
+    indeg = np.bincount(dst, minlength=n)
+    level = np.zeros(n, dtype=np.int64)
+    frontier = np.flatnonzero(indeg == 0)
+    done = len(frontier)
+    order = np.argsort(src, kind="stable")
+    src_sorted, dst_sorted = src[order], dst[order]
+    starts = np.searchsorted(src_sorted, np.arange(n + 1))
+    depth = 0
+    while len(frontier):
+        depth += 1
+        lo, hi = starts[frontier], starts[frontier + 1]
+        if (hi > lo).any():
+            idx = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi) if b > a])
+            parents = dst_sorted[idx]
+        else:
+            parents = np.empty(0, dtype=np.int64)
+        np.subtract.at(indeg, parents, 1)
+        frontier = np.unique(parents[indeg[parents] == 0])
+        level[frontier] = depth
+        done += len(frontier)
+    if done != n:
+        raise ValueError(
+            f"graph has a cycle: {n - done} of {n} nodes are never reached from the leaves; "
+            "tree graphs must be acyclic with edges pointing child -> parent"
+        )
+    return level
+
+
+def num_children(graph: dgl.DGLGraph) -> torch.Tensor:
+    """In-degree (number of children) per node."""
+    return graph.in_degrees()
+
+
+def validate_tree(
+    graph: dgl.DGLGraph,
+    *,
+    edge_fields: Sequence[str] = (POS,),
+    node_fields: Sequence[str] = (),
+    max_children: int | None = None,
+    num_relations: int | None = None,
+    who: str = "cell",
+) -> None:
+    """Boundary check run before any computation; raises ``ValueError`` naming the fix."""
+    if not isinstance(graph, dgl.DGLGraph):
+        raise ValueError(f"{who}: expected a dgl.DGLGraph, got {type(graph).__name__}")
+    for f in edge_fields:
+        if graph.num_edges() and f not in graph.edata:
+            raise ValueError(
+                f"{who}: graph has no edge field {f!r}; build graphs with "
+                "gnn_treelstm.trees.graph.make_tree (or set graph.edata[%r])" % f
+            )
+    for f in node_fields:
+        if f not in graph.ndata:
+            raise ValueError(f"{who}: graph has no node field {f!r}; build graphs with make_tree")
+    n, e = graph.num_nodes(), graph.num_edges()
+    # the edges once, as host arrays: DGL's degree queries cost ~60 µs each in Python
+    src, dst = (t.cpu().numpy() for t in graph.edges()) if e else (None, None)
+    if max_children is not None and e:
+        in_deg = np.bincount(dst)
+        deg = int(in_deg.max())
+        if deg > max_children:
+            raise ValueError(
+                f"{who}: node {int(in_deg.argmax())} has {deg} children but the cell is "
+                f"{max_children}-ary; binarize the trees or use a cell with a larger n_ary / "
+                "the Child-Sum cell"
+            )
+    if max_children is not None and POS in graph.edata and e:
+        pmax = int(graph.edata[POS].max())
+        if pmax >= max_children:
+            raise ValueError(
+                f"{who}: an edge has child position {pmax} >= n_ary={max_children}; "
+                "child positions must be 0..n_ary-1"
+            )
+    if num_relations is not None and REL in graph.edata and e:
+        r = graph.edata[REL]
+        if int(r.max()) >= num_relations or int(r.min()) < 0:
+            raise ValueError(
+                f"{who}: relation ids span [{int(r.min())}, {int(r.max())}] but the cell has "
+                f"num_relations={num_relations}; build the cell with the size of the data's "
+                "relation vocabulary"
+            )
+    if e and int(np.bincount(src).max()) > 1:
+        raise ValueError(f"{who}: a node has more than one parent; the graph is not a tree")
+    if e:
+        _check_forest_acyclic(n, src, dst, who)
+
+
+def check_words(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
+    """For cells that read ``x`` only where ``ndata['word'] != NO_WORD``: refuse a graph
+    in which no node has a word (the cell would silently ignore every row of ``x``)."""
+    if WORD not in graph.ndata or graph.num_nodes() == 0:
+        return
+    if not bool((graph.ndata[WORD] != NO_WORD).any()):
+        raise ValueError(
+            f"{who}: ndata['word'] is NO_WORD ({NO_WORD}) at every node, so the cell would "
+            "ignore x entirely; set ndata['word'] to the word ids (any value other than "
+            f"{NO_WORD} marks a node whose row of x is read)"
+        )
+
+
+def _check_forest_acyclic(n: int, src: np.ndarray, dst: np.ndarray, who: str = "cell") -> None:
+    """Edges ``src -> dst`` of ``n`` nodes, every node with at most one parent: a cycle
+    exists iff some node never reaches a root by following parents (pointer doubling:
+    O(N log N), a few vectorised ops). A self-loop, which pointer doubling would take for a
+    root, is refused first."""
+    loops = np.flatnonzero(src == dst)
+    if len(loops):
+        raise ValueError(
+            f"{who}: node {int(src[loops[0]])} has an edge to itself (self-loop); tree "
+            "graphs have edges from each child to its parent only"
+        )
+    par = np.arange(n)
+    par[src] = dst
+    is_root = par == np.arange(n)
+    anc = par
+    for _ in range(int(np.ceil(np.log2(n))) + 1):
+        anc = anc[anc]
+    if not is_root[anc].all():
+        raise ValueError(
+            "graph has a cycle: some nodes never reach a root; tree graphs must be acyclic "
+            "with edges pointing child -> parent"
+        )
+
+
+def batch_roots(graph: dgl.DGLGraph) -> torch.Tensor:
+    """Root node id of every graph in a batch, shape ``(batch_size,)``, in batch order."""
+    roots = torch.nonzero(graph.out_degrees() == 0, as_tuple=True)[0]
+    if roots.numel() != graph.batch_size:
+        raise ValueError(
+            f"batch of {graph.batch_size} graphs has {roots.numel()} roots; every graph must be "
+            "a single tree with edges pointing child -> parent"
+        )
+    return roots.to(graph.device)
+
+
+def batch_leaves(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor]:
+    """Leaf node ids of a batch and the index of the graph each belongs to."""
+    leaves = torch.nonzero(graph.in_degrees() == 0, as_tuple=True)[0]
+    graph_of = torch.repeat_interleave(
+        torch.arange(graph.batch_size, device=graph.device), graph.batch_num_nodes()
+    )
+    return leaves, graph_of[leaves]
