@@ -16,6 +16,13 @@ from gnn_treelstm.cells import (  # noqa: F401  (each module registers its cells
     topdown,
 )
 from gnn_treelstm.cells.base import ENGINES, TreeCell
-from gnn_treelstm.cells.registry import build_cell, cell_options, cells, check_cell_options
+from gnn_treelstm.cells.registry import (
+    build_cell,
+    cell_options,
+    cells,
+    check_cell_options,
+    run_defaults,
+)
 
-__all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "TreeCell", "ENGINES"]
+__all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults", "TreeCell",
+           "ENGINES"]

@@ -14,6 +14,9 @@ the level engine when it applies; the registry-wide test holds it to the declara
 from __future__ import annotations
 
 import numbers
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, ClassVar
 
 import dgl
 import torch
@@ -114,8 +117,14 @@ class TreeCell(nn.Module):
     (reads ``edata['rel']``), ``edge_fields`` (edge fields it reads), ``reads_words``
     (reads ``x`` only where ``ndata['word'] != NO_WORD``), ``tree_kinds`` (trees the cell
     is meant for).
+
+    ``run_defaults`` holds the training defaults of the cell's paper family, which
+    :meth:`gnn_treelstm.training.config.RunConfig.resolved` fills in where a run leaves
+    them unset: ``optimizer``, ``emb_dropout``, ``loss_reduction`` and ``teng_head``
+    (the classifier of Teng & Zhang's eq 17, with its ReLU hidden layer).
     """
 
+    run_defaults: ClassVar[Mapping[str, Any]] = MappingProxyType({})
     max_children: int | None = None
     uses_relations: bool = False
     reads_words: bool = False

@@ -30,6 +30,7 @@ once and composes the two cells' C++ level loops (:mod:`gnn_treelstm.kernels.fus
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 
 import dgl
 import torch
@@ -60,6 +61,10 @@ class BidirectionalTreeLSTM(TreeCell):
 
     ``forward(graph, x) -> (h, c)``, each (N, 2*h_size) = ``[bottom-up ; top-down]``.
     """
+
+    #: Teng & Zhang §6: Adam, dropout 0.5 on the word vectors, eq 17's classifier
+    run_defaults = MappingProxyType({"optimizer": "adam", "emb_dropout": 0.5, "teng_head": True})
+
 
     max_children = 2
     uses_relations = False

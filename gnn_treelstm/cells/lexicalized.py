@@ -64,6 +64,7 @@ from __future__ import annotations
 
 import logging
 import math
+from types import MappingProxyType
 
 import dgl
 import torch
@@ -289,6 +290,10 @@ class LexicalizedTreeLSTM(TreeCell):
     optionally supplies precomputed head lexicons (the bidirectional cell computes them once
     for both directions); by default :meth:`head_lexicon` computes them.
     """
+
+    #: Teng & Zhang §6: Adam, dropout 0.5 on the word vectors, eq 17's classifier
+    run_defaults = MappingProxyType({"optimizer": "adam", "emb_dropout": 0.5, "teng_head": True})
+
 
     max_children = 2
     uses_relations = False

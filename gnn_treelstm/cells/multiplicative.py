@@ -66,6 +66,7 @@ from __future__ import annotations
 
 import logging
 import math
+from types import MappingProxyType
 
 import dgl
 import torch
@@ -329,6 +330,10 @@ def _factory(variant: str):
         return MultiplicativeTreeLSTM(x_size, h_size, num_relations, variant=variant, **kwargs)
 
     build.cell_class = MultiplicativeTreeLSTM  # its options (cells.cell_options)
+    if variant == "mult":
+        # the authors' code (Tran & Cheng 2018 §6.1 as released): Adam on the summed batch
+        # loss; under the paper's text L2 zeroes the relation path (docs/RESULTS.md)
+        build.run_defaults = MappingProxyType({"optimizer": "adam", "loss_reduction": "sum"})
     build.__name__ = f"build_mtree_{variant}"
     build.__doc__ = f"MultiplicativeTreeLSTM with variant={variant!r} (Tran & Cheng 2018)."
     return build

@@ -11,7 +11,7 @@ from typing import Any
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.registry import Registry
 
-__all__ = ["cells", "build_cell", "cell_options", "check_cell_options"]
+__all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults"]
 
 cells: Registry[Callable[..., TreeCell]] = Registry("cell")
 
@@ -69,6 +69,16 @@ def check_cell_options(name: str, options: Mapping[str, Any]) -> None:
                 f"cell {name!r}: option {key}={value!r} ({type(value).__name__}) must be "
                 f"{want}; on the command line write booleans as true / false and None as "
                 "null (--cell-arg KEY=VALUE reads VALUE as JSON)")
+
+
+def run_defaults(name: str) -> Mapping[str, Any]:
+    """The training defaults of the paper family of the cell registered as ``name``
+    (:attr:`TreeCell.run_defaults`; a factory may carry its own ``run_defaults``)."""
+    factory = cells.get(name)
+    found = getattr(factory, "run_defaults", None)
+    if found is None:
+        found = getattr(getattr(factory, "cell_class", None), "run_defaults", {})
+    return found
 
 
 def build_cell(name: str, x_size: int, h_size: int, **kwargs) -> TreeCell:

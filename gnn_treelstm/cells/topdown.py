@@ -58,6 +58,7 @@ so each side's weights multiply only its own nodes).
 from __future__ import annotations
 
 import logging
+from types import MappingProxyType
 
 import dgl
 import torch
@@ -186,6 +187,10 @@ class TopDownTreeLSTM(TreeCell):
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
             (:mod:`gnn_treelstm.engine.level`).
     """
+
+    #: Teng & Zhang §6: Adam, dropout 0.5 on the word vectors, eq 17's classifier
+    run_defaults = MappingProxyType({"optimizer": "adam", "emb_dropout": 0.5, "teng_head": True})
+
 
     max_children = 2
     reads_words = True
