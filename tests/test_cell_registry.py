@@ -200,7 +200,7 @@ def test_a_mutated_kernel_fails(monkeypatch):
 
 
 def test_gate_equations_live_in_cell_files_and_csrc_only():
-    """Issue 11's grep-able fact: no module outside ``cells/`` and the C++ loops applies a
+    """A grep-able fact: no module outside ``cells/`` and the C++ loops applies a
     gate nonlinearity to cell state (the DGL-example anchor, a benchmark copy of DGL's own
     example, and the task heads are not cells)."""
     import re

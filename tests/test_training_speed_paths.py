@@ -1,4 +1,4 @@
-"""The fast training paths of issue 5 compute what the reference paths compute: a level
+"""The fast training paths compute what the reference paths compute: a level
 engine step (schedule built in collate) equals a dgl engine step, sparse embedding
 gradients equal dense ones, AdaGrad's sparse update equals its dense update, batched
 fetching equals per-example fetching."""

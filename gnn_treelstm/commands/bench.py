@@ -1,4 +1,4 @@
-"""Speed benchmark of the propagation engines (issue 5). Not a test.
+"""Speed benchmark of the propagation engines. Not a test.
 
 ``python -m gnn_treelstm bench [--data BUILT_SST] [--sick-data BUILT_SICK] [--src RAW]``
 

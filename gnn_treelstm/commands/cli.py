@@ -49,7 +49,7 @@ def set_openmp_wait_policy() -> None:
 
     Read by libgomp when torch loads, so it must run before any torch import. With 2
     threads each tensor op hands half its work to a second thread; how that thread waits
-    between ops decides the speed of small ops (issue 5, SST-5 nary --engine level, 2 cores):
+    between ops decides the speed of small ops (SST-5 nary --engine level, 2 cores):
     idle machine: ``GOMP_SPINCOUNT=300`` ~4.3 s/epoch, ``OMP_WAIT_POLICY=PASSIVE``
     5.0-6.4 s, ``--threads 1`` ~5.7 s; one core busy: ``GOMP_SPINCOUNT=300`` ~9 s,
     ``PASSIVE`` ~6.5 s, ``--threads 1`` ~5.6 s, libgomp's default (long spin) 17-45 s.

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{dev['accuracy']:.3f} (phrases {dev['phrase_accuracy']:.3f}), "
               f"{r['train_seconds']:.1f}s{' *' if r['best'] else ''}", flush=True)
 
-    # the demo is rerun at will: it replaces its previous run, keeping the tree just drawn
+    # the demo is rerun at will: it replaces its earlier run, keeping the tree just drawn
     res = run(cfg, on_epoch=on_epoch, overwrite=True, keep=("tree.png",))
     run_dir = Path(res["run_dir"])
 

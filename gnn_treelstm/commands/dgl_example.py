@@ -4,7 +4,7 @@ This mirrors ``examples/pytorch/tree_lstm/tree_lstm.py`` of the DGL repository (
 example): an N-ary (binary) Tree-LSTM (Tai et al. 2015, eqs 9-14) whose reduce function
 is a Python mailbox UDF, run with one ``dgl.prop_nodes_topo`` call. DGL therefore buckets
 every frontier by in-degree and calls the reduce once per bucket. It is used **only** by
-:mod:`gnn_treelstm.commands.bench` as the reference point of the speed comparison (issue 5); the
+:mod:`gnn_treelstm.commands.bench` as the reference point of the speed comparison; the
 project's cells live in :mod:`gnn_treelstm.cells`.
 
 As in the example: children are in mailbox (edge id) order; internal nodes drop the input

@@ -29,7 +29,7 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     L2 ``l2`` on the rest; with ``rel_lr``, the cell's relation embeddings in a third group
     (that lr, no L2).
 
-    Speed without changing the update (issue 5):
+    Speed without changing the update:
 
     * **AdaGrad**: the word embedding gets *sparse* gradients
       (``model.sparse_embedding_grad = True``: ``nn.Embedding(sparse=True)``), and AdaGrad's

@@ -112,7 +112,7 @@ def claim(path: str | os.PathLike, *, overwrite: bool = False,
     """Hold ``path`` (created if missing) as the only writer for the ``with`` block.
 
     Args:
-        overwrite: remove a previous run's files instead of refusing the directory.
+        overwrite: remove an earlier run's files instead of refusing the directory.
         keep: names that may already be there and stay (the CLI's ``train.log``, opened
             before the run starts).
         resume: the run in the directory continues: its files stay (``overwrite`` is
@@ -139,7 +139,7 @@ def claim(path: str | os.PathLike, *, overwrite: bool = False,
             raise _refusal(path, names)
         for name in names:
             target = path / name
-            log.warning("--overwrite: removing %s of the previous run", target)
+            log.warning("--overwrite: removing %s of an earlier run", target)
             if target.is_dir() and not target.is_symlink():
                 shutil.rmtree(target)
             else:

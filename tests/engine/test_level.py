@@ -110,7 +110,7 @@ def test_cuda_matches_cpu(name, words):
     torch.testing.assert_close(cc.cpu(), c, rtol=1e-5, atol=1e-5)
 
 
-# ------------------------------------------------------------------ boundary (issue 11)
+# ------------------------------------------------------------------ boundary
 @pytest.mark.parametrize("engine", ["dgl", "level"])
 def test_self_loop_is_a_clear_error(engine):
     g = dgl.graph(([0, 1, 2], [2, 2, 2]), num_nodes=3)  # node 2 points to itself
