@@ -23,7 +23,20 @@ __version__ = "0.1.0"
 # line entry points) load neither torch nor dgl until a cell or graph is needed: the CLIs
 # set process-wide settings (OpenMP waiting) that torch reads when it loads.
 _LAZY = {
+    # trees: build, check and batch graphs; vocabularies; drawing
     "graph": ("gnn_treelstm.trees.graph", None),
+    "make_tree": ("gnn_treelstm.trees.graph", "make_tree"),
+    "validate_tree": ("gnn_treelstm.trees.graph", "validate_tree"),
+    "batch_roots": ("gnn_treelstm.trees.graph", "batch_roots"),
+    "batch_leaves": ("gnn_treelstm.trees.graph", "batch_leaves"),
+    "collate": ("gnn_treelstm.trees.data", "collate"),
+    "TreeDataset": ("gnn_treelstm.trees.data", "TreeDataset"),
+    "Vocab": ("gnn_treelstm.trees.vocab", "Vocab"),
+    "Relations": ("gnn_treelstm.trees.vocab", "Relations"),
+    "build_embedding_matrix": ("data_prep.vectors", "build_embedding_matrix"),
+    "drawing": ("gnn_treelstm.trees.drawing", None),
+    "draw_tree": ("gnn_treelstm.trees.drawing", "draw_tree"),
+    # cells
     "TreeCell": ("gnn_treelstm.cells", "TreeCell"),
     "build_cell": ("gnn_treelstm.cells", "build_cell"),
     "cell_registry": ("gnn_treelstm.cells", "cells"),
@@ -34,6 +47,10 @@ _LAZY = {
     "TopDownTreeLSTM": ("gnn_treelstm.cells.topdown", "TopDownTreeLSTM"),
     "BidirectionalTreeLSTM": ("gnn_treelstm.cells.bidirectional", "BidirectionalTreeLSTM"),
     "MultiplicativeTreeLSTM": ("gnn_treelstm.cells.multiplicative", "MultiplicativeTreeLSTM"),
+    # models: a cell with embeddings and a task head; trained checkpoints
+    "ModelConfig": ("gnn_treelstm.models.treelstm", "ModelConfig"),
+    "TreeLSTMModel": ("gnn_treelstm.models.treelstm", "TreeLSTMModel"),
+    "load_model": ("gnn_treelstm.models.checkpoint", "load_model"),
 }
 
 __all__ = [*_LAZY, "__version__"]
