@@ -51,6 +51,7 @@ _LAZY = {
     "ModelConfig": ("gnn_treelstm.models.treelstm", "ModelConfig"),
     "TreeLSTMModel": ("gnn_treelstm.models.treelstm", "TreeLSTMModel"),
     "load_model": ("gnn_treelstm.models.checkpoint", "load_model"),
+    "Predictor": ("gnn_treelstm.models.predictor", "Predictor"),
 }
 
 __all__ = [*_LAZY, "__version__"]

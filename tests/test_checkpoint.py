@@ -53,8 +53,10 @@ def test_save_is_atomic(tmp_path, monkeypatch):
 def test_bad_inputs(tmp_path):
     with pytest.raises(ValueError, match="vocabulary has 3 words"):
         C.save_checkpoint(tmp_path / "x.pt", _model(), vocab=["<unk>", "a", "b"])
-    with pytest.raises(FileNotFoundError, match="did you mean"):
+    with pytest.raises(FileNotFoundError, match="holds neither best.pt"):
         C.load_model(tmp_path)
+    with pytest.raises(FileNotFoundError, match="did you mean"):
+        C.load_checkpoint(tmp_path)
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ValueError, match="not a readable checkpoint"):
         C.load_model(tmp_path / "junk.pt")

@@ -44,8 +44,7 @@ from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
 
-from gnn_treelstm.models.checkpoint import checkpoint_path, load_model  # noqa: E402
-from gnn_treelstm.models.predictor import format_text, predict_records, read_lines  # noqa: E402
+from gnn_treelstm.models.predictor import Predictor, format_text, read_lines  # noqa: E402
 
 __all__ = ["main"]
 
@@ -56,7 +55,7 @@ log = logging.getLogger(__name__)
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
                                  description=__doc__.split("\n\n")[0].strip("`"))
-    ap.add_argument("run", help="checkpoint (best.pt) or run directory")
+    ap.add_argument("run", help="run directory, checkpoint (best.pt) or saved model directory")
     ap.add_argument("texts", nargs="*", help="sentences (default: --file, else stdin)")
     ap.add_argument("--file", default=None, metavar="PATH",
                     help="one input per line ('-' = standard input)")
@@ -101,22 +100,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if a.nodes and not a.json:
             raise ValueError("--nodes needs --json (per-node output is JSON only)")
-        path = Path(a.run)
-        ck = load_model(checkpoint_path(path), engine=a.engine)
+        predictor = Predictor.from_pretrained(a.run, engine=a.engine,
+                                              spacy_model=a.spacy_model)
         lines, source = _lines(a)
-        inputs = read_lines(lines, pair=ck.model.task.pair, source=source)
+        inputs = read_lines(lines, pair=predictor.task.pair, source=source)
         if not inputs:
             raise ValueError(f"{source}: no text to predict (only blank lines)")
-        from data_prep.dependency import load_pipeline
-
-        nlp = load_pipeline(a.spacy_model)
+        predictor.nlp  # noqa: B018  (load the parser before the clock starts)
         bar = progress_bar(a.quiet or len(inputs) <= a.batch_size)
         progress = None if bar is None else (lambda it, total: bar(it, total, "predict"))
 
         t0 = time.perf_counter()
         count = 0
-        for rec in predict_records(ck, inputs, nlp, nodes=a.nodes, batch_size=a.batch_size,
-                                   progress=progress):
+        for rec in predictor.iter_predict(inputs, nodes=a.nodes, batch_size=a.batch_size,
+                                          progress=progress):
             print(json.dumps(rec, ensure_ascii=False) if a.json else format_text(rec),
                   flush=False)
             count += 1

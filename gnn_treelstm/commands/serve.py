@@ -47,7 +47,7 @@ from gnn_treelstm.commands.cli import set_openmp_wait_policy
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
 from gnn_treelstm.models import predictor as P  # noqa: E402
-from gnn_treelstm.models.checkpoint import Checkpoint, checkpoint_path, load_model  # noqa: E402
+from gnn_treelstm.models.checkpoint import checkpoint_path  # noqa: E402
 from gnn_treelstm.trees import treesvg  # noqa: E402
 
 __all__ = ["Explorer", "BadRequest", "load_explorer", "make_server", "main"]
@@ -67,10 +67,12 @@ class Explorer:
     """A loaded checkpoint and spaCy pipeline answering one request at a time (the model and
     the pipeline are shared by the server's threads, so predictions are serialized)."""
 
-    def __init__(self, ck: Checkpoint, nlp: Any, *, name: str, max_chars: int = MAX_CHARS):
+    def __init__(self, predictor: P.Predictor, *, name: str, max_chars: int = MAX_CHARS):
         if max_chars <= 0:
             raise ValueError(f"--max-chars must be positive, got {max_chars}")
-        self.ck, self.nlp, self.name, self.max_chars = ck, nlp, name, max_chars
+        self.predictor, self.name, self.max_chars = predictor, name, max_chars
+        ck = self.ck = predictor.checkpoint
+        self.nlp = predictor.nlp
         task = ck.model.task
         self.pair = bool(task.pair)
         self.per_node = bool(getattr(task, "node_labels", False)) and not self.pair
@@ -150,8 +152,8 @@ class Explorer:
         a, b = self.check(a, b)
         with self._lock:
             try:
-                rec = next(P.predict_records(self.ck, [P.Input(1, a, b)], self.nlp,
-                                             nodes=self.per_node))
+                rec = next(self.predictor.iter_predict([P.Input(1, a, b)],
+                                                       nodes=self.per_node))
                 trees = [self._tree(a, "a", rec)] + ([self._tree(b, "b", rec)] if b else [])
             except ValueError as exc:
                 raise BadRequest(str(exc)) from exc
@@ -243,11 +245,8 @@ def load_explorer(run: str | Path, *, checkpoint: str | None = None,
     if checkpoint is not None:
         inside = run / checkpoint if run.is_dir() else None
         path = inside if inside is not None and inside.is_file() else Path(checkpoint)
-    ck = load_model(path, engine=engine)
-    from data_prep.dependency import load_pipeline
-
-    explorer = Explorer(ck, load_pipeline(spacy_model), name=run.name or str(run),
-                        max_chars=max_chars)
+    predictor = P.Predictor.from_pretrained(path, engine=engine, spacy_model=spacy_model)
+    explorer = Explorer(predictor, name=run.name or str(run), max_chars=max_chars)
     try:
         explorer.predict("This is a test.", "This is a test." if explorer.pair else None)
     except BadRequest as exc:

@@ -30,10 +30,14 @@ from gnn_treelstm.files import atomic_write
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.trees.vocab import Vocab
 
-__all__ = ["CHECKPOINT_FORMAT", "Checkpoint", "save_checkpoint", "load_checkpoint",
-           "load_model", "checkpoint_path"]
+__all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
+           "load_checkpoint", "load_model", "checkpoint_path"]
 
 CHECKPOINT_FORMAT = 3
+#: the checkpoint file of a directory written by ``Predictor.save_pretrained``
+PRETRAINED_FILE = "model.pt"
+#: the checkpoint file of a training run's directory
+RUN_FILE = "best.pt"
 #: format 1 (before ``sentence_state`` and ``head_kwargs``) is read as the model it was:
 #: root ``h`` and, for inference heads, the signed difference feature
 _FORMAT_1_INFERENCE_TASKS = ("sick-e", "snli")
@@ -89,10 +93,15 @@ def save_checkpoint(
 
 
 def checkpoint_path(path: str | os.PathLike) -> Path:
-    """A checkpoint file given itself or its run directory (``runs/NAME`` -> its
-    ``best.pt``)."""
+    """A checkpoint file given itself or its directory: a run directory (``runs/NAME`` ->
+    its ``best.pt``) or a saved model's directory (-> its ``model.pt``)."""
     path = Path(path)
-    return path / "best.pt" if path.is_dir() else path
+    if not path.is_dir():
+        return path
+    for name in (RUN_FILE, PRETRAINED_FILE):
+        if (path / name).is_file():
+            return path / name
+    return path / RUN_FILE
 
 
 def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
@@ -101,7 +110,10 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
     if not path.is_file():
         hint = ""
         if path.is_dir():
-            hint = f"; did you mean {path / 'best.pt'}?"
+            hint = f"; did you mean {path / RUN_FILE}?"
+        elif path.name == RUN_FILE and path.parent.is_dir():
+            hint = (f"; {path.parent} holds neither {RUN_FILE} (a training run's directory) "
+                    f"nor {PRETRAINED_FILE} (a model written by save_pretrained)")
         raise FileNotFoundError(f"checkpoint not found: {path}{hint}")
     try:
         # tensors and plain containers only: unpickling never calls code from the file
@@ -161,8 +173,11 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
                engine: str | None = None) -> Checkpoint:
     """Rebuild the model of a checkpoint (in eval mode) from the file alone.
 
-    ``engine`` overrides the propagation engine the model was trained with.
+    ``path``: a checkpoint file, a run directory (its ``best.pt``) or a directory written by
+    ``Predictor.save_pretrained`` (its ``model.pt``). ``engine`` overrides the propagation
+    engine the model was trained with.
     """
+    path = checkpoint_path(path)
     payload = load_checkpoint(path)
     config = ModelConfig.from_dict(payload["model_config"])
     if engine is not None:

@@ -1,24 +1,47 @@
-"""Label raw sentences with a trained checkpoint: texts in, one record per input out.
+"""Label raw sentences with a trained model: texts in, one record per input out.
 
-Sentences are parsed with spaCy into the checkpoint's tree kind, through the same functions
-as ``data_prep.build``: dependency trees, binarized for constituency models, chains for the
-sequential LSTMs. :func:`predict_records` yields the records ``gnn-treelstm predict --json
-[--nodes]`` prints (see :mod:`gnn_treelstm.commands.predict` for their fields).
+    from gnn_treelstm import Predictor
+
+    predictor = Predictor.from_pretrained("runs/sst")      # a run, a checkpoint or a saved model
+    predictor.predict(["a gorgeous, witty film", "a dull one"])   # -> list of records
+    predictor.save_pretrained("models/sst")                # one self-contained directory
+
+Sentences are parsed with spaCy into the model's tree kind, through the same functions as
+``data_prep.build``: dependency trees, binarized for constituency models, chains for the
+sequential LSTMs. :meth:`Predictor.predict` returns the records ``gnn-treelstm predict --json
+[--nodes]`` prints (the command and ``gnn-treelstm serve`` run this same path; see
+:mod:`gnn_treelstm.commands.predict` for the fields).
+
+A saved model (:meth:`Predictor.save_pretrained`) is a directory holding ``model.pt`` (the
+weights, model configuration, vocabulary, relation names, label names and the training run's
+configuration, loaded with ``weights_only=True``) and ``config.json`` (the same facts for a
+reader: task, tree kind, where its trees came from and the parser used at prediction). It
+loads without the training data.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
 import torch
 
-from gnn_treelstm.models.checkpoint import Checkpoint
+from gnn_treelstm.files import write_json
+from gnn_treelstm.models.checkpoint import (
+    PRETRAINED_FILE,
+    Checkpoint,
+    load_model,
+    save_checkpoint,
+)
 from gnn_treelstm.trees import graph as G
 
-__all__ = ["Input", "read_lines", "text_graphs", "predict_records", "format_text"]
+__all__ = ["Input", "Predictor", "read_lines", "text_graphs", "predict_records", "format_text",
+           "tree_source"]
 
 log = logging.getLogger(__name__)
 
@@ -214,3 +237,154 @@ def format_text(rec: dict) -> str:
     if "score" in rec:
         return f"{rec['score']:.3f}\t{shown}"
     return f"{rec['label']}\t{rec['probabilities'][rec['label']]:.3f}\t{shown}"
+
+
+def tree_source(dataset: str | None, tree: str | None) -> str:
+    """Where a data set's trees of kind ``tree`` came from when the model was trained."""
+    from data_prep.example import needs_spacy
+
+    if tree == "chain":
+        return "word order (no parser)"
+    if tree == "amr":
+        return "AMR graphs of the data set"
+    if dataset == "sick" and tree in ("dependency", "constituency"):
+        return "the Stanford parses shipped with SICK"
+    if dataset == "sst" and tree == "constituency":
+        return "SST's treebank (gold binary constituency trees)"
+    if dataset and tree and needs_spacy(dataset, tree):
+        return "spaCy parses"
+    return f"the {dataset or 'data set'}'s {tree or ''} trees".replace("  ", " ")
+
+
+class Predictor:
+    """A trained model ready for raw text: a loaded checkpoint plus its spaCy pipeline.
+
+    Args:
+        checkpoint: a loaded checkpoint (:func:`gnn_treelstm.models.checkpoint.load_model`).
+        nlp: a spaCy pipeline with a dependency parser; default: ``spacy_model``, else the
+            first installed English pipeline, loaded on the first prediction.
+        spacy_model: the name of the pipeline to load when ``nlp`` is not given.
+    """
+
+    def __init__(self, checkpoint: Checkpoint, *, nlp: Any = None,
+                 spacy_model: str | None = None) -> None:
+        self.checkpoint = checkpoint
+        self._nlp = nlp
+        self.spacy_model = spacy_model
+
+    # ------------------------------------------------------------------ loading, saving
+    @classmethod
+    def from_pretrained(cls, path: str | os.PathLike, *, device: str | torch.device = "cpu",
+                        engine: str | None = None, nlp: Any = None,
+                        spacy_model: str | None = None) -> Predictor:
+        """Load a training run's directory (its ``best.pt``), a checkpoint file, or a
+        directory written by :meth:`save_pretrained` (its ``model.pt``).
+
+        ``engine`` overrides the propagation engine the model was trained with.
+        """
+        return cls(load_model(path, device=device, engine=engine), nlp=nlp,
+                   spacy_model=spacy_model)
+
+    def save_pretrained(self, directory: str | os.PathLike) -> Path:
+        """Write the model as one self-contained directory (``model.pt`` and
+        ``config.json``); returns the directory. Loads back with :meth:`from_pretrained`
+        after the training data are gone."""
+        out = Path(directory)
+        if out.exists() and not out.is_dir():
+            raise ValueError(f"save_pretrained: {out} is a file; give a directory")
+        ck = self.checkpoint
+        meta = {**ck.meta, "tree": self.tree, "trees_from": self.trees_from}
+        save_checkpoint(out / PRETRAINED_FILE, ck.model, vocab=ck.vocab,
+                        relations=ck.relations, label_names=ck.label_names,
+                        run_config=ck.run_config, meta=meta)
+        write_json(out / "config.json", {
+            "task": self.task.name, "pair": bool(self.task.pair), "tree": self.tree,
+            "trees_from": self.trees_from, "parser_at_prediction": "spaCy",
+            "label_names": ck.label_names, "relations": ck.relations,
+            "vocab_size": len(ck.vocab), "model_config": ck.model.config.to_dict(),
+            "run_config": ck.run_config, "dev": ck.meta.get("dev"),
+            "epoch": ck.meta.get("epoch")})
+        log.info("saved the model to %s", out)
+        return out
+
+    # ------------------------------------------------------------------ what it is
+    @property
+    def model(self) -> torch.nn.Module:
+        """The :class:`~gnn_treelstm.models.treelstm.TreeLSTMModel` (in eval mode)."""
+        return self.checkpoint.model
+
+    @property
+    def task(self):  # noqa: ANN201 - a tasks.Task
+        """The model's task (``pair`` tells whether it reads sentence pairs)."""
+        return self.checkpoint.model.task
+
+    @property
+    def label_names(self) -> list[str] | None:
+        """Class names (``None`` for relatedness scores)."""
+        return self.checkpoint.label_names
+
+    @property
+    def tree(self) -> str | None:
+        """The tree kind the model reads (``dependency``, ``constituency``, ``chain``...)."""
+        ck = self.checkpoint
+        return ck.run_config.get("tree") or ck.meta.get("tree")
+
+    @property
+    def trees_from(self) -> str:
+        """Where the training trees came from (predictions always parse with spaCy)."""
+        return self.checkpoint.meta.get("trees_from") or tree_source(
+            self.checkpoint.meta.get("dataset"), self.tree)
+
+    @property
+    def nlp(self) -> Any:
+        """The spaCy pipeline (loaded on first use)."""
+        if self._nlp is None:
+            from data_prep.dependency import load_pipeline
+
+            self._nlp = load_pipeline(self.spacy_model)
+        return self._nlp
+
+    def __repr__(self) -> str:
+        cell = self.checkpoint.model.config.cell
+        return (f"Predictor({cell} on {self.task.name}, {self.tree} trees from "
+                f"{self.trees_from}, path={str(self.checkpoint.path)!r})")
+
+    # ------------------------------------------------------------------ prediction
+    def inputs(self, texts: str | Sequence[str | tuple[str, str] | Input]) -> list[Input]:
+        """:class:`Input` objects from a text, a list of texts (pairs: ``"A ||| B"``,
+        ``"A<TAB>B"`` or a tuple ``(A, B)``) or inputs."""
+        if isinstance(texts, str):
+            texts = [texts]
+        out: list[Input] = []
+        for n, x in enumerate(texts, 1):
+            if isinstance(x, Input):
+                out.append(x)
+            elif isinstance(x, tuple):
+                if not self.task.pair or len(x) != 2:
+                    raise ValueError(f"input {n}: a tuple {x!r} is a sentence pair; this "
+                                     f"model reads {'pairs' if self.task.pair else 'one sentence'}")
+                out.extend(read_lines([f"{x[0]} ||| {x[1]}"], pair=True, source=f"input {n}"))
+            elif isinstance(x, str):
+                got = read_lines([x], pair=self.task.pair, source=f"input {n}")
+                if not got:
+                    raise ValueError(f"input {n}: empty text")
+                out.append(Input(n, got[0].a, got[0].b))
+            else:
+                raise TypeError(f"input {n}: expected a string, a (A, B) tuple or an Input, "
+                                f"got {type(x).__name__}")
+        return out
+
+    def iter_predict(self, texts: str | Sequence[str | tuple[str, str] | Input], *,
+                     nodes: bool = False, batch_size: int = 64,
+                     progress: Callable[[Iterable, int], Iterable] | None = None
+                     ) -> Iterator[dict]:
+        """One record per input, batch by batch (see :meth:`predict`)."""
+        yield from predict_records(self.checkpoint, self.inputs(texts), self.nlp, nodes=nodes,
+                                   batch_size=batch_size, progress=progress)
+
+    def predict(self, texts: str | Sequence[str | tuple[str, str] | Input], *,
+                nodes: bool = False, batch_size: int = 64) -> list[dict]:
+        """The records of ``gnn-treelstm predict --json`` (``nodes``: ``--nodes``), one per
+        input: ``label`` and ``probabilities`` (classification) or ``score``
+        (relatedness), ``tokens``, ``unknown_words`` and, with ``nodes``, every node's label."""
+        return list(self.iter_predict(texts, nodes=nodes, batch_size=batch_size))
