@@ -37,6 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import torch
@@ -122,8 +123,13 @@ def build(force: bool = False) -> Path:
     if shutil.which(cxx) is None:
         raise RuntimeError(f"no C++ compiler {cxx!r} on PATH (set $CXX, or install g++)")
     torch_dir = Path(torch.__file__).parent
+    # a warning, so that a script without logging set up shows why it waits
+    logger.warning("compiling the C++ level loops for this machine and torch (once; 15-30 "
+                   "s; cached in %s; GNN_TREELSTM_NATIVE=off skips them)", out.parent)
+    t0 = time.perf_counter()
     with atomic_path(out, mode=0o755) as tmp:  # a concurrent reader never sees half a library
         _compile(cxx, torch_dir, str(tmp))
+    logger.info("compiled the C++ level loops in %.1f s: %s", time.perf_counter() - t0, out)
     return out
 
 
