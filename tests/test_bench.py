@@ -4,6 +4,7 @@ the embedded sample, so the benchmark cannot rot (its timings are not tested).""
 from __future__ import annotations
 
 import json
+import logging
 import math
 
 import pytest
@@ -47,7 +48,8 @@ def test_markdown_reports_the_best_of_repeats_ratio_beside_the_median_one():
     assert "| 4.0 | – |" in older  # rows of a run before the best was recorded
 
 
-def test_bench_runs_on_the_embedded_sample(tmp_path, capsys):
+def test_bench_runs_on_the_embedded_sample(tmp_path, capsys, caplog):
+    caplog.set_level(logging.INFO)
     out = tmp_path / "bench.json"
     threads = torch.get_num_threads()  # the benchmark sets the process's thread count
     try:
@@ -63,11 +65,17 @@ def test_bench_runs_on_the_embedded_sample(tmp_path, capsys):
                        ("mtree", "dgl"), ("mtree", "level")}
     assert all(r["fwdbwd_trees_s"] > 0 for r in res["rows"])
     assert "ceiling × anchor / dgl" in capsys.readouterr().out
+    progress = [r.getMessage() for r in caplog.records if "trees/s forward" in r.getMessage()]
+    assert len(progress) == len(res["rows"])  # one sentence per row, not a dict's repr
+    assert progress[0].startswith("nary, dgl engine, batch 4: ")
 
 
 @pytest.mark.parametrize("argv, match", [
     (["--src", str(SAMPLE_SRC), "--cells", "nary", "foo"], "--cells: no workload for foo"),
     (["--data", "/nonexistent/sst", "--cells", "nary"], "/nonexistent/sst: no meta.json"),
+    (["--sick-data", "/nonexistent/sick", "--cells", "childsum"],
+     "/nonexistent/sick: no meta.json"),  # SST is not asked for: only SICK is checked
+    (["--data", "/nonexistent/sst", "--cells", "mtree"], "need --sick-data"),
 ])
 def test_bad_arguments_exit_2_naming_them(argv, match, capsys):
     with pytest.raises(SystemExit) as exc:

@@ -4,7 +4,7 @@ import dgl
 import networkx as nx
 import pytest
 
-from gnn_treelstm.trees.drawing import draw_tree, to_networkx, tree_layout
+from gnn_treelstm.trees.drawing import SST_LABEL_NAMES, draw_tree, to_networkx, tree_layout
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from tests.trees import random_dependency_tree, random_tree
 
@@ -102,8 +102,10 @@ def test_draw_tree_takes_the_librarys_vocab_and_relations_and_writes_svg(tmp_pat
     svg = out.read_text()
     assert svg.lstrip().startswith("<?xml") and "<svg" in svg
     assert "nsubj" in svg or "obj" in svg or "amod" in svg  # relation names, not ids
-    sst = draw_tree(sst_tree(), tmp_path / "sst.svg", vocab=VOCAB)
+    sst = draw_tree(sst_tree(), tmp_path / "sst.svg", vocab=VOCAB, label_names=SST_LABEL_NAMES)
     assert "very positive" in sst.read_text() or "very negative" in sst.read_text()
+    custom = draw_tree(sst_tree(), tmp_path / "custom.svg", vocab=VOCAB).read_text()
+    assert "negative" not in custom and "positive" not in custom  # ids, not SST's names
     with pytest.raises(ValueError, match="cannot write 'gif'"):
         draw_tree(g, tmp_path / "x.gif")
 

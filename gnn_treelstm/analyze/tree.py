@@ -47,11 +47,7 @@ _NO_LABEL = "#ffffff"
 def node_predictions(ck: Checkpoint, graph) -> torch.Tensor:
     """The class distribution at every node of one graph, (N, C); rows of NaN where the
     model predicts nothing (every node but the root of a root-supervised model)."""
-    task = ck.model.task
-    if not isinstance(task, ClassificationTask):
-        raise AnalysisError(f"{ck.path}: a {task.name} model does not classify sentences; "
-                            "the tree analysis needs a single-sentence classifier (sst-5, "
-                            "sst-2, trec)")
+    _check_classifier(ck)
     ck.model.eval()
     out = ck.model(graph)
     if "node_logits" in out:
@@ -60,6 +56,14 @@ def node_predictions(ck: Checkpoint, graph) -> torch.Tensor:
     probs = torch.full((graph.num_nodes(), out["root_logits"].shape[-1]), float("nan"))
     probs[root] = out["root_logits"][0].softmax(-1)
     return probs
+
+
+def _check_classifier(ck: Checkpoint) -> None:
+    task = ck.model.task
+    if not isinstance(task, ClassificationTask):
+        raise AnalysisError(f"{ck.path}: a {task.name} model does not classify sentences; "
+                            "the tree analysis needs a single-sentence classifier (sst-5, "
+                            "sst-2, trec)")
 
 
 def _colour(label: int, num_classes: int) -> str:
@@ -93,6 +97,7 @@ def tree_analysis(run: str, out: str | Path, table: str | Path, *, data: str | N
 
     Returns ``{"nodes", "labelled", "correct", "root_pred", "root_gold"}``."""
     ck = load(run)
+    _check_classifier(ck)  # before reading a sentence: a pair model has no single ones
     graph, tokens, where = _sentence(ck, data, split, index, text)
     probs = node_predictions(ck, graph)
     known = ~probs.isnan().any(-1)

@@ -30,7 +30,6 @@ raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with ``dat
 from __future__ import annotations
 
 import argparse
-import json
 import logging
 import os
 import platform
@@ -48,6 +47,7 @@ import torch
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.files import write_json
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import load_meta, load_split
 
@@ -243,7 +243,9 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
             "fwd_gflops": total_flops / t_f / 1e9, "fwdbwd_gflops": 3 * total_flops / t_fb / 1e9,
             "sched_ms_per_batch": sched_ms if engine == "level" else None,
         })
-        logger.info("%s", rows[-1])
+        r = rows[-1]
+        logger.info("%s, %s engine, batch %d: %.0f trees/s forward, %.0f forward+backward",
+                    r["cell"], r["engine"], r["batch"], r["fwd_trees_s"], r["fwdbwd_trees_s"])
     return rows
 
 
@@ -313,13 +315,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli = list(sys.argv[1:] if argv is None else argv)
         os.execv(sys.executable, [sys.executable, "-m", "gnn_treelstm.commands.bench", *cli])
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
-    if not (args.data or args.src):
-        p.error("give --data (built) or --src / $GNN_TREELSTM_DATA (raw data root)")
     names = [w[0] for w in WORKLOADS]
     wanted = set(names) if args.cells == ["all"] else set(args.cells)
     if wanted - set(names):
         p.error(f"--cells: no workload for {', '.join(sorted(wanted - set(names)))}; choose "
                 f"from {', '.join(names)} or 'all'")
+    needs = {"sick" if ds == "sick" else "sst" for name, ds, _, _ in WORKLOADS if name in wanted}
+    if "sst" in needs and not (args.data or args.src):
+        p.error("the SST workloads (nary, lex, topdown, bitree, the sequential LSTMs) need "
+                "--data (built SST) or --src / $GNN_TREELSTM_DATA (raw data root)")
+    if "sick" in needs and not (args.sick_data or args.src):
+        p.error("the SICK workloads (childsum, mtree*, mean) need --sick-data (built SICK) "
+                "or --src / $GNN_TREELSTM_DATA (raw data root)")
     for path in (args.data, args.sick_data):
         try:
             if path:
@@ -364,10 +371,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print("matmul peak GFLOP/s: " + ", ".join(f"{k}: {v:.0f}" for k, v in peak_by_shape.items()))
     print()
     print(table)
-    with open(args.json, "w") as fh:
-        json.dump({"args": vars(args), "matmul_gflops": peak_by_shape, "rows": rows,
-                   "load_average": load, "torch": torch.__version__, "dgl": dgl.__version__,
-                   "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")}, fh, indent=1)
+    write_json(Path(args.json), {
+        "args": vars(args), "matmul_gflops": peak_by_shape, "rows": rows, "load_average": load,
+        "torch": torch.__version__, "dgl": dgl.__version__,
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")})
     return 0
 
 

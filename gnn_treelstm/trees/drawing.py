@@ -27,7 +27,7 @@ from gnn_treelstm.trees.graph import IGNORE, LABEL, LEAF, NO_WORD, POS, REL, ROO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["to_networkx", "tree_layout", "draw_tree"]
+__all__ = ["to_networkx", "tree_layout", "draw_tree", "SST_LABEL_NAMES"]
 
 # SST's five classes, very negative .. very positive (red -> grey -> green)
 _SST_COLOURS = ["#d7301f", "#fc8d59", "#d9d9d9", "#91cf60", "#1a9850"]
@@ -240,10 +240,11 @@ def draw_tree(
 
     Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`)
     or, for nodes without a word, the label id. Nodes are coloured by label (the five SST
-    classes from red to green; other label sets by a qualitative palette), white without
-    one; the legend names the labels (``label_names``; SST's names for a 5-class tree
-    without them). Edge labels are relation names (``relations``: a list or a
-    :class:`~gnn_treelstm.trees.vocab.Relations`; shown by default when given). Written
+    classes from red to green when ``label_names`` has five entries, e.g.
+    :data:`SST_LABEL_NAMES`; other label sets by a qualitative palette), white without
+    one; the legend names the labels by ``label_names``, else by id. Edge labels are
+    relation names (``relations``: a list or a :class:`~gnn_treelstm.trees.vocab.Relations`;
+    shown by default when given). Written
     atomically; returns the path.
     """
     # a bare Figure renders with the Agg canvas and leaves pyplot's global state alone
@@ -272,10 +273,10 @@ def draw_tree(
     if edge_labels is None:
         edge_labels = relations is not None
     labels_seen = sorted({d["label"] for _, d in tree.nodes(data=True) if d["label"] is not None})
-    sst = bool(labels_seen) and max(labels_seen) <= 4 and (
-        label_names is None or len(label_names) == 5)
-    if label_names is None and sst:
-        label_names = SST_LABEL_NAMES
+    # the red-to-green scale for five ordered classes; names only when given (a custom data
+    # set's label 1 is not SST's "negative")
+    sst = bool(labels_seen) and max(labels_seen) <= 4 and label_names is not None and \
+        len(label_names) == 5
 
     def colour(lab: int | None) -> str:
         if lab is None:

@@ -248,6 +248,7 @@ def test_length_and_curves(runs, tmp_path):
     (["relations", "{lex}"], "needs one of: mtree, mtree-full"),
     (["heads", "{mtree}"], "has no head lexicon"),
     (["tree", "{lex}", "--index", "99"], "--index 99"),
+    (["tree", "{mtree}"], "a sick-r model does not classify sentences"),
     (["neighbours", "{lex}"], "needs one of: sick-r"),
     (["neighbours", "{mtree}", "--query", "not a sentence"], "is not a sentence"),
     (["curves", "{data}"], "no metrics.csv or metrics.jsonl"),
