@@ -144,7 +144,7 @@ def _progress(it: Iterable, progress: bool | Callable, total: int, desc: str | N
     if progress:
         from tqdm import tqdm
 
-        return tqdm(it, total=total, desc=desc, unit="sent")
+        return tqdm(it, total=total, desc=desc, unit="sent", disable=None)  # None: TTY only
     return it
 
 

@@ -148,10 +148,11 @@ def _progress(total: int | None, desc: str, enabled: bool, *, files: bool = Fals
         return None
     from tqdm import tqdm
 
+    # disable=None: a bar on a terminal only, never frames in a log file
     if files:
-        return tqdm(total=total, desc=desc, unit="file", leave=False)
+        return tqdm(total=total, desc=desc, unit="file", leave=False, disable=None)
     return tqdm(total=total, desc=desc, unit="B", unit_scale=True, unit_divisor=1024,
-                leave=False)
+                leave=False, disable=None)
 
 
 def download(

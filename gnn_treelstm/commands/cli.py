@@ -61,8 +61,9 @@ def set_openmp_wait_policy() -> None:
 
 def progress_bar(quiet: bool = False, unit: str = "batch"):
     """The commands' progress callback ``f(iterable, total, desc)``: a tqdm bar that
-    disappears when done, or ``None`` when ``quiet`` (the library shows none itself)."""
-    if quiet:
+    disappears when done, or ``None`` when ``quiet`` or when standard error is not a
+    terminal (``2> log`` gets log lines, never bar frames; the library shows none itself)."""
+    if quiet or not sys.stderr.isatty():
         return None
     from tqdm import tqdm
 
