@@ -34,6 +34,8 @@ _LAZY = {
     "Vocab": ("gnn_treelstm.trees.vocab", "Vocab"),
     "Relations": ("gnn_treelstm.trees.vocab", "Relations"),
     "build_embedding_matrix": ("data_prep.vectors", "build_embedding_matrix"),
+    "from_dgl_sst": ("gnn_treelstm.trees.adapters", "from_dgl_sst"),
+    "vocab_from_dgl_sst": ("gnn_treelstm.trees.adapters", "vocab_from_dgl_sst"),
     "drawing": ("gnn_treelstm.trees.drawing", None),
     "draw_tree": ("gnn_treelstm.trees.drawing", "draw_tree"),
     # cells

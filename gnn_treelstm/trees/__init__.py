@@ -6,4 +6,6 @@
 * :mod:`~gnn_treelstm.trees.data` — the built data sets ``gnn-treelstm build`` writes.
 * :mod:`~gnn_treelstm.trees.drawing` — networkx conversion and tree drawing (matplotlib).
 * :mod:`~gnn_treelstm.trees.treesvg` — trees with per-node predictions as SVG / HTML.
+* :mod:`~gnn_treelstm.trees.adapters` — trees from elsewhere (DGL's ``SSTDataset``) into
+  the schema.
 """
