@@ -1,11 +1,13 @@
-# Two commands on a fresh machine: `make demo` and `make test`.
+# Two commands on a fresh machine: `make demo` and `make test` (`make docs`: the documentation).
 PYTHON ?= python3
 VENV   ?= .venv
 TORCH_INDEX ?=
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
+DOCS_SITE  ?= out/site
 
-.PHONY: demo test lint install clean
+.PHONY: demo test lint docs install clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,5 +30,14 @@ test: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 
+# the documentation site (mkdocs.yml): --strict fails on a broken link, cross-reference or
+# docstring section; DOCS_SITE=DIR builds it elsewhere
+$(DOCS_STAMP): pyproject.toml $(STAMP)
+	$(PY) -m pip install --quiet -e ".[docs]"
+	touch $(DOCS_STAMP)
+
+docs: $(DOCS_STAMP)
+	$(PY) -m mkdocs build --strict --site-dir $(DOCS_SITE)
+
 clean:
-	rm -rf $(VENV) runs/demo
+	rm -rf $(VENV) runs/demo out/site

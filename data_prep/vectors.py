@@ -335,7 +335,8 @@ def embedding_from_vectors(
     Args:
         vocab_words: the vocabulary in id order; ``vocab_words[0]`` must be ``"<unk>"``
             (a list, or an object with ``itos`` such as :class:`gnn_treelstm.trees.vocab.Vocab`).
-        words, vectors: as returned by :func:`read_vectors`.
+        words: the file's words, as returned by :func:`read_vectors`.
+        vectors: their vectors, ``(len(words), D)``, as returned by :func:`read_vectors`.
 
     Returns:
         ``(matrix, stats)``: a ``(len(vocab_words), D)`` float32 tensor and the coverage.

@@ -1,4 +1,5 @@
-"""``python -m gnn_treelstm COMMAND ...`` = ``gnn-treelstm COMMAND ...`` (see :mod:`.cli`)."""
+"""``python -m gnn_treelstm COMMAND ...`` = ``gnn-treelstm COMMAND ...``
+(see :mod:`gnn_treelstm.commands.cli`)."""
 
 import sys
 

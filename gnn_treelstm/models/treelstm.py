@@ -240,8 +240,9 @@ class TreeLSTMModel(nn.Module):
         """Whether the word embedding's gradient is a sparse tensor (rows of the batch's
         words only) instead of a dense ``(vocab_size, emb_dim)`` one. Same values; an
         optimizer that takes sparse gradients (AdaGrad, SGD) then touches only those rows.
-        The training loop turns it on for AdaGrad (:func:`gnn_treelstm.training.loop.
-        build_optimizer`); it is not part of the architecture (not in the config)."""
+        The training loop turns it on for AdaGrad
+        (:func:`gnn_treelstm.training.optim.build_optimizer`); it is not part of the
+        architecture (not in the config)."""
         return bool(self.embedding.sparse)
 
     @sparse_embedding_grad.setter

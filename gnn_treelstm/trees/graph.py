@@ -4,29 +4,22 @@ One :class:`dgl.DGLGraph` per sentence (or per AMR graph turned into a tree):
 
 * **Edges point child -> parent.** ``dgl.prop_nodes_topo`` therefore visits the leaves
   first and the root last; top-down cells run on ``dgl.reverse(graph)``.
-* **Node data** (``graph.ndata``)
+* **Node data** (``graph.ndata``):
 
-  ============  ==========  ==============================================================
-  key           dtype/shape meaning
-  ============  ==========  ==============================================================
-  ``word``      int64 (N,)  vocabulary id of the node's word; :data:`NO_WORD` (-1) for nodes
-                            without one (internal constituency nodes)
-  ``leaf``      bool (N,)   the node has no children
-  ``label``     int64 (N,)  gold label of the node (SST: 0-4 on every node);
-                            :data:`IGNORE` (-1) where the node carries no label
-  ``span``      int64 (N,2) token span ``[start, end)`` the node covers in the sentence
-  ``root``      bool (N,)   the node is the graph's root (exactly one per graph)
-  ============  ==========  ==============================================================
+    * ``word``, int64 (N,): vocabulary id of the node's word; :data:`NO_WORD` (-1) for
+      nodes without one (internal constituency nodes).
+    * ``leaf``, bool (N,): the node has no children.
+    * ``label``, int64 (N,): gold label of the node (SST: 0-4 on every node);
+      :data:`IGNORE` (-1) where the node carries no label.
+    * ``span``, int64 (N, 2): token span ``[start, end)`` the node covers in the sentence.
+    * ``root``, bool (N,): the node is the graph's root (exactly one per graph).
 
-* **Edge data** (``graph.edata``)
+* **Edge data** (``graph.edata``):
 
-  ========  ==========  ===================================================================
-  ``rel``   int64 (E,)  relation id: dependency label, AMR role, or for constituency trees
-                        the child position (so relation-aware cells see left/right)
-  ``pos``   int64 (E,)  the child's position among its parent's children, 0..N-1, in
-                        sentence order. N-ary cells order children by this field, never by
-                        edge id.
-  ========  ==========  ===================================================================
+    * ``rel``, int64 (E,): relation id: dependency label, AMR role, or for constituency
+      trees the child position (so relation-aware cells see left/right).
+    * ``pos``, int64 (E,): the child's position among its parent's children, 0..N-1, in
+      sentence order. N-ary cells order children by this field, never by edge id.
 
 Relation ids index a relation vocabulary saved with the data (``relations.json``).
 Batching is plain :func:`dgl.batch`; :func:`batch_roots` and :func:`batch_leaves` give
@@ -64,7 +57,9 @@ __all__ = [
     "num_children",
 ]
 
+#: ``ndata["word"]`` of a node without a word (an internal constituency node)
 NO_WORD = -1
+#: ``ndata["label"]`` of a node without a gold label
 IGNORE = -1
 WORD, LEAF, LABEL, SPAN, ROOT = "word", "leaf", "label", "span", "root"
 REL, POS = "rel", "pos"

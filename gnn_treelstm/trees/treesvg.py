@@ -7,20 +7,16 @@ Pure functions over plain dictionaries (no torch, dgl or JavaScript): used by
 A tree is a sequence of node mappings (``predict --json --nodes`` records fit, see
 :func:`nodes_from_record`); keys, all but ``id`` and ``parent`` optional:
 
-=================  ======================================================================
-key                meaning
-=================  ======================================================================
-``id``             int, unique in the tree
-``parent``         the parent's id; ``None`` for the one root
-``word``           the node's own word, drawn in its box (``None``: a phrase node, drawn
-                   as a small circle, e.g. the inner nodes of a constituency tree)
-``token``          the word's position in the sentence (orders the drawing)
-``words``          the phrase the node covers (hover text)
-``relation``       the edge to the parent (dependency label, AMR role), drawn on the edge
-``label``          the predicted label name (colours the node)
-``probabilities``  ``{label name: probability}`` (hover text)
-``gold``           the gold label name, if known (hover text)
-=================  ======================================================================
+* ``id``: int, unique in the tree;
+* ``parent``: the parent's id; ``None`` for the one root;
+* ``word``: the node's own word, drawn in its box (``None``: a phrase node, drawn as a small
+  circle, e.g. the inner nodes of a constituency tree);
+* ``token``: the word's position in the sentence (orders the drawing);
+* ``words``: the phrase the node covers (hover text);
+* ``relation``: the edge to the parent (dependency label, AMR role), drawn on the edge;
+* ``label``: the predicted label name (colours the node);
+* ``probabilities``: ``{label name: probability}`` (hover text);
+* ``gold``: the gold label name, if known (hover text).
 
 Layout (deterministic): if every node has a ``token`` (dependency trees, chains: every node
 is a word) each node sits in its word's slot, read left to right, one row per depth; else a
