@@ -1,8 +1,10 @@
 """The papers' table rows as data: what to train, and the number the paper printed.
 
-A :class:`Row` is one line of a paper table: the :class:`~gnn_treelstm.training.loop.RunConfig`
-fields that line needs (``overrides``; everything else takes the task's paper defaults,
-:meth:`RunConfig.resolved`), the word vectors it reads, and the paper's test numbers in
+A :class:`Row` is one line of a paper table: the
+:class:`~gnn_treelstm.training.config.RunConfig` fields that line needs (``overrides``;
+everything else takes the task's paper defaults,
+:meth:`~gnn_treelstm.training.config.RunConfig.resolved`), the word vectors it reads, and
+the paper's test numbers in
 *our* metric names and units (accuracies as fractions, e.g. 51.0 % -> 0.510).
 Sizes and epochs: Tai Table 1 (hidden size per model and task), 10 epochs (not stated by
 Tai; Tran §6.1 says 10); Teng §6: hidden 150, 30 iterations, classifier 128 (SST) / 64 (TREC).
