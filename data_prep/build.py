@@ -67,6 +67,7 @@ from data_prep.sources import (  # noqa: F401  (re-exported: the build API names
     load_files,
     relations_for,
 )
+from gnn_treelstm.argtypes import finite_float, positive_int
 from gnn_treelstm.files import atomic_path, atomic_write
 from gnn_treelstm.trees.vocab import Vocab
 
@@ -81,6 +82,7 @@ __all__ = [
     "SAMPLE_MARKER",
     "CountMismatchError",
     "build",
+    "build_parser",
     "main",
 ]
 
@@ -370,7 +372,8 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
     return meta
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm build", description=__doc__.split(
         "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, choices=DATASETS)
@@ -386,12 +389,14 @@ def main(argv: Sequence[str] | None = None) -> int:
                     f"{' then '.join(dependency.DEFAULT_PIPELINES)})")
     ap.add_argument("--trees", nargs="+", default=None,
                     help="tree kinds to build (default: all of the data set's)")
-    ap.add_argument("--batch-size", type=int, default=512, help="spaCy nlp.pipe batch size")
-    ap.add_argument("--workers", type=int, default=1,
+    ap.add_argument("--batch-size", type=positive_int, default=512,
+                    help="spaCy nlp.pipe batch size")
+    ap.add_argument("--workers", type=positive_int, default=1,
                     help="spaCy parser processes (the graphs are the same for any number)")
     ap.add_argument("--labels", nargs="+", default=None,
                     help="jsonl: the class names in id order (default: sorted)")
-    ap.add_argument("--score-range", nargs=2, type=float, default=None, metavar=("LO", "HI"),
+    ap.add_argument("--score-range", nargs=2, type=finite_float, default=None,
+                    metavar=("LO", "HI"),
                     help="jsonl: integer range of the scores (default: floor(min) ceil(max))")
     ap.add_argument("--name", default=None,
                     help="jsonl: the data set name in meta.json (default jsonl; 'sick' for "
@@ -410,7 +415,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "error")
     ap.add_argument("--no-progress", action="store_true", help="no progress bar")
     ap.add_argument("-q", "--quiet", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING if args.quiet else logging.INFO,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

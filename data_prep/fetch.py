@@ -61,6 +61,7 @@ __all__ = [
     "download",
     "fetch",
     "copy_from_mirror",
+    "build_parser",
     "main",
 ]
 
@@ -283,7 +284,7 @@ def _select(groups: Iterable[str] | None, resources: Sequence[Resource]) -> list
     known = {r.group for r in resources} | {r.name for r in resources}
     bad = [g for g in groups if g not in known]
     if bad:
-        raise ValueError(f"unknown dataset(s) {bad}; choose from {sorted(known)}")
+        raise ValueError(f"unknown dataset(s) {bad} (--datasets); choose from {sorted(known)}")
     return [r for r in resources if r.group in groups or r.name in groups]
 
 
@@ -363,20 +364,34 @@ def copy_from_mirror(
     instead of copied.
 
     Returns ``{relative path: "copied" | "present" | "unpacked"}``.
+
+    Raises:
+        ValueError: ``src`` is not a folder, is ``dest``, or holds nothing of a data mirror
+            (no file under one of the mirror's folders, no official archive).
+        FetchError: a checksum mismatch, or a file of ``SHA256SUMS`` missing.
     """
     src, dest = Path(src), Path(dest)
     if not src.is_dir():
-        raise FetchError(f"mirror folder not found: {src}")
+        raise ValueError(f"--from {src}: " + ("not a folder" if src.exists() else
+                                              "no such folder") + " (the data mirror to copy)")
     if src.resolve() == dest.resolve():
-        raise FetchError(f"--from and --dest are the same folder: {src}")
+        raise ValueError(f"--from and --dest are the same folder: {src}")
+    archives = {r.filename: r for r in resources if r.archive}
+    files = sorted(p for p in src.rglob("*") if p.is_file() and ".downloads" not in p.parts)
+    folders = sorted({o.split("/", 1)[0] for r in resources for o in r.outputs})
+    if not any(p.relative_to(src).parts[0] in folders or p.name in archives for p in files):
+        examples = [o for r in resources for o in r.outputs][:3]
+        raise ValueError(
+            f"--from {src}: nothing of a data mirror there ({len(files)} files, none under "
+            f"{', '.join(f'{f}/' for f in folders)}); expected a folder laid out like "
+            f"{', '.join(examples)} ..., or the official archives "
+            f"({', '.join(sorted(archives))})")
     sums_file = src / "SHA256SUMS"
     sums = _read_sums(sums_file) if verify and sums_file.is_file() else {}
     if verify and sums:
         missing = [p for p in sums if not (src / p).is_file()]
         if missing:
             raise FetchError(f"{src}: files listed in SHA256SUMS are missing: {missing[:5]}")
-    archives = {r.filename: r for r in resources if r.archive}
-    files = sorted(p for p in src.rglob("*") if p.is_file() and ".downloads" not in p.parts)
     bar = _progress(len(files), "copy", progress, files=True)
     status: dict[str, str] = {}
     try:
@@ -426,7 +441,8 @@ def _copy_one(path: Path, out: Path, expected: str | None, force: bool) -> str:
     return "copied"
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags."""
     parser = argparse.ArgumentParser(
         prog="gnn-treelstm fetch",
         description="Download the official benchmark archives, or copy a local mirror.",
@@ -447,7 +463,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="with --from: do not check SHA256SUMS")
     parser.add_argument("--list", action="store_true", help="print the URL table and exit")
     parser.add_argument("--quiet", action="store_true", help="no progress bars")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Exit status 0, 2 for bad input (a ``--from`` folder that is missing or holds no
+    mirror, an unknown data set), 1 when a download or a copy fails."""
+    parser = build_parser()
     args = parser.parse_args(argv)
+    groups = [g.strip() for g in args.datasets.split(",") if g.strip()]
+    if not groups and not args.mirror:
+        parser.error(f"--datasets {args.datasets!r}: name at least one of {', '.join(GROUPS)}")
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     if args.list:
         for r in RESOURCES:
@@ -459,10 +485,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             status = copy_from_mirror(args.mirror, args.dest, force=args.force,
                                       verify=not args.no_verify, progress=not args.quiet)
         else:
-            groups = [g.strip() for g in args.datasets.split(",") if g.strip()]
             status = fetch(args.dest, groups, base_url=args.base_url, force=args.force,
                            keep_archives=args.keep_archives, progress=not args.quiet)
-    except (FetchError, ValueError, OSError) as exc:
+    except ValueError as exc:  # the input: nothing was tried
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (FetchError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     counts: dict[str, int] = {}

@@ -161,47 +161,6 @@ def test_optimizer_groups_follow_tai():
     assert adam.param_groups[0]["lr"] == 1e-3 and adam.param_groups[1]["lr"] == 1e-3
 
 
-def test_predict_reads_pairs_and_rejects_unpaired():
-    from gnn_treelstm.models.predictor import Input
-
-    assert evaluate.read_inputs("A man runs ||| A person moves", True) == [
-        Input(1, "A man runs", "A person moves")]
-    assert evaluate.read_inputs("a fine film", False) == [Input(1, "a fine film")]
-    with pytest.raises(ValueError, match="sentence A<TAB>sentence B"):
-        evaluate.read_inputs("only one sentence", True)
-    with pytest.raises(ValueError, match="one sentence per line"):
-        evaluate.read_inputs("two ||| sentences", False)
-    long_text = "word " * 200  # 1000 bytes: text, never tried as a file name
-    assert evaluate.read_inputs(long_text, False) == [Input(1, long_text.strip())]
-
-
-def test_predict_parses_raw_text_with_spacy(tiny, tmp_path, capsys):
-    from data_prep.dependency import load_pipeline
-
-    try:
-        load_pipeline(None)
-    except Exception as e:  # pragma: no cover - depends on the environment
-        pytest.skip(f"no spaCy pipeline: {e}")
-    runs = tmp_path / "runs"
-    common = ["--data", str(tiny), "--runs-dir", str(runs), *TINY]
-    assert train.main(["--task", "sst-5", "--name", "c", *common]) == 0
-    assert train.main(["--task", "sick-e", "--model", "childsum", "--tree", "dependency",
-                       "--name", "d", *common]) == 0
-    capsys.readouterr()
-    assert evaluate.main([str(runs / "c"), "--predict", "A w1 and w2 film ."]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 1 and out[0].endswith("\tA w1 and w2 film .")
-    names = ["very negative", "negative", "neutral", "positive", "very positive"]
-    label, p, _ = out[0].split("\t")
-    assert label in names and 0 < float(p) <= 1
-    pairs = tmp_path / "pairs.txt"
-    pairs.write_text("A man is not w3 .\tA man w3 .\nTwo dogs run ||| No dog runs\n")
-    assert evaluate.main([str(runs / "d" / "best.pt"), "--predict", str(pairs)]) == 0
-    out = capsys.readouterr().out.strip().splitlines()
-    assert len(out) == 2 and out[1].endswith("Two dogs run ||| No dog runs")
-    assert out[0].split("\t")[0] in {"ENTAILMENT", "CONTRADICTION", "NEUTRAL"}
-
-
 def test_demo_runs_on_the_sample(tmp_path, capsys):
     from gnn_treelstm.commands import demo
 

@@ -18,9 +18,10 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from gnn_treelstm.argtypes import int_at_least, non_negative_int, positive_int
 from gnn_treelstm.commands.cli import set_openmp_wait_policy
 
-__all__ = ["main", "parse_args"]
+__all__ = ["main", "build_parser", "run"]
 
 
 def _common(p: argparse.ArgumentParser, *, data: bool = True) -> None:
@@ -37,7 +38,8 @@ def _common(p: argparse.ArgumentParser, *, data: bool = True) -> None:
                    help="= --log-level INFO")
 
 
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags, one subparser per analysis."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm analyze",
                                  description=__doc__.split("\n\n")[0].strip("`"))
     sub = ap.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
@@ -45,7 +47,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = sub.add_parser("tree", help="a sentence's tree, predicted vs gold label per node")
     p.add_argument("run", help="checkpoint (best.pt) or run directory")
     p.add_argument("--split", default="dev")
-    p.add_argument("--index", type=int, default=0, help="sentence number in the split")
+    p.add_argument("--index", type=non_negative_int, default=0,
+                   help="sentence number in the split (from 0)")
     p.add_argument("--text", default=None, help="a raw sentence instead (no gold labels)")
     p.add_argument("--edge-labels", default="auto", choices=("auto", "on", "off"),
                    help="relation names on the edges (auto: not for child positions)")
@@ -59,7 +62,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--splits", nargs="+", default=["dev", "test"],
                    help="splits for the agreement table")
     p.add_argument("--split", default="dev", help="split of the drawn sentence")
-    p.add_argument("--index", type=int, default=0, help="the drawn sentence")
+    p.add_argument("--index", type=non_negative_int, default=0,
+                   help="the drawn sentence (from 0)")
     p.add_argument("--rule", default="cosine", choices=("cosine", "gate"),
                    help="how the model's head is read off (see gnn_treelstm.analyze.heads)")
     p.add_argument("--html", default=None, metavar="PATH",
@@ -69,7 +73,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p = sub.add_parser("relations", help="relations by the Frobenius norm of their "
                                          "composition matrix (Tran & Cheng §6.2-6.3)")
     p.add_argument("runs", nargs="+", help="mtree / mtree-full runs, one panel each")
-    p.add_argument("--top", type=int, default=15, help="relations per panel")
+    p.add_argument("--top", type=positive_int, default=15, help="relations per panel")
     p.add_argument("--counts-split", default="train",
                    help="split whose edges are counted per relation ('none': no counts)")
     p.add_argument("--out", "-o", required=True, metavar="PICTURE")
@@ -87,17 +91,18 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--split", default="test")
     p.add_argument("--query", action="append", default=[],
                    help="a query sentence of the split (repeatable)")
-    p.add_argument("--queries", type=int, default=3,
+    p.add_argument("--queries", type=positive_int, default=3,
                    help="without --query: this many sentences of the sample")
-    p.add_argument("--sample", type=int, default=1000, help="sentences in the sample")
-    p.add_argument("-k", type=int, default=3, help="neighbours per query")
+    p.add_argument("--sample", type=int_at_least(2, "an integer >= 2"), default=1000,
+                   help="sentences in the sample (at least 2)")
+    p.add_argument("-k", type=positive_int, default=3, help="neighbours per query")
     p.add_argument("--seed", type=int, default=1)
     _common(p)
 
     p = sub.add_parser("length", help="metric against sentence length (Tai Figs 3-4)")
     p.add_argument("runs", nargs="+", help="checkpoints or run directories")
     p.add_argument("--split", default="test")
-    p.add_argument("--min-count", type=int, default=10,
+    p.add_argument("--min-count", type=non_negative_int, default=10,
                    help="leave out windows with fewer examples")
     p.add_argument("--label", action="append", default=None, help="a legend name per run")
     _common(p)
@@ -108,7 +113,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                    help="dev metric (default: the run's selection metric)")
     p.add_argument("--label", action="append", default=None, help="a legend name per run")
     _common(p, data=False)
-    return ap.parse_args(argv)
+    return ap
 
 
 def run(a: argparse.Namespace) -> str:
@@ -156,7 +161,7 @@ def run(a: argparse.Namespace) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    a = parse_args(argv)
+    a = build_parser().parse_args(argv)
     set_openmp_wait_policy()
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     from gnn_treelstm.training.data import DataError

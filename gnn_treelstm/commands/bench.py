@@ -44,6 +44,7 @@ from pathlib import Path
 import dgl  # gnn_treelstm/__init__ (the dgl compat shim) ran before this module
 import torch
 
+from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.engine.schedule import LevelSchedule
@@ -288,7 +289,8 @@ def markdown(rows: list[dict], peak: float) -> str:
     return "\n".join(lines)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags."""
     p = argparse.ArgumentParser(prog="gnn-treelstm bench", description=__doc__.split("\n")[0])
     p.add_argument("--data", help="built SST directory (python -m data_prep.build)")
     p.add_argument("--sick-data", help="built SICK directory")
@@ -296,18 +298,24 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="raw data root (default $GNN_TREELSTM_DATA)")
     p.add_argument("--cells", nargs="*", default=["nary", "childsum"],
                    help="cells to run (default: nary childsum); 'all' for every workload")
-    p.add_argument("--batch-sizes", nargs="*", type=int, default=[25, 256])
-    p.add_argument("--trees", type=int, default=1500, help="trees timed per configuration")
-    p.add_argument("--threads", type=int, default=2)
-    p.add_argument("--x-size", type=int, default=300)
-    p.add_argument("--h-size", type=int, default=150)
-    p.add_argument("--warmup", type=int, default=2)
-    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--batch-sizes", nargs="*", type=positive_int, default=[25, 256])
+    p.add_argument("--trees", type=positive_int, default=1500,
+                   help="trees timed per configuration")
+    p.add_argument("--threads", type=positive_int, default=2)
+    p.add_argument("--x-size", type=positive_int, default=300)
+    p.add_argument("--h-size", type=positive_int, default=150)
+    p.add_argument("--warmup", type=non_negative_int, default=2, help="untimed batches (0: none)")
+    p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="bench.json", help="where to write the results")
     p.add_argument("--omp-passive", action="store_true",
                    help="re-run under OMP_WAIT_POLICY=PASSIVE: on a loaded machine, spinning "
                         "OpenMP threads make 2-thread timings collapse (100x) for every engine")
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = build_parser()
     args = p.parse_args(argv)
     if args.omp_passive and os.environ.get("OMP_WAIT_POLICY") != "PASSIVE":
         # libgomp reads the variable when torch loads it, so it must be set before start

@@ -1,16 +1,11 @@
-"""``gnn-treelstm evaluate``: evaluate checkpoints, predict on raw text, and tabulate or plot runs.
+"""``gnn-treelstm evaluate``: evaluate checkpoints, and tabulate or plot runs.
 
     gnn-treelstm evaluate runs/NAME/best.pt --split test      # the task's metrics
-    gnn-treelstm evaluate runs/NAME/best.pt --predict "a gorgeous, witty film"
-    gnn-treelstm evaluate runs/NAME/best.pt --predict sentences.txt   # one per line;
-                                                     # pairs: "A<TAB>B" or "A ||| B"
     gnn-treelstm evaluate --table runs/A runs/B               # mean (std) over seeds
     gnn-treelstm evaluate runs/A/best.pt runs/B/best.pt --plot-length length.png
 
 The model is rebuilt from the checkpoint alone; the data directory recorded in it is used
-unless ``--data`` is given. ``--predict`` parses raw text with spaCy through the data
-path's functions (dependency parse; binarized for constituency models; chain for the
-sequential LSTMs).
+unless ``--data`` is given. Raw text is labelled by ``gnn-treelstm predict RUN TEXT``.
 """
 
 from __future__ import annotations
@@ -25,9 +20,9 @@ from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.analyze.length import length_curve_of, plot_length
+from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.metrics import format_metrics
-from gnn_treelstm.models.checkpoint import checkpoint_path, load_model
-from gnn_treelstm.models.predictor import Input, format_text, predict_records, read_lines
+from gnn_treelstm.models.checkpoint import checkpoint_path
 from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.evaluation import (
     evaluate_checkpoint,
@@ -35,25 +30,6 @@ from gnn_treelstm.training.evaluation import (
 from gnn_treelstm.training.rundir import check_same_run
 
 log = logging.getLogger("evaluate")
-
-
-# ---------------------------------------------------------------------------- evaluation
-# ---------------------------------------------------------------------------- prediction
-def read_inputs(arg: str, pair: bool) -> list[Input]:
-    """``--predict`` input: the lines of a file, if ``arg`` names one, else one text.
-
-    ``gnn-treelstm predict`` is the full command (stdin, JSON, per-node output)."""
-    try:
-        is_file = len(arg) < 4096 and "\n" not in arg and Path(arg).is_file()
-    except OSError:  # e.g. a name too long for the file system: it is text
-        is_file = False
-    if is_file:
-        return read_lines(Path(arg).read_text(encoding="utf-8").splitlines(), pair=pair,
-                          source=arg)
-    inputs = read_lines([arg], pair=pair, source="--predict")
-    if not inputs:
-        raise ValueError("--predict: no text given")
-    return inputs
 
 
 # ---------------------------------------------------------------------------- tables
@@ -99,8 +75,17 @@ def markdown_table(run_dirs: Sequence[str | Path], split: str = "test") -> str:
     return "\n".join(lines)
 
 
-# ---------------------------------------------------------------------------- length plot
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+# ---------------------------------------------------------------------------- CLI
+class _UsePredict(argparse.Action):
+    """``evaluate --predict``: raw text is the ``predict`` command's job."""
+
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: ANN001
+        parser.error(f"{option_string} is not an evaluate option: label raw text with "
+                     "`gnn-treelstm predict RUN TEXT` (or --file FILE, one input per line)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm evaluate", description=__doc__.split("\n\n")[0])
     ap.add_argument("paths", nargs="*",
                     help="checkpoint(s) (runs/NAME/best.pt or runs/NAME), or run "
@@ -108,19 +93,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--split", default=None, help="split to evaluate (default: test)")
     ap.add_argument("--data", default=None, help="built data directory (default: the "
                     "checkpoint's)")
-    ap.add_argument("--predict", metavar="TEXT_OR_FILE", default=None,
-                    help="a sentence (pair: 'A<TAB>B' or 'A ||| B') or a file of them")
-    ap.add_argument("--spacy-model", default=None, help="spaCy pipeline for --predict")
+    ap.add_argument("--predict", nargs="*", action=_UsePredict, help=argparse.SUPPRESS)
     ap.add_argument("--table", action="store_true",
                     help="markdown table of the run directories: mean (std) over seeds")
     ap.add_argument("--plot-length", metavar="PNG", default=None,
                     help="plot accuracy (Pearson for sick-r) against sentence length")
-    ap.add_argument("--min-count", type=int, default=10,
+    ap.add_argument("--min-count", type=non_negative_int, default=10,
                     help="--plot-length: leave out windows with fewer examples")
     ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
     ap.add_argument("--engine", default=None, choices=("dgl", "level"),
                     help="override the checkpoint's engine")
-    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--batch-size", type=positive_int, default=256)
     ap.add_argument("--remap-vocab", action="store_true",
                     help="data built with another vocabulary: translate word and relation "
                          "ids by name (default: refuse it)")
@@ -129,12 +112,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO")
     ap.add_argument("--json", action="store_true",
-                    help="metrics, or --predict records, as JSON lines")
-    return ap.parse_args(argv)
+                    help="metrics as JSON lines")
+    return ap
 
 
 def main(argv: list[str] | None = None) -> int:
-    a = parse_args(argv)
+    a = build_parser().parse_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     split = a.split or "test"
     try:
@@ -145,15 +128,6 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not a.paths:
             raise ValueError("give a checkpoint: evaluate.py runs/NAME/best.pt --split test")
-        if a.predict is not None:
-            from data_prep.dependency import load_pipeline
-
-            ck = load_model(checkpoint_path(a.paths[0]), engine=a.engine)
-            inputs = read_inputs(a.predict, ck.model.task.pair)
-            nlp = load_pipeline(a.spacy_model)
-            for rec in predict_records(ck, inputs, nlp):
-                print(json.dumps(rec, ensure_ascii=False) if a.json else format_text(rec))
-            return 0
         if a.plot_length:
             curves = []
             metric = None

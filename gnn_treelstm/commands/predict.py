@@ -39,6 +39,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
@@ -46,13 +47,15 @@ set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch i
 
 from gnn_treelstm.models.predictor import Predictor, format_text, read_lines  # noqa: E402
 
-__all__ = ["main"]
+__all__ = ["build_parser", "main"]
 
 log = logging.getLogger(__name__)
 
 
 # ---------------------------------------------------------------------------- CLI
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags (parsed with ``parse_intermixed_args``: the texts may come
+    before or after the options)."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
                                  description=__doc__.split("\n\n")[0].strip("`"))
     ap.add_argument("run", help="run directory, checkpoint (best.pt) or saved model directory")
@@ -66,13 +69,13 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="spaCy pipeline (default: the first installed English one)")
     ap.add_argument("--engine", default=None, choices=("dgl", "level"),
                     help="propagation engine (default: the checkpoint's)")
-    ap.add_argument("--batch-size", type=int, default=64)
+    ap.add_argument("--batch-size", type=positive_int, default=64)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO")
-    return ap.parse_intermixed_args(argv)  # texts may come before or after the options
+    return ap
 
 
 def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
@@ -95,7 +98,7 @@ def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    a = parse_args(argv)
+    a = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         if a.nodes and not a.json:
