@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 import re
+import socket
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -53,10 +56,11 @@ def tiny_sample_run(tmp_path_factory) -> Path:
 class Served:
     """A server on a free port of 127.0.0.1 in a thread; ``stop()`` shuts it down."""
 
-    def __init__(self, explorer: S.Explorer):
-        self.server = S.make_server(explorer, "127.0.0.1", 0)
+    def __init__(self, explorer: S.Explorer, **limits):
+        self.server = S.make_server(explorer, "127.0.0.1", 0, **limits)
         host, port = self.server.server_address[:2]
         self.url = f"http://{host}:{port}"
+        self.address = (host, port)
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
@@ -93,8 +97,13 @@ def sst_run(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def sst(sst_run):
-    served = Served(S.load_explorer(sst_run))
+def sst_explorer(sst_run) -> S.Explorer:
+    return S.load_explorer(sst_run)
+
+
+@pytest.fixture(scope="module")
+def sst(sst_explorer):
+    served = Served(sst_explorer)
     yield served
     served.stop()
 
@@ -196,6 +205,182 @@ def test_parallel_requests_agree(sst):
                                 ["a good film", "a bad film"] * 3))
     assert all(status == 200 for status, _ in answers)
     assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3]
+
+
+def raw_exchange(address, data: bytes, *, timeout: float = 30) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of bytes sent on a plain socket (``data`` as is)."""
+    with socket.create_connection(address, timeout=timeout) as sock:
+        sock.sendall(data)
+        chunks = []
+        while chunk := sock.recv(65536):
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines)}
+    return int(status_line.split()[1]), headers, body
+
+
+def test_json_is_read_whatever_the_content_type(sst):
+    body = json.dumps({"sentence": "a witty film"}).encode()
+    status, _, want = request(sst.url + "/api/predict", body)
+    assert status == 200
+    for ctype in ("text/plain", "application/x-www-form-urlencoded", "application/ld+json",
+                  "text/plain; charset=utf-8"):
+        status, got_type, got = request(sst.url + "/api/predict", body, ctype)
+        assert (status, got_type) == (200, "application/json"), ctype
+        assert json.loads(got) == json.loads(want), ctype
+    # no Content-Type at all: JSON if it parses, else a form
+    for data in (body, b"sentence=a+witty+film"):
+        status, headers, got = raw_exchange(sst.address, (
+            f"POST /api/predict HTTP/1.0\r\nContent-Length: {len(data)}\r\n\r\n"
+        ).encode() + data)
+        assert status == 200 and json.loads(got)["trees"] == json.loads(want)["trees"]
+    # a body that looks like JSON but is not: 400 whatever the type
+    status, _, got = request(sst.url + "/api/predict", b'{"sentence": ', "text/plain")
+    assert status == 400 and "not valid JSON" in json.loads(got)["error"]
+
+
+@pytest.mark.parametrize("ctype", ["text/plain", "multipart/form-data; boundary=x",
+                                   "application/xml"])
+def test_other_bodies_are_415_naming_the_type(sst, ctype):
+    status, got_type, body = request(sst.url + "/api/predict", b"a witty film", ctype)
+    assert (status, got_type) == (415, "application/json")
+    error = json.loads(body)["error"]
+    assert ctype.split(";")[0] in error and "application/x-www-form-urlencoded" in error
+
+
+@pytest.mark.parametrize("method", ["PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "BREW"])
+def test_every_method_gets_a_json_answer(sst, method):
+    status, ctype, body = request(sst.url + "/api/predict", b"{}", method=method)
+    assert (status, ctype) == (405, "application/json")
+    assert method in json.loads(body)["error"]
+    status, headers, _ = raw_exchange(sst.address, f"{method} / HTTP/1.0\r\n\r\n".encode())
+    assert status == 405 and headers["allow"] == "GET"
+    status, headers, _ = raw_exchange(sst.address,
+                                      f"{method} /api/predict HTTP/1.0\r\n\r\n".encode())
+    assert status == 405 and headers["allow"] == "GET, POST"
+    status, ctype, body = request(sst.url + "/nope", b"{}", method=method)
+    assert (status, ctype) == (404, "application/json") and "/nope" in json.loads(body)["error"]
+
+
+def test_head_and_malformed_requests_get_json_without_html(sst):
+    status, headers, body = raw_exchange(sst.address, b"HEAD / HTTP/1.0\r\n\r\n")
+    assert status == 405 and headers["allow"] == "GET" and body == b""
+    for data, code in ((b"GET / x HTTP/1.0\r\n\r\n", 400),
+                       (b"GET /" + b"x" * 70000 + b" HTTP/1.0\r\n\r\n", 414),
+                       (b"GET / HTTP/1.0\r\nX: " + b"x" * 70000 + b"\r\n\r\n", 431)):
+        status, headers, body = raw_exchange(sst.address, data)
+        assert status == code, data[:20]
+        assert headers["content-type"].startswith("application/json")
+        assert json.loads(body)["error"] and b"<html" not in body.lower()
+
+
+def _wait_for(predicate, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(0.02)
+    return predicate()
+
+
+def test_clients_that_disconnect_are_one_debug_line(sst_explorer, caplog, capfd):
+    served = Served(sst_explorer)
+    caplog.set_level(logging.DEBUG, logger=S.log.name)
+    try:
+        # mid-body: 10 of 100 bytes, then the client closes
+        with socket.create_connection(served.address) as sock:
+            sock.sendall(b"POST /api/predict HTTP/1.0\r\nContent-Type: application/json\r\n"
+                         b"Content-Length: 100\r\n\r\n{\"sentence")
+        # mid-answer: a request, then a reset before the answer is read
+        for _ in range(5):
+            sock = socket.create_connection(served.address)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00"
+                            b"\x00\x00")
+            q = urllib.parse.urlencode({"sentence": SENTENCE})
+            sock.sendall(f"GET /?{q} HTTP/1.0\r\n\r\n".encode())
+            sock.close()
+        assert _wait_for(lambda: sum("client gone" in r.getMessage()
+                                     for r in caplog.records) >= 2)
+        # the server still answers
+        assert post(served.url, {"sentence": "a witty film"})[0] == 200
+    finally:
+        served.stop()
+    gone = [r for r in caplog.records if "client gone" in r.getMessage()]
+    assert gone and all(r.levelno == logging.DEBUG and "\n" not in r.getMessage()
+                        for r in gone)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert not any(r.exc_info for r in caplog.records)
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def _closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closed ``sock`` (what it sent is read and dropped)."""
+    t0 = time.monotonic()
+    sock.settimeout(seconds)
+    try:
+        while sock.recv(65536):
+            pass
+    except TimeoutError:
+        return None
+    except ConnectionResetError:
+        pass
+    return time.monotonic() - t0
+
+
+def test_stalled_clients_are_closed_after_the_timeout(sst_explorer):
+    served = Served(sst_explorer, timeout=0.5)
+    try:
+        threads = threading.active_count()
+        silent = socket.create_connection(served.address)
+        half = socket.create_connection(served.address)
+        half.sendall(b"POST /api/predict HTTP/1.0\r\nContent-Length: 50\r\n\r\n{\"sen")
+        drip = socket.create_connection(served.address)
+        t0 = time.monotonic()
+        drip.sendall(b"GET / HTTP/1.0\r\n")
+        # a byte every 0.1 s: each read is in time, the request as a whole is not
+        for _ in range(40):
+            try:
+                drip.sendall(b"X")
+            except OSError:
+                break
+            time.sleep(0.1)
+        assert time.monotonic() - t0 < 3, "a dripping client held its connection"
+        for sock in (silent, half, drip):
+            assert _closed_within(sock, 5) is not None
+            sock.close()
+        assert _wait_for(lambda: threading.active_count() <= threads)
+        assert post(served.url, {"sentence": "a witty film"})[0] == 200
+    finally:
+        served.stop()
+
+
+def test_connections_beyond_the_bound_get_a_quick_503(sst_explorer):
+    served = Served(sst_explorer, timeout=1.5, max_connections=2)
+    try:
+        stalled = [socket.create_connection(served.address) for _ in range(2)]
+        time.sleep(0.2)  # both accepted and holding their slots
+        t0 = time.monotonic()
+        status, ctype, body = request(served.url + "/api/predict",
+                                      json.dumps({"sentence": "a witty film"}).encode())
+        assert time.monotonic() - t0 < 1
+        assert (status, ctype) == (503, "application/json")
+        assert "--max-connections" in json.loads(body)["error"]
+        status, headers, _ = raw_exchange(served.address, b"GET / HTTP/1.0\r\n\r\n")
+        assert status == 503 and headers["retry-after"] == "1"
+        for sock in stalled:  # the stalled ones time out and free their slots
+            assert _closed_within(sock, 5) is not None
+            sock.close()
+        assert _wait_for(lambda: post(served.url, {"sentence": "a witty film"})[0] == 200)
+    finally:
+        served.stop()
+
+
+def test_make_server_refuses_bad_limits(sst_explorer):
+    with pytest.raises(ValueError, match="--timeout"):
+        S.make_server(sst_explorer, "127.0.0.1", 0, timeout=0)
+    with pytest.raises(ValueError, match="--max-connections"):
+        S.make_server(sst_explorer, "127.0.0.1", 0, max_connections=0)
 
 
 def test_pair_model_page_and_refusal(sick):

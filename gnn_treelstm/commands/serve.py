@@ -21,11 +21,22 @@ Standard library only (:class:`http.server.ThreadingHTTPServer`); binds to 127.0
   :mod:`gnn_treelstm.trees.treesvg` nodes, ``edges`` ``{"child", "parent", "relation"}``, ``html``
   the drawn result the page inserts.
 
-Bad input (an empty or too long sentence, a pair model given one sentence, a one-sentence
-model given two, malformed JSON) is HTTP 400 with ``{"error": message}``; anything else that
-fails is a 500 with a short message (the traceback goes to the log only). A checkpoint or
-spaCy pipeline that cannot be loaded, or a model that cannot predict raw text, stops the
-command at startup with exit status 2.
+A POST body that parses as JSON is read as JSON whatever its Content-Type; any other body
+must be a form (``application/x-www-form-urlencoded``), else the answer is a 415 naming the
+type. Bad input (an empty or too long sentence, a pair model given one sentence, a
+one-sentence model given two, malformed JSON) is HTTP 400 with ``{"error": message}``; every
+other refusal is JSON too: 404 for an unknown path, 405 with ``Allow`` for any other method
+(``PUT``, ``DELETE``, ...), http.server's own 400/414/431. Anything else that fails is a 500
+with a short message (the traceback goes to the log only). A checkpoint or spaCy pipeline
+that cannot be loaded, or a model that cannot predict raw text, stops the command at startup
+with exit status 2.
+
+Bounds (:class:`ExplorerServer`): ``--max-connections`` (64) are served at once, one thread
+each; a connection beyond that gets an immediate 503 and no thread. A client has
+``--timeout`` seconds (30) to send its request and again to take the answer, so stalled
+clients are closed and cannot hold threads. A client that disconnects mid-request or
+mid-answer is one debug line in the log, never a traceback. Measured under load:
+``docs/serve.md``.
 """
 
 from __future__ import annotations
@@ -33,8 +44,10 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import socket
 import sys
 import threading
+import time
 from collections.abc import Sequence
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -42,6 +55,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from gnn_treelstm.argtypes import port, positive_float, positive_int
 from gnn_treelstm.commands.cli import set_openmp_wait_policy
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
@@ -50,17 +64,23 @@ from gnn_treelstm.models import predictor as P  # noqa: E402
 from gnn_treelstm.models.checkpoint import checkpoint_path  # noqa: E402
 from gnn_treelstm.trees import treesvg  # noqa: E402
 
-__all__ = ["Explorer", "BadRequest", "load_explorer", "make_server", "main"]
+__all__ = ["Explorer", "BadRequest", "ExplorerServer", "load_explorer", "make_server",
+           "build_parser", "main"]
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 1000        # per sentence
 MAX_BODY = 64 * 1024    # bytes of a POST body
+DEFAULT_TIMEOUT = 30.0  # seconds a client has to send its request (serve --timeout)
+MAX_CONNECTIONS = 64    # connections served at once (serve --max-connections)
+_LINGER = 1.0           # seconds a refused (503) socket stays open for its answer to arrive
 _DEPENDENCY_TREES = ("dependency", "dependency-spacy")
 
 
 class BadRequest(ValueError):
-    """Input the server answers with HTTP 400."""
+    """Input the server answers with HTTP 400 (``status``)."""
+
+    status = 400
 
 
 class Explorer:
@@ -254,29 +274,69 @@ def load_explorer(run: str | Path, *, checkpoint: str | None = None,
     return explorer
 
 
+#: errors of a client that went away or stalled: logged at debug level, one line
+_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
+#: the routes and the methods each answers (any other method: 405 with ``Allow``)
+_ROUTES = {"/api/predict": ("GET", "POST"), "/": ("GET",), "/index.html": ("GET",)}
+
+
+class _UnsupportedMediaType(BadRequest):
+    status = 415
+
+
 class _Handler(BaseHTTPRequestHandler):
     explorer: Explorer  # set on the subclass make_server builds
+    server: ExplorerServer
     server_version = "gnn-treelstm-serve"
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class name
         log.info("%s %s", self.address_string(), format % args)
 
-    def _send(self, status: int, body: str, ctype: str) -> None:
+    def __getattr__(self, name: str) -> Any:
+        # http.server answers a method without a ``do_<METHOD>`` with its HTML 501 page;
+        # every method gets an answer here: a JSON 405 naming the allowed ones
+        if name.startswith("do_"):
+            return self._not_allowed
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def _send(self, status: int, body: str, ctype: str,
+              headers: Sequence[tuple[str, str]] = ()) -> None:
         data = body.encode("utf-8")
+        self.server.watch(self.connection)  # writing the answer has --timeout again
         self.send_response(status)
         self.send_header("Content-Type", f"{ctype}; charset=utf-8")
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
+        for key, value in headers:
+            self.send_header(key, value)
         self.end_headers()
-        self.wfile.write(data)
+        if self.command != "HEAD":
+            self.wfile.write(data)
 
-    def _json(self, status: int, obj: dict) -> None:
-        self._send(status, json.dumps(obj, ensure_ascii=False), "application/json")
+    def _json(self, status: int, obj: dict, headers: Sequence[tuple[str, str]] = ()) -> None:
+        self._send(status, json.dumps(obj, ensure_ascii=False), "application/json", headers)
 
-    def _fields(self, url) -> dict[str, str]:
-        """The request's fields: the query string, or a POST body (JSON or a form)."""
-        if self.command == "GET":
-            return {k: v[-1] for k, v in parse_qs(url.query).items()}
+    def send_error(self, code: int, message: str | None = None,
+                   explain: str | None = None) -> None:
+        """http.server's own refusals (a malformed request line, a header too long, ...)
+        as JSON, like every other answer."""
+        self.close_connection = True
+        short = message or self.responses.get(code, ("error",))[0]
+        self.log_error("code %d, message %s", code, short)
+        self._json(code, {"error": short + (f": {explain}" if explain else "")})
+
+    def _not_allowed(self) -> None:
+        path = urlsplit(self.path).path
+        if path not in _ROUTES:
+            self._json(404, {"error": f"no page {path}; try / or /api/predict"})
+            return
+        allowed = ", ".join(_ROUTES[path])
+        hint = " (predictions are GET or POST /api/predict)" if path != "/api/predict" else ""
+        self._json(405, {"error": f"{self.command} is not answered at {path}: use "
+                                  f"{allowed}{hint}"}, [("Allow", allowed)])
+
+    def _body(self) -> str:
+        """The POST body as text (at most MAX_BODY bytes, all of Content-Length)."""
         try:
             length = int(self.headers.get("Content-Length") or "")
         except ValueError:
@@ -284,39 +344,69 @@ class _Handler(BaseHTTPRequestHandler):
         if not 0 <= length <= MAX_BODY:
             raise BadRequest(f"the request body is {length} bytes; the limit is {MAX_BODY}")
         raw = self.rfile.read(length)
+        if len(raw) < length:
+            raise BadRequest(f"the request body ended after {len(raw)} of its {length} bytes "
+                             "(Content-Length)")
         try:
-            text = raw.decode("utf-8")
+            return raw.decode("utf-8")
         except UnicodeDecodeError:
             raise BadRequest("the request body is not UTF-8 text") from None
-        if self.headers.get_content_type() == "application/json":
-            try:
-                obj = json.loads(text or "null")
-            except json.JSONDecodeError as exc:
-                raise BadRequest(f"the request body is not valid JSON ({exc})") from None
-            if not isinstance(obj, dict):
-                raise BadRequest('send a JSON object: {"sentence": "...", "sentence_b": ...}')
-            bad = [k for k in ("sentence", "sentence_b") if obj.get(k) is not None
-                   and not isinstance(obj[k], str)]
-            if bad:
-                raise BadRequest(f"{bad[0]} must be a string, got {type(obj[bad[0]]).__name__}")
-            return {k: v for k, v in obj.items() if isinstance(v, str)}
+
+    def _fields(self, url) -> dict[str, str]:
+        """The request's fields: the query string, or a POST body (JSON or a form).
+
+        A body that parses as JSON is read as JSON whatever its Content-Type (``curl -d``
+        sends ``application/x-www-form-urlencoded``, scripts often ``text/plain``); other
+        bodies must be forms, or the answer is a 415 naming the type."""
+        if self.command == "GET":
+            self.server.unwatch(self.connection)  # the request is in: no deadline while it runs
+            return {k: v[-1] for k, v in parse_qs(url.query).items()}
+        text = self._body()
+        self.server.unwatch(self.connection)
+        declared = self.headers.get("Content-Type")
+        ctype = self.headers.get_content_type() if declared else None
+        if (ctype == "application/json" or (ctype or "").endswith("+json")
+                or text.lstrip()[:1] in ("{", "[")):
+            return self._json_fields(text)
+        if ctype not in (None, "application/x-www-form-urlencoded"):
+            raise _UnsupportedMediaType(
+                f"Content-Type {ctype} is not read here: send a JSON object "
+                '({"sentence": "...", "sentence_b": ...}) or a form '
+                "(application/x-www-form-urlencoded)")
         return {k: v[-1] for k, v in parse_qs(text).items()}
+
+    @staticmethod
+    def _json_fields(text: str) -> dict[str, str]:
+        try:
+            obj = json.loads(text or "null")
+        except json.JSONDecodeError as exc:
+            raise BadRequest(f"the request body is not valid JSON ({exc})") from None
+        if not isinstance(obj, dict):
+            raise BadRequest('send a JSON object: {"sentence": "...", "sentence_b": ...}')
+        bad = [k for k in ("sentence", "sentence_b") if obj.get(k) is not None
+               and not isinstance(obj[k], str)]
+        if bad:
+            raise BadRequest(f"{bad[0]} must be a string, got {type(obj[bad[0]]).__name__}")
+        return {k: v for k, v in obj.items() if isinstance(v, str)}
 
     def _handle(self) -> None:
         url = urlsplit(self.path)
+        try:
+            self._route(url)
+        except _DISCONNECTS as exc:  # the client went away or stalled: nobody to answer
+            self.close_connection = True
+            log.debug("%s %s %s: client gone (%s: %s)", self.address_string(), self.command,
+                      url.path, type(exc).__name__, exc)
+
+    def _route(self, url) -> None:
         ex = self.explorer
         try:
-            if url.path == "/api/predict":
-                if self.command not in ("GET", "POST"):
-                    self._json(405, {"error": "use GET or POST"})
-                    return
+            if self.command not in _ROUTES.get(url.path, (self.command,)):
+                self._not_allowed()
+            elif url.path == "/api/predict":
                 f = self._fields(url)
                 self._json(200, ex.predict(f.get("sentence"), f.get("sentence_b")))
             elif url.path in ("/", "/index.html"):
-                if self.command != "GET":
-                    self._json(405, {"error": "the page answers GET; predictions are "
-                                              "POST /api/predict"})
-                    return
                 f = self._fields(url)
                 a, b = f.get("sentence", ""), f.get("sentence_b", "")
                 if not (a or b):
@@ -331,8 +421,10 @@ class _Handler(BaseHTTPRequestHandler):
             else:
                 self._json(404, {"error": f"no page {url.path}; try / or /api/predict"})
         except BadRequest as exc:
-            log.info("400 %s: %s", url.path, exc)
-            self._json(400, {"error": str(exc)})
+            log.info("%d %s: %s", exc.status, url.path, exc)
+            self._json(exc.status, {"error": str(exc)})
+        except _DISCONNECTS:
+            raise
         except Exception as exc:  # the client gets a message, the log the traceback
             log.exception("request %s %s failed", self.command, url.path)
             self._json(500, {"error": f"internal error ({type(exc).__name__}); see the "
@@ -342,18 +434,155 @@ class _Handler(BaseHTTPRequestHandler):
     do_POST = _handle
 
 
-def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000
-                ) -> ThreadingHTTPServer:
+class ExplorerServer(ThreadingHTTPServer):
+    """:class:`~http.server.ThreadingHTTPServer` with bounds: at most ``max_connections``
+    connections are served at once (one thread each; beyond that a client gets an
+    immediate 503 JSON answer and no thread), and a client has ``timeout`` seconds to send
+    its request (a socket timeout on every read and write, and a deadline on the whole
+    request that a watchdog thread enforces, so a client sending a byte now and then
+    cannot hold a thread either). Clients that go away are logged at debug level."""
+
+    daemon_threads = True
+    request_queue_size = 128  # the listen backlog: bursts of connections wait, not drop
+
+    def __init__(self, address: tuple[str, int], handler: type[_Handler], *,
+                 timeout: float = DEFAULT_TIMEOUT, max_connections: int = MAX_CONNECTIONS):
+        if not timeout > 0:
+            raise ValueError(f"--timeout must be positive, got {timeout}")
+        if max_connections <= 0:
+            raise ValueError(f"--max-connections must be positive, got {max_connections}")
+        self.request_timeout, self.max_connections = timeout, max_connections
+        self._slots = threading.BoundedSemaphore(max_connections)
+        self._lock = threading.Lock()
+        self._deadlines: dict[socket.socket, float] = {}
+        self._lingering: list[tuple[float, socket.socket]] = []
+        self._closed = threading.Event()
+        self._busy, self._busy_logged = 0, -1e9  # 503s not yet in a warning, its time
+        super().__init__(address, handler)
+        self._watchdog = threading.Thread(target=self._watch_loop, daemon=True,
+                                          name="serve-watchdog")
+        self._watchdog.start()
+
+    # ---- the connection bound
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._slots.acquire(blocking=False):
+            self._refuse(request, client_address)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._slots.release()
+            raise
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        self.watch(request)
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.unwatch(request)
+            self._slots.release()
+
+    def _refuse(self, request: socket.socket, client_address: Any) -> None:
+        """The 503 for a connection beyond the bound, written from the accept loop (it fits
+        the socket's send buffer); the socket is closed a moment later, once what the
+        client sent has been read, so the answer is not lost to a reset."""
+        self._busy += 1
+        now = time.monotonic()
+        if now - self._busy_logged >= 10:  # one warning per 10 s under a flood, not one each
+            log.warning("%d connection(s) answered 503: %d are open (serve --max-connections)",
+                        self._busy, self.max_connections)
+            self._busy, self._busy_logged = 0, now
+        body = json.dumps({"error": f"the server is busy: {self.max_connections} "
+                                    "connections are open (serve --max-connections); "
+                                    "try again"}).encode()
+        head = ("HTTP/1.0 503 Service Unavailable\r\nServer: gnn-treelstm-serve\r\n"
+                "Content-Type: application/json; charset=utf-8\r\n"
+                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
+        try:
+            request.setblocking(False)
+            request.send(head.encode("ascii") + body)
+            request.shutdown(socket.SHUT_WR)
+        except OSError as exc:
+            log.debug("%s: the 503 was not sent (%s)", client_address[0], exc)
+        with self._lock:
+            if len(self._lingering) < 4 * self.max_connections:
+                self._lingering.append((time.monotonic() + _LINGER, request))
+                return
+        self._drain_and_close(request)
+
+    @staticmethod
+    def _drain_and_close(sock: socket.socket) -> None:
+        try:
+            sock.setblocking(False)
+            while sock.recv(65536):
+                pass
+        except OSError:
+            pass
+        sock.close()
+
+    # ---- the deadline
+    def watch(self, sock: socket.socket) -> None:
+        """Give ``sock`` ``timeout`` seconds from now (reading a request, writing an
+        answer); past it the watchdog shuts the socket down."""
+        with self._lock:
+            self._deadlines[sock] = time.monotonic() + self.request_timeout
+
+    def unwatch(self, sock: socket.socket) -> None:
+        """No deadline for ``sock`` (while the request is answered)."""
+        with self._lock:
+            self._deadlines.pop(sock, None)
+
+    def _watch_loop(self) -> None:
+        tick = min(0.25, self.request_timeout / 4)
+        while not self._closed.wait(tick):
+            now = time.monotonic()
+            with self._lock:
+                late = [s for s, t in self._deadlines.items() if t < now]
+                for s in late:
+                    del self._deadlines[s]
+                done = [s for t, s in self._lingering if t < now]
+                self._lingering = [(t, s) for t, s in self._lingering if t >= now]
+            for s in late:
+                log.debug("a connection passed --timeout %gs; closing it", self.request_timeout)
+                try:
+                    s.shutdown(socket.SHUT_RDWR)  # the handler's read or write ends now
+                except OSError:
+                    pass
+            for s in done:
+                self._drain_and_close(s)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that went away is a debug line; anything else a logged traceback."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, _DISCONNECTS):
+            log.debug("%s: client gone (%s: %s)", client_address[0], type(exc).__name__, exc)
+        else:
+            log.exception("request from %s failed", client_address[0])
+
+    def server_close(self) -> None:
+        self._closed.set()
+        super().server_close()
+        with self._lock:
+            lingering, self._lingering = self._lingering, []
+        for _, s in lingering:
+            self._drain_and_close(s)
+
+
+def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000, *,
+                timeout: float = DEFAULT_TIMEOUT, max_connections: int = MAX_CONNECTIONS
+                ) -> ExplorerServer:
     """A bound server (``port=0``: any free port, see ``server.server_address``); call
-    ``serve_forever()``, and ``shutdown()`` + ``server_close()`` to stop it."""
-    handler = type("ExplorerHandler", (_Handler,), {"explorer": explorer})
-    server = ThreadingHTTPServer((host, port), handler)
-    server.daemon_threads = True
-    return server
+    ``serve_forever()``, and ``shutdown()`` + ``server_close()`` to stop it. ``timeout``:
+    seconds a client has to send its request (and to take the answer);
+    ``max_connections``: connections served at once (more get a 503)."""
+    handler = type("ExplorerHandler", (_Handler,), {"explorer": explorer, "timeout": timeout})
+    return ExplorerServer((host, port), handler, timeout=timeout,
+                          max_connections=max_connections)
 
 
 # ---------------------------------------------------------------------------- CLI
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command's flags."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm serve",
                                  description=__doc__.split("\n\n")[0].strip("`"))
     ap.add_argument("run", help="run directory (its best.pt) or checkpoint file")
@@ -361,46 +590,51 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                     help="checkpoint to serve: a file name inside RUN (e.g. last.pt) or a path")
     ap.add_argument("--host", default="127.0.0.1",
                     help="address to bind (default 127.0.0.1: this machine only)")
-    ap.add_argument("--port", type=int, default=8000, help="port (0: any free one)")
+    ap.add_argument("--port", type=port, default=8000, help="port (0: any free one)")
     ap.add_argument("--spacy-model", default=None,
                     help="spaCy pipeline (default: the first installed English one)")
     ap.add_argument("--engine", default=None, choices=("dgl", "level"),
                     help="propagation engine (default: the checkpoint's)")
-    ap.add_argument("--max-chars", type=int, default=MAX_CHARS,
+    ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
                     help=f"longest sentence accepted, in characters (default {MAX_CHARS})")
-    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads")
+    ap.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
+                    metavar="SECONDS",
+                    help="seconds a client has to send its request, and to take the "
+                         f"answer (default {DEFAULT_TIMEOUT:g})")
+    ap.add_argument("--max-connections", type=positive_int, default=MAX_CONNECTIONS,
+                    metavar="N",
+                    help="connections served at once; more get a 503 answer (default "
+                         f"{MAX_CONNECTIONS})")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO (logs every request)")
-    return ap.parse_args(argv)
+    return ap
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    a = parse_args(argv)
+    a = build_parser().parse_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
         if a.threads is not None:
-            if a.threads <= 0:
-                raise ValueError(f"--threads must be positive, got {a.threads}")
             import torch
 
             torch.set_num_threads(a.threads)
-        if not 0 <= a.port <= 65535:
-            raise ValueError(f"--port {a.port}: give 0 (any free port) to 65535")
         explorer = load_explorer(a.run, checkpoint=a.checkpoint, spacy_model=a.spacy_model,
                                  engine=a.engine, max_chars=a.max_chars)
         try:
-            server = make_server(explorer, a.host, a.port)
+            server = make_server(explorer, a.host, a.port, timeout=a.timeout,
+                                 max_connections=a.max_connections)
         except OSError as exc:
             raise ValueError(f"cannot listen on {a.host}:{a.port} ({exc.strerror or exc}); "
                              "pick another --port, or 0 for any free one") from exc
     except (ValueError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    host, port = server.server_address[:2]
+    host, port_ = server.server_address[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"serving {a.run} on http://{shown}:{port}", flush=True)
+    print(f"serving {a.run} on http://{shown}:{port_}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
