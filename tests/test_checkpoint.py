@@ -98,6 +98,22 @@ def test_format_2_two_layer_lstms_load_as_the_model_they_were(tmp_path):
     assert _model(task="sick-r", cell="lstm2").cell.out_size == 10  # today's default
 
 
+def test_format_3_teng_cells_load_with_their_teng_head(tmp_path):
+    """Format 3 predates ``ModelConfig.teng_head``: Teng & Zhang's cells had that head
+    (eq 17's hidden layer) without saying so, and must load with it."""
+    old = _model(task="sst-5", cell="lex", teng_head=True).eval()
+    assert old.head.hidden == 128
+    path = C.save_checkpoint(tmp_path / "best.pt", old, vocab=_vocab())
+    payload = torch.load(path, weights_only=True)
+    payload["format"] = 3
+    del payload["model_config"]["teng_head"]  # as format 3 wrote it
+    torch.save(payload, tmp_path / "old.pt")
+    ck = C.load_model(tmp_path / "old.pt")
+    assert ck.model.config.teng_head and ck.model.head.hidden == 128
+    payload["model_config"]["cell"] = "nary"  # any other cell: the task's plain head
+    assert C._upgrade_format_3(payload)["model_config"]["teng_head"] is False
+
+
 class _RunsCode:
     def __reduce__(self):
         return (print, ("this ran from a checkpoint",))

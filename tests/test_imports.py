@@ -175,7 +175,7 @@ def test_the_graph_sees_every_kind_of_import(tmp_path, monkeypatch):
     assert cycle_path(graph, cycles(graph)[0]) == ["toypkg.a", "toypkg.b", "toypkg.c",
                                                     "toypkg.a"]
     real = import_graph()
-    assert "gnn_treelstm.training.config" in real["gnn_treelstm.training.loop"]
+    assert "gnn_treelstm.training.config" in real["gnn_treelstm.training.trainer"]
     assert "gnn_treelstm.commands.heap" in real["gnn_treelstm.commands.train"]
 
 

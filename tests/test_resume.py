@@ -91,3 +91,37 @@ def test_resume_refuses_a_changed_configuration_and_a_missing_run(tiny_sst, tmp_
         train.main(["--resume", str(tmp_path / "nope")])
     assert "no config.yaml there" in capsys.readouterr().err
     assert train.main(["--resume", str(tmp_path / "r"), "-q"]) == 0  # finished: a no-op
+
+
+def test_train_state_round_trips_and_refuses_what_it_cannot_read(tmp_path):
+    from gnn_treelstm.training.resume import STATE_NAME, TrainState
+
+    state = TrainState(seed=3, epoch=2, step=5, best_score=0.5,
+                       best={"epoch": 1, "dev": {"accuracy": 0.5}},
+                       epochs=[{"epoch": 1}], process_peak=12.5,
+                       partial={"loss_sum": 1.0, "n_ex": 4, "n_trees": 4, "skipped": 0,
+                                "seconds": 0.1},
+                       run_id="r1", loader=torch.Generator().get_state(),
+                       rng={"torch": torch.get_rng_state()}, model={"w": torch.ones(2)},
+                       optimizer={"state": {}, "param_groups": []})
+    state.save(tmp_path)
+    got = TrainState.load(tmp_path)
+    assert (got.seed, got.epoch, got.step, got.best_score, got.best, got.epochs,
+            got.process_peak, got.partial, got.run_id) == (
+        3, 2, 5, 0.5, state.best, state.epochs, 12.5, state.partial, "r1")
+    assert torch.equal(got.model["w"], torch.ones(2)) and torch.equal(got.loader, state.loader)
+    # the file: the state's fields and the format, read without unpickling objects
+    saved = torch.load(tmp_path / STATE_NAME, weights_only=True)
+    assert set(saved) == {"format", "seed", "epoch", "step", "best_score", "best", "epochs",
+                          "process_peak", "partial", "run_id", "loader", "rng", "model",
+                          "optimizer"}
+    assert TrainState.load(tmp_path / "none") is None
+    torch.save({**saved, "format": 99}, tmp_path / STATE_NAME)
+    with pytest.raises(ValueError, match="not a training state this version reads"):
+        TrainState.load(tmp_path)
+    torch.save({**saved, "extra": 1}, tmp_path / STATE_NAME)
+    with pytest.raises(ValueError, match=r"fields \['extra'\]"):
+        TrainState.load(tmp_path)
+    (tmp_path / STATE_NAME).write_bytes(b"cut")
+    with pytest.raises(ValueError, match="cannot read the saved training state"):
+        TrainState.load(tmp_path)

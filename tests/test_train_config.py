@@ -55,3 +55,112 @@ def test_bad_config_files_exit_2_naming_file_and_key(tmp_path, capsys, text, mes
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert f"--config {conf}" in err and message in err
+
+
+# ---------------------------------------------------------------- family defaults
+#: every field resolved() fills in, for each cell family on SST-5, SICK-R and SICK-E
+_FILLED = ("optimizer", "lr", "emb_lr", "loss_reduction", "emb_dropout", "dropout", "emb_l2",
+           "sentence_state", "embeddings_mode", "supervision", "head_kwargs")
+_ADAM = ("adam", 1e-3, 1e-3)
+_ADAGRAD = ("adagrad", 0.05, 0.1)
+_SST = (0.5, 0.0, "h", "tuned", "phrase", {})
+_SICK_R = (0.0, 0.0, "h", "fixed", "root", {})
+_SICK_E = (0.5, 0.0, "h", "tuned", "root", {"features": "abs"})
+RESOLVED = {  # (cell, task): the values of _FILLED
+    ("lex", "sst-5"): (*_ADAM, "mean", 0.5, *_SST),            # Teng §6: Adam, dropout 0.5
+    ("lex", "sick-r"): (*_ADAM, "mean", 0.5, *_SICK_R),
+    ("lex", "sick-e"): (*_ADAM, "mean", 0.5, *_SICK_E),
+    ("mtree", "sst-5"): (*_ADAM, "sum", 0.0, *_SST),           # Tran's code: Adam, sum
+    ("mtree", "sick-r"): (*_ADAM, "sum", 0.0, *_SICK_R),
+    ("mtree", "sick-e"): (*_ADAM, "sum", 0.0, *_SICK_E),
+    ("mtree-add", "sst-5"): (*_ADAGRAD, "mean", 0.0, *_SST),   # the task's defaults
+    ("mtree-add", "sick-r"): (*_ADAGRAD, "mean", 0.0, *_SICK_R),
+    ("mtree-add", "sick-e"): (*_ADAM, "mean", 0.0, *_SICK_E),
+    ("childsum", "sst-5"): (*_ADAGRAD, "mean", 0.0, *_SST),    # Tai §5.3
+    ("childsum", "sick-r"): (*_ADAGRAD, "mean", 0.0, *_SICK_R),
+    ("childsum", "sick-e"): (*_ADAM, "mean", 0.0, *_SICK_E),   # Tran §6.1 (inference)
+}
+
+
+@pytest.mark.parametrize("cell,task", sorted(RESOLVED))
+def test_family_defaults_resolve_from_the_cells(cell, task):
+    """The cells' ``run_defaults`` fill what a run leaves unset; every value set wins."""
+    from gnn_treelstm.training.config import RunConfig, build_model_config
+
+    r = RunConfig(task=task, model=cell).resolved()
+    assert tuple(getattr(r, k) for k in _FILLED) == RESOLVED[cell, task]
+    assert r.resolved() == r                                       # resolving is done once
+    mc = build_model_config(r, vocab_size=5, num_relations=2, embeddings=None,
+                            emb_info={"mode": r.embeddings_mode})
+    assert mc.teng_head is (cell == "lex")                         # Teng's eq 17 head
+    mine = RunConfig(task=task, model=cell, optimizer="adagrad", emb_dropout=0.0,
+                     loss_reduction="mean").resolved()
+    assert (mine.optimizer, mine.lr, mine.emb_dropout, mine.loss_reduction) == (
+        "adagrad", 0.05, 0.0, "mean")
+    assert RunConfig(task=task, model=cell, optimizer="adam").resolved().lr == 1e-3
+
+
+# ---------------------------------------------------------------- one declaration
+def test_every_run_option_is_a_field_with_its_flag():
+    """The parser, config_from_args, --config keys and the runner's commands all come
+    from the RunConfig fields' metadata."""
+    import dataclasses
+
+    from gnn_treelstm.training.config import RunConfig, run_options
+    from gnn_treelstm.training.options import build_parser, config_from_args
+
+    opts = run_options()
+    assert [o.name for o in opts] == [f.name for f in dataclasses.fields(RunConfig)]
+    flags = {s: a for a in build_parser()._actions for s in a.option_strings}
+    for o in opts:
+        action = flags[o.flag]
+        assert action.dest == o.dest and action.choices == o.choices
+        assert action.help == o.help_text()
+    assert {o.name: o.kind for o in opts if o.kind != "value"} == {
+        "cell_kwargs": "pairs", "head_kwargs": "pairs", "distributed": "switch",
+        "test": "negated", "skip_nonfinite": "switch"}
+    # defaults: the parser's are RunConfig's
+    assert config_from_args(train.parse_args([])) == RunConfig()
+    # every option set on the command line reaches its field
+    argv = ["--task", "sick-e", "--model", "childsum", "--tree", "dependency",
+            "--supervision", "root", "--data", "D", "--embeddings", "V",
+            "--embeddings-mode", "fixed", "--emb-dim", "7", "--hidden", "8",
+            "--head-hidden", "9", "--dropout", "0.1", "--emb-dropout", "0.2",
+            "--cell-arg", "n_ary=3", "--head-arg", "features=abs", "--sentence-state", "c",
+            "--engine", "level", "--optimizer", "adam", "--lr", "0.3", "--emb-lr", "0.4",
+            "--l2", "0.5", "--emb-l2", "0.6", "--rel-lr", "0.7", "--loss-reduction", "sum",
+            "--batch-size", "11", "--eval-batch-size", "12", "--epochs", "13", "--seed", "14",
+            "--seeds", "15", "--device", "cuda", "--distributed", "--runs-dir", "R",
+            "--name", "N", "--max-train", "16", "--max-eval", "17", "--no-test",
+            "--checkpoint-every", "18", "--skip-nonfinite"]
+    cfg = config_from_args(train.parse_args(argv))
+    assert cfg == RunConfig(
+        task="sick-e", model="childsum", tree="dependency", supervision="root", data="D",
+        embeddings="V", embeddings_mode="fixed", emb_dim=7, hidden=8, head_hidden=9,
+        dropout=0.1, emb_dropout=0.2, cell_kwargs={"n_ary": 3},
+        head_kwargs={"features": "abs"}, sentence_state="c", engine="level",
+        optimizer="adam", lr=0.3, emb_lr=0.4, l2=0.5, emb_l2=0.6, rel_lr=0.7,
+        loss_reduction="sum", batch_size=11, eval_batch_size=12, epochs=13, seed=14,
+        seeds=15, device="cuda", distributed=True, runs_dir="R", name="N", max_train=16,
+        max_eval=17, test=False, checkpoint_every=18, skip_nonfinite=True)
+    assert all(getattr(cfg, o.name) != o.default for o in opts)  # none left out above
+
+
+def test_config_file_keys_are_the_fields_and_the_flags(tmp_path):
+    """A run's config.yaml (field names, every field) and flag-named keys both load."""
+    import dataclasses
+
+    from gnn_treelstm.training.config import RunConfig, run_config_yaml
+    from gnn_treelstm.training.options import config_from_args
+
+    cfg = RunConfig(task="sick-r", model="mtree", cell_kwargs={"x": 1}, test=False,
+                    skip_nonfinite=True, lr=0.2)
+    conf = tmp_path / "config.yaml"
+    conf.write_text(run_config_yaml(cfg))
+    assert config_from_args(train.parse_args(["--config", str(conf)])) == \
+        dataclasses.replace(cfg, name=None)
+    conf.write_text("no-test: true\ncell-arg: [n_ary=2]\nthreads: 1\nskip_nonfinite: true\n")
+    a = train.parse_args(["--config", str(conf), "--cell-arg", "x=1"])
+    got = config_from_args(a)
+    assert (got.test, got.cell_kwargs, got.skip_nonfinite, a.threads) == (
+        False, {"n_ary": 2, "x": 1}, True, 1)

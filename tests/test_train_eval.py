@@ -151,14 +151,16 @@ def test_optimizer_groups_follow_tai():
     from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 
     m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
-    opt = build_optimizer(m, RunConfig())
+    opt = build_optimizer(m, RunConfig().resolved())
     rest, emb = opt.param_groups
     assert isinstance(opt, torch.optim.Adagrad)
     assert (rest["lr"], rest["weight_decay"]) == (0.05, 1e-4)   # Tai §5.3
     assert (emb["lr"], emb["weight_decay"]) == (0.1, 0.0)
     assert emb["params"] == [m.embedding.weight]
-    adam = build_optimizer(m, RunConfig(optimizer="adam"))
+    adam = build_optimizer(m, RunConfig(optimizer="adam").resolved())
     assert adam.param_groups[0]["lr"] == 1e-3 and adam.param_groups[1]["lr"] == 1e-3
+    with pytest.raises(ValueError, match="optimizer, lr, emb_lr, emb_l2 unset; pass the resolved"):
+        build_optimizer(m, RunConfig())  # the paper defaults are filled in by resolved()
 
 
 def test_demo_runs_on_the_sample(tmp_path, capsys):
@@ -221,7 +223,7 @@ def test_batch_objective_and_embedding_l2():
     with pytest.raises(ValueError, match="choose one of: mean, sum"):
         batch_objective(loss, 25, "max")
     m = TreeLSTMModel(ModelConfig(vocab_size=20, emb_dim=4, hidden=3))
-    opt = build_optimizer(m, RunConfig(emb_l2=1e-4))
+    opt = build_optimizer(m, RunConfig(emb_l2=1e-4).resolved())
     assert opt.param_groups[1]["weight_decay"] == 1e-4
     assert not m.sparse_embedding_grad        # sparse AdaGrad takes no weight decay
     with pytest.raises(ValueError, match="--emb-l2 -1.0: must be a finite number >= 0"):
@@ -242,12 +244,12 @@ def test_relation_embeddings_at_their_own_rate(tiny):
                                          embeddings_mode=mode))
 
     m = model("tuned")
-    rest = build_optimizer(m, RunConfig(task="sick-r", model="mtree")).param_groups[0]
+    rest = build_optimizer(m, RunConfig(task="sick-r", model="mtree").resolved()).param_groups[0]
     assert any(p is m.cell.rel_emb.weight for p in rest["params"])
     for mode in ("fixed", "tuned"):
         m = model(mode)
         opt = build_optimizer(m, RunConfig(task="sick-r", model="mtree", rel_lr=0.1,
-                                               optimizer="adagrad"))  # sparse path
+                                           optimizer="adagrad").resolved())  # sparse path
         rest, rel = opt.param_groups[0], opt.param_groups[-1]
         assert rel["params"] == [m.cell.rel_emb.weight]
         assert (rel["lr"], rel["weight_decay"]) == (0.1, 0.0)
@@ -266,6 +268,40 @@ def test_relation_embeddings_at_their_own_rate(tiny):
     cs = TreeLSTMModel(ModelConfig(task="sick-r", cell="childsum", vocab_size=40, emb_dim=4,
                                    hidden=3))
     with pytest.raises(ValueError, match="has no relation embeddings"):
-        build_optimizer(cs, RunConfig(task="sick-r", model="childsum", rel_lr=0.1))
+        build_optimizer(cs, RunConfig(task="sick-r", model="childsum", rel_lr=0.1).resolved())
     with pytest.raises(ValueError, match="word embeddings are fixed"):
-        build_optimizer(model("fixed"), RunConfig(task="sick-r", emb_l2=1e-4))
+        build_optimizer(model("fixed"), RunConfig(task="sick-r", emb_l2=1e-4).resolved())
+
+
+def test_trainer_runs_its_steps_and_calls_the_hooks(tiny, tmp_path):
+    """Trainer: resolved once in the constructor; per epoch the progress hook wraps the
+    batches, release_heap runs before the training and the dev windows, on_epoch_end gets
+    the record metrics.jsonl gets; the state saved at each epoch's end is TrainState."""
+    from gnn_treelstm.training.resume import TrainState
+    from gnn_treelstm.training.trainer import Trainer, TrainHooks
+
+    calls: dict[str, list] = {"progress": [], "epoch": [], "heap": []}
+
+    def progress(batches, total, desc):
+        calls["progress"].append((total, desc))
+        return batches
+
+    hooks = TrainHooks(progress=progress, on_epoch_end=calls["epoch"].append,
+                       release_heap=lambda: calls["heap"].append(1))
+    cfg = RunConfig(task="sst-5", data=str(tiny), runs_dir=str(tmp_path), name="t",
+                    epochs=2, batch_size=5, embeddings_mode="random", emb_dim=6, hidden=5,
+                    test=False)
+    trainer = Trainer(cfg, hooks=hooks)
+    assert trainer.cfg == cfg.resolved() and trainer.cfg.optimizer == "adagrad"
+    assert not (tmp_path / "t").exists()          # nothing written before fit
+    res = trainer.fit()
+    n = len(trainer.data.splits["train"])
+    assert calls["progress"] == [(-(-n // 5), f"seed 1 epoch {e}/2") for e in (1, 2)]
+    assert len(calls["heap"]) == 4                # training + dev window, per epoch
+    lines = (tmp_path / "t" / "metrics.jsonl").read_text().splitlines()
+    assert calls["epoch"] == [json.loads(x) for x in lines]
+    assert [r["epoch"] for r in calls["epoch"]] == [1, 2]
+    assert res["seeds"][0]["best_epoch"] == trainer.state.best["epoch"]
+    assert trainer.state.epoch == 3 and trainer.state.step == 0
+    assert trainer.state.epochs == calls["epoch"]
+    assert TrainState.load(tmp_path / "t") is None  # a finished seed drops its state

@@ -95,9 +95,9 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
     cfg = RunConfig(task="sst-5", optimizer=optimizer, l2=1e-2)
     fast, _ = _models("sst-5", "nary")
     ref = copy.deepcopy(fast)
-    opt = build_optimizer(fast, cfg)
-    assert fast.sparse_embedding_grad is (optimizer == "adagrad")
     r = cfg.resolved()
+    opt = build_optimizer(fast, r)
+    assert fast.sparse_embedding_grad is (optimizer == "adagrad")
     emb, rest = ref.parameter_groups()
     groups = [{"params": rest, "lr": r.lr, "weight_decay": r.l2},
               {"params": emb, "lr": r.emb_lr, "weight_decay": 0.0}]
@@ -115,7 +115,7 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
 
 def test_fixed_embeddings_get_no_gradient_and_no_group(tiny):
     ref, _ = _models("sst-5", "nary", embeddings_mode="fixed")
-    opt = build_optimizer(ref, RunConfig(task="sst-5"))
+    opt = build_optimizer(ref, RunConfig(task="sst-5").resolved())
     assert len(opt.param_groups) == 1
     assert all(p is not ref.embedding.weight for p in opt.param_groups[0]["params"])
 

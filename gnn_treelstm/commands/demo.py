@@ -23,7 +23,7 @@ from gnn_treelstm.models.checkpoint import load_model
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.data import SAMPLE_SRC, managed_data_dir
 from gnn_treelstm.training.evaluation import evaluate
-from gnn_treelstm.training.loop import run
+from gnn_treelstm.training.trainer import TrainHooks, run
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.drawing import draw_tree
 
@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['train_seconds']:.1f}s{' *' if r['best'] else ''}", flush=True)
 
     # the demo is rerun at will: it replaces its earlier run, keeping the tree just drawn
-    res = run(cfg, on_epoch=on_epoch, overwrite=True, keep=("tree.png",))
+    res = run(cfg, hooks=TrainHooks(on_epoch_end=on_epoch), overwrite=True, keep=("tree.png",))
     run_dir = Path(res["run_dir"])
 
     # 4. evaluate the checkpoint, rebuilt from the file alone

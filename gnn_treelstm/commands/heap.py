@@ -2,9 +2,9 @@
 
 Process-wide settings, so only the CLIs use this module (``train.py``, the reproduce
 runner, the benchmark), never the library: a CLI calls :func:`keep_heap_pages` once at
-start and hands :func:`release_free_heap` to :func:`gnn_treelstm.training.loop.run`
-(``release_heap=``), which runs it before every peak-memory window (each epoch's training
-and its dev evaluation).
+start and hands :func:`release_free_heap` to the trainer as its ``release_heap`` hook
+(:class:`gnn_treelstm.training.trainer.TrainHooks`), which runs it before every peak-memory
+window (each epoch's training and its dev evaluation).
 """
 
 from __future__ import annotations

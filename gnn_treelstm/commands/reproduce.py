@@ -26,6 +26,7 @@ from gnn_treelstm.commands.cli import progress_bar
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.reproduce import ledger, plot, report, rows, runner
 from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.trainer import TrainHooks
 
 #: the figure written beside the results document (paper vs ours per row)
 FIGURE = "results.png"
@@ -140,7 +141,8 @@ def main(argv: list[str] | None = None) -> int:
             ran = runner.run_rows([r for r in selected if r.key not in skip], root=a.root,
                                   data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds,
                                   epochs=a.epochs, quick=a.quick, force=a.force,
-                                  progress=progress, release_heap=heap.release_free_heap)
+                                  hooks=TrainHooks(progress=progress,
+                                                   release_heap=heap.release_free_heap))
             by_key = {r.row.key: r for r in ran}
             done = [by_key.get(r.key) or runner.RowRun(
                 r, "done", runner.row_dir(a.root, r), f"in {ledger_file}",

@@ -31,8 +31,8 @@ from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
 from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.faults import NonFiniteError
-from gnn_treelstm.training.loop import run
 from gnn_treelstm.training.options import config_from_args, parse_args
+from gnn_treelstm.training.trainer import TrainHooks, run
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -83,8 +83,6 @@ def main(argv: list[str] | None = None) -> int:
         if h is not handler:
             h.setLevel(a.log_level)
 
-    progress = progress_bar(a.quiet)
-
     def on_epoch(r: dict) -> None:
         star = " *" if r["best"] else ""
         print(f"seed {r['seed']} epoch {r['epoch']:>3}: loss {r['train_loss']:.4f} | dev "
@@ -93,9 +91,10 @@ def main(argv: list[str] | None = None) -> int:
               f"dev {r['eval_seconds']:.1f}s){star}", flush=True)
 
     try:
-        res = run(cfg, progress=progress, on_epoch=on_epoch, overwrite=a.overwrite,
-                  keep=("train.log",), resume=a.resume is not None,
-                  release_heap=heap.release_free_heap)  # free pages back before each epoch
+        hooks = TrainHooks(progress=progress_bar(a.quiet), on_epoch_end=on_epoch,
+                           release_heap=heap.release_free_heap)  # free pages back each epoch
+        res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
+                  resume=a.resume is not None)
     except (ValueError, DataError, UnknownNameError, FileNotFoundError,
             NotImplementedError, NonFiniteError) as e:
         print(f"error: {e}", file=sys.stderr)
@@ -116,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"seed {r['seed']}: best epoch {r['best_epoch']} dev {sel} "
               f"{r['dev'].get(sel, float('nan')):.4f}{test}")
     if len(res["seeds"]) > 1 and res["test"]:
-        summary = " ".join(f"{k} {v['mean']:.4f} ({v['std']:.4f})"
-                           for k, v in res["test"].items() if not k.startswith("count"))
+        summary = format_metrics({k: f"{v['mean']:.4f} ({v['std']:.4f})"
+                                  for k, v in res["test"].items()
+                                  if not k.startswith("count")}, sep=" ")
         print(f"test mean (std) over {len(res['seeds'])} seeds: {summary}")
     print(f"run: {res['run_dir']}  checkpoint: {res['checkpoint']}  "
           f"({res['seconds_per_epoch']:.2f} s/epoch median, training peak "

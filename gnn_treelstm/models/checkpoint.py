@@ -33,7 +33,7 @@ from gnn_treelstm.trees.vocab import Vocab
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
            "load_checkpoint", "load_model", "checkpoint_path"]
 
-CHECKPOINT_FORMAT = 3
+CHECKPOINT_FORMAT = 4
 #: the checkpoint file of a directory written by ``Predictor.save_pretrained``
 PRETRAINED_FILE = "model.pt"
 #: the checkpoint file of a training run's directory
@@ -44,6 +44,8 @@ _FORMAT_1_INFERENCE_TASKS = ("sick-e", "snli")
 #: formats 1-2 (before 2-layer sequential LSTMs read every layer by default) are read as the
 #: model they were: the top layer's ``h`` only
 _FORMAT_2_MULTILAYER_CELLS = ("lstm2", "bilstm2")
+#: formats 1-3 (before ``ModelConfig.teng_head``) gave these cells Teng & Zhang's head
+_FORMAT_3_TENG_HEAD_CELLS = ("lex", "topdown", "bitree")
 
 
 @dataclass
@@ -136,6 +138,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         payload = _upgrade_format_1(payload)
     if payload.get("format") == 2:
         payload = _upgrade_format_2(payload)
+    if payload.get("format") == 3:
+        payload = _upgrade_format_3(payload)
     if payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
             f"{path}: checkpoint format {payload.get('format')!r}, this version reads "
@@ -160,6 +164,13 @@ def _upgrade_format_2(payload: dict[str, Any]) -> dict[str, Any]:
     if mc.get("cell") in _FORMAT_2_MULTILAYER_CELLS:
         mc["cell_kwargs"] = {"concat_layers": False, **(mc.get("cell_kwargs") or {})}
     return {**payload, "model_config": mc, "format": 3}
+
+
+def _upgrade_format_3(payload: dict[str, Any]) -> dict[str, Any]:
+    """A format-3 checkpoint: its head is Teng & Zhang's where its cell's was then."""
+    mc = dict(payload["model_config"])
+    mc.setdefault("teng_head", mc.get("cell") in _FORMAT_3_TENG_HEAD_CELLS)
+    return {**payload, "model_config": mc, "format": 4}
 
 
 def _unpickling_reason(exc: BaseException) -> str:

@@ -42,15 +42,12 @@ from gnn_treelstm.trees import graph as G
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "TENG_CELLS", "SENTENCE_STATES",
-           "cell_accepts",
+__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts",
            "build_model"]
 
 EMBEDDING_MODES = ("tuned", "fixed", "random")
 #: which root state is the sentence vector: ``h`` (the papers' text) or ``c`` (Tran's code)
 SENTENCE_STATES = ("h", "c")
-#: Teng & Zhang's cells: their classifiers have eq 17's ReLU hidden layer by default
-TENG_CELLS = frozenset({"lex", "topdown", "bitree"})
 
 
 @dataclass
@@ -66,7 +63,11 @@ class ModelConfig:
         embeddings_mode: ``tuned``, ``fixed`` or ``random``.
         dropout: dropout on the head's input (None: the task's default).
         emb_dropout: dropout on the word embeddings (Teng §6).
-        head_hidden: hidden layer of the head (None: the task's default).
+        head_hidden: hidden layer of the head (None: the task's default, see ``teng_head``).
+        teng_head: the head is Teng & Zhang's classifier (eq 17), whose default hidden
+            layer is the task's ``default_head_hidden_teng`` (a ReLU layer of 128 for SST,
+            64 for TREC). Training sets it from the cell's paper family
+            (:func:`gnn_treelstm.cells.run_defaults`, ``teng_head``: lex, topdown, bitree).
         supervision: ``root`` or ``phrase`` (SST; None: the task's default).
         num_relations: size of the tree kind's relation vocabulary.
         engine: ``dgl`` or ``level`` (passed to the cell).
@@ -86,6 +87,7 @@ class ModelConfig:
     dropout: float | None = None
     emb_dropout: float = 0.0
     head_hidden: int | None = None
+    teng_head: bool = False
     supervision: str | None = None
     num_relations: int = 1
     engine: str = "dgl"
@@ -205,7 +207,7 @@ class TreeLSTMModel(nn.Module):
         try:
             self.head = self.task.build_head(
                 node_size, sent_size,
-                hidden=self.task.head_hidden(config.head_hidden, config.cell in TENG_CELLS),
+                hidden=self.task.head_hidden(config.head_hidden, config.teng_head),
                 dropout=dropout, **head_kwargs,
             )
         except TypeError as exc:

@@ -1,9 +1,9 @@
 """Run paper rows, one training run per seed, resumable.
 
 Layout: ``<root>/<row key, "/" -> "__">/seed-<s>/`` is one
-:func:`gnn_treelstm.training.loop.run` with ``seeds=1, seed=s`` (its ``results.json`` marks the
+:func:`gnn_treelstm.training.trainer.run` with ``seeds=1, seed=s`` (its ``results.json`` marks the
 seed done), and ``<root>/<row>/row.json`` records the row, the resolved
-:class:`~gnn_treelstm.training.loop.RunConfig`, the equivalent ``gnn-treelstm train`` command, the
+:class:`~gnn_treelstm.training.config.RunConfig`, the equivalent ``gnn-treelstm train`` command, the
 vectors file and the data directory. A seed directory without ``results.json`` (a killed
 run) resumes at its last saved epoch (its ``state.pt``, :mod:`gnn_treelstm.training.resume`) when it
 has one of the row's configuration, else it is deleted and trained again; a finished seed
@@ -29,7 +29,7 @@ import logging
 import os
 import shlex
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,13 +38,12 @@ from gnn_treelstm.files import atomic_write
 from gnn_treelstm.reproduce.rows import VECTORS, Row, engine_for, get, unavailable_reason
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training import provenance
-from gnn_treelstm.training.config import RunConfig, config_changes
+from gnn_treelstm.training.config import RunConfig, RunOption, config_changes, run_options
 from gnn_treelstm.training.data import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
-from gnn_treelstm.training.loop import run
-from gnn_treelstm.training.resume import STATE_NAME, load_state, resumed_run_id
+from gnn_treelstm.training.resume import STATE_NAME, TrainState, resumed_run_id
+from gnn_treelstm.training.trainer import TrainHooks, run
 
 log = logging.getLogger(__name__)
-ProgressFn = Callable[..., Iterable]  # as gnn_treelstm.training.loop: (iterable, total, desc)
 
 __all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "seed_code",
            "code_changes", "run_rows", "row_dir", "done_seeds", "find_vectors", "row_config",
@@ -52,19 +51,10 @@ __all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "seed
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
-#: RunConfig field -> train flag, in the order the command lists them
-FLAGS = {"task": "--task", "model": "--model", "tree": "--tree", "supervision": "--supervision",
-         "data": "--data", "embeddings": "--embeddings",
-         "embeddings_mode": "--embeddings-mode", "emb_dim": "--emb-dim",
-         "hidden": "--hidden", "head_hidden": "--head-hidden", "dropout": "--dropout",
-         "emb_dropout": "--emb-dropout", "sentence_state": "--sentence-state",
-         "engine": "--engine", "optimizer": "--optimizer", "lr": "--lr",
-         "emb_lr": "--emb-lr", "l2": "--l2", "emb_l2": "--emb-l2",
-         "loss_reduction": "--loss-reduction", "rel_lr": "--rel-lr",
-         "batch_size": "--batch-size",
-         "epochs": "--epochs", "seed": "--seed", "seeds": "--seeds", "device": "--device",
-         "max_train": "--max-train", "max_eval": "--max-eval"}
+#: RunConfig fields the command always writes, even at their default
 ALWAYS = ("task", "model", "tree", "hidden", "engine", "epochs", "seeds")
+#: the order of the command's words: valued flags, then KEY=VALUE lists, then switches
+_COMMAND_ORDER = {"value": 0, "pairs": 1, "switch": 2, "negated": 2}
 
 
 @dataclass
@@ -126,20 +116,29 @@ def row_config(row: Row, *, data: str | None = None, embeddings: Path | None = N
                      seed=1, seeds=seeds or (1 if quick else row.seeds))
 
 
+def _words(opt: RunOption, value: Any) -> list[str]:
+    """The command-line words that set run option ``opt`` to ``value``."""
+    if opt.kind == "pairs":
+        return [w for k, v in value.items()
+                for w in (opt.flag, f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
+    if opt.kind == "switch":
+        return [opt.flag] if value else []
+    if opt.kind == "negated":
+        return [] if value else [opt.flag]
+    return [] if value is None else [opt.flag, str(value)]
+
+
 def command(cfg: RunConfig) -> str:
     """The ``gnn-treelstm train ...`` command equivalent to ``cfg`` (``python train.py``
-    in a checkout takes the same flags)."""
-    default = RunConfig()
+    in a checkout takes the same flags): the run options that change what is trained
+    (:attr:`~gnn_treelstm.training.config.RunOption.in_command`) and differ from their
+    defaults, and always those of :data:`ALWAYS`."""
     args = ["gnn-treelstm", "train"]
-    for name, flag in FLAGS.items():
-        value = getattr(cfg, name)
-        if value is not None and (name in ALWAYS or value != getattr(default, name)):
-            args += [flag, str(value)]
-    for flag, kwargs in (("--cell-arg", cfg.cell_kwargs), ("--head-arg", cfg.head_kwargs)):
-        for k, v in kwargs.items():
-            args += [flag, f"{k}={v if isinstance(v, str) else json.dumps(v)}"]
-    if not cfg.test:
-        args.append("--no-test")
+    for opt in sorted((o for o in run_options() if o.in_command),
+                      key=lambda o: _COMMAND_ORDER[o.kind]):
+        value = getattr(cfg, opt.name)
+        if opt.name in ALWAYS or value != opt.default:
+            args += _words(opt, value)
     return shlex.join(args)
 
 
@@ -218,7 +217,7 @@ def _resumable(row: Row, sdir: Path, cfg: RunConfig) -> bool:
         return False
     try:
         resumed_run_id(sdir, cfg.resolved())  # RunDirError (a ValueError) if it differs
-        load_state(sdir)
+        TrainState.load(sdir)
     except (OSError, ValueError) as e:
         first = (str(e).splitlines() or [type(e).__name__])[0]
         log.warning("%s: cannot resume %s (%s); training the seed from its beginning",
@@ -228,12 +227,12 @@ def _resumable(row: Row, sdir: Path, cfg: RunConfig) -> bool:
 
 
 def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
-                 progress: ProgressFn | None,
-                 release_heap: Callable[[], object] | None = None) -> bool:
+                 hooks: TrainHooks | None) -> bool:
     """Train the missing seeds 1..n of a row; True if anything was trained. A finished
     seed whose recorded configuration differs from the row's is trained again; an
     unfinished one with a saved state of the row's configuration resumes at its last saved
-    epoch (:func:`gnn_treelstm.training.loop.run` with ``resume``), any other is trained again."""
+    epoch (:func:`gnn_treelstm.training.trainer.run` with ``resume``), any other is trained
+    again."""
     trained = False
     for s in range(1, n + 1):
         sdir = rdir / f"seed-{s}"
@@ -255,7 +254,7 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                   and _resumable(row, sdir, seed_cfg))
         if resume:  # a killed seed continues at its last saved epoch
             log.info("%s seed %d/%d: resuming %s where it stopped", row.key, s, n, sdir)
-            run(seed_cfg, progress=progress, release_heap=release_heap, resume=True)
+            run(seed_cfg, hooks=hooks, resume=True)
             trained = True
             continue
         if sdir.exists():
@@ -263,7 +262,7 @@ def _train_seeds(row: Row, cfg: RunConfig, rdir: Path, n: int, *, force: bool,
                      "finished" if force else "incomplete", sdir)
             shutil.rmtree(sdir)
         log.info("%s seed %d/%d: training", row.key, s, n)
-        run(seed_cfg, progress=progress, release_heap=release_heap)
+        run(seed_cfg, hooks=hooks)
         trained = True
     return trained
 
@@ -279,10 +278,9 @@ def _record(rdir: Path, row: Row, **info: Any) -> None:
 def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
              vectors_dir: Path | None = None, seeds: int | None = None,
              epochs: int | None = None, quick: bool = False, force: bool = False,
-             progress: ProgressFn | None = None,
-             release_heap: Callable[[], object] | None = None) -> list[RowRun]:
+             hooks: TrainHooks | None = None) -> list[RowRun]:
     """Train every seed of every row that is not done; skip rows that cannot run here.
-    ``progress`` and ``release_heap`` go to :func:`gnn_treelstm.training.loop.run`.
+    ``hooks`` go to every training run (:func:`gnn_treelstm.training.trainer.run`).
 
     Checks every row's vectors first (``ValueError`` naming the row, before any training);
     a row whose training fails is reported as ``failed`` and the others still run.
@@ -326,8 +324,7 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
                         config=cfg.resolved().to_dict())
             _record(rdir, row, status="running", **info)
             trained = _train_seeds(row, dataclasses.replace(cfg, data=built[key]), rdir, n,
-                                   force=force, progress=progress,
-                                   release_heap=release_heap)
+                                   force=force, hooks=hooks)
             handled.add(rdir)
             _record(rdir, row, status="done", seeds_done=done_seeds(root, row), **info)
         except Exception as e:  # one failing row must not stop the others

@@ -1,13 +1,16 @@
 """Training runs: configuration, data, the loop, checkpoints of state, run directories.
 
-* :mod:`~gnn_treelstm.training.config` — :class:`RunConfig`, the run's options.
+* :mod:`~gnn_treelstm.training.config` — :class:`RunConfig`, the run's options, each
+  declared once as a field; :mod:`~gnn_treelstm.training.options` — the ``train`` parser
+  and ``--config`` files derived from them.
 * :mod:`~gnn_treelstm.training.data` — the data set, splits and word vectors of a run.
-* :mod:`~gnn_treelstm.training.loop` — the training loop (:func:`run`).
+* :mod:`~gnn_treelstm.training.trainer` — the training loop (:class:`Trainer`,
+  :class:`TrainHooks`).
 * :mod:`~gnn_treelstm.training.optim`, :mod:`~gnn_treelstm.training.batching`,
   :mod:`~gnn_treelstm.training.evaluation` — optimizer, minibatches, dev/test metrics.
 * :mod:`~gnn_treelstm.training.resume`, :mod:`~gnn_treelstm.training.rundir`,
-  :mod:`~gnn_treelstm.training.records` — resumable state, run directories, what a run
-  writes.
+  :mod:`~gnn_treelstm.training.records` — resumable state (:class:`TrainState`), run
+  directories, what a run writes.
 * :mod:`~gnn_treelstm.training.faults`, :mod:`~gnn_treelstm.training.zerowatch`,
   :mod:`~gnn_treelstm.training.memory`, :mod:`~gnn_treelstm.training.devices`,
   :mod:`~gnn_treelstm.training.distributed`, :mod:`~gnn_treelstm.training.provenance` —

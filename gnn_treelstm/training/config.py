@@ -2,6 +2,12 @@
 ``--config`` files set), its paper defaults (:meth:`RunConfig.resolved`), its checks, how two
 configurations differ (:func:`config_changes`), ``config.yaml`` (:func:`run_config_yaml`)
 and the model it trains (:func:`build_model_config`).
+
+Every run option is declared once, as a :class:`RunConfig` field whose metadata names its
+command-line flag, help text, choices and argument type (:func:`run_options` reads them):
+the ``train`` parser, the keys of ``--config`` files
+(:mod:`gnn_treelstm.training.options`) and the reproduction runner's train commands
+(:func:`gnn_treelstm.reproduce.runner.command`) are derived from these fields.
 """
 
 from __future__ import annotations
@@ -9,22 +15,22 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gnn_treelstm.cells import cells, check_cell_options
+from gnn_treelstm.cells import ENGINES, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
-from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, TENG_CELLS, ModelConfig
+from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig
 from gnn_treelstm.tasks import build_task, tasks
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RunConfig", "TREE_KINDS", "OPTIMIZERS", "LOSS_REDUCTIONS", "DEVICES", "MAX_LR",
-           "TRAN_CODE_CELLS",
-           "config_changes", "run_config_yaml", "build_model_config"]
+__all__ = ["RunConfig", "RunOption", "run_options", "TREE_KINDS", "OPTIMIZERS",
+           "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "config_changes", "run_config_yaml",
+           "build_model_config"]
 
 TREE_KINDS = ("constituency", "dependency", "chain", "amr", "dependency-spacy",
               "constituency-spacy")
@@ -33,60 +39,145 @@ OPTIMIZERS = ("adagrad", "adam")
 #: backward per example accumulated over the batch (Tran & Cheng's code)
 LOSS_REDUCTIONS = ("mean", "sum")
 DEVICES = ("cpu", "cuda")
-#: cells trained by default with Tran & Cheng's code's optimization (Adam, summed loss):
-#: with the paper's text L2 zeroes mTreeLSTM's relation path (see RunConfig.resolved)
-TRAN_CODE_CELLS = ("mtree",)
 #: largest learning rate accepted: beyond it a run only diverges (AdaGrad's papers: 0.05)
 MAX_LR = 10.0
+#: tasks trained with Adam by default (Tran §6.1: inference)
+ADAM_TASKS = ("sick-e", "snli", "pair-classify")
+
+#: the groups of ``gnn-treelstm train --help``, in their order
+WHAT, MODEL, OPTIMIZATION, OUTPUT = "what to train", "model", "optimization", "output"
+
+
+def _one_of(names: Callable[[], Iterable[str]]) -> Callable[[], str]:
+    """A help text listing a registry's names as they are when ``--help`` is shown."""
+    return lambda: f"one of: {', '.join(names())}"
+
+
+def _option(default: Any, flag: str, group: str, help: str | Callable[[], str] | None = None,
+            *, type: Callable[[str], Any] | None = None, choices: Sequence[str] | None = None,
+            metavar: str | None = None, in_command: bool = True) -> Any:
+    """A :class:`RunConfig` field declared with its command-line option (the field's
+    ``metadata``; see :class:`RunOption` for what each key means)."""
+    metadata = {"flag": flag, "group": group, "help": help, "type": type,
+                "choices": None if choices is None else tuple(choices), "metavar": metavar,
+                "in_command": in_command}
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=metadata)
+    return field(default=default, metadata=metadata)
 
 
 @dataclass
 class RunConfig:
-    """A training run. ``None`` fields take the task's / optimizer's paper default."""
+    """A training run. ``None`` fields take the task's / optimizer's paper default.
 
-    task: str = "sst-5"
-    model: str = "nary"
-    tree: str = "constituency"
-    data: str | None = None
-    embeddings: str | None = None
-    embeddings_mode: str | None = None
-    emb_dim: int | None = None
-    hidden: int = 150
-    head_hidden: int | None = None
-    optimizer: str | None = None
-    lr: float | None = None
-    emb_lr: float | None = None
-    l2: float = 1e-4
-    dropout: float | None = None
-    emb_dropout: float | None = None
-    supervision: str | None = None
-    batch_size: int = 25
-    eval_batch_size: int = 256
-    epochs: int = 10
-    seed: int = 1
-    seeds: int = 1
-    device: str = "cpu"
-    engine: str = "dgl"
-    cell_kwargs: dict[str, Any] = field(default_factory=dict)
-    sentence_state: str | None = None
-    head_kwargs: dict[str, Any] = field(default_factory=dict)
-    loss_reduction: str | None = None
-    emb_l2: float | None = None
-    rel_lr: float | None = None
-    runs_dir: str = "runs"
-    name: str | None = None
-    max_train: int | None = None
-    max_eval: int | None = None
-    test: bool = True
-    skip_nonfinite: bool = False
-    checkpoint_every: int = 0
-    distributed: bool = False
+    Each field is also a ``gnn-treelstm train`` option and a ``--config`` file key: its
+    ``metadata`` declares the flag (:func:`run_options`). The fields are in the order of
+    ``--help``."""
+
+    task: str = _option("sst-5", "--task", WHAT, _one_of(tasks.names))
+    model: str = _option("nary", "--model", WHAT, _one_of(cells.names))
+    tree: str = _option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}")
+    supervision: str | None = _option(
+        None, "--supervision", WHAT,
+        "SST: phrase (every labelled node, Tai) or root (Tran Table 1); default: the task's")
+    data: str | None = _option(
+        None, "--data", WHAT,
+        "built data directory (default: $GNN_TREELSTM_DATA, else the embedded sample)")
+    embeddings: str | None = _option(
+        None, "--embeddings", MODEL,
+        "GloVe/word2vec text file (plain or .gz); default: the raw data's glove/ directory "
+        "if it has one")
+    embeddings_mode: str | None = _option(
+        None, "--embeddings-mode", MODEL,
+        "Tai Table 2: tuned, fixed or random word vectors (default: fixed for sick-r, tuned "
+        "otherwise, as Tai §5.3)", choices=EMBEDDING_MODES)
+    emb_dim: int | None = _option(
+        None, "--emb-dim", MODEL, "word vector size (default: the vectors file's, else 300)",
+        type=int)
+    hidden: int = _option(150, "--hidden", MODEL, "cell memory size", type=int)
+    head_hidden: int | None = _option(
+        None, "--head-hidden", MODEL,
+        "hidden layer of the head (default: the paper's for the task)", type=int)
+    dropout: float | None = _option(
+        None, "--dropout", MODEL, "dropout on the head input (default: 0.5, relatedness 0)",
+        type=float)
+    emb_dropout: float | None = _option(
+        None, "--emb-dropout", MODEL,
+        "dropout on the word vectors (default: 0.5 for Teng's cells lex, topdown, bitree "
+        "(Teng §6), else 0)", type=float)
+    cell_kwargs: dict[str, Any] = _option(
+        {}, "--cell-arg", MODEL, "extra cell keyword argument (JSON value), e.g. n_ary=3")
+    head_kwargs: dict[str, Any] = _option(
+        {}, "--head-arg", MODEL,
+        "extra head keyword argument (JSON value), e.g. features=abs, activation=relu "
+        "(inference)")
+    sentence_state: str | None = _option(
+        None, "--sentence-state", MODEL,
+        "root state used as the sentence vector (default: the task's)",
+        choices=SENTENCE_STATES)
+    engine: str = _option("dgl", "--engine", MODEL, "propagation engine passed to the cell",
+                          choices=ENGINES)
+    optimizer: str | None = _option(
+        None, "--optimizer", OPTIMIZATION,
+        "default: adam for Teng's cells and for sick-e/snli, else adagrad", choices=OPTIMIZERS)
+    lr: float | None = _option(
+        None, "--lr", OPTIMIZATION, "learning rate (default: adagrad 0.05, adam 0.001)",
+        type=float)
+    emb_lr: float | None = _option(
+        None, "--emb-lr", OPTIMIZATION,
+        "embedding learning rate (default: adagrad 0.1, adam = --lr)", type=float)
+    l2: float = _option(1e-4, "--l2", OPTIMIZATION, "per-minibatch L2 strength", type=float)
+    emb_l2: float | None = _option(
+        None, "--emb-l2", OPTIMIZATION,
+        "L2 on the word embeddings (default: the task's, 0 for most)", type=float)
+    rel_lr: float | None = _option(
+        None, "--rel-lr", OPTIMIZATION,
+        "learning rate of mtree's relation embeddings, without L2 (Tran §6.1: 0.1; default: "
+        "with the other weights)", type=float)
+    loss_reduction: str | None = _option(
+        None, "--loss-reduction", OPTIMIZATION,
+        "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS)
+    batch_size: int = _option(25, "--batch-size", OPTIMIZATION, type=int)
+    eval_batch_size: int = _option(256, "--eval-batch-size", OPTIMIZATION,
+                                   "batch size of dev/test evaluation", type=int,
+                                   in_command=False)
+    epochs: int = _option(10, "--epochs", OPTIMIZATION, type=int)
+    seed: int = _option(1, "--seed", OPTIMIZATION, type=int)
+    seeds: int = _option(
+        1, "--seeds", OPTIMIZATION,
+        "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=int)
+    device: str = _option("cpu", "--device", OPTIMIZATION, choices=DEVICES)
+    distributed: bool = _option(
+        False, "--distributed", OPTIMIZATION,
+        "data-parallel over the processes torchrun starts (--batch-size is the global batch; "
+        "see gnn_treelstm/training/distributed.py)", in_command=False)
+    runs_dir: str = _option("runs", "--runs-dir", OUTPUT, in_command=False)
+    name: str | None = _option(None, "--name", OUTPUT,
+                               "run name (default: task-model-tree-time)", in_command=False)
+    max_train: int | None = _option(None, "--max-train", OUTPUT,
+                                    "use only the first N training examples", type=int)
+    max_eval: int | None = _option(None, "--max-eval", OUTPUT,
+                                   "use only the first N examples of dev/test", type=int)
+    test: bool = _option(True, "--no-test", OUTPUT, "skip the test-set evaluation")
+    checkpoint_every: int = _option(
+        0, "--checkpoint-every", OUTPUT,
+        "also save the training state every N batches (default: at the end of every epoch "
+        "only)", type=int, metavar="N", in_command=False)
+    skip_nonfinite: bool = _option(
+        False, "--skip-nonfinite", OUTPUT,
+        "skip (and count) batches whose loss or gradients are NaN/inf instead of stopping "
+        "the run", in_command=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     def resolved(self) -> RunConfig:
         """A copy with every paper default filled in (what ``config.json`` records).
+
+        A field the run sets (not ``None``; for ``optimizer`` and ``loss_reduction``, not
+        empty) keeps its value. The others take, in this order, the defaults of the cell's
+        paper family (:func:`gnn_treelstm.cells.run_defaults`: ``optimizer``,
+        ``emb_dropout``, ``loss_reduction``), then the task's and the optimizer's:
 
         * optimizer: Adam for Teng & Zhang's cells (Teng §6) and for inference (Tran
           §6.1), AdaGrad otherwise (Tai §5.3, Tran §6.1);
@@ -103,22 +194,20 @@ class RunConfig:
           ``docs/RESULTS.md``, "mTreeLSTM's relation path").
         """
         task = build_task(self.task, supervision=self.supervision)
-        teng = self.model in TENG_CELLS
-        tran_code = self.model in TRAN_CODE_CELLS
-        adam_tasks = ("sick-e", "snli", "pair-classify")
-        opt = self.optimizer or ("adam" if teng or tran_code or task.name in adam_tasks
-                                 else "adagrad")
+        family = run_defaults(self.model)
+        opt = self.optimizer or family.get("optimizer") \
+            or ("adam" if task.name in ADAM_TASKS else "adagrad")
         lr = self.lr if self.lr is not None else (0.05 if opt == "adagrad" else 1e-3)
         emb_lr = self.emb_lr if self.emb_lr is not None else (0.1 if opt == "adagrad" else lr)
         return dataclasses.replace(
             self, optimizer=opt, lr=lr, emb_lr=emb_lr,
             sentence_state=self.sentence_state or task.default_sentence_state,
             head_kwargs={**task.default_head_kwargs, **self.head_kwargs},
-            loss_reduction=self.loss_reduction
-            or ("sum" if tran_code else task.default_loss_reduction),
+            loss_reduction=self.loss_reduction or family.get("loss_reduction")
+            or task.default_loss_reduction,
             emb_l2=self.emb_l2 if self.emb_l2 is not None else task.default_emb_l2,
             dropout=task.default_dropout if self.dropout is None else self.dropout,
-            emb_dropout=(0.5 if teng else 0.0) if self.emb_dropout is None
+            emb_dropout=family.get("emb_dropout", 0.0) if self.emb_dropout is None
             else self.emb_dropout,
             supervision=task.supervision, cell_kwargs=dict(self.cell_kwargs),
             embeddings_mode=self.embeddings_mode
@@ -178,6 +267,69 @@ class RunConfig:
             raise ValueError(f"--embeddings {self.embeddings}: no such file")
 
 
+@dataclass(frozen=True)
+class RunOption:
+    """A :class:`RunConfig` field as a command-line option, read from the field's metadata.
+
+    Attributes:
+        name: the field's name, which is also its ``--config`` file key.
+        flag: the ``gnn-treelstm train`` flag (``--task``).
+        group: the ``--help`` group it is listed under.
+        kind: how the flag sets the field: ``value`` (the flag's argument, of ``type``),
+            ``switch`` (a flag without argument sets a ``bool`` field), ``negated`` (``--no-X``
+            sets the ``bool`` field ``X`` to false) or ``pairs`` (repeated ``KEY=VALUE``
+            arguments, JSON values, make a ``dict`` field).
+        default: the field's default.
+        help: the help text (a callable for texts listing a registry's names), or None.
+        type: the argument's type (``int``, ``float``; None: a string).
+        choices: the accepted values, or None for any.
+        metavar: the argument's name in ``--help`` (None: argparse's).
+        in_command: whether :func:`gnn_treelstm.reproduce.runner.command` writes the option
+            in a row's train command (False for where and how a run reports, which does not
+            change what it trains).
+    """
+
+    name: str
+    flag: str
+    group: str
+    kind: str
+    default: Any
+    help: str | Callable[[], str] | None = None
+    type: Callable[[str], Any] | None = None
+    choices: tuple[str, ...] | None = None
+    metavar: str | None = None
+    in_command: bool = True
+
+    @property
+    def dest(self) -> str:
+        """The attribute the parsed command line holds the flag's value in."""
+        return self.flag.lstrip("-").replace("-", "_")
+
+    def help_text(self) -> str | None:
+        return self.help() if callable(self.help) else self.help
+
+
+def _kind(f: dataclasses.Field) -> str:
+    if f.default_factory is dict:
+        return "pairs"
+    if isinstance(f.default, bool):
+        return "negated" if f.metadata["flag"].startswith("--no-") else "switch"
+    return "value"
+
+
+def run_options() -> list[RunOption]:
+    """The run options, one per :class:`RunConfig` field, in the order of ``--help``."""
+    out = []
+    for f in dataclasses.fields(RunConfig):
+        m = f.metadata
+        default = {} if f.default_factory is dict else f.default
+        out.append(RunOption(name=f.name, flag=m["flag"], group=m["group"], kind=_kind(f),
+                             default=default, help=m["help"], type=m["type"],
+                             choices=m["choices"], metavar=m["metavar"],
+                             in_command=m["in_command"]))
+    return out
+
+
 def config_changes(recorded: dict[str, Any], cfg: RunConfig,
                    ignore: Iterable[str] = ()) -> list[tuple[str, Any, Any]]:
     """The :class:`RunConfig` fields (not in ``ignore``) whose value in ``cfg`` differs from
@@ -210,7 +362,9 @@ def build_model_config(cfg: RunConfig, *, vocab_size: int, num_relations: int,
     """The :class:`~gnn_treelstm.models.treelstm.ModelConfig` a resolved ``cfg`` trains on data with
     ``vocab_size`` words and ``num_relations`` edge relations; ``embeddings`` (None: random
     word vectors, ``cfg.emb_dim`` or 300 wide) and ``emb_info`` as
-    :func:`gnn_treelstm.training.data.load_embeddings` returns them."""
+    :func:`gnn_treelstm.training.data.load_embeddings` returns them. The head is Teng &
+    Zhang's (``teng_head``) where the cell's paper family says so
+    (:func:`gnn_treelstm.cells.run_defaults`)."""
     if embeddings is not None and cfg.emb_dim is not None \
             and embeddings.shape[1] != cfg.emb_dim:
         raise ValueError(f"--emb-dim {cfg.emb_dim} but {emb_info['path']} has "
@@ -220,6 +374,7 @@ def build_model_config(cfg: RunConfig, *, vocab_size: int, num_relations: int,
         task=cfg.task, cell=cfg.model, vocab_size=vocab_size, emb_dim=emb_dim,
         hidden=cfg.hidden, embeddings_mode=emb_info["mode"], dropout=cfg.dropout,
         emb_dropout=cfg.emb_dropout, head_hidden=cfg.head_hidden,
+        teng_head=bool(run_defaults(cfg.model).get("teng_head", False)),
         supervision=cfg.supervision, num_relations=max(num_relations, 1),
         engine=cfg.engine, cell_kwargs=dict(cfg.cell_kwargs),
         sentence_state=cfg.sentence_state, head_kwargs=dict(cfg.head_kwargs),

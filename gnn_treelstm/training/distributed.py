@@ -7,7 +7,7 @@ Started by ``torchrun`` (which sets ``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``,
     torchrun --nnodes 2 --node-rank 0 --master-addr HOST --master-port 29500 \\
         --nproc-per-node 1 -m gnn_treelstm.commands.train --distributed ...     # on each machine
 
-How a run is split (the trainer in :mod:`gnn_treelstm.training.loop` does this when
+How a run is split (the trainer in :mod:`gnn_treelstm.training.trainer` does this when
 ``RunConfig.distributed`` is set):
 
 * ``--batch-size`` is the **global** batch: every process draws the batches one process

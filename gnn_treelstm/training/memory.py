@@ -6,24 +6,21 @@ from __future__ import annotations
 
 import os
 import resource
-from collections.abc import Callable
 
 import torch
 
 __all__ = ["reset_peak_memory", "memory_stats"]
 
 
-def reset_peak_memory(device: torch.device | str = "cpu", *,
-                      release_heap: Callable[[], object] | None = None) -> bool:
-    """Start a new peak-memory window: ``release_heap()`` first where given (the CLIs pass
-    :func:`gnn_treelstm.commands.heap.release_free_heap`, so that free heap pages go back to the OS
-    and do not count), then Linux's resident high-water mark (what ``getrusage``'s
-    ``ru_maxrss`` reports; ``/proc/self/clear_refs`` ``5``) and, on CUDA, torch's peak are
-    reset. Returns whether the RSS peak could be reset (else it is the process's)."""
+def reset_peak_memory(device: torch.device | str = "cpu") -> bool:
+    """Start a new peak-memory window: Linux's resident high-water mark (what
+    ``getrusage``'s ``ru_maxrss`` reports; ``/proc/self/clear_refs`` ``5``) and, on CUDA,
+    torch's peak are reset. A caller that wants free heap pages not to count returns them
+    to the OS first (the trainer runs its ``release_heap`` hook,
+    :class:`gnn_treelstm.training.trainer.TrainHooks`). Returns whether the RSS peak could be
+    reset (else it is the process's)."""
     if torch.device(device).type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
-    if release_heap is not None:
-        release_heap()
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as fh:
             fh.write("5")

@@ -25,9 +25,11 @@ def _fused_ok(params: Sequence[torch.Tensor]) -> bool:
 
 
 def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
-    """AdaGrad/Adam; word embeddings in their own group (own lr, L2 ``emb_l2``, default 0),
-    L2 ``l2`` on the rest; with ``rel_lr``, the cell's relation embeddings in a third group
-    (that lr, no L2).
+    """The optimizer of a resolved ``cfg``
+    (:meth:`~gnn_treelstm.training.config.RunConfig.resolved`; ``ValueError`` for
+    one with unset fields): AdaGrad/Adam; word embeddings in their own group (own lr, L2
+    ``emb_l2``, default 0), L2 ``l2`` on the rest; with ``rel_lr``, the cell's relation
+    embeddings in a third group (that lr, no L2).
 
     Speed without changing the update:
 
@@ -45,7 +47,10 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     * The dense groups use the fused (single kernel, CPU or CUDA) implementation of the
       same update (``fused=True``) when the parameters allow it.
     """
-    cfg = cfg.resolved()
+    unset = [k for k in ("optimizer", "lr", "emb_lr", "emb_l2") if getattr(cfg, k) is None]
+    if unset:
+        raise ValueError(f"build_optimizer: {', '.join(unset)} unset; pass the resolved "
+                         "configuration (cfg.resolved())")
     emb, rest = model.parameter_groups()
     rel = [p for p in model.cell.embedding_parameters() if p.requires_grad] \
         if cfg.rel_lr is not None else []

@@ -1,5 +1,7 @@
 """The ``gnn-treelstm train`` options: the parser, ``--config`` files, and the
-:class:`~gnn_treelstm.training.config.RunConfig` they make.
+:class:`~gnn_treelstm.training.config.RunConfig` they make, all derived from the run options
+the :class:`~gnn_treelstm.training.config.RunConfig` fields declare
+(:func:`~gnn_treelstm.training.config.run_options`).
 
 Library code (the reproduction runner's command strings, tests) reads train commands
 through :func:`parse_args` and :func:`config_from_args`, the same way the CLI does.
@@ -9,13 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
-from gnn_treelstm.cells import cells
-from gnn_treelstm.cells.base import ENGINES
-from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES
-from gnn_treelstm.tasks import tasks
-from gnn_treelstm.training.config import DEVICES, LOSS_REDUCTIONS, OPTIMIZERS, TREE_KINDS, RunConfig
+from gnn_treelstm.training.config import RunConfig, RunOption, run_options
 
 __all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args"]
 
@@ -41,8 +41,50 @@ class _DefaultsOnce(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)".strip()
 
 
+def _add_option(group: argparse._ArgumentGroup, opt: RunOption) -> None:
+    """Add the flag of one run option (:func:`~gnn_treelstm.training.config.run_options`)."""
+    if opt.kind in ("switch", "negated"):
+        group.add_argument(opt.flag, action="store_true", help=opt.help_text())
+    elif opt.kind == "pairs":
+        group.add_argument(opt.flag, action="append", default=[], metavar="KEY=VALUE",
+                           help=opt.help_text())
+    else:
+        group.add_argument(opt.flag, default=opt.default, type=opt.type, choices=opt.choices,
+                           metavar=opt.metavar, help=opt.help_text())
+
+
+def _threads(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--threads", type=int, default=None,
+                   help="torch CPU threads (default: torch's; 1 avoids slow-downs when other "
+                        "jobs share the cores)")
+
+
+def _resume(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--resume", default=None, metavar="RUN_DIR",
+                   help="continue a stopped run (its config.yaml, its saved states) where "
+                        "it stopped; no other option changes the run")
+
+
+def _overwrite(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("--overwrite", action="store_true",
+                   help="replace the run already in runs/NAME (default: refuse it)")
+
+
+def _quiet(g: argparse._ArgumentGroup) -> None:
+    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+
+
+#: the command's options that are not run options (they do not change what a run
+#: trains), listed in ``--help`` after the run option named here
+_COMMAND_OPTIONS: dict[str, Callable[[argparse._ArgumentGroup], None]] = {
+    "distributed": _threads, "test": _resume, "checkpoint_every": _overwrite,
+    "skip_nonfinite": _quiet}
+
+
 def build_parser() -> argparse.ArgumentParser:
-    d = RunConfig()
+    """The ``gnn-treelstm train`` parser: a flag per run option, in its ``--help`` group,
+    plus the options of the command itself (``--config``, ``--resume``, ``--threads``,
+    ...)."""
     ap = argparse.ArgumentParser(
         prog="gnn-treelstm train", description=DESCRIPTION,
         formatter_class=_DefaultsOnce)
@@ -55,100 +97,34 @@ def build_parser() -> argparse.ArgumentParser:
                     help="console log level (train.log in the run directory gets INFO)")
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO")
-    g = ap.add_argument_group("what to train")
-    g.add_argument("--task", default=d.task, help=f"one of: {', '.join(tasks.names())}")
-    g.add_argument("--model", default=d.model, help=f"one of: {', '.join(cells.names())}")
-    g.add_argument("--tree", default=d.tree, help=f"one of: {', '.join(TREE_KINDS)}")
-    g.add_argument("--supervision", default=None,
-                   help="SST: phrase (every labelled node, Tai) or root (Tran Table 1); "
-                        "default: the task's")
-    g.add_argument("--data", default=None,
-                   help="built data directory (default: $GNN_TREELSTM_DATA, else the "
-                        "embedded sample)")
-    g = ap.add_argument_group("model")
-    g.add_argument("--embeddings", default=None,
-                   help="GloVe/word2vec text file (plain or .gz); default: the raw data's "
-                        "glove/ directory if it has one")
-    g.add_argument("--embeddings-mode", default=None, choices=EMBEDDING_MODES,
-                   help="Tai Table 2: tuned, fixed or random word vectors (default: fixed "
-                        "for sick-r, tuned otherwise, as Tai §5.3)")
-    g.add_argument("--emb-dim", type=int, default=None,
-                   help="word vector size (default: the vectors file's, else 300)")
-    g.add_argument("--hidden", type=int, default=d.hidden, help="cell memory size")
-    g.add_argument("--head-hidden", type=int, default=None,
-                   help="hidden layer of the head (default: the paper's for the task)")
-    g.add_argument("--dropout", type=float, default=None,
-                   help="dropout on the head input (default: 0.5, relatedness 0)")
-    g.add_argument("--emb-dropout", type=float, default=None,
-                   help="dropout on the word vectors (default: 0.5 for Teng's cells lex, "
-                        "topdown, bitree (Teng §6), else 0)")
-    g.add_argument("--cell-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra cell keyword argument (JSON value), e.g. n_ary=3")
-    g.add_argument("--head-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="extra head keyword argument (JSON value), e.g. features=abs, "
-                        "activation=relu (inference)")
-    g.add_argument("--sentence-state", default=None, choices=SENTENCE_STATES,
-                   help="root state used as the sentence vector (default: the task's)")
-    g.add_argument("--engine", default=d.engine, choices=ENGINES,
-                   help="propagation engine passed to the cell")
-    g = ap.add_argument_group("optimization")
-    g.add_argument("--optimizer", default=None, choices=OPTIMIZERS,
-                   help="default: adam for Teng's cells and for sick-e/snli, else adagrad")
-    g.add_argument("--lr", type=float, default=None,
-                   help="learning rate (default: adagrad 0.05, adam 0.001)")
-    g.add_argument("--emb-lr", type=float, default=None,
-                   help="embedding learning rate (default: adagrad 0.1, adam = --lr)")
-    g.add_argument("--l2", type=float, default=d.l2, help="per-minibatch L2 strength")
-    g.add_argument("--emb-l2", type=float, default=None,
-                   help="L2 on the word embeddings (default: the task's, 0 for most)")
-    g.add_argument("--rel-lr", type=float, default=None,
-                   help="learning rate of mtree's relation embeddings, without L2 (Tran "
-                        "§6.1: 0.1; default: with the other weights)")
-    g.add_argument("--loss-reduction", default=None, choices=LOSS_REDUCTIONS,
-                   help="mean or sum of the batch's losses (default: the task's)")
-    g.add_argument("--batch-size", type=int, default=d.batch_size)
-    g.add_argument("--eval-batch-size", type=int, default=d.eval_batch_size,
-                   help="batch size of dev/test evaluation")
-    g.add_argument("--epochs", type=int, default=d.epochs)
-    g.add_argument("--seed", type=int, default=d.seed)
-    g.add_argument("--seeds", type=int, default=d.seeds,
-                   help="number of runs with seeds SEED, SEED+1, ... (mean (std) reported)")
-    g.add_argument("--device", default=d.device, choices=DEVICES)
-    g.add_argument("--distributed", action="store_true",
-                   help="data-parallel over the processes torchrun starts (--batch-size is "
-                        "the global batch; see gnn_treelstm/training/distributed.py)")
-    g.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's; 1 avoids slow-downs when other "
-                        "jobs share the cores)")
-    g = ap.add_argument_group("output")
-    g.add_argument("--runs-dir", default=d.runs_dir)
-    g.add_argument("--name", default=None, help="run name (default: task-model-tree-time)")
-    g.add_argument("--max-train", type=int, default=None,
-                   help="use only the first N training examples")
-    g.add_argument("--max-eval", type=int, default=None,
-                   help="use only the first N examples of dev/test")
-    g.add_argument("--no-test", action="store_true", help="skip the test-set evaluation")
-    g.add_argument("--resume", default=None, metavar="RUN_DIR",
-                   help="continue a stopped run (its config.yaml, its saved states) where "
-                        "it stopped; no other option changes the run")
-    g.add_argument("--checkpoint-every", type=int, default=0, metavar="N",
-                   help="also save the training state every N batches (default: at the "
-                        "end of every epoch only)")
-    g.add_argument("--overwrite", action="store_true",
-                   help="replace the run already in runs/NAME (default: refuse it)")
-    g.add_argument("--skip-nonfinite", action="store_true",
-                   help="skip (and count) batches whose loss or gradients are NaN/inf "
-                        "instead of stopping the run")
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for opt in run_options():
+        if opt.group not in groups:
+            groups[opt.group] = ap.add_argument_group(opt.group)
+        _add_option(groups[opt.group], opt)
+        if opt.name in _COMMAND_OPTIONS:
+            _COMMAND_OPTIONS[opt.name](groups[opt.group])
     return ap
 
 
-#: config-file keys that are RunConfig fields with another shape on the command line
-_CONFIG_DICTS = {"cell_kwargs": "cell_arg", "head_kwargs": "head_arg"}
+def _cli_value(opt: RunOption, value: Any, path: str, key: str) -> Any:
+    """A config file's value of run option ``opt`` (the :class:`RunConfig` field's shape)
+    as its flag's parsed value."""
+    if opt.kind == "negated":  # test: false = --no-test
+        return (not value) if isinstance(value, bool) else value
+    if opt.kind == "pairs":
+        if not isinstance(value, dict):
+            raise ValueError(f"--config {path}: {key} must be a mapping, got {value!r}")
+        return [f"{k}={json.dumps(v)}" for k, v in value.items()]
+    return value
 
 
 def config_file_defaults(path: str, ap: argparse.ArgumentParser) -> dict:
     """The parser defaults a ``--config`` file sets (keys checked, values type-checked).
+
+    A key is a run option's :class:`RunConfig` field name (``cell_kwargs: {n_ary: 3}``,
+    ``test: false``) or the name of a flag of ``ap`` (``cell-arg: [n_ary=3]``,
+    ``no-test: true``, ``threads: 1``), with ``-`` or ``_``.
 
     Raises:
         ValueError: unreadable file, not a mapping, an unknown key, or a value of the wrong
@@ -169,20 +145,16 @@ def config_file_defaults(path: str, ap: argparse.ArgumentParser) -> dict:
         raise ValueError(f"--config {path}: expected a mapping of options, got "
                          f"{type(data).__name__}")
     actions = {a.dest: a for a in ap._actions if a.dest not in ("help", "config")}
+    # run options whose field is not named like its flag (cell_kwargs: --cell-arg)
+    renamed = {o.name: o for o in run_options() if o.name != o.dest}
     out: dict = {}
     for key, value in data.items():
         dest = str(key).replace("-", "_")
-        if dest == "test":  # RunConfig.test = not --no-test
-            dest, value = "no_test", (not value) if isinstance(value, bool) else value
-        if dest in _CONFIG_DICTS:
-            if not isinstance(value, dict):
-                raise ValueError(f"--config {path}: {key} must be a mapping, got {value!r}")
-            dest, value = _CONFIG_DICTS[dest], [f"{k}={json.dumps(v)}" for k, v in
-                                                 value.items()]
+        if dest in renamed:
+            dest, value = renamed[dest].dest, _cli_value(renamed[dest], value, path, key)
         action = actions.get(dest)
         if action is None:
-            known = sorted({*actions, *_CONFIG_DICTS, "test"} - {"no_test", "cell_arg",
-                                                                  "head_arg"})
+            known = sorted({*actions, *renamed} - {o.dest for o in renamed.values()})
             raise ValueError(f"--config {path}: unknown key {key!r}; known keys: "
                              f"{', '.join(known)}")
         _check_value(path, key, value, action)
@@ -247,19 +219,19 @@ def _kwargs(items: list[str], flag: str) -> dict:
     return out
 
 
+def _field_value(opt: RunOption, value: Any) -> Any:
+    """The :class:`RunConfig` value of run option ``opt`` whose flag parsed to ``value``."""
+    if opt.kind == "negated":
+        return not value
+    if opt.kind == "pairs":
+        return _kwargs(value, opt.flag)
+    return value
+
+
 def config_from_args(a: argparse.Namespace) -> RunConfig:
-    cell_kwargs = _kwargs(a.cell_arg, "--cell-arg")
-    head_kwargs = _kwargs(a.head_arg, "--head-arg")
-    return RunConfig(
-        task=a.task, model=a.model, tree=a.tree, data=a.data, embeddings=a.embeddings,
-        embeddings_mode=a.embeddings_mode, emb_dim=a.emb_dim, hidden=a.hidden,
-        head_hidden=a.head_hidden, optimizer=a.optimizer, lr=a.lr, emb_lr=a.emb_lr, l2=a.l2,
-        dropout=a.dropout, emb_dropout=a.emb_dropout, supervision=a.supervision,
-        batch_size=a.batch_size, eval_batch_size=a.eval_batch_size, epochs=a.epochs,
-        seed=a.seed, seeds=a.seeds,
-        device=a.device, engine=a.engine, cell_kwargs=cell_kwargs, head_kwargs=head_kwargs,
-        sentence_state=a.sentence_state, loss_reduction=a.loss_reduction, emb_l2=a.emb_l2,
-        rel_lr=a.rel_lr, runs_dir=a.runs_dir, name=a.name, max_train=a.max_train,
-        max_eval=a.max_eval, test=not a.no_test, skip_nonfinite=a.skip_nonfinite,
-        checkpoint_every=a.checkpoint_every, distributed=a.distributed,
-    )
+    """The :class:`RunConfig` of parsed ``train`` arguments (:func:`parse_args`).
+
+    Raises:
+        ValueError: a ``--cell-arg`` / ``--head-arg`` that is not ``KEY=VALUE``.
+    """
+    return RunConfig(**{o.name: _field_value(o, getattr(a, o.dest)) for o in run_options()})

@@ -1,5 +1,5 @@
 """What a run writes besides checkpoints: JSON-safe values, ``metrics.csv`` rows and the
-mean (std) over seeds of ``results.json`` (see :mod:`gnn_treelstm.training.loop` for the run
+mean (std) over seeds of ``results.json`` (see :mod:`gnn_treelstm.training.trainer` for the run
 directory's layout)."""
 
 from __future__ import annotations

@@ -12,9 +12,11 @@ moment leaves the last complete state. It holds everything the rest of the run d
   if the run had never stopped;
 * model selection so far: the best dev score and epoch, and the per-epoch records.
 
-A resumed run therefore ends with the same metrics as an uninterrupted one on the same
-machine (``tests/test_resume.py`` SIGKILLs a real training process and checks it). A seed
-that finished writes ``seed.json`` (its result) and drops its ``state.pt``.
+:class:`TrainState` holds these; the trainer (:class:`gnn_treelstm.training.trainer.Trainer`)
+keeps one per seed, saves it and restores it. A resumed run therefore ends with the same
+metrics as an uninterrupted one on the same machine (``tests/test_resume.py`` SIGKILLs a real
+training process and checks it). A seed that finished writes ``seed.json`` (its result) and
+drops its ``state.pt``.
 
 The file is read with ``torch.load(weights_only=True)``: it holds tensors and plain
 containers only (the generator states are converted to lists and tensors).
@@ -22,8 +24,10 @@ containers only (the generator states are converted to lists and tensors).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -35,9 +39,9 @@ from gnn_treelstm.training import rundir
 from gnn_treelstm.training.config import RunConfig, config_changes
 from gnn_treelstm.training.records import append_csv
 
-__all__ = ["STATE_NAME", "SEED_RESULT_NAME", "STATE_FORMAT", "capture_rng", "restore_rng",
-           "save_state", "load_state", "save_seed_result", "load_seed_result",
-           "seed_everything", "restore_training", "resumed_run_id", "truncate_metrics"]
+__all__ = ["STATE_NAME", "SEED_RESULT_NAME", "STATE_FORMAT", "TrainState", "capture_rng",
+           "restore_rng", "save_seed_result", "load_seed_result", "seed_everything",
+           "restore_training", "resumed_run_id", "truncate_metrics"]
 
 STATE_NAME = "state.pt"
 SEED_RESULT_NAME = "seed.json"
@@ -75,30 +79,78 @@ def restore_rng(state: dict[str, Any]) -> None:
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
-def save_state(seed_dir: Path, state: dict[str, Any]) -> Path:
-    """Write ``seed_dir/state.pt`` atomically (see the module docstring for its content)."""
-    return atomic_write(seed_dir / STATE_NAME,
-                        lambda f: torch.save({"format": STATE_FORMAT, **state}, f))
+@dataclass
+class TrainState:
+    """Where the training of one seed is: exactly what ``state.pt`` holds.
 
+    The progress fields (``epoch`` to ``run_id``) are the trainer's as it goes; the weights,
+    optimizer state, shuffle generator and random generators (``loader`` to ``optimizer``)
+    are filled in when the state is saved (:meth:`save`) and put back in place on resume
+    (:func:`restore_training`).
 
-def load_state(seed_dir: Path) -> dict[str, Any] | None:
-    """The saved state of a seed, or ``None`` if it has none.
-
-    Raises:
-        ValueError: the file is damaged or from another version.
+    Attributes:
+        seed: the seed being trained.
+        epoch: the epoch running (or the next to run when ``step`` is 0).
+        step: the batches of ``epoch`` done.
+        best_score: the best dev score so far (None: none yet).
+        best: the selected epoch so far, ``{"epoch": e, "dev": metrics}`` ({}: none yet).
+        epochs: the records of the epochs done (what ``metrics.jsonl`` got).
+        process_peak: the process's peak resident memory so far, in MiB.
+        partial: the sums of ``epoch``'s ``step`` batches (``loss_sum``, ``n_ex``,
+            ``n_trees``, ``skipped``, ``seconds``); None at an epoch's end.
+        run_id: the run's id (``config.json``).
+        loader: the loader's shuffle generator as of ``epoch``'s start.
+        rng: torch's, Python's and numpy's generators (:func:`capture_rng`).
+        model: the model's ``state_dict``.
+        optimizer: the optimizer's ``state_dict``.
     """
-    path = seed_dir / STATE_NAME
-    if not path.is_file():
-        return None
-    try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as exc:
-        raise ValueError(f"{path}: cannot read the saved training state ({exc}); remove it "
-                         "to restart this seed from its beginning") from exc
-    if not isinstance(state, dict) or state.get("format") != STATE_FORMAT:
-        raise ValueError(f"{path}: not a training state this version reads (format "
-                         f"{state.get('format') if isinstance(state, dict) else None!r})")
-    return state
+
+    seed: int
+    epoch: int = 1
+    step: int = 0
+    best_score: float | None = None
+    best: dict[str, Any] = field(default_factory=dict)
+    epochs: list[dict[str, Any]] = field(default_factory=list)
+    process_peak: float = 0.0
+    partial: dict[str, Any] | None = None
+    run_id: str | None = None
+    loader: torch.Tensor | None = None
+    rng: dict[str, Any] | None = None
+    model: dict[str, Any] | None = None
+    optimizer: dict[str, Any] | None = None
+
+    def save(self, seed_dir: Path) -> Path:
+        """Write ``seed_dir/state.pt`` atomically."""
+        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        return atomic_write(seed_dir / STATE_NAME,
+                            lambda f: torch.save({"format": STATE_FORMAT, **body}, f))
+
+    @classmethod
+    def load(cls, seed_dir: Path) -> TrainState | None:
+        """The saved state of a seed, or ``None`` if it has none.
+
+        Raises:
+            ValueError: the file is damaged or from another version.
+        """
+        path = seed_dir / STATE_NAME
+        if not path.is_file():
+            return None
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True)
+        except Exception as exc:
+            raise ValueError(f"{path}: cannot read the saved training state ({exc}); remove "
+                             "it to restart this seed from its beginning") from exc
+        if not isinstance(saved, dict) or saved.get("format") != STATE_FORMAT:
+            raise ValueError(f"{path}: not a training state this version reads (format "
+                             f"{saved.get('format') if isinstance(saved, dict) else None!r}); "
+                             "remove it to restart this seed from its beginning")
+        known = {f.name for f in dataclasses.fields(cls)}
+        odd = sorted(set(saved) - known - {"format"})
+        if odd or "seed" not in saved:
+            raise ValueError(f"{path}: not a training state this version reads (fields "
+                             f"{odd or ['seed missing']}); remove it to restart this seed "
+                             "from its beginning")
+        return cls(**{k: v for k, v in saved.items() if k != "format"})
 
 
 def save_seed_result(seed_dir: Path, result: dict[str, Any]) -> None:
@@ -114,14 +166,14 @@ def load_seed_result(seed_dir: Path) -> dict[str, Any] | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-def restore_training(state: dict[str, Any], model: torch.nn.Module,
+def restore_training(state: TrainState, model: torch.nn.Module,
                      optimizer: torch.optim.Optimizer, generator: torch.Generator) -> None:
     """Put the saved weights, optimizer state, loader shuffle generator (as of the epoch's
     start) and random number generators of ``state`` back in place."""
-    model.load_state_dict(state["model"])
-    optimizer.load_state_dict(state["optimizer"])
-    generator.set_state(state["loader"])
-    restore_rng(state["rng"])
+    model.load_state_dict(state.model)
+    optimizer.load_state_dict(state.optimizer)
+    generator.set_state(state.loader)
+    restore_rng(state.rng)
 
 
 def resumed_run_id(out: Path, cfg: RunConfig) -> str:

@@ -325,7 +325,7 @@ def test_importer_refuses_rows_sharing_runs_that_disagree(tmp_path):
 
 
 def _fake_run(calls):
-    def fake(cfg, progress=None, release_heap=None, resume=False):
+    def fake(cfg, hooks=None, resume=False):
         calls.append(cfg.seed)
         d = Path(cfg.runs_dir) / cfg.name
         d.mkdir(parents=True, exist_ok=True)

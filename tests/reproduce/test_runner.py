@@ -55,7 +55,7 @@ def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
 
 
 def _fake_run(calls, resumed=None):
-    def fake(cfg, progress=None, release_heap=None, resume=False):
+    def fake(cfg, hooks=None, resume=False):
         calls.append(cfg.seed)
         if resume:
             resumed.append(cfg.seed)
@@ -98,7 +98,7 @@ def test_resume_reruns_only_unfinished_seeds(tmp_path, monkeypatch):
 def _unfinished_seed(rdir, row, seed, state=True, **change):
     """A seed directory as a run of ``row`` (quick mode) killed after a saved epoch leaves
     it (``state``: False = killed before its first save, "damaged" = a cut state file)."""
-    from gnn_treelstm.training.resume import STATE_NAME, save_state
+    from gnn_treelstm.training.resume import STATE_NAME, TrainState
 
     cfg = dataclasses.replace(runner.row_config(row, quick=True), seed=seed, seeds=1,
                               runs_dir=str(rdir), name=f"seed-{seed}", **change)
@@ -109,7 +109,7 @@ def _unfinished_seed(rdir, row, seed, state=True, **change):
     if state == "damaged":
         (d / STATE_NAME).write_bytes(b"cut")
     elif state:
-        save_state(d, {"epoch": 1})
+        TrainState(seed=seed, epoch=2).save(d)
 
 
 def test_a_killed_seed_resumes_at_its_saved_state_of_the_rows_configuration(tmp_path,

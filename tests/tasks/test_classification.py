@@ -84,17 +84,28 @@ def test_classifier_head_roots_read_the_sentence_vector():
 
 
 def test_teng_cells_get_the_eq17_hidden_layer():
+    """Training gives Teng & Zhang's cells their head (the cells' ``run_defaults``); the
+    model builds the head its config names."""
+    from gnn_treelstm.training.config import RunConfig, build_model_config
+
     g = dgl.batch(random_batch(2, 3, words="leaves", exact_children=True))
     for cell, task, hidden in (("bitree", "sst-5", 128), ("bitree", "trec", 64),
                                ("nary", "sst-5", 0)):
-        m = TreeLSTMModel(ModelConfig(task=task, cell=cell, vocab_size=50, emb_dim=6,
-                                      hidden=4))
+        cfg = RunConfig(task=task, model=cell, emb_dim=6, hidden=4).resolved()
+        mc = build_model_config(cfg, vocab_size=50, num_relations=1, embeddings=None,
+                                emb_info={"mode": "random"})
+        assert mc.teng_head == (cell == "bitree")
+        m = TreeLSTMModel(mc)
         assert m.head.hidden == hidden
         out = m(g)
         assert out["root_logits"].shape == (3, m.task.num_classes)
     bi = TreeLSTMModel(ModelConfig(task="sst-5", cell="bitree", vocab_size=50, emb_dim=6,
                                    hidden=4))
     assert bi.head.node_in.in_features == 12   # node_vectors: eq 16's three parts (3h)
+    assert bi.head.hidden == 0                 # a ModelConfig says which head it has
+    nary = TreeLSTMModel(ModelConfig(task="sst-5", cell="nary", vocab_size=50, emb_dim=6,
+                                     hidden=4, teng_head=True))
+    assert nary.head.hidden == 128
 
 
 def test_sst2_relabels_and_drops_neutral_roots():

@@ -1,0 +1,522 @@
+"""The training loop: :class:`Trainer` (``gnn-treelstm train`` is its command line).
+
+Defaults follow the papers (Tai et al. 2015 §5.3; Tran & Cheng 2018 §6.1):
+
+* AdaGrad, learning rate 0.05, word embeddings at learning rate 0.1 (a separate parameter
+  group, as in DGL's Tree-LSTM example); or Adam, lr 0.001 (the default for Teng & Zhang's
+  cells, Teng §6, and for inference, Tran §6.1). See
+  :meth:`~gnn_treelstm.training.config.RunConfig.resolved`.
+* Per-minibatch L2 regularization of strength λ = 1e-4 on every parameter except the
+  word embeddings: the minibatch objective is ``mean loss + λ/2 ‖θ‖²``, i.e. ``λθ`` is
+  added to the gradient at every optimizer step (``weight_decay`` of both optimizers is
+  exactly this coupled L2 term), as in Tai's released code.
+* Dropout 0.5 on the classifier input for sentiment and inference (none for relatedness),
+  minibatches of 25, model selection on the dev set after every epoch, test metrics of the
+  selected checkpoint; ``seeds`` runs with consecutive seeds, reported as mean (std).
+
+A run writes ``<runs_dir>/<name>/``::
+
+    config.json      the resolved RunConfig, ModelConfig and data description
+    config.yaml      the resolved RunConfig alone, for ``gnn-treelstm train --config``
+    metrics.csv      the same per-epoch numbers as metrics.jsonl, one row per epoch
+    metrics.jsonl    one JSON object per epoch (seed, train loss, dev metrics, speed:
+                     train_seconds = data loading + forward + backward + optimizer of
+                     the training epoch, eval_seconds = the dev evaluation, apart;
+                     memory: peak_rss_mb of the training epoch, eval_peak_rss_mb,
+                     rss_mb at the epoch's end, cuda_* on CUDA)
+    best.pt          the selected checkpoint (several seeds: seed-<s>/best.pt each, and
+                     best.pt = the seed with the best dev score)
+    results.json     dev/test metrics per seed, their mean and std, seconds per epoch
+
+How it reads::
+
+    trainer = Trainer(cfg, hooks=TrainHooks(on_epoch_end=print))  # resolves cfg, loads data
+    results = trainer.fit()                # claims the run directory, then per seed:
+    #   start_seed (model, optimizer, loader; the saved TrainState on resume)
+    #   per epoch: train_epoch -> evaluate_dev -> end_epoch (selection, best.pt,
+    #              metrics.jsonl, save_state)
+    #   finish_seed (the selected checkpoint on the test split)
+
+Nothing here prints; progress goes to ``logging`` and to the caller's :class:`TrainHooks`
+(``gnn-treelstm train`` plugs a tqdm bar and a one-line summary per epoch into them). The
+loop's parts live beside it in :mod:`gnn_treelstm.training` (config, data, devices, optim,
+batching, evaluation, memory, records, resume).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import logging
+import math
+import time
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.metrics import format_metrics
+from gnn_treelstm.models.checkpoint import load_model, save_checkpoint
+from gnn_treelstm.models.treelstm import TreeLSTMModel
+from gnn_treelstm.tasks import build_task
+from gnn_treelstm.training import distributed as DIST
+from gnn_treelstm.training import rundir
+from gnn_treelstm.training.batching import make_loader, to_device
+from gnn_treelstm.training.config import RunConfig, build_model_config, run_config_yaml
+from gnn_treelstm.training.data import check_compatibility, load_embeddings, prepare_data
+from gnn_treelstm.training.devices import resolve_device
+from gnn_treelstm.training.evaluation import evaluate
+from gnn_treelstm.training.faults import NonFiniteError, batch_ids, nonfinite, nonfinite_message
+from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
+from gnn_treelstm.training.optim import batch_objective, build_optimizer
+from gnn_treelstm.training.records import (
+    append_metrics,
+    jsonable,
+    run_record,
+    write_json,
+    write_results,
+)
+from gnn_treelstm.training.resume import (
+    SEED_RESULT_NAME,
+    STATE_NAME,
+    TrainState,
+    capture_rng,
+    load_seed_result,
+    restore_rng,
+    restore_training,
+    resumed_run_id,
+    save_seed_result,
+    seed_everything,
+    truncate_metrics,
+)
+from gnn_treelstm.training.zerowatch import ZeroWatch
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Trainer", "TrainHooks", "EpochTraining", "ProgressFn", "run"]
+
+#: ``progress(batches, total=n, desc=text)``: the batches, wrapped (a tqdm bar)
+ProgressFn = Callable[..., Iterable]
+
+
+@dataclass
+class TrainHooks:
+    """What a caller plugs into training; each hook left ``None`` does nothing.
+
+    Attributes:
+        progress: wraps each epoch's batches, ``progress(batches, total=n, desc=text)``
+            returning an iterable of them (the commands pass a tqdm bar; one with
+            ``set_postfix`` shows the running loss and trees per second).
+        on_epoch_end: called with each epoch's record (what ``metrics.jsonl`` gets).
+        release_heap: called before each peak-memory window (every epoch's training and
+            dev evaluation): the commands pass
+            :func:`gnn_treelstm.commands.heap.release_free_heap`, so that free heap pages
+            go back to the OS and do not count.
+    """
+
+    progress: ProgressFn | None = None
+    on_epoch_end: Callable[[dict], None] | None = None
+    release_heap: Callable[[], object] | None = None
+
+
+@dataclass
+class EpochTraining:
+    """The numbers of one epoch's training (over every rank of a distributed run).
+
+    Attributes:
+        loss: the mean training loss per example.
+        examples: examples trained on (skipped batches left out).
+        trees: trees trained on (two per example for pair tasks).
+        skipped: batches skipped for a NaN/inf loss or gradient.
+        seconds: data loading + forward + backward + optimizer.
+        memory: :func:`~gnn_treelstm.training.memory.memory_stats` at the epoch's end.
+        peak_scope: ``epoch`` if ``memory``'s peak is the epoch's, ``process`` if the
+            peak could not be reset.
+    """
+
+    loss: float
+    examples: int
+    trees: int
+    skipped: int
+    seconds: float
+    memory: dict[str, float]
+    peak_scope: str
+
+
+class Trainer:
+    """Trains the ``cfg.seeds`` models of one run and writes its run directory.
+
+    The constructor checks ``cfg``, resolves it (:meth:`RunConfig.resolved`) and its device
+    once, loads the data and word vectors, and builds the model configuration (a bad
+    architecture fails here, before anything is written). :meth:`fit` then trains.
+
+    Per seed, the trainer holds the model, its optimizer, its loader and its
+    :class:`~gnn_treelstm.training.resume.TrainState` (``state``: what ``--resume`` saves
+    and restores), set by :meth:`start_seed`.
+    """
+
+    def __init__(self, cfg: RunConfig, *, hooks: TrainHooks | None = None) -> None:
+        cfg.check()
+        self.cfg = cfg.resolved()
+        self.hooks = hooks or TrainHooks()
+        self.task = build_task(self.cfg.task, supervision=self.cfg.supervision)
+        self.device, self.graphs_on_device = resolve_device(self.cfg)
+        self.data = prepare_data(self.cfg, self.task)
+        self.num_relations = int(self.data.meta.get("num_relations", {}).get(
+            self.cfg.tree, len(self.data.relations)) or 1)
+        check_compatibility(self.cfg, self.data, self.num_relations)
+        # a vectors file is required only where the run asked for its mode
+        self.embeddings, self.emb_info = load_embeddings(
+            self.cfg, self.data, explicit=cfg.embeddings_mode is not None)
+        self.model_config = build_model_config(
+            self.cfg, vocab_size=len(self.data.vocab), num_relations=self.num_relations,
+            embeddings=self.embeddings, emb_info=self.emb_info)
+        TreeLSTMModel(self.model_config)  # fail on a bad architecture before writing anything
+        self.name = self.cfg.name or (f"{self.cfg.task}-{self.cfg.model}-{self.cfg.tree}-"
+                                      f"{time.strftime('%Y%m%d-%H%M%S')}")
+        self.out = Path(self.cfg.runs_dir) / self.name
+        self.dev_tokens = self._tokens(self.data.dev_split)
+        # set by fit: the run, and whether this process writes it (rank 0 of a
+        # distributed run, or the only process) among how many
+        self.run_id: str | None = None
+        self.writes = True
+        self.world = 1
+        # set by start_seed: the seed being trained
+        self.seed_dir = self.out
+        self.state = TrainState(seed=self.cfg.seed)
+        self.model: TreeLSTMModel | None = None
+        self.net: torch.nn.Module | None = None  # the model, or its DDP wrapper
+        self.optimizer: torch.optim.Optimizer | None = None
+        self.loader: torch.utils.data.DataLoader | None = None
+        self.zero_watch: ZeroWatch | None = None
+        self.checked: list[torch.nn.Parameter] = []
+
+    # ------------------------------------------------------------------ the run
+    def fit(self, *, overwrite: bool = False, keep: Sequence[str] = (),
+            resume: bool = False) -> dict:
+        """Claim the run directory, train every seed, write the results; return them.
+
+        The run directory is claimed first (:func:`gnn_treelstm.training.rundir.claim`):
+        one writer at a time, and a directory that already holds a run is refused unless
+        ``overwrite``; ``keep`` names files the caller put there for this run (the CLI's
+        ``train.log``). ``resume``: continue the run in that directory where it stopped
+        (its seeds' saved states, :mod:`gnn_treelstm.training.resume`); the configuration
+        must be the run's recorded one. Ranks > 0 of a distributed run train, write nothing
+        and return ``{"rank": r}``."""
+        if not self.cfg.distributed:
+            with rundir.claim(self.out, overwrite=overwrite, keep=keep, resume=resume):
+                return self._train_seeds(resume)
+        if resume:
+            raise ValueError("--resume of a --distributed run is not supported yet; run it "
+                             "again with --overwrite")
+        DIST.init(self.device)
+        self.world, self.writes = DIST.world_size(), DIST.is_main()
+        if not self.writes:  # rank 0 alone shows progress and epoch records
+            self.hooks = TrainHooks(release_heap=self.hooks.release_heap)
+        # data parallel: rank 0 claims the directory and tells the others whether it could
+        claim = functools.partial(rundir.claim, self.out, overwrite=overwrite, keep=keep)
+        with DIST.claimed_by_main(claim, self.out, self.device):
+            return self._train_seeds(resume)
+
+    def _train_seeds(self, resume: bool) -> dict:
+        """The body of :meth:`fit`, inside the claimed run directory."""
+        cfg, out = self.cfg, self.out
+        self.run_id = resumed_run_id(out, cfg) if resume else rundir.new_run_id()
+        record = run_record(self.run_id, cfg, self.task, self.data, self.model_config,
+                            self.emb_info, self.num_relations)
+        if not resume and self.writes:
+            write_json(out / "config.json", record)
+            atomic_write(out / "config.yaml", run_config_yaml(cfg))
+        counts = ", ".join(f"{k} {len(v)}" for k, v in self.data.splits.items())
+        log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree,
+                 self.data.data_dir, counts)
+        seeds = [cfg.seed + k for k in range(cfg.seeds)]
+        per_seed = []
+        for seed in seeds:
+            seed_dir = out if len(seeds) == 1 else out / f"seed-{seed}"
+            if self.writes:
+                seed_dir.mkdir(parents=True, exist_ok=True)
+            done = load_seed_result(seed_dir) if resume else None
+            if done is not None:
+                log.info("seed %d: finished before the run was stopped (%s)", seed,
+                         seed_dir / SEED_RESULT_NAME)
+                per_seed.append(done)
+                continue
+            result = self.train_seed(seed, seed_dir, resume=resume)
+            if self.writes:
+                save_seed_result(seed_dir, jsonable(result))
+            per_seed.append(result)
+        if not self.writes:
+            return {"rank": DIST.rank()}
+        results = write_results(out, self.name, record, self.task, per_seed, seeds,
+                                test=cfg.test and "test" in self.data.splits)
+        results["run_dir"] = str(out)
+        return results
+
+    # ------------------------------------------------------------------ one seed
+    def train_seed(self, seed: int, seed_dir: Path, *, resume: bool = False) -> dict:
+        """Train one model with ``seed``, its files in ``seed_dir``; return its result
+        (selected epoch, dev and test metrics, speed, memory, per-epoch records).
+
+        The state is saved to ``seed_dir/state.pt`` after every epoch and every
+        ``cfg.checkpoint_every`` batches; ``resume`` continues from it (a fresh start when
+        there is none)."""
+        self.start_seed(seed, seed_dir, resume=resume)
+        for epoch in range(self.state.epoch, self.cfg.epochs + 1):
+            training = self.train_epoch(epoch)
+            dev, eval_seconds, eval_memory = self.evaluate_dev()
+            self.end_epoch(epoch, training, dev, eval_seconds, eval_memory)
+        return self.finish_seed()
+
+    def start_seed(self, seed: int, seed_dir: Path, *, resume: bool = False) -> None:
+        """Seed the generators, build the model, optimizer and loader of ``seed``; on
+        ``resume``, put its saved state (if any) back in place."""
+        cfg = self.cfg
+        seed_everything(seed)
+        self.seed_dir = seed_dir
+        model = TreeLSTMModel(self.model_config)
+        if self.embeddings is not None:
+            model.load_embeddings(self.embeddings)
+        model.to(self.device)
+        self.model = model
+        self.optimizer = build_optimizer(model, cfg)
+        self.zero_watch = ZeroWatch(model)
+        self.loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
+                                  seed=seed, schedule=cfg.engine == "level",
+                                  shard=(DIST.rank(), self.world) if cfg.distributed else None)
+        self.net = model
+        if cfg.distributed:  # gradients averaged over the ranks in backward
+            from torch.nn.parallel import DistributedDataParallel
+
+            self.net = DistributedDataParallel(model, find_unused_parameters=True)
+        # gradients checked for NaN/inf each step: all but the word embedding (a fault
+        # upstream of it shows in the cell's gradients too); ~0.2 ms a step
+        self.checked = [p for n, p in model.named_parameters()
+                        if p.requires_grad and not n.startswith("embedding.")]
+        self.state = TrainState(seed=seed, run_id=self.run_id)
+        saved = TrainState.load(seed_dir) if resume else None
+        if saved is not None:
+            restore_training(saved, model, self.optimizer, self.loader.generator)
+            # the weights now live in the model and optimizer; the generators' states
+            # stay for the replay of a stopped epoch (train_epoch)
+            self.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None)
+            truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
+            log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, saved.epoch,
+                     saved.step, seed_dir / STATE_NAME)
+
+    def train_epoch(self, epoch: int) -> EpochTraining:
+        """One pass over the training batches (the rest of it when the seed resumed inside
+        ``epoch``), with a state saved every ``cfg.checkpoint_every`` batches."""
+        cfg, state, loader = self.cfg, self.state, self.loader
+        self.model.train()
+        state.process_peak = max(state.process_peak,
+                                 memory_stats(self.device)["peak_rss_mb"])
+        per_epoch_peak = self._new_peak_window()
+        epoch_loader_state = loader.generator.get_state()  # replays this epoch's order
+        t0 = time.perf_counter()
+        loss_sum = torch.zeros((), device=self.device)  # summed on the device: no sync per step
+        n_ex, n_trees, skipped, skip_to = 0, 0, 0, 0
+        if state.partial is not None:  # resumed inside this epoch
+            loss_sum += state.partial["loss_sum"]
+            n_ex, n_trees = state.partial["n_ex"], state.partial["n_trees"]
+            skipped, skip_to = state.partial["skipped"], state.step
+            t0 -= state.partial["seconds"]
+        batches: Iterable = loader
+        if self.hooks.progress is not None:
+            batches = self.hooks.progress(loader, total=len(loader),
+                                          desc=f"seed {state.seed} epoch {epoch}/{cfg.epochs}")
+        for step, batch in enumerate(batches, 1):
+            if step <= skip_to:
+                continue  # done before the run was stopped
+            if step == skip_to + 1 and skip_to:
+                restore_rng(state.rng)  # as it was after batch ``skip_to``
+            loss = self.train_step(batch, epoch, step)
+            if loss is None:
+                skipped += 1
+                continue
+            b = len(batch)
+            loss_sum += loss * b
+            n_ex += b
+            n_trees += b * (2 if batch.graph_b is not None else 1)
+            if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 \
+                    and step < len(loader):
+                state.step, state.partial = step, {
+                    "loss_sum": float(loss_sum), "n_ex": n_ex, "n_trees": n_trees,
+                    "skipped": skipped, "seconds": time.perf_counter() - t0}
+                self.save_state(epoch_loader_state)
+            if (step % 5 == 0 or step == len(loader)) and hasattr(batches, "set_postfix"):
+                elapsed = time.perf_counter() - t0
+                batches.set_postfix(loss=f"{float(loss_sum) / max(n_ex, 1):.4f}",
+                                    trees_s=f"{n_trees / max(elapsed, 1e-9):.0f}")
+        total_loss = float(loss_sum)  # waits for the device: the epoch's work is done
+        if self.world > 1:  # the epoch over all ranks
+            total_loss, n_ex, n_trees, skipped = DIST.all_sum(
+                [total_loss, n_ex, n_trees, skipped], self.device)
+            n_ex, n_trees, skipped = int(n_ex), int(n_trees), int(skipped)
+        seconds = time.perf_counter() - t0
+        memory = memory_stats(self.device)  # the training epoch's peak (per_epoch_peak)
+        state.process_peak = max(state.process_peak, memory["peak_rss_mb"])
+        return EpochTraining(loss=total_loss / max(n_ex, 1), examples=n_ex, trees=n_trees,
+                             skipped=skipped, seconds=seconds, memory=memory,
+                             peak_scope="epoch" if per_epoch_peak else "process")
+
+    def train_step(self, batch: Any, epoch: int, step: int) -> torch.Tensor | None:
+        """One optimizer step on ``batch``; its mean loss (detached), or None when its loss
+        or gradients are NaN/inf and ``cfg.skip_nonfinite`` skips it (else
+        :class:`~gnn_treelstm.training.faults.NonFiniteError`)."""
+        reduction = self.cfg.loss_reduction
+        batch = to_device(batch, self.device, self.graphs_on_device)
+        out = self.net(batch.graph, batch.graph_b, schedule=batch.schedule)
+        loss = self.model.task.loss(out, batch)  # the model's task: its head's options
+        b = len(batch)
+        self.optimizer.zero_grad(set_to_none=True)
+        objective = batch_objective(loss, b, reduction)
+        if self.world > 1:  # DDP averages over the ranks: make that the global batch's
+            # objective (the mean over the global batch, or its sum)
+            glob = self.loader.batch_sampler.last_global
+            objective = objective * (self.world if reduction == "sum"
+                                     else b * self.world / glob)
+        objective.backward()
+        fault = nonfinite(loss, self.checked)
+        if self.world > 1 and DIST.all_sum([float(bool(fault))], self.device)[0] \
+                and not fault:
+            fault = "another rank's loss or gradients are NaN or infinite"
+        if fault:
+            if not self.cfg.skip_nonfinite:
+                raise NonFiniteError(nonfinite_message(
+                    fault, epoch, step, batch, self.state.best, self._best_path()))
+            log.warning("seed %d epoch %d step %d: %s; batch skipped (examples %s)",
+                        self.state.seed, epoch, step, fault, batch_ids(batch))
+            self.optimizer.zero_grad(set_to_none=True)
+            return None
+        self.optimizer.step()
+        return loss.detach()
+
+    def evaluate_dev(self) -> tuple[dict[str, float], float, dict[str, float]]:
+        """The dev metrics of the model now, the seconds they took and the memory of their
+        window (:func:`~gnn_treelstm.training.memory.memory_stats`)."""
+        self._new_peak_window()
+        t0 = time.perf_counter()
+        metrics, _ = evaluate(self.model, self.data.splits[self.data.dev_split],
+                              batch_size=self.cfg.eval_batch_size, device=self.device,
+                              graphs_on_device=self.graphs_on_device, tokens=self.dev_tokens)
+        seconds = time.perf_counter() - t0
+        memory = memory_stats(self.device)
+        self.state.process_peak = max(self.state.process_peak, memory["peak_rss_mb"])
+        return metrics, seconds, memory
+
+    def end_epoch(self, epoch: int, training: EpochTraining, dev: dict[str, float],
+                  eval_seconds: float, eval_memory: dict[str, float]) -> dict:
+        """Model selection (``best.pt`` when the dev score improved), the epoch's record
+        (``metrics.jsonl``, the ``on_epoch_end`` hook), the state saved; returns the
+        record."""
+        state, sel = self.state, self.task.selection_metric
+        score = dev.get(sel, math.nan)
+        improved = self.task.better(score, state.best_score)
+        if improved:
+            state.best_score = score
+            state.best = {"epoch": epoch, "dev": dev}
+            if self.writes:
+                self.save_best(epoch, dev)
+        record = {
+            "run_id": self.run_id,
+            "seed": state.seed, "epoch": epoch, "train_loss": training.loss,
+            "train_seconds": round(training.seconds, 3),
+            "trees_per_second": round(training.trees / max(training.seconds, 1e-9), 1),
+            "skipped_nonfinite": training.skipped,
+            "examples": training.examples, "dev": dev, "best": improved,
+            "eval_seconds": round(eval_seconds, 3), **training.memory,
+            "peak_rss_scope": training.peak_scope,
+            "eval_peak_rss_mb": eval_memory["peak_rss_mb"],
+            "process_peak_rss_mb": state.process_peak,
+        }
+        record["zeroed_parameters"] = " ".join(self.zero_watch.warn(state.seed, epoch))  # newly
+        state.epochs.append(record)
+        metrics_file = self._metrics_file()
+        if metrics_file is not None:
+            append_metrics(metrics_file, record)
+        log.info("seed %d epoch %d/%d: loss %.4f, dev %s %.4f%s, %.1fs (%.0f trees/s)",
+                 state.seed, epoch, self.cfg.epochs, record["train_loss"], sel, score,
+                 " (best)" if improved else "", training.seconds, record["trees_per_second"])
+        state.epoch, state.step, state.partial = epoch + 1, 0, None  # the epoch is done
+        self.save_state(self.loader.generator.get_state())
+        if self.hooks.on_epoch_end is not None:
+            self.hooks.on_epoch_end(record)
+        return record
+
+    def save_best(self, epoch: int, dev: dict[str, float]) -> None:
+        """Write the model now as the seed's selected checkpoint (``best.pt``)."""
+        rd = self.data
+        save_checkpoint(
+            self._best_path(), self.model, vocab=rd.vocab, relations=rd.relations,
+            label_names=rd.label_names, run_config=self.cfg.to_dict(),
+            meta={"epoch": epoch, "seed": self.state.seed, "dev": dev,
+                  "data_dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
+                  "tree": self.cfg.tree, "dev_split": rd.dev_split,
+                  "data_examples": {k: len(v) for k, v in rd.splits.items()},
+                  "run_id": self.run_id},
+        )
+
+    def save_state(self, loader_state: torch.Tensor) -> None:
+        """Save :attr:`state` with the weights, the optimizer's state, the random
+        generators and ``loader_state`` (the shuffle generator as of the start of the epoch
+        ``state.epoch``) to ``state.pt`` (:mod:`gnn_treelstm.training.resume`)."""
+        if self.cfg.distributed:
+            return  # a distributed run does not resume (yet)
+        dataclasses.replace(self.state, loader=loader_state, model=self.model.state_dict(),
+                            optimizer=self.optimizer.state_dict(),
+                            rng=capture_rng()).save(self.seed_dir)
+
+    def finish_seed(self) -> dict:
+        """The seed's result; with ``cfg.test``, its selected checkpoint's test metrics."""
+        state, sel = self.state, self.task.selection_metric
+        if not state.best:
+            raise RuntimeError(f"no epoch produced a finite dev {sel}; nothing to select")
+        result = {"seed": state.seed, "best_epoch": state.best["epoch"],
+                  "dev": state.best["dev"], "checkpoint": str(self._best_path()),
+                  "seconds_per_epoch": float(np.median([r["train_seconds"]
+                                                        for r in state.epochs])),
+                  "peak_rss_mb": max(r["peak_rss_mb"] for r in state.epochs),
+                  "process_peak_rss_mb": state.process_peak,
+                  "zeroed_parameters": self.zero_watch.zeroed, "epochs": state.epochs}
+        if self.cfg.test and "test" in self.data.splits and self.writes:
+            ck = load_model(self._best_path(), device=self.device)
+            result["test"], _ = evaluate(ck.model, self.data.splits["test"],
+                                         batch_size=self.cfg.eval_batch_size,
+                                         device=self.device,
+                                         graphs_on_device=self.graphs_on_device,
+                                         tokens=self._tokens("test"))
+            log.info("seed %d: best epoch %d, dev %s %.4f, test %s", state.seed,
+                     state.best["epoch"], sel, state.best_score,
+                     format_metrics(result["test"]))
+        return result
+
+    # ------------------------------------------------------------------ helpers
+    def _new_peak_window(self) -> bool:
+        """Release the free heap (hook), then reset the peak-memory marks; whether the RSS
+        peak could be reset."""
+        if self.hooks.release_heap is not None:
+            self.hooks.release_heap()
+        return reset_peak_memory(self.device)
+
+    def _tokens(self, split: str) -> list | None:
+        """The words of ``split``, for tasks that report subsets of it (SICK's negation,
+        long premises)."""
+        return self.data.tokens(split) if getattr(self.task, "subsets", False) else None
+
+    def _best_path(self) -> Path:
+        return self.seed_dir / "best.pt"
+
+    def _metrics_file(self) -> Path | None:
+        return self.out / "metrics.jsonl" if self.writes else None
+
+
+def run(cfg: RunConfig, *, hooks: TrainHooks | None = None, overwrite: bool = False,
+        keep: Sequence[str] = (), resume: bool = False) -> dict:
+    """Train the run ``cfg`` describes and return its results:
+    ``Trainer(cfg, hooks=hooks).fit(overwrite=overwrite, keep=keep, resume=resume)``."""
+    return Trainer(cfg, hooks=hooks).fit(overwrite=overwrite, keep=keep, resume=resume)
