@@ -1,8 +1,8 @@
 """One test over the whole cell registry: for every registry name and every option that
 changes the math, the per-node reference (written from the paper's equations), the DGL
 engine, the general level driver and the level engine's fast kernel (where the cell names
-one) give the same node states and the same gradient of every parameter and of ``x``, in
-float32 and float64.
+one: ``cell.has_kernel``) give the same node states and the same gradient of every
+parameter and of ``x``, in float32 and float64.
 
 A kernel that drifts from its cell's declaration fails here
 (:func:`test_a_mutated_kernel_fails` shows the comparison catches a one-ulp-scale change).
@@ -15,6 +15,8 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell, cells
+from gnn_treelstm.cells.base import TreeCell
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.kernels import fused, native
 from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
 from tests.engine.compare import assert_same_run
@@ -110,8 +112,6 @@ CASES = {
     "bitree": (_constituency, _teng(teng.bitree_reference), [{}, {"head": "right"}]),
     "mean": (_dependency, _mean, [{}]),
 }
-#: names whose level engine is the general driver only (no parameters, nothing to fuse)
-NO_KERNEL = {"mean"}
 EXTRA = {"nary": [({"n_ary": 3}, _nary3), ({"n_ary": 3, "tie_forget": True}, _nary3)]}
 
 
@@ -173,11 +173,11 @@ def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
     # the fast kernel, where the cell names one and it applies (float32 CPU, library built)
     cell_fast = build_cell(name, X, H, engine="level", **kw).to(dtype)
     cell_fast.load_state_dict(cell.state_dict())
-    from gnn_treelstm.cells.base import Propagator
-
     fast = cell_fast.level_kernel(Propagator("level", g), x)
-    if dtype == torch.float32 and fused.available(x) and name not in NO_KERNEL:
+    if dtype == torch.float32 and fused.available(x) and cell_fast.has_kernel:
         assert fast is not None, f"{name} {kw}: no fast kernel applies in float32 on the CPU"
+    if not cell_fast.has_kernel:
+        assert fast is None, f"{name} {kw}: has_kernel is False but level_kernel ran"
     if fast is not None:
         assert dtype == torch.float32 and fused.available(x)
         assert_same_run(_run(cell_fast, cell_fast, g, x, wh, wc), want, tol=tol)
@@ -197,6 +197,32 @@ def test_a_mutated_kernel_fails(monkeypatch):
     with pytest.raises(AssertionError):
         test_reference_dgl_level_and_fast_kernel_agree("childsum", {}, _dependency,
                                                        tai.childsum, torch.float32)
+
+
+def test_a_named_kernel_that_does_not_run_fails(monkeypatch):
+    """A cell that names a fast kernel (``has_kernel``) must run it where kernels apply."""
+    if not fused.available(torch.zeros(1)):
+        pytest.skip("the native level loops are not available here")
+    from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
+
+    monkeypatch.setattr(ChildSumTreeLSTM, "level_kernel", lambda self, prop, x: None)
+    with pytest.raises(AssertionError, match="no fast kernel applies"):
+        test_reference_dgl_level_and_fast_kernel_agree("childsum", {}, _dependency,
+                                                       tai.childsum, torch.float32)
+
+
+def test_has_kernel_is_whether_the_cell_overrides_level_kernel():
+    class Plain(TreeCell):
+        pass
+
+    class Fast(Plain):
+        def level_kernel(self, prop, x, **kwargs):
+            return None
+
+    assert not Plain(2, 2).has_kernel and Fast(2, 2).has_kernel
+    without = {name for name, (_, _, options) in CASES.items()
+               if not build_cell(name, X, H, **options[0]).has_kernel}
+    assert without == {"mean"}  # no parameters, nothing to fuse
 
 
 def test_gate_equations_live_in_cell_files_and_csrc_only():

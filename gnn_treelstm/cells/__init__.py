@@ -15,7 +15,7 @@ from gnn_treelstm.cells import (  # noqa: F401  (each module registers its cells
     sequential,
     topdown,
 )
-from gnn_treelstm.cells.base import ENGINES, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import (
     build_cell,
     cell_options,
@@ -23,6 +23,7 @@ from gnn_treelstm.cells.registry import (
     check_cell_options,
     run_defaults,
 )
+from gnn_treelstm.engine.propagator import ENGINES
 
 __all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults", "TreeCell",
            "ENGINES"]

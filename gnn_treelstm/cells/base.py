@@ -2,13 +2,21 @@
 
 A cell declares its math once, in its own file: plain-tensor functions (input terms, the
 per-edge message, the node update; equation numbers in their docstrings) bundled into
-:class:`~gnn_treelstm.engine.recurrence.Recurrence` objects. :meth:`TreeCell.forward`
-validates the input, then hands the cell a :class:`Propagator` for its engine; the cell's
-:meth:`TreeCell.compute` computes its input terms and runs its recurrences through it. So
+:class:`~gnn_treelstm.engine.recurrence.Recurrence` objects that name their inputs and the
+parts of their state and messages (``state={"h": H, "c": H}``; the functions read
+``src.h``, ``x.iou`` and return ``{"h": ..., "c": ...}``; the engines pack and unpack).
+
+:meth:`TreeCell.forward` validates the input, then hands the cell a
+:class:`~gnn_treelstm.engine.propagator.Propagator` for its engine (a name in
+:data:`~gnn_treelstm.engine.propagator.ENGINES`); the cell's :meth:`TreeCell.compute`
+computes its input terms and runs its recurrences through it,
+``out = prop(rec, iou=..., f=...)``, reading the states by name (``out.h``, ``out.c``). So
 the DGL engine (``dgl.prop_nodes_topo``) and the level engine (precomputed schedule) run
 the same declared functions. A cell may also name a fast kernel
-(:meth:`TreeCell.level_kernel`, the C++ loops of :mod:`gnn_treelstm.kernels.fused`) used by
-the level engine when it applies; the registry-wide test holds it to the declaration.
+(:meth:`TreeCell.level_kernel`, the C++ loops of :mod:`gnn_treelstm.kernels.fused`) used
+where the engine allows it (``Engine.kernels``; the level engine) and it applies;
+:attr:`TreeCell.has_kernel` tells whether a cell names one, and the registry-wide test
+holds every kernel to its declaration.
 """
 
 from __future__ import annotations
@@ -22,84 +30,11 @@ import dgl
 import torch
 from torch import nn
 
-from gnn_treelstm.engine import dgl_engine, level
-from gnn_treelstm.engine.recurrence import Recurrence
+from gnn_treelstm.engine.propagator import ENGINES, Propagator
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees import graph as G
 
-__all__ = ["TreeCell", "ENGINES", "Propagator", "prop_nodes_topo"]
-
-#: Propagation engines. ``"dgl"``: message/reduce/apply under ``dgl.prop_nodes_topo``
-#: (the reference engine, default). ``"level"``: precomputed level schedule.
-ENGINES = ("dgl", "level")
-
-prop_nodes_topo = dgl_engine.prop_nodes_topo
-
-
-class Propagator:
-    """Runs a cell's recurrences on one (batched) graph with one engine.
-
-    ``prop(rec, *inputs) -> states`` (node order). For the level engine the schedule is
-    the one given (checked against the graph) or built once on first use.
-    """
-
-    def __init__(self, engine: str, graph: dgl.DGLGraph,
-                 schedule: LevelSchedule | None = None) -> None:
-        self.engine = engine
-        self.graph = graph
-        self._schedule = schedule
-
-    @property
-    def schedule(self) -> LevelSchedule:
-        """The given schedule, or the graph's, built (on the CPU) on first use."""
-        if self._schedule is None:
-            self._schedule = LevelSchedule.from_graph(self.graph)
-        return self._schedule
-
-    def schedule_on(self, device: torch.device) -> LevelSchedule:
-        """The schedule on ``device``, moved at most once per forward (a cell may run
-        several recurrences on it)."""
-        if self.schedule.device != device:
-            self._schedule = self.schedule.to(device)
-        return self._schedule
-
-    def __call__(self, rec: Recurrence, *inputs: torch.Tensor) -> torch.Tensor:
-        if self.engine == "dgl":
-            return dgl_engine.propagate(self.graph, rec, inputs)
-        sched = self.schedule_on(inputs[0].device)
-        if sched.num_nodes == 0:
-            return rec.update(inputs, rec.sources(inputs[0], 0))
-        return level.propagate(sched, rec, inputs)
-
-
-def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> None:
-    """A precomputed schedule must describe ``graph``: same nodes, and every edge of the
-    graph where the schedule has it (child -> parent)."""
-    if not isinstance(schedule, LevelSchedule):
-        raise ValueError(f"{who}: schedule must be a LevelSchedule, got "
-                         f"{type(schedule).__name__}")
-    n, e = graph.num_nodes(), graph.num_edges()
-    lv = schedule.up
-    if schedule.num_nodes != n or lv.edge_src.shape[0] != e:
-        raise ValueError(
-            f"{who}: the schedule is for a graph of {schedule.num_nodes} nodes and "
-            f"{lv.edge_src.shape[0]} edges, this graph has {n} nodes and {e} edges; build "
-            "it with LevelSchedule.from_graph(graph) of this batch (or pass schedule=None)"
-        )
-    if e == 0:
-        return
-    src, dst = graph.edges()
-    dev = lv.order.device
-    par = torch.full((n,), -1, dtype=torch.int64, device=dev)
-    par[src.to(dev).long()] = dst.to(dev).long()
-    child = lv.order.index_select(0, lv.edge_src)
-    parent = lv.order.index_select(0, lv.edge_dst)
-    if not bool((par.index_select(0, child) == parent).all()):
-        raise ValueError(
-            f"{who}: the schedule's edges differ from this graph's (a schedule of another "
-            "batch with the same size?); build it with LevelSchedule.from_graph(graph) of "
-            "this batch (or pass schedule=None)"
-        )
+__all__ = ["TreeCell"]
 
 
 class TreeCell(nn.Module):
@@ -109,8 +44,12 @@ class TreeCell(nn.Module):
     :mod:`gnn_treelstm.trees.graph`'s schema and node inputs ``x`` of shape
     ``(num_nodes, x_size)`` and returns per-node states ``(h, c)``, ``h`` of shape
     ``(num_nodes, out_size)``. It never mutates ``graph``. Subclasses implement
-    :meth:`compute` (their math, through the :class:`Propagator`) and may implement
-    :meth:`level_kernel` (a fast path of the level engine).
+    :meth:`compute` (their math: input terms, then their
+    :class:`~gnn_treelstm.engine.recurrence.Recurrence` run through the
+    :class:`~gnn_treelstm.engine.propagator.Propagator`) and may implement
+    :meth:`level_kernel` (a fast path of the level engine; :attr:`has_kernel`).
+    ``engine`` is the name of the cell's engine in
+    :data:`~gnn_treelstm.engine.propagator.ENGINES`.
 
     Class attributes describe what the cell needs, so callers can refuse a model/tree
     combination before training: ``max_children`` (None = any), ``uses_relations``
@@ -140,7 +79,7 @@ class TreeCell(nn.Module):
         if x_size <= 0 or h_size <= 0:
             raise ValueError(f"x_size and h_size must be positive, got {x_size} and {h_size}")
         if engine not in ENGINES:
-            raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
+            raise ValueError(f"unknown engine {engine!r}; choose one of {', '.join(ENGINES)}")
         self.x_size = int(x_size)
         self.h_size = int(h_size)
         self.engine = engine
@@ -156,10 +95,8 @@ class TreeCell(nn.Module):
         """Validate, then run the cell's math with its engine; returns ``(h, c)``."""
         self.check_input(graph, x)
         self.check_kwargs(graph, **kwargs)
-        if schedule is not None:
-            check_schedule(schedule, graph, type(self).__name__)
-        prop = Propagator(self.engine, graph, schedule)
-        if self.engine == "level":
+        prop = Propagator(self.engine, graph, schedule, who=type(self).__name__)
+        if prop.kernels:
             fast = self.level_kernel(prop, x, **kwargs)
             if fast is not None:
                 return fast
@@ -173,8 +110,15 @@ class TreeCell(nn.Module):
     def level_kernel(self, prop: Propagator, x: torch.Tensor, **kwargs
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """An optional fast path of the level engine (``None``: none applies here, the
-        general level driver runs :meth:`compute`)."""
+        general level driver runs :meth:`compute`). A cell that has one overrides this
+        method (:attr:`has_kernel`)."""
         return None
+
+    @property
+    def has_kernel(self) -> bool:
+        """Whether the cell names a fast kernel (overrides :meth:`level_kernel`); where one
+        applies (float32 on the CPU, the library built) it must return states."""
+        return type(self).level_kernel is not TreeCell.level_kernel
 
     def check_kwargs(self, graph: dgl.DGLGraph, **kwargs) -> None:
         """Validate extra forward arguments (e.g. ``heads=``); none by default."""

@@ -35,10 +35,11 @@ from types import MappingProxyType
 import dgl
 import torch
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.kernels import fused, fused_teng
 from gnn_treelstm.trees import graph as G
 

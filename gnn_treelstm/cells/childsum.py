@@ -33,11 +33,12 @@ is unchanged. Count: ``3h(x + h + 1)`` (Tai: ``3h(x + h + 2)``).
 
 Propagation. Everything that depends only on the inputs, ``W x + b`` for all gates, is
 one matrix product over all nodes before propagation (:func:`childsum_input_terms`). The
-recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``[h_k ; f_jk ⊙ c_k]`` per child
-edge (:func:`childsum_edge_message`, eqs 2 and 4 and the summand of eq 7); the engine sums
-them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run these
-functions; the level engine's fast kernel (:func:`gnn_treelstm.kernels.fused.childsum_levels`,
-C++) is their acceleration, with or without output gate, in float32 on the CPU.
+recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``h_k`` and ``f_jk ⊙ c_k`` per
+child edge (:func:`childsum_forget_term`, eqs 2 and 4 and the summand of eq 7); the engine
+sums them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run
+these functions; the level engine's fast kernel
+(:func:`gnn_treelstm.kernels.fused.childsum_levels`, C++) is their acceleration, with or
+without output gate, in float32 on the CPU.
 """
 from __future__ import annotations
 
@@ -48,9 +49,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused
 
@@ -59,7 +61,6 @@ logger = logging.getLogger(__name__)
 __all__ = [
     "ChildSumTreeLSTM",
     "childsum_input_terms",
-    "childsum_edge_message",
     "childsum_forget_term",
     "childsum_node_update",
 ]
@@ -84,14 +85,6 @@ def childsum_forget_term(
     precomputed ``W^(f) x_j + b^(f)`` (E, h).
     """
     return torch.sigmoid(fx_parent + F.linear(h_child, U_f)) * c_child  # eqs 4, 7
-
-
-def childsum_edge_message(
-    h_child: torch.Tensor, c_child: torch.Tensor, fx_parent: torch.Tensor, U_f: torch.Tensor,
-) -> torch.Tensor:
-    """One row per child edge ``k -> j``: ``[h_k ; f_jk ⊙ c_k]`` (E, 2h). Summed over a
-    node's children this gives ``[h~_j ; Σ_k f_jk ⊙ c_k]`` (eq 2 and the sum of eq 7)."""
-    return torch.cat([h_child, childsum_forget_term(h_child, c_child, fx_parent, U_f)], dim=-1)
 
 
 def childsum_node_update(
@@ -186,28 +179,32 @@ class ChildSumTreeLSTM(TreeCell):
 
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:
-        """Eqs 2-8 as a summed recurrence: state ``[h ; c]``, message ``[h_k ; f_jk ⊙ c_k]``,
-        input ``W x + b`` (gate order of :attr:`gates`)."""
-        h, n_iou = self.h_size, len(self.gates) - 1  # 3, or 2 without output gate
+        """Eqs 2-8 as a summed recurrence: state ``h, c``; inputs ``iou`` (``W x + b`` of
+        the non-forget gates, in the order of :attr:`gates`) and ``f`` (``W^(f) x + b^(f)``);
+        message ``h`` (``h_k``, summed: ``h~_j``) and ``fc`` (``f_jk ⊙ c_k``, summed: the
+        forget part of eq 7)."""
+        h = self.h_size
         U_f, U_in, gated = self.U_f.weight, self._U_in(), self.output_gate
 
-        def message(hc_k, parent, rel):  # eq 2 summand, eq 4, eq 7 summand, per child edge
-            return childsum_edge_message(hc_k[:, :h], hc_k[:, h:], parent[0][:, n_iou * h:], U_f)
+        def message(src, dst, rel):  # eq 2 summand, eq 4, eq 7 summand, per child edge
+            return {"h": src.h, "fc": childsum_forget_term(src.h, src.c, dst.f, U_f)}
 
-        def update(inputs, msg):  # eqs 3, 5-8 (leaves: the summed messages are zeros)
-            hj, cj = childsum_node_update(inputs[0][:, : n_iou * h], msg[:, :h], msg[:, h:],
-                                          U_in, output_gate=gated)
-            return torch.cat([hj, cj], dim=-1)
+        def update(x, m):  # eqs 3, 5-8 (leaves: the summed messages are zeros)
+            hj, cj = childsum_node_update(x.iou, m.h, m.fc, U_in, output_gate=gated)
+            return {"h": hj, "c": cj}
 
-        return Recurrence(width=2 * h, message=message, msg_width=2 * h, update=update)
+        return Recurrence(state={"h": h, "c": h}, inputs=("iou", "f"), message=message,
+                          msg={"h": h, "fc": h}, update=update)
 
     def input_terms(self, x: torch.Tensor) -> torch.Tensor:
         """``W x + b`` of every node, (N, 4h) (or (N, 3h) without output gate)."""
         return childsum_input_terms(x, self.W_x.weight, self.W_x.bias)
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        hc = prop(self.recurrence(), self.input_terms(x))
-        return hc[:, : self.h_size], hc[:, self.h_size:]
+        wx = self.input_terms(x)
+        k = (len(self.gates) - 1) * self.h_size  # the i, o, u (i, u) columns; then f
+        out = prop(self.recurrence(), iou=wx[:, :k], f=wx[:, k:])
+        return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
         """The C++ level loops (with or without output gate, float32 CPU)."""

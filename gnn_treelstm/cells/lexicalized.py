@@ -52,8 +52,8 @@ rows ``[W_xi; W_xg; W_xo]``); ``b`` ``(5h,)`` ``[b_i, b_fl, b_fr, b_g, b_o]``; `
 **Propagation.** (1) head lexicons bottom-up (eqs 9-10, only needs ``x``):
 :meth:`HeadLexicon.recurrence`; (2) all input terms ``W_x x_t + b`` of all nodes in one
 matrix product (:func:`lex_input_terms`); (3) the cell's recurrence
-(:meth:`LexicalizedTreeLSTM.recurrence`): slotted, each child's ``[h ; c]`` in the slot of
-its position, and :func:`lex_node_update` (eqs 11, 12, 5, 1) makes ``(h_t, c_t)``. Both
+(:meth:`LexicalizedTreeLSTM.recurrence`): slotted, each child's state ``h, c`` in the slot
+of its position, and :func:`lex_node_update` (eqs 11, 12, 5, 1) makes ``(h_t, c_t)``. Both
 engines run these functions (the DGL engine places a child in its slot with the built-in
 ``u_mul_e`` and ``sum``). The level engine's fast kernel (``level_kernel``, float32 CPU) runs
 both recurrences as C++ level loops (:mod:`gnn_treelstm.kernels.fused_teng`, every head
@@ -71,8 +71,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_teng
 from gnn_treelstm.trees import graph as G
@@ -155,18 +156,19 @@ def lex_input_terms(
 
 
 def lex_node_update(
-    x_terms: torch.Tensor, children: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
-    W_co: torch.Tensor,
+    x_terms: torch.Tensor, h_kids: torch.Tensor, c_kids: torch.Tensor, U_h: torch.Tensor,
+    U_c: torch.Tensor, W_co: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One bottom-up step for n nodes (Teng eqs 11, 12, 5, 1; baseline eqs 6, 7, 8, 5, 1).
 
-    ``x_terms`` (n, 5h) from :func:`lex_input_terms`; ``children`` (n, 2, 2h): slot 0 =
-    ``[h^L ; c^L]``, slot 1 = ``[h^R ; c^R]`` (zeros where a child is missing);
-    ``U_h`` (5h, 2h), ``U_c`` (3h, 2h), ``W_co`` (h, h). Returns ``(h_t, c_t)``, (n, h) each.
+    ``x_terms`` (n, 5h) from :func:`lex_input_terms`; ``h_kids``, ``c_kids`` (n, 2, h):
+    slot 0 = ``h^L`` / ``c^L``, slot 1 = ``h^R`` / ``c^R`` (zeros where a child is
+    missing); ``U_h`` (5h, 2h), ``U_c`` (3h, 2h), ``W_co`` (h, h). Returns ``(h_t, c_t)``,
+    (n, h) each.
     """
-    n, h = children.shape[0], children.shape[-1] // 2
-    hs = children[..., :h].reshape(n, 2 * h)  # (n, 2h) = [h^L, h^R]
-    cs = children[..., h:]  # (n, 2, h)
+    n, h = h_kids.shape[0], h_kids.shape[-1]
+    hs = h_kids.reshape(n, 2 * h)  # (n, 2h) = [h^L, h^R]
+    cs = c_kids  # (n, 2, h)
     rec_h = F.linear(hs, U_h)  # (n, 5h): Σ_N W_h*^N h^N for i, fl, fr, g, o
     rec_c = F.linear(cs.reshape(n, 2 * h), U_c)  # (n, 3h): Σ_N W_c*^N c^N for i, fl, fr
     pre = x_terms + torch.cat([rec_h[:, : 3 * h] + rec_c, rec_h[:, 3 * h:]], dim=-1)
@@ -237,24 +239,26 @@ class HeadLexicon(nn.Module):
             nn.init.zeros_(self.b_z)
 
     def recurrence(self) -> Recurrence:
-        """Eqs 9-10 as a slotted recurrence over the head vectors: a leaf keeps its word
-        vector, an internal node combines its children's heads (:func:`head_combine`).
-        Inputs: ``x`` at the leaves (zeros elsewhere) and a leaf flag (N, 1)."""
+        """Eqs 9-10 as a slotted recurrence over the head vectors (state ``head``): a leaf
+        keeps its word vector, an internal node combines its children's heads
+        (:func:`head_combine`). Inputs: ``word``, ``x`` at the leaves (zeros elsewhere), and
+        ``is_leaf``, a leaf flag (N, 1)."""
         W_z = self.W_z if self.mode == "gate" else None
         b_z = self.b_z if self.mode == "gate" else None
         mode = self.mode
 
-        def update(inputs, kids):  # eqs 9-10 at internal nodes; a leaf keeps its word
-            x_leaf, is_leaf = inputs
-            return torch.where(is_leaf > 0, x_leaf, head_combine(kids, mode, W_z, b_z))
+        def update(x, kids):  # eqs 9-10 at internal nodes; a leaf keeps its word
+            combined = head_combine(kids.head, mode, W_z, b_z)
+            return {"head": torch.where(x.is_leaf > 0, x.word, combined)}
 
-        return Recurrence(width=self.x_size, slots=2, update=update)
+        return Recurrence(state={"head": self.x_size}, inputs=("word", "is_leaf"), slots=2,
+                          update=update)
 
     def run(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor:
         """Head lexicons of every node through ``prop`` (either engine), (N, x_size)."""
         graph = prop.graph
         is_leaf = (graph.in_degrees() == 0).to(device=x.device, dtype=x.dtype).unsqueeze(-1)
-        return prop(self.recurrence(), leaf_word_inputs(graph, x), is_leaf)
+        return prop(self.recurrence(), word=leaf_word_inputs(graph, x), is_leaf=is_leaf).head
 
     def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
         """Head lexicons with the DGL engine, (N, x_size). The caller validates the graph."""
@@ -338,10 +342,11 @@ class LexicalizedTreeLSTM(TreeCell):
         return lex_input_terms(x_in, self.W_x, self.b, self.lexicalized)
 
     def node_update(
-        self, x_terms: torch.Tensor, children: torch.Tensor
+        self, x_terms: torch.Tensor, h_kids: torch.Tensor, c_kids: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eqs 11, 12, 5, 1 from gathered children (n, 2, 2h) (see :func:`lex_node_update`)."""
-        return lex_node_update(x_terms, children, self.U_h, self.U_c, self.W_co)
+        """Eqs 11, 12, 5, 1 from the children's states by slot, (n, 2, h) each (see
+        :func:`lex_node_update`)."""
+        return lex_node_update(x_terms, h_kids, c_kids, self.U_h, self.U_c, self.W_co)
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
@@ -370,15 +375,15 @@ class LexicalizedTreeLSTM(TreeCell):
 
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:
-        """Eqs 11, 12, 5, 1 as a slotted recurrence: state ``[h ; c]``, children by position
-        (slot 0 left, 1 right), input terms (N, 5h)."""
+        """Eqs 11, 12, 5, 1 as a slotted recurrence: state ``h, c``, children by position
+        (slot 0 left, 1 right), input ``wx``: the input terms (N, 5h)."""
         h, U_h, U_c, W_co = self.h_size, self.U_h, self.U_c, self.W_co
 
-        def update(inputs, kids):  # eqs 11, 12, 5, 1 (leaves: the children slots are zeros)
-            hj, cj = lex_node_update(inputs[0], kids, U_h, U_c, W_co)
-            return torch.cat([hj, cj], dim=-1)
+        def update(x, kids):  # eqs 11, 12, 5, 1 (leaves: the children slots are zeros)
+            hj, cj = lex_node_update(x.wx, kids.h, kids.c, U_h, U_c, W_co)
+            return {"h": hj, "c": cj}
 
-        return Recurrence(width=2 * h, slots=2, update=update)
+        return Recurrence(state={"h": h, "c": h}, inputs=("wx",), slots=2, update=update)
 
     def compute(self, prop: Propagator, x: torch.Tensor, heads: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -387,8 +392,8 @@ class LexicalizedTreeLSTM(TreeCell):
             x_in = self.head_lexicon_module.run(prop, x) if heads is None else heads  # (N, x)
         else:
             x_in = leaf_word_inputs(prop.graph, x)  # eqs 6-8: x only at the leaves
-        hc = prop(self.recurrence(), self.input_terms(x_in))  # one matmul for all inputs
-        return hc[:, : self.h_size], hc[:, self.h_size:]
+        out = prop(self.recurrence(), wx=self.input_terms(x_in))  # one matmul for all inputs
+        return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor,
                      heads: torch.Tensor | None = None

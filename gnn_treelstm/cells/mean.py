@@ -15,27 +15,27 @@ The cell has no parameters: with fixed vectors (the relatedness default, Tai §5
 the head trains. Its state has the inputs' size, so ``out_size`` is ``x_size``; ``h_size``
 is accepted for the registry's common signature ``(x_size, h_size)`` and not used.
 
-The recurrence (:meth:`MeanVectors.recurrence`): each child edge sends ``[s_k ; n_k]``,
-the engine sums them and the update adds the node's own ``[w_j x_j ; w_j]``; both engines
-run it.
+The recurrence (:meth:`MeanVectors.recurrence`): state ``s, n``; each child edge sends
+its state as it is, the engine sums them and the update adds the node's own inputs
+``s = w_j x_j`` and ``n = w_j``; both engines run it.
 """
 
 from __future__ import annotations
 
 import torch
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["MeanVectors", "mean_states"]
 
 
-def mean_states(s: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """``(h, c)`` from the subtree sums ``s = [s_j ; n_j]`` (N, d + 1): ``h_j = s_j / n_j``
-    (0 where ``n_j = 0``) and ``c_j = s_j``, each (N, d)."""
-    sums, counts = s[:, :-1], s[:, -1:]
+def mean_states(sums: torch.Tensor, counts: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(h, c)`` from the subtree sums ``s_j`` (N, d) and word counts ``n_j`` (N, 1):
+    ``h_j = s_j / n_j`` (0 where ``n_j = 0``) and ``c_j = s_j``, each (N, d)."""
     return sums / counts.clamp(min=1.0), sums
 
 
@@ -65,16 +65,17 @@ class MeanVectors(TreeCell):
         """Nothing to initialize: the cell has no parameters."""
 
     def recurrence(self) -> Recurrence:
-        """Subtree sums: message ``[s_k ; n_k]``, update ``own_j + Σ_k [s_k ; n_k]``."""
-        d = self.x_size + 1
+        """Subtree sums: state ``s`` (word vectors, x_size) and ``n`` (words, 1); a child
+        sends its state, the update adds the node's own inputs ``s``, ``n`` to the sums."""
 
-        def message(s_k, _inputs, _rel):
-            return s_k
+        def message(src, dst, rel):  # a child's subtree sums, as they are
+            return src
 
-        def update(inputs, msum):
-            return inputs[0] + msum
+        def update(x, m):
+            return {"s": x.s + m.s, "n": x.n + m.n}
 
-        return Recurrence(width=d, message=message, msg_width=d, update=update)
+        return Recurrence(state={"s": self.x_size, "n": 1}, inputs=("s", "n"),
+                          message=message, update=update)
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns ``(h, c)``: subtree means and subtree sums, each (N, x_size)."""
@@ -83,5 +84,5 @@ class MeanVectors(TreeCell):
             w = (graph.ndata[G.WORD] != G.NO_WORD).to(x.dtype).unsqueeze(-1)  # (N, 1)
         else:
             w = x.new_ones(x.shape[0], 1)
-        own = torch.cat([x * w, w], dim=-1)  # (N, d + 1)
-        return mean_states(prop(self.recurrence(), own))
+        out = prop(self.recurrence(), s=x * w, n=w)
+        return mean_states(out.s, out.n)

@@ -54,11 +54,11 @@ gates, the forget term and the node update are Child-Sum's own functions
 :func:`~gnn_treelstm.cells.childsum.childsum_node_update`: Tran eq 1 *is* Tai eqs 3-8, so
 they are written once, there); this file adds the relation transforms of eqs 2 and 4
 (:func:`mult_transform`, :func:`full_transform`). The recurrence
-(:meth:`MultiplicativeTreeLSTM.recurrence`) sends ``[summand of h~_j ; f_jk ⊙ c_k]`` per
-child edge; both engines run it. Fast level kernels (float32 CPU), Child-Sum's C++ loop:
-``add`` with its own input terms (:func:`gnn_treelstm.kernels.fused.childsum_levels`),
-``mult`` and ``full`` with the transforms of eqs 4 and 2 inside the loop
-(:func:`~gnn_treelstm.kernels.fused.mtree_levels`,
+(:meth:`MultiplicativeTreeLSTM.recurrence`) sends the summand of ``h~_j`` and
+``f_jk ⊙ c_k`` per child edge; both engines run it. Fast level kernels (float32 CPU),
+Child-Sum's C++ loop: ``add`` with its own input terms
+(:func:`gnn_treelstm.kernels.fused.childsum_levels`), ``mult`` and ``full`` with the
+transforms of eqs 4 and 2 inside the loop (:func:`~gnn_treelstm.kernels.fused.mtree_levels`,
 :func:`~gnn_treelstm.kernels.fused.mtree_full_levels`).
 """
 
@@ -73,10 +73,11 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.childsum import childsum_forget_term, childsum_node_update
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused
 from gnn_treelstm.trees import graph as G
@@ -247,28 +248,31 @@ class MultiplicativeTreeLSTM(TreeCell):
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:
         """Child-Sum's recurrence with the summand of ``h~_j`` from eq 4 (``mult``), eq 2
-        (``full``) or ``h_k`` (``add``): message ``[summand ; f_jk ⊙ c_k]``, state
-        ``[h ; c]``, input terms (N, 4h) in gate order ``i, o, u, f``."""
+        (``full``) or ``h_k`` (``add``): state ``h, c``; inputs ``iou`` and ``f`` (the
+        input terms of the gates ``i, o, u`` and ``f``); message ``h`` (the summand) and
+        ``fc`` (``f_jk ⊙ c_k``)."""
         h = self.h_size
         U_f, U_iou = self.U_f.weight, self.U_iou.weight
         transform = self.transform_children
 
-        def message(hc_k, parent, rel):  # Tran eq 2/4 summand, Tai eq 4 and eq 7 summand
-            hk, ck = hc_k[:, :h], hc_k[:, h:]
-            return torch.cat([transform(hk, rel),
-                              childsum_forget_term(hk, ck, parent[0][:, 3 * h:], U_f)], dim=-1)
+        def message(src, dst, rel):  # Tran eq 2/4 summand, Tai eq 4 and eq 7 summand
+            return {"h": transform(src.h, rel),
+                    "fc": childsum_forget_term(src.h, src.c, dst.f, U_f)}
 
-        def update(inputs, msg):  # Tai eqs 3, 5-8 (leaves: the summed messages are zeros)
-            hj, cj = childsum_node_update(inputs[0][:, : 3 * h], msg[:, :h], msg[:, h:], U_iou)
-            return torch.cat([hj, cj], dim=-1)
+        def update(x, m):  # Tai eqs 3, 5-8 (leaves: the summed messages are zeros)
+            hj, cj = childsum_node_update(x.iou, m.h, m.fc, U_iou)
+            return {"h": hj, "c": cj}
 
-        return Recurrence(width=2 * h, message=message, msg_width=2 * h, update=update,
+        return Recurrence(state={"h": h, "c": h}, inputs=("iou", "f"), message=message,
+                          msg={"h": h, "fc": h}, update=update,
                           uses_rel=self.variant != "add")
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         node_rel = self.node_relations(prop.graph) if self.variant == "add" else None
-        hc = prop(self.recurrence(), self.input_terms(x, node_rel))
-        return hc[:, : self.h_size], hc[:, self.h_size:]
+        wx = self.input_terms(x, node_rel)  # (N, 4h), gate order i, o, u, f
+        k = 3 * self.h_size
+        out = prop(self.recurrence(), iou=wx[:, :k], f=wx[:, k:])
+        return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
         """Child-Sum's C++ level loops (float32 CPU): ``add`` on its input terms; ``mult``

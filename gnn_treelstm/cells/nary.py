@@ -44,9 +44,10 @@ see :func:`gnn_treelstm.cells.sequential.num_params`.
 
 Propagation. ``W x + b`` for all nodes is one matrix product before propagation
 (:meth:`NaryTreeLSTM.input_terms`). The recurrence (:meth:`NaryTreeLSTM.recurrence`) is
-slotted: each child's ``[h_k ; c_k]`` goes to the slot of its position, so the node update
-(:meth:`NaryTreeLSTM.node_update` = :meth:`~NaryTreeLSTM.child_terms` + :func:`nary_gates`)
-gets every node's children ordered by position, zeros at the missing ones, ``(n, N, 2h)``.
+slotted: each child's state ``h_k, c_k`` goes to the slot of its position, so the node
+update (:meth:`NaryTreeLSTM.node_update` = :meth:`~NaryTreeLSTM.child_terms` +
+:func:`nary_gates`) gets every node's children ordered by position, zeros at the missing
+ones, ``(n, N, h)`` each.
 Both engines run these functions; the level engine's fast kernel
 (:func:`gnn_treelstm.kernels.fused.nary_levels`, C++, input products inside) is their
 acceleration, with or without output gate, in float32 on the CPU.
@@ -62,8 +63,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused
 from gnn_treelstm.trees import graph as G
@@ -257,18 +259,21 @@ class NaryTreeLSTM(TreeCell):
 
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:
-        """Eqs 9-14 as a slotted recurrence: state ``[h ; c]``, children by position."""
+        """Eqs 9-14 as a slotted recurrence: state ``h, c``, input ``wx`` (``W x + b``,
+        :meth:`input_terms`); the update gets the children's ``h, c`` by position,
+        (n, N, h) each."""
         h = self.h_size
 
-        def update(inputs, kids):  # eqs 9-14 (leaves: every slot is zero)
-            hj, cj = self.node_update(inputs[0], kids[..., :h], kids[..., h:])
-            return torch.cat([hj, cj], dim=-1)
+        def update(x, kids):  # eqs 9-14 (leaves: every slot is zero)
+            hj, cj = self.node_update(x.wx, kids.h, kids.c)
+            return {"h": hj, "c": cj}
 
-        return Recurrence(width=2 * h, slots=self.n_ary, update=update)
+        return Recurrence(state={"h": h, "c": h}, inputs=("wx",), slots=self.n_ary,
+                          update=update)
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        hc = prop(self.recurrence(), self.input_terms(x, self.word_mask(prop.graph)))
-        return hc[:, : self.h_size], hc[:, self.h_size:]
+        out = prop(self.recurrence(), wx=self.input_terms(x, self.word_mask(prop.graph)))
+        return out.h, out.c
 
     def full_U(self) -> torch.Tensor:
         """The untied ``U`` ((3+N) h, N h) rows ``i, o, u, f_1..f_N``; for ``tie_forget`` it

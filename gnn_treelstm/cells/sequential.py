@@ -12,9 +12,9 @@ The standard LSTM (Tai eq 1, the Zaremba & Sutskever variant)::
 with ``h_0 = c_0 = 0``, run by the same message-passing engine as the tree cells: a sentence
 is a chain graph (word ``t`` -> word ``t+1``, the root is the last word; tree kind ``chain``),
 so ``dgl.prop_nodes_topo`` visits the words left to right and the single in-edge of a node
-carries ``[h_{t-1} ; c_{t-1}]`` (built-in ``copy_u`` + ``sum``). The first word has no
-in-edge and gets zeros, i.e. ``h_0 = c_0 = 0``. The backward direction runs on
-``dgl.reverse(graph)`` (a new graph; the caller's graph is never touched).
+carries the previous word's state ``h_{t-1}, c_{t-1}`` (summed over that one edge). The
+first word has no in-edge and gets zeros, i.e. ``h_0 = c_0 = 0``. The backward direction
+runs on ``dgl.reverse(graph)`` (a new graph; the caller's graph is never touched).
 
 Variants (Tai §2.2 and Table 1), registered as ``lstm``, ``bilstm``, ``lstm2``, ``bilstm2``:
 
@@ -68,9 +68,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused
 from gnn_treelstm.trees import graph as G
@@ -149,19 +150,20 @@ class LSTMLayer(nn.Module):
         return out
 
     def recurrence(self, direction: str = "up") -> Recurrence:
-        """Eq 1 along a chain: the single source (previous word going ``up``, next word
-        going ``down``) sends its ``[h ; c]``; the first step's sum is zeros = ``[h_0 ; c_0]``."""
+        """Eq 1 along a chain: state ``h, c``, input ``wx`` (``W x_t + b``); the single
+        source (previous word going ``up``, next word going ``down``) sends its state; the
+        first step's sum is zeros = ``h_0, c_0``."""
         h, U, gated = self.h_size, self.U.weight, self.output_gate
 
-        def message(hc_prev, _inputs, _rel):
-            return hc_prev
+        def message(src, dst, rel):  # the previous step's state, as it is
+            return src
 
-        def update(inputs, hc_prev):  # eq 1
-            ht, ct = lstm_node_update(inputs[0], hc_prev[:, :h], hc_prev[:, h:], U, gated)
-            return torch.cat([ht, ct], dim=-1)
+        def update(x, prev):  # eq 1
+            ht, ct = lstm_node_update(x.wx, prev.h, prev.c, U, gated)
+            return {"h": ht, "c": ct}
 
-        return Recurrence(width=2 * h, message=message, msg_width=2 * h, update=update,
-                          direction=direction)
+        return Recurrence(state={"h": h, "c": h}, inputs=("wx",), message=message,
+                          update=update, direction=direction)
 
     def input_terms(self, inp: torch.Tensor) -> torch.Tensor:
         """``W x_t + b`` of every step at once, (N, in) -> (N, 4h) (or (N, 3h))."""
@@ -240,16 +242,15 @@ class SequentialLSTM(TreeCell):
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Every layer of each direction (backward: the reversed chain, same weights)."""
-        h = self.h_size
         hs, cs = [], []
         for direction in ("up", "down") if self.bidirectional else ("up",):
             dir_h, dir_c = [], []
             inp = x
             for layer in self.layers:
-                hc = prop(layer.recurrence(direction), layer.input_terms(inp))
-                dir_h.append(hc[:, :h])
-                dir_c.append(hc[:, h:])
-                inp = hc[:, :h]  # layer l+1 reads layer l's h (same direction)
+                out = prop(layer.recurrence(direction), wx=layer.input_terms(inp))
+                dir_h.append(out.h)
+                dir_c.append(out.c)
+                inp = out.h  # layer l+1 reads layer l's h (same direction)
             if not self.concat_layers:
                 dir_h, dir_c = dir_h[-1:], dir_c[-1:]
             hs += dir_h

@@ -48,7 +48,7 @@ the bottom-up cell's lexicon).
 propagation (:func:`topdown_input_terms`). The recurrence
 (:meth:`TopDownTreeLSTM.recurrence`) runs top-down (``direction="down"``; the DGL engine
 uses ``dgl.reverse(graph)`` with the edge fields copied, the caller's graph is untouched):
-the parent's ``[h ; c]`` is placed in the slot of the child's side, so one matrix product
+the parent's state ``h, c`` is placed in the slot of the child's side, so one matrix product
 with ``[W^L | W^R]`` applies the side's weights (:func:`topdown_node_update`). The level
 engine's fast kernel (``level_kernel``, float32 CPU) runs the head lexicon and eqs 14-15 as
 C++ level loops (:mod:`gnn_treelstm.kernels.fused_teng`; each level's nodes grouped by side,
@@ -65,9 +65,10 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from gnn_treelstm.cells.base import Propagator, TreeCell
+from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_
 from gnn_treelstm.cells.registry import cells
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_teng
 from gnn_treelstm.trees import graph as G
@@ -106,24 +107,24 @@ def topdown_input_terms(
 
 
 def topdown_node_update(
-    x_terms: torch.Tensor, parent: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
-    W_co: torch.Tensor, side: torch.Tensor,
+    x_terms: torch.Tensor, h_parent: torch.Tensor, c_parent: torch.Tensor, U_h: torch.Tensor,
+    U_c: torch.Tensor, W_co: torch.Tensor, side: torch.Tensor,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """One top-down step for n nodes (Teng eqs 14-15).
 
-    ``x_terms`` (n, 4h) from :func:`topdown_input_terms`; ``parent`` (n, 2, 2h): the
-    parent's ``[h_{t-1} ; c_{t-1}]`` in the slot of the node's side, zeros in the other
-    slot (and both for the root); ``U_h`` (4h, 2h), ``U_c`` (2h, 2h), ``W_co`` (2, h, h);
-    ``side`` (n,). Returns ``(h_t, c_t)``, (n, h) each.
+    ``x_terms`` (n, 4h) from :func:`topdown_input_terms`; ``h_parent``, ``c_parent``
+    (n, 2, h): the parent's ``h_{t-1}`` / ``c_{t-1}`` in the slot of the node's side, zeros
+    in the other slot (and both for the root); ``U_h`` (4h, 2h), ``U_c`` (2h, 2h), ``W_co``
+    (2, h, h); ``side`` (n,). Returns ``(h_t, c_t)``, (n, h) each.
     """
-    n, h = parent.shape[0], parent.shape[-1] // 2
-    hs = parent[..., :h].reshape(n, 2 * h)  # (n, 2h): [h_{t-1}, 0] or [0, h_{t-1}]
-    cs = parent[..., h:].reshape(n, 2 * h)  # (n, 2h)
+    n, h = h_parent.shape[0], h_parent.shape[-1]
+    hs = h_parent.reshape(n, 2 * h)  # (n, 2h): [h_{t-1}, 0] or [0, h_{t-1}]
+    cs = c_parent.reshape(n, 2 * h)  # (n, 2h)
     rec_h = F.linear(hs, U_h)  # (n, 4h): W_h*^N h_{t-1} for i, f, g, o
     rec_c = F.linear(cs, U_c)  # (n, 2h): W_c*^N c_{t-1} for i, f
     pre = x_terms + torch.cat([rec_h[:, : 2 * h] + rec_c, rec_h[:, 2 * h:]], dim=-1)
     pi, pf, pg, po = torch.split(pre, h, dim=-1)  # 4 x (n, h)
-    c_prev = parent[:, 0, h:] + parent[:, 1, h:]  # (n, h): c_{t-1} (one slot is zero)
+    c_prev = c_parent[:, 0] + c_parent[:, 1]  # (n, h): c_{t-1} (one slot is zero)
     c = torch.sigmoid(pf) * c_prev + torch.sigmoid(pi) * torch.tanh(pg)  # eq 14 (i, f: 15)
     peep = torch.einsum("nk,sjk->nsj", c, W_co)  # (n, 2, h): W_co^L c_t, W_co^R c_t
     peep = peep.gather(1, side.view(-1, 1, 1).expand(-1, 1, h)).squeeze(1)  # (n, h)
@@ -238,10 +239,13 @@ class TopDownTreeLSTM(TreeCell):
         return topdown_input_terms(heads, self.W_x, self.b, side)
 
     def node_update(
-        self, x_terms: torch.Tensor, parent: torch.Tensor, side: torch.Tensor,
+        self, x_terms: torch.Tensor, h_parent: torch.Tensor, c_parent: torch.Tensor,
+        side: torch.Tensor,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Eqs 14-15 from the parent's slotted state (n, 2, 2h)."""
-        return topdown_node_update(x_terms, parent, self.U_h, self.U_c, self.W_co, side)
+        """Eqs 14-15 from the parent's slotted state, (n, 2, h) each (see
+        :func:`topdown_node_update`)."""
+        return topdown_node_update(x_terms, h_parent, c_parent, self.U_h, self.U_c, self.W_co,
+                                   side)
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
@@ -266,15 +270,17 @@ class TopDownTreeLSTM(TreeCell):
 
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:
-        """Eqs 14-15 as a top-down slotted recurrence: state ``[h ; c]``, the parent's state
-        in the slot of the node's side; inputs: input terms (N, 4h) and side (N,)."""
+        """Eqs 14-15 as a top-down slotted recurrence: state ``h, c``, the parent's state
+        in the slot of the node's side; inputs ``wx``, the input terms (N, 4h), and
+        ``side`` (N,)."""
         h, U_h, U_c, W_co = self.h_size, self.U_h, self.U_c, self.W_co
 
-        def update(inputs, parent):  # eqs 14-15 (root: the parent slots are zeros)
-            hj, cj = topdown_node_update(inputs[0], parent, U_h, U_c, W_co, inputs[1])
-            return torch.cat([hj, cj], dim=-1)
+        def update(x, parent):  # eqs 14-15 (root: the parent slots are zeros)
+            hj, cj = topdown_node_update(x.wx, parent.h, parent.c, U_h, U_c, W_co, x.side)
+            return {"h": hj, "c": cj}
 
-        return Recurrence(width=2 * h, slots=2, update=update, direction="down")
+        return Recurrence(state={"h": h, "c": h}, inputs=("wx", "side"), slots=2,
+                          update=update, direction="down")
 
     def compute(self, prop: Propagator, x: torch.Tensor, heads: torch.Tensor | None = None
                 ) -> tuple[torch.Tensor, torch.Tensor]:
@@ -282,8 +288,8 @@ class TopDownTreeLSTM(TreeCell):
         if heads is None:
             heads = self.head_lexicon_module.run(prop, x)  # (N, x), eqs 9-10
         side = node_sides(prop.graph).to(x.device)  # (N,)
-        hc = prop(self.recurrence(), self.input_terms(heads, side), side)
-        return hc[:, : self.h_size], hc[:, self.h_size:]
+        out = prop(self.recurrence(), wx=self.input_terms(heads, side), side=side)
+        return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor,
                      heads: torch.Tensor | None = None

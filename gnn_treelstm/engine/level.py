@@ -5,15 +5,16 @@ r"""The level engine: a cell's :class:`~.recurrence.Recurrence` on a precomputed
 collate function): the inputs are permuted once into *schedule order* (nodes sorted by
 level, so a level is a contiguous block of rows), and each level gathers its sources'
 states, applies the cell's message (summed with one ``index_add``) or slots them by
-position, and applies the cell's update. Autograd sees each level through a
-:class:`_Tape` whose custom write / gather functions keep the backward at O(rows of the
-level) per level (plain in-place writes into one buffer would make autograd copy the whole
-buffer per level).
+position, and applies the cell's update. States and messages stay packed, one tensor each
+per level; the cell's functions see them as named views (:class:`~.recurrence.Layout`).
+Autograd sees each level through a :class:`_Tape` whose custom write / gather functions
+keep the backward at O(rows of the level) per level (plain in-place writes into one buffer
+would make autograd copy the whole buffer per level).
 
 This general driver runs every cell on any device and dtype. Cells may name a faster
 kernel beside their declaration (:meth:`gnn_treelstm.cells.base.TreeCell.level_kernel`;
-the C++ level loops of :mod:`.fused`), which the registry-wide equality test holds to this
-driver.
+the C++ level loops of :mod:`gnn_treelstm.kernels.fused`), which the registry-wide
+equality test holds to this driver.
 
 No host-device synchronisation in the loop: level boundaries are host-side ints of the
 schedule, so the same code runs on CUDA with the index tensors moved by
@@ -29,7 +30,7 @@ import dgl
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm.engine.recurrence import Inputs, Recurrence
+from gnn_treelstm.engine.recurrence import Inputs, Recurrence, lazy_parts
 from gnn_treelstm.engine.schedule import Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
@@ -77,8 +78,10 @@ def _slots(lv: Levels, k: int) -> torch.Tensor:
 
 
 def propagate(sched: LevelSchedule, rec: Recurrence, inputs: Inputs) -> torch.Tensor:
-    """Run ``rec`` on ``sched``; ``inputs`` are per-node tensors in node order. Returns the
-    states ``(N, rec.width)`` in node order."""
+    """Run ``rec`` on ``sched``; ``inputs`` are per-node tensors in node order, in the
+    order of ``rec.inputs``. Returns the packed states ``(N, rec.width)`` in node order."""
+    if sched.num_nodes == 0:
+        return rec.run_update(rec.input_parts(inputs), rec.sources(inputs[0], 0))
     lv = sched.up if rec.direction == "up" else sched.require_down()
     ins = tuple(to_schedule_order(t, lv) for t in inputs)
     like = ins[0]
@@ -91,9 +94,10 @@ def propagate(sched: LevelSchedule, rec: Recurrence, inputs: Inputs) -> torch.Te
                 kids = rec.sources(like, b - a)
             else:
                 kids = gather(slots[a:b].reshape(-1)).view(b - a, k, w)
-            return rec.update(tuple(t[a:b] for t in ins), kids)
+            return rec.run_update(rec.input_parts([t[a:b] for t in ins]), kids)
     else:
-        message = rec.message
+        names = rec.inputs
+        by_name = dict(zip(names, ins))
 
         def step(lvl, a, b, gather):
             ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
@@ -101,10 +105,11 @@ def propagate(sched: LevelSchedule, rec: Recurrence, inputs: Inputs) -> torch.Te
             if eb > ea:
                 dst = lv.edge_dst[ea:eb]
                 rel = lv.edge_rel[ea:eb] if rec.uses_rel else None
-                m = message(gather(lv.edge_src[ea:eb]),
-                            tuple(t.index_select(0, dst) for t in ins), rel)
+                # the receivers' inputs, gathered per edge only where the message reads them
+                dst_x = lazy_parts(names, lambda name: by_name[name].index_select(0, dst))
+                m = rec.run_message(gather(lv.edge_src[ea:eb]), dst_x, rel)
                 msum = msum.index_add(0, lv.edge_seg[ea:eb], m)
-            return rec.update(tuple(t[a:b] for t in ins), msum)
+            return rec.run_update(rec.input_parts([t[a:b] for t in ins]), msum)
 
     return to_node_order(run_levels(lv, rec.width, like, step), lv)
 

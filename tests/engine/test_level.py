@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.cells.base import Propagator
 from gnn_treelstm.engine import level
+from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels import native
 from tests.trees import random_batch, random_dependency_batch

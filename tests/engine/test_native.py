@@ -218,7 +218,7 @@ def test_native_results_do_not_depend_on_the_thread_count(restore_choices, name)
 # mtree and output_gate=False kernels
 def _kernel_runs(cell, graph, x):
     """The cell's fast kernel applies (so the comparison is native against Python)."""
-    from gnn_treelstm.cells.base import Propagator
+    from gnn_treelstm.engine.propagator import Propagator
 
     native.set_choice("on")
     return cell.level_kernel(Propagator("level", graph), x) is not None
@@ -262,7 +262,7 @@ def test_ungated_nary_and_sequential_native_at_sst_sizes(restore_choices, name, 
 # Teng & Zhang kernels ---------------------------------------------------------------------
 # (csrc/teng_levels.cpp via engine/fused_teng.py: head lexicon, lex cell, top-down cell)
 def _teng_kernel_runs(cell, graph, x, **kw):
-    from gnn_treelstm.cells.base import Propagator
+    from gnn_treelstm.engine.propagator import Propagator
 
     native.set_choice("on")
     return cell.level_kernel(Propagator("level", graph), x, **kw) is not None
