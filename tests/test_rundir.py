@@ -79,7 +79,8 @@ def test_train_refuses_a_rerun_and_keeps_the_first_runs_files(tmp_path, capsys):
     ids |= {json.loads(line)["run_id"] for line in (run / "metrics.jsonl").open()}
     assert len(ids) == 1 and ids != {json.loads(before["config.json"])["run_id"]}
     assert not [p for p in run.iterdir() if p.name.endswith(".tmp")]
-    assert os.path.exists(run / ".lock")
+    assert not os.path.exists(run / ".lock")  # a finished run releases and removes it
+    assert not os.path.exists(run / RD.STATUS_NAME)
     # a mix made by hand (the first run's results beside the second's config) is caught
     from gnn_treelstm.commands import evaluate
 
@@ -95,3 +96,85 @@ def test_a_lone_log_of_a_failed_start_does_not_block_the_name(tmp_path):
     RD.check_free(tmp_path / "r")  # no run there yet: free
     with RD.claim(tmp_path / "r"):
         pass
+
+
+def test_a_claim_that_ends_removes_its_lock_and_one_that_raises_records_it(tmp_path):
+    run = tmp_path / "r"
+    with RD.claim(run):
+        assert (run / RD.LOCK_NAME).is_file()
+    assert not (run / RD.LOCK_NAME).exists()
+    with pytest.raises(RuntimeError, match="boom"):
+        with RD.claim(run):
+            (run / "config.json").write_text("{}")
+            raise RuntimeError("boom")
+    assert not (run / RD.LOCK_NAME).exists()
+    assert RD.read_status(run) == {"status": "failed", "error": "RuntimeError: boom"}
+    # a block that wrote nothing leaves nothing to record
+    with pytest.raises(RuntimeError):
+        with RD.claim(tmp_path / "empty"):
+            raise RuntimeError("before any file")
+    assert sorted(p.name for p in (tmp_path / "empty").iterdir()) == []
+
+
+def test_the_leftovers_of_a_failed_start_are_replaced_without_overwrite(tmp_path, caplog):
+    run = tmp_path / "r"
+    with pytest.raises(ValueError):
+        with RD.claim(run):
+            (run / "config.json").write_text("{}")
+            (run / "seed-1").mkdir()
+            raise ValueError("the first forward failed")
+    (run / "train.log").write_text("the new run's log")
+    RD.check_free(run)  # no run there: free, and no lock left behind by the check
+    assert not (run / RD.LOCK_NAME).exists()
+    with caplog.at_level("INFO", logger=RD.__name__):
+        with RD.claim(run, keep=("train.log",)):
+            assert sorted(p.name for p in run.iterdir()) == [RD.LOCK_NAME, "train.log"]
+            (run / "config.json").write_text('{"run": 2}')
+    assert "left by a run that failed before finishing an epoch" in caplog.text
+    assert sorted(p.name for p in run.iterdir()) == ["config.json", "train.log"]
+
+
+@pytest.mark.parametrize("epoch_file", ["metrics.jsonl", "best.pt", "state.pt",
+                                        "seed-1/seed.json", "seed-2/state.pt"])
+def test_a_failed_run_with_a_finished_epoch_stays_protected(tmp_path, epoch_file):
+    run = tmp_path / "r"
+    with pytest.raises(ValueError):
+        with RD.claim(run):
+            (run / "config.json").write_text("{}")
+            (run / epoch_file).parent.mkdir(exist_ok=True)
+            (run / epoch_file).write_bytes(b"kept")
+            raise ValueError("a later epoch failed")
+    assert RD.read_status(run)["status"] == "failed"
+    with pytest.raises(RD.RunDirError, match="already holds a run"):
+        RD.check_free(run)
+    with pytest.raises(RD.RunDirError, match="already holds a run"):
+        with RD.claim(run):
+            pass
+    assert (run / epoch_file).read_bytes() == b"kept"
+    with RD.claim(run, resume=True):  # --resume continues it; its end clears the status
+        pass
+    assert RD.read_status(run) is None and (run / epoch_file).is_file()
+
+
+def test_a_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, monkeypatch):
+    """A writer that ends removes ``.lock``; a claimant that opened the old file just before
+    must not hold a lock on a file no longer at that name (two writers)."""
+    run = tmp_path / "r"
+    run.mkdir()
+    real_open, calls = os.open, []
+
+    def open_then_lose_the_name(path, *args):
+        fd = real_open(path, *args)
+        if not calls:  # the holder removes .lock right after this claimant opened it
+            os.unlink(path)
+        calls.append(path)
+        return fd
+
+    monkeypatch.setattr(RD.os, "open", open_then_lose_the_name)
+    with RD.claim(run):
+        monkeypatch.setattr(RD.os, "open", real_open)
+        assert len(calls) == 2  # the first file was let go, the second one is held
+        with pytest.raises(RD.RunDirError, match="being written by"):
+            with RD.claim(run):
+                pass
+    assert not (run / RD.LOCK_NAME).exists()

@@ -75,3 +75,46 @@ def test_nonfinite_gradients_are_caught_too():
     p.grad = torch.zeros(3)
     assert nonfinite(torch.tensor(1.0), [p]) == ""
     assert "loss is inf" in nonfinite(torch.tensor(float("inf")), [p])
+
+
+# the tiny SST dependency trees have 5 relations: a cell built for 1 fails at its first forward
+BAD_CELL = ["--model", "mtree", "--tree", "dependency", "--cell-arg", "num_relations=1"]
+
+
+def test_a_run_failing_before_its_first_epoch_does_not_block_its_retry(
+        tiny_sst, tmp_path, capsys):
+    from gnn_treelstm.training import rundir
+
+    common = ["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r",
+              "--epochs", "1", *TINY]
+    run = tmp_path / "r"
+    for _ in range(2):  # the same failing command twice: the same error, no "--overwrite"
+        assert train.main([*common, *BAD_CELL]) == 2
+        err = capsys.readouterr().err
+        assert "num_relations=1" in err and "--overwrite" not in err
+        status = rundir.read_status(run)
+        assert status["status"] == "failed" and "num_relations=1" in status["error"]
+        assert (run / "config.json").is_file() and not (run / rundir.LOCK_NAME).exists()
+    assert train.main([*common, "--model", "mtree", "--tree", "dependency"]) == 0
+    config = json.loads((run / "config.json").read_text())
+    assert config["run_id"] == json.loads((run / "results.json").read_text())["run_id"]
+    assert config["run_config"]["cell_kwargs"] == {}  # the failed attempt's config is gone
+    assert not (run / rundir.STATUS_NAME).exists() and not (run / rundir.LOCK_NAME).exists()
+
+
+def test_a_run_failing_after_a_finished_epoch_stays_protected(
+        tiny_sst, tmp_path, capsys, monkeypatch):
+    from gnn_treelstm.training import rundir
+
+    _poison_after(4 + 2, monkeypatch)  # epoch 1 is clean, epoch 2 step 2 is not
+    common = ["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r",
+              "--epochs", "3", "--batch-size", "4", *TINY]
+    run = tmp_path / "r"
+    assert train.main(common) == 2
+    assert rundir.read_status(run)["status"] == "failed"
+    assert not (run / rundir.LOCK_NAME).exists()
+    before = {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert train.main(common) == 2
+    assert "already holds a run" in capsys.readouterr().err
+    assert {p.name: p.read_bytes() for p in run.iterdir() if p.is_file()} == before

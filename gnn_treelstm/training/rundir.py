@@ -4,12 +4,18 @@
 
 * **one writer**: an exclusive ``fcntl`` lock on ``.lock`` (holding the writer's pid) for
   the whole run; a second writer fails at once with :class:`RunDirError` naming the pid;
-  the lock dies with its process, so a crash never leaves the directory locked;
+  a run that ends (finished or failed) removes ``.lock``; the lock dies with its process,
+  so a crash (``kill -9``) leaves the file but never a locked directory;
 * **no mixing**: a directory that already holds a run is refused unless ``overwrite``
   (then the old run's files are removed first) — so a config, checkpoint and metrics
   found together always come from one run; every file the run writes carries the same
   ``run_id`` (:func:`new_run_id`), so a mix made by hand is detectable
   (:func:`check_same_run`);
+* **a failed start blocks nothing**: a run that raises inside :func:`claim` records
+  ``{"status": "failed", "error": ...}`` in ``status.json``; while no epoch of it finished
+  (none of :data:`EPOCH_FILES` anywhere in the directory), the next run in that directory
+  replaces its files without ``overwrite``; with a finished epoch it is a run like any
+  other (refused unless ``overwrite``; ``--resume`` continues it);
 * **no debris**: temporary files of writes a crash interrupted (``.NAME.*.tmp``, see
   :mod:`gnn_treelstm.files`) are removed.
 """
@@ -18,6 +24,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import json
 import logging
 import os
 import shutil
@@ -26,12 +33,19 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-__all__ = ["RunDirError", "LOCK_NAME", "claim", "check_free", "new_run_id",
-           "check_same_run"]
+from gnn_treelstm.files import write_json
+
+__all__ = ["RunDirError", "LOCK_NAME", "STATUS_NAME", "EPOCH_FILES", "claim", "check_free",
+           "new_run_id", "check_same_run", "read_status"]
 
 log = logging.getLogger(__name__)
 
 LOCK_NAME = ".lock"
+#: how a run that raised ended: ``{"status": "failed", "error": "..."}``
+STATUS_NAME = "status.json"
+#: files a run writes once an epoch finished (or a state was saved inside one): where any
+#: of them is, the directory holds a run worth keeping, whatever its status says
+EPOCH_FILES = ("metrics.jsonl", "state.pt", "best.pt", "seed.json", "results.json")
 
 
 class RunDirError(ValueError):
@@ -52,19 +66,47 @@ def _holder(lock: Path) -> str:
 
 
 def _try_lock(path: Path) -> int:
-    """An fd holding an exclusive lock on ``path/.lock``; raises :class:`RunDirError`."""
+    """An fd holding an exclusive lock on ``path/.lock``; raises :class:`RunDirError`.
+
+    A writer removes ``.lock`` when it is done (:func:`_release`), so the file locked may
+    have been unlinked between its ``open`` here and the ``flock``: then the lock guards
+    nothing and is taken again on the file now at that name."""
     lock = path / LOCK_NAME
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError as exc:
+    while True:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError as exc:
+            os.close(fd)
+            if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
+                raise RunDirError(
+                    f"{path} is being written by {_holder(lock)}; wait for that run to "
+                    "finish or choose another --name") from None
+            raise
+        if _is_at(fd, lock):
+            return fd
         os.close(fd)
-        if exc.errno in (errno.EAGAIN, errno.EACCES, errno.EWOULDBLOCK):
-            raise RunDirError(
-                f"{path} is being written by {_holder(lock)}; wait for that run to finish "
-                "or choose another --name") from None
-        raise
-    return fd
+
+
+def _is_at(fd: int, lock: Path) -> bool:
+    """Whether the open file ``fd`` is still the one named ``lock``."""
+    try:
+        now = os.stat(lock)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
+
+
+def _release(path: Path, fd: int) -> None:
+    """Remove ``path/.lock`` (still held: no other writer can be using it) and unlock."""
+    try:
+        if _is_at(fd, path / LOCK_NAME):
+            (path / LOCK_NAME).unlink()
+    except OSError as exc:  # a read-only or vanished directory: the lock still goes
+        log.debug("could not remove %s: %s", path / LOCK_NAME, exc)
+    finally:
+        os.close(fd)
 
 
 #: a log alone is what a run that failed before training leaves: not a run
@@ -78,6 +120,37 @@ def _contents(path: Path, keep: Sequence[str]) -> list[str]:
     return [] if names == [LOG_NAME] else names
 
 
+def read_status(path: str | os.PathLike) -> dict | None:
+    """The run's ``status.json`` (how it ended, if it raised), or ``None`` when there is no
+    readable one."""
+    try:
+        status = json.loads((Path(path) / STATUS_NAME).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return status if isinstance(status, dict) else None
+
+
+def _failed_start(path: Path) -> bool:
+    """Whether ``path`` holds only what a run that failed before finishing an epoch left:
+    its status says failed and none of :data:`EPOCH_FILES` is there (nor in a seed's
+    folder)."""
+    status = read_status(path)
+    if status is None or status.get("status") != "failed":
+        return False
+    return not any(p.name in EPOCH_FILES for p in path.rglob("*"))
+
+
+def _record_failure(path: Path, exc: BaseException, keep: Sequence[str]) -> None:
+    """Write ``status.json`` for a run that raised ``exc``, where it wrote anything."""
+    if not [n for n in _contents(path, keep) if n != STATUS_NAME]:
+        return  # nothing of the run there: the directory is free as it is
+    error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    try:
+        write_json(path / STATUS_NAME, {"status": "failed", "error": error})
+    except OSError as write_exc:  # the run's own error is the one to report
+        log.warning("could not record the failure in %s: %s", path / STATUS_NAME, write_exc)
+
+
 def _refusal(path: Path, names: list[str]) -> RunDirError:
     shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
     return RunDirError(f"{path} already holds a run ({shown}); pass --overwrite to replace "
@@ -87,17 +160,18 @@ def _refusal(path: Path, names: list[str]) -> RunDirError:
 def check_free(path: str | os.PathLike, *, overwrite: bool = False,
                keep: Sequence[str] = ()) -> None:
     """Fail now (:class:`RunDirError`) if :func:`claim` would: the directory is locked by
-    another writer, or holds a run and ``overwrite`` is off. Creates nothing."""
+    another writer, or holds a run and ``overwrite`` is off (the files of a run that failed
+    before finishing an epoch are no run). Changes nothing but a stale ``.lock``."""
     path = Path(path)
     if not path.is_dir():
         return
     fd = _try_lock(path)
     try:
         names = _contents(path, keep)
-        if names and not overwrite:
+        if names and not overwrite and not _failed_start(path):
             raise _refusal(path, names)
     finally:
-        os.close(fd)
+        _release(path, fd)
 
 
 def _remove_debris(path: Path) -> None:
@@ -111,6 +185,11 @@ def claim(path: str | os.PathLike, *, overwrite: bool = False,
           keep: Sequence[str] = (), resume: bool = False) -> Iterator[Path]:
     """Hold ``path`` (created if missing) as the only writer for the ``with`` block.
 
+    The block's end removes ``.lock`` and unlocks. A block that raises records
+    ``{"status": "failed", "error": ...}`` in ``status.json`` (where the run wrote
+    anything); one that ends normally removes an earlier ``status.json`` (a resumed run
+    that failed before).
+
     Args:
         overwrite: remove an earlier run's files instead of refusing the directory.
         keep: names that may already be there and stay (the CLI's ``train.log``, opened
@@ -120,7 +199,8 @@ def claim(path: str | os.PathLike, *, overwrite: bool = False,
 
     Raises:
         RunDirError: another process holds the directory, or it holds a run and
-            ``overwrite`` is off.
+            ``overwrite`` is off. The files of a run that failed before finishing an
+            epoch are no run: they are replaced.
     """
     path = Path(path)
     if resume and not path.is_dir():
@@ -131,22 +211,39 @@ def claim(path: str | os.PathLike, *, overwrite: bool = False,
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         _remove_debris(path)
-        if resume:
+        if not resume:
+            _clear(path, _contents(path, keep), overwrite=overwrite)
+        try:
             yield path
-            return
-        names = _contents(path, keep)
-        if names and not overwrite:
-            raise _refusal(path, names)
-        for name in names:
-            target = path / name
-            log.warning("--overwrite: removing %s of an earlier run", target)
-            if target.is_dir() and not target.is_symlink():
-                shutil.rmtree(target)
-            else:
-                target.unlink()
-        yield path
+        except GeneratorExit:  # the block was abandoned, not failed
+            raise
+        except BaseException as exc:  # an error, Ctrl-C: recorded, then raised on
+            _record_failure(path, exc, keep)
+            raise
+        (path / STATUS_NAME).unlink(missing_ok=True)
     finally:
-        os.close(fd)  # releases the lock
+        _release(path, fd)
+
+
+def _clear(path: Path, names: list[str], *, overwrite: bool) -> None:
+    """Remove ``names`` (an earlier run's files) from ``path``: the leftovers of a failed
+    start always, a run only with ``overwrite``; else raise :class:`RunDirError`."""
+    if not names:
+        return
+    failed = _failed_start(path)
+    if not failed and not overwrite:
+        raise _refusal(path, names)
+    for name in names:
+        target = path / name
+        if failed:
+            log.info("removing %s, left by a run that failed before finishing an epoch "
+                     "(%s)", target, path / STATUS_NAME)
+        else:
+            log.warning("--overwrite: removing %s of an earlier run", target)
+        if target.is_dir() and not target.is_symlink():
+            shutil.rmtree(target)
+        else:
+            target.unlink()
 
 
 def check_same_run(path: str | os.PathLike, records: dict[str, dict]) -> str | None:
