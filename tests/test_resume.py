@@ -101,20 +101,26 @@ def test_train_state_round_trips_and_refuses_what_it_cannot_read(tmp_path):
                        epochs=[{"epoch": 1}], process_peak=12.5,
                        partial={"loss_sum": 1.0, "n_ex": 4, "n_trees": 4, "skipped": 0,
                                 "seconds": 0.1},
-                       run_id="r1", loader=torch.Generator().get_state(),
+                       run_id="r1", bad_epochs=2, stopped_early=None,
+                       loader=torch.Generator().get_state(),
                        rng={"torch": torch.get_rng_state()}, model={"w": torch.ones(2)},
                        optimizer={"state": {}, "param_groups": []})
     state.save(tmp_path)
     got = TrainState.load(tmp_path)
     assert (got.seed, got.epoch, got.step, got.best_score, got.best, got.epochs,
-            got.process_peak, got.partial, got.run_id) == (
-        3, 2, 5, 0.5, state.best, state.epochs, 12.5, state.partial, "r1")
+            got.process_peak, got.partial, got.run_id, got.bad_epochs) == (
+        3, 2, 5, 0.5, state.best, state.epochs, 12.5, state.partial, "r1", 2)
     assert torch.equal(got.model["w"], torch.ones(2)) and torch.equal(got.loader, state.loader)
     # the file: the state's fields and the format, read without unpickling objects
     saved = torch.load(tmp_path / STATE_NAME, weights_only=True)
     assert set(saved) == {"format", "seed", "epoch", "step", "best_score", "best", "epochs",
-                          "process_peak", "partial", "run_id", "loader", "rng", "model",
-                          "optimizer"}
+                          "process_peak", "partial", "run_id", "bad_epochs", "stopped_early",
+                          "loader", "rng", "model", "optimizer", "scheduler"}
+    # a state saved before early stopping and schedules existed reads with their defaults
+    torch.save({k: v for k, v in saved.items()
+                if k not in ("bad_epochs", "stopped_early", "scheduler")}, tmp_path / STATE_NAME)
+    old = TrainState.load(tmp_path)
+    assert (old.bad_epochs, old.stopped_early, old.scheduler, old.epoch) == (0, None, None, 2)
     assert TrainState.load(tmp_path / "none") is None
     torch.save({**saved, "format": 99}, tmp_path / STATE_NAME)
     with pytest.raises(ValueError, match="not a training state this version reads"):

@@ -43,6 +43,8 @@ def test_command_line_flags_override_the_file(tmp_path):
     ("hiden: 5\n", "unknown key 'hiden'"),
     ("hidden: five\n", "hidden must be an integer"),
     ("optimizer: sgd\n", "optimizer must be one of adagrad, adam"),
+    ("lr-schedule: linear\n", "lr-schedule must be one of constant, cosine, step, plateau"),
+    ("patience: many\n", "patience must be an integer"),
     ("cell_kwargs: [1]\n", "cell_kwargs must be a mapping"),
     ("- a\n- b\n", "expected a mapping"),
     ("a: [\n", "not valid YAML"),
@@ -118,7 +120,8 @@ def test_every_run_option_is_a_field_with_its_flag():
         assert action.help == o.help_text()
     assert {o.name: o.kind for o in opts if o.kind != "value"} == {
         "cell_kwargs": "pairs", "head_kwargs": "pairs", "distributed": "switch",
-        "test": "negated", "skip_nonfinite": "switch"}
+        "test": "negated", "skip_nonfinite": "switch", "tensorboard": "switch"}
+    assert {o.name for o in opts if o.path} == {"data", "embeddings"}
     # defaults: the parser's are RunConfig's
     assert config_from_args(train.parse_args([])) == RunConfig()
     # every option set on the command line reaches its field
@@ -128,11 +131,14 @@ def test_every_run_option_is_a_field_with_its_flag():
             "--head-hidden", "9", "--dropout", "0.1", "--emb-dropout", "0.2",
             "--cell-arg", "n_ary=3", "--head-arg", "features=abs", "--sentence-state", "c",
             "--engine", "level", "--optimizer", "adam", "--lr", "0.3", "--emb-lr", "0.4",
-            "--l2", "0.5", "--emb-l2", "0.6", "--rel-lr", "0.7", "--loss-reduction", "sum",
+            "--l2", "0.5", "--emb-l2", "0.6", "--rel-lr", "0.7", "--clip-grad-norm", "2.5",
+            "--loss-reduction", "sum",
             "--batch-size", "11", "--eval-batch-size", "12", "--epochs", "13", "--seed", "14",
-            "--seeds", "15", "--device", "cuda", "--distributed", "--runs-dir", "R",
+            "--seeds", "15", "--device", "cuda", "--distributed", "--lr-schedule", "step",
+            "--lr-warmup-epochs", "2", "--lr-step-size", "3", "--lr-gamma", "0.25",
+            "--lr-plateau-patience", "4", "--patience", "5", "--runs-dir", "R",
             "--name", "N", "--max-train", "16", "--max-eval", "17", "--no-test",
-            "--checkpoint-every", "18", "--skip-nonfinite"]
+            "--checkpoint-every", "18", "--skip-nonfinite", "--tensorboard"]
     cfg = config_from_args(train.parse_args(argv))
     assert cfg == RunConfig(
         task="sick-e", model="childsum", tree="dependency", supervision="root", data="D",
@@ -140,9 +146,11 @@ def test_every_run_option_is_a_field_with_its_flag():
         dropout=0.1, emb_dropout=0.2, cell_kwargs={"n_ary": 3},
         head_kwargs={"features": "abs"}, sentence_state="c", engine="level",
         optimizer="adam", lr=0.3, emb_lr=0.4, l2=0.5, emb_l2=0.6, rel_lr=0.7,
-        loss_reduction="sum", batch_size=11, eval_batch_size=12, epochs=13, seed=14,
-        seeds=15, device="cuda", distributed=True, runs_dir="R", name="N", max_train=16,
-        max_eval=17, test=False, checkpoint_every=18, skip_nonfinite=True)
+        clip_grad_norm=2.5, loss_reduction="sum", batch_size=11, eval_batch_size=12,
+        epochs=13, seed=14, seeds=15, device="cuda", distributed=True, lr_schedule="step",
+        lr_warmup_epochs=2, lr_step_size=3, lr_gamma=0.25, lr_plateau_patience=4,
+        patience=5, runs_dir="R", name="N", max_train=16, max_eval=17, test=False,
+        checkpoint_every=18, skip_nonfinite=True, tensorboard=True)
     assert all(getattr(cfg, o.name) != o.default for o in opts)  # none left out above
 
 
@@ -154,13 +162,18 @@ def test_config_file_keys_are_the_fields_and_the_flags(tmp_path):
     from gnn_treelstm.training.options import config_from_args
 
     cfg = RunConfig(task="sick-r", model="mtree", cell_kwargs={"x": 1}, test=False,
-                    skip_nonfinite=True, lr=0.2)
+                    skip_nonfinite=True, lr=0.2, clip_grad_norm=1.5, lr_schedule="plateau",
+                    lr_gamma=0.5, patience=3, tensorboard=True)
     conf = tmp_path / "config.yaml"
     conf.write_text(run_config_yaml(cfg))
     assert config_from_args(train.parse_args(["--config", str(conf)])) == \
         dataclasses.replace(cfg, name=None)
-    conf.write_text("no-test: true\ncell-arg: [n_ary=2]\nthreads: 1\nskip_nonfinite: true\n")
+    conf.write_text("no-test: true\ncell-arg: [n_ary=2]\nthreads: 1\nskip_nonfinite: true\n"
+                    "clip-grad-norm: 1\nlr-schedule: cosine\nlr_warmup_epochs: 2\n"
+                    "patience: 4\ntensorboard: true\n")
     a = train.parse_args(["--config", str(conf), "--cell-arg", "x=1"])
     got = config_from_args(a)
     assert (got.test, got.cell_kwargs, got.skip_nonfinite, a.threads) == (
         False, {"n_ary": 2, "x": 1}, True, 1)
+    assert (got.clip_grad_norm, got.lr_schedule, got.lr_warmup_epochs, got.patience,
+            got.tensorboard) == (1, "cosine", 2, 4, True)

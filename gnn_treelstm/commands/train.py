@@ -10,6 +10,10 @@ Data: ``--data DIR`` (a directory built by ``python -m data_prep.build``, a dire
 such directories, or raw data laid out like the data mirror), else ``$GNN_TREELSTM_DATA``,
 else the embedded sample (built on the fly into ``runs/_sample_data``). Writes
 ``runs/NAME/`` (config.json, metrics.jsonl, best.pt, results.json, train.log).
+
+Progress goes to stderr: one line per start-up stage (data, word vectors, native loops,
+model; hidden by ``--log-level ERROR``), then the progress bars (``-q``: none); each epoch's
+summary line and the results go to stdout.
 """
 
 from __future__ import annotations
@@ -32,7 +36,24 @@ from gnn_treelstm.training import rundir
 from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.faults import NonFiniteError
 from gnn_treelstm.training.options import config_from_args, parse_args
-from gnn_treelstm.training.trainer import TrainHooks, run
+from gnn_treelstm.training.trainer import STARTUP_LOG, TrainHooks, run
+
+
+def _startup_console(level: str) -> logging.Handler | None:
+    """A stderr handler that shows the trainer's start-up lines (INFO) as plain lines,
+    unless the console level is above WARNING; the console handler of the root logger
+    is kept from showing them a second time."""
+    if logging.getLevelName(level) > logging.WARNING:
+        return None
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.setLevel(logging.INFO)
+    logging.getLogger(STARTUP_LOG).addHandler(handler)
+    return handler
+
+
+def _not_startup(record: logging.LogRecord) -> bool:
+    return record.name != STARTUP_LOG
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -82,13 +103,21 @@ def main(argv: list[str] | None = None) -> int:
     for h in root.handlers:
         if h is not handler:
             h.setLevel(a.log_level)
+    shown = _startup_console(a.log_level) if writer else None
+    if shown is not None:
+        for h in root.handlers:
+            if h is not handler:
+                h.addFilter(_not_startup)
+
+    scheduled = cfg.lr_schedule != "constant" or cfg.lr_warmup_epochs > 0
 
     def on_epoch(r: dict) -> None:
         star = " *" if r["best"] else ""
+        lr = f", lr {r['lr']:.3g}" if scheduled else ""
         print(f"seed {r['seed']} epoch {r['epoch']:>3}: loss {r['train_loss']:.4f} | dev "
               f"{format_metrics(r['dev'], sep=' ', counts=False)} | {r['train_seconds']:.1f}s "
               f"({r['trees_per_second']:.0f} trees/s, peak {r['peak_rss_mb']:.0f} MB, "
-              f"dev {r['eval_seconds']:.1f}s){star}", flush=True)
+              f"dev {r['eval_seconds']:.1f}s{lr}){star}", flush=True)
 
     try:
         hooks = TrainHooks(progress=progress_bar(a.quiet), on_epoch_end=on_epoch,
@@ -107,13 +136,20 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         root.removeHandler(handler)
         handler.close()
+        if shown is not None:
+            logging.getLogger(STARTUP_LOG).removeHandler(shown)
+            for h in root.handlers:
+                h.removeFilter(_not_startup)
     if "rank" in res:  # a distributed run's other ranks: rank 0 reports
         return 0
     sel = res["selection_metric"]
     for r in res["seeds"]:
         test = f" | test {format_metrics(r['test'], sep=' ', counts=False)}" if "test" in r else ""
+        stop = r.get("stopped_early")
+        stopped = (f" (stopped early after epoch {stop['epoch']}: no better dev {sel} for "
+                   f"{stop['patience']} epochs)" if stop else "")
         print(f"seed {r['seed']}: best epoch {r['best_epoch']} dev {sel} "
-              f"{r['dev'].get(sel, float('nan')):.4f}{test}")
+              f"{r['dev'].get(sel, float('nan')):.4f}{test}{stopped}")
     if len(res["seeds"]) > 1 and res["test"]:
         summary = format_metrics({k: f"{v['mean']:.4f} ({v['std']:.4f})"
                                   for k, v in res["test"].items()

@@ -6,8 +6,10 @@
 * :mod:`~gnn_treelstm.training.data` — the data set, splits and word vectors of a run.
 * :mod:`~gnn_treelstm.training.trainer` — the training loop (:class:`Trainer`,
   :class:`TrainHooks`).
-* :mod:`~gnn_treelstm.training.optim`, :mod:`~gnn_treelstm.training.batching`,
-  :mod:`~gnn_treelstm.training.evaluation` — optimizer, minibatches, dev/test metrics.
+* :mod:`~gnn_treelstm.training.optim`, :mod:`~gnn_treelstm.training.schedule`,
+  :mod:`~gnn_treelstm.training.batching`, :mod:`~gnn_treelstm.training.evaluation` —
+  optimizer and gradient clipping, learning-rate schedules, minibatches, dev/test metrics.
+* :mod:`~gnn_treelstm.training.tensorboard_log` — TensorBoard scalars of a run (a hook).
 * :mod:`~gnn_treelstm.training.resume`, :mod:`~gnn_treelstm.training.rundir`,
   :mod:`~gnn_treelstm.training.records` — resumable state (:class:`TrainState`), run
   directories, what a run writes.

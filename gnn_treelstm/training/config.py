@@ -13,8 +13,10 @@ the ``train`` parser, the keys of ``--config`` files
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import json
 import math
+import os
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,8 +31,8 @@ if TYPE_CHECKING:
     import torch
 
 __all__ = ["RunConfig", "RunOption", "run_options", "TREE_KINDS", "OPTIMIZERS",
-           "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "config_changes", "run_config_yaml",
-           "build_model_config"]
+           "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "LR_SCHEDULES", "config_changes",
+           "run_config_yaml", "build_model_config", "absolute_path"]
 
 TREE_KINDS = ("constituency", "dependency", "chain", "amr", "dependency-spacy",
               "constituency-spacy")
@@ -43,9 +45,13 @@ DEVICES = ("cpu", "cuda")
 MAX_LR = 10.0
 #: tasks trained with Adam by default (Tran §6.1: inference)
 ADAM_TASKS = ("sick-e", "snli", "pair-classify")
+#: learning-rate schedules, stepped once per epoch
+#: (:mod:`gnn_treelstm.training.schedule`); ``constant`` is the papers'
+LR_SCHEDULES = ("constant", "cosine", "step", "plateau")
 
 #: the groups of ``gnn-treelstm train --help``, in their order
-WHAT, MODEL, OPTIMIZATION, OUTPUT = "what to train", "model", "optimization", "output"
+WHAT, MODEL, OPTIMIZATION, SCHEDULE, OUTPUT = (
+    "what to train", "model", "optimization", "schedule and stopping", "output")
 
 
 def _one_of(names: Callable[[], Iterable[str]]) -> Callable[[], str]:
@@ -55,12 +61,12 @@ def _one_of(names: Callable[[], Iterable[str]]) -> Callable[[], str]:
 
 def _option(default: Any, flag: str, group: str, help: str | Callable[[], str] | None = None,
             *, type: Callable[[str], Any] | None = None, choices: Sequence[str] | None = None,
-            metavar: str | None = None, in_command: bool = True) -> Any:
+            metavar: str | None = None, in_command: bool = True, path: bool = False) -> Any:
     """A :class:`RunConfig` field declared with its command-line option (the field's
     ``metadata``; see :class:`RunOption` for what each key means)."""
     metadata = {"flag": flag, "group": group, "help": help, "type": type,
                 "choices": None if choices is None else tuple(choices), "metavar": metavar,
-                "in_command": in_command}
+                "in_command": in_command, "path": path}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -82,11 +88,12 @@ class RunConfig:
         "SST: phrase (every labelled node, Tai) or root (Tran Table 1); default: the task's")
     data: str | None = _option(
         None, "--data", WHAT,
-        "built data directory (default: $GNN_TREELSTM_DATA, else the embedded sample)")
+        "built data directory (default: $GNN_TREELSTM_DATA, else the embedded sample); "
+        "recorded as an absolute path", metavar="DIR", path=True)
     embeddings: str | None = _option(
         None, "--embeddings", MODEL,
         "GloVe/word2vec text file (plain or .gz); default: the raw data's glove/ directory "
-        "if it has one")
+        "if it has one", metavar="FILE", path=True)
     embeddings_mode: str | None = _option(
         None, "--embeddings-mode", MODEL,
         "Tai Table 2: tuned, fixed or random word vectors (default: fixed for sick-r, tuned "
@@ -134,24 +141,56 @@ class RunConfig:
         None, "--rel-lr", OPTIMIZATION,
         "learning rate of mtree's relation embeddings, without L2 (Tran §6.1: 0.1; default: "
         "with the other weights)", type=float)
+    clip_grad_norm: float | None = _option(
+        None, "--clip-grad-norm", OPTIMIZATION,
+        "clip the gradient of all trained weights, word embeddings included, to this L2 "
+        "norm before each optimizer step (default: no clipping, as the papers)",
+        type=float, metavar="X")
     loss_reduction: str | None = _option(
         None, "--loss-reduction", OPTIMIZATION,
         "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS)
-    batch_size: int = _option(25, "--batch-size", OPTIMIZATION, type=int)
+    batch_size: int = _option(25, "--batch-size", OPTIMIZATION,
+                              "training examples per optimizer step", type=int)
     eval_batch_size: int = _option(256, "--eval-batch-size", OPTIMIZATION,
                                    "batch size of dev/test evaluation", type=int,
                                    in_command=False)
-    epochs: int = _option(10, "--epochs", OPTIMIZATION, type=int)
-    seed: int = _option(1, "--seed", OPTIMIZATION, type=int)
+    epochs: int = _option(10, "--epochs", OPTIMIZATION, "training epochs per seed", type=int)
+    seed: int = _option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
     seeds: int = _option(
         1, "--seeds", OPTIMIZATION,
         "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=int)
-    device: str = _option("cpu", "--device", OPTIMIZATION, choices=DEVICES)
+    device: str = _option("cpu", "--device", OPTIMIZATION, "where to train",
+                          choices=DEVICES)
     distributed: bool = _option(
         False, "--distributed", OPTIMIZATION,
         "data-parallel over the processes torchrun starts (--batch-size is the global batch; "
         "see gnn_treelstm/training/distributed.py)", in_command=False)
-    runs_dir: str = _option("runs", "--runs-dir", OUTPUT, in_command=False)
+    lr_schedule: str = _option(
+        "constant", "--lr-schedule", SCHEDULE,
+        "learning-rate schedule, stepped once per epoch: constant (the papers), cosine "
+        "(from the learning rates towards 0 over the epochs), step (x --lr-gamma every "
+        "--lr-step-size epochs), plateau (x --lr-gamma when more than "
+        "--lr-plateau-patience epochs in a row bring no better dev score)",
+        choices=LR_SCHEDULES)
+    lr_warmup_epochs: int = _option(
+        0, "--lr-warmup-epochs", SCHEDULE,
+        "raise the learning rates linearly over the first N epochs (epoch k of N at "
+        "k/(N+1) of them) before the schedule; not with plateau", type=int, metavar="N")
+    lr_step_size: int = _option(5, "--lr-step-size", SCHEDULE,
+                                "epochs between the step schedule's decays", type=int,
+                                metavar="N")
+    lr_gamma: float = _option(0.1, "--lr-gamma", SCHEDULE,
+                              "the factor of each step or plateau decay", type=float)
+    lr_plateau_patience: int = _option(
+        1, "--lr-plateau-patience", SCHEDULE,
+        "plateau: epochs in a row without a better dev score that pass without a decay "
+        "(the next one decays)", type=int, metavar="N")
+    patience: int | None = _option(
+        None, "--patience", SCHEDULE,
+        "early stopping: end a seed's training after N epochs without a better dev score "
+        "(default: train every epoch, as the papers)", type=int, metavar="N")
+    runs_dir: str = _option("runs", "--runs-dir", OUTPUT, "where run directories are made",
+                            metavar="DIR", in_command=False)
     name: str | None = _option(None, "--name", OUTPUT,
                                "run name (default: task-model-tree-time)", in_command=False)
     max_train: int | None = _option(None, "--max-train", OUTPUT,
@@ -167,6 +206,10 @@ class RunConfig:
         False, "--skip-nonfinite", OUTPUT,
         "skip (and count) batches whose loss or gradients are NaN/inf instead of stopping "
         "the run", in_command=False)
+    tensorboard: bool = _option(
+        False, "--tensorboard", OUTPUT,
+        "write train loss, dev metrics and learning rate per epoch for TensorBoard to "
+        "RUN_DIR/tensorboard/ (needs: pip install tensorboard)", in_command=False)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -265,6 +308,51 @@ class RunConfig:
                              f"{', '.join(SENTENCE_STATES)}")
         if self.embeddings is not None and not Path(self.embeddings).is_file():
             raise ValueError(f"--embeddings {self.embeddings}: no such file")
+        self._check_training_options()
+
+    def _check_training_options(self) -> None:
+        """The checks of clipping, the learning-rate schedule, early stopping and
+        TensorBoard (``ValueError``)."""
+        v = self.clip_grad_norm
+        if v is not None and not (math.isfinite(v) and v > 0):
+            raise ValueError(f"--clip-grad-norm {v}: must be a positive number (leave it out "
+                             "for no clipping)")
+        if self.lr_schedule not in LR_SCHEDULES:
+            raise ValueError(f"unknown learning-rate schedule {self.lr_schedule!r}; choose "
+                             f"one of: {', '.join(LR_SCHEDULES)}")
+        if self.patience is not None and self.patience < 1:
+            raise ValueError(f"--patience {self.patience}: must be a positive number of "
+                             "epochs (leave it out to train every epoch)")
+        for name in ("lr_step_size", "lr_plateau_patience", "lr_warmup_epochs"):
+            low = 1 if name == "lr_step_size" else 0
+            if getattr(self, name) < low:
+                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be "
+                                 f">= {low}")
+        if not (math.isfinite(self.lr_gamma) and 0 < self.lr_gamma <= 1):
+            raise ValueError(f"--lr-gamma {self.lr_gamma}: a decay factor must be in (0, 1]")
+        if self.lr_warmup_epochs and self.lr_schedule == "plateau":
+            raise ValueError("--lr-warmup-epochs with --lr-schedule plateau: the plateau "
+                             "schedule follows the dev score and takes no warm-up; use "
+                             "cosine or step with a warm-up, or plateau without one")
+        if self.lr_warmup_epochs and self.lr_warmup_epochs >= self.epochs:
+            raise ValueError(f"--lr-warmup-epochs {self.lr_warmup_epochs}: must be fewer "
+                             f"than --epochs {self.epochs}")
+        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("--tensorboard needs the tensorboard package, which is not "
+                             "installed: pip install tensorboard (or drop --tensorboard)")
+
+    def with_absolute_paths(self) -> RunConfig:
+        """A copy whose path options (``data``, ``embeddings``: the fields declared with
+        ``path``) are absolute, as a run records them, so that its ``config.json``,
+        ``config.yaml`` and checkpoints name the same files from any working directory
+        (``~`` is expanded; symbolic links are kept as given)."""
+        return dataclasses.replace(self, **{o.name: absolute_path(getattr(self, o.name))
+                                            for o in run_options() if o.path})
+
+
+def absolute_path(value: str | None) -> str | None:
+    """``value`` as an absolute path (``~`` expanded, ``..`` folded; None stays None)."""
+    return None if value is None else os.path.abspath(os.path.expanduser(value))
 
 
 @dataclass(frozen=True)
@@ -287,6 +375,9 @@ class RunOption:
         in_command: whether :func:`gnn_treelstm.reproduce.runner.command` writes the option
             in a row's train command (False for where and how a run reports, which does not
             change what it trains).
+        path: the value names a file or directory: a run records it absolute
+            (:meth:`RunConfig.with_absolute_paths`) and :func:`config_changes` compares it
+            by the file it names.
     """
 
     name: str
@@ -299,6 +390,7 @@ class RunOption:
     choices: tuple[str, ...] | None = None
     metavar: str | None = None
     in_command: bool = True
+    path: bool = False
 
     @property
     def dest(self) -> str:
@@ -326,22 +418,36 @@ def run_options() -> list[RunOption]:
         out.append(RunOption(name=f.name, flag=m["flag"], group=m["group"], kind=_kind(f),
                              default=default, help=m["help"], type=m["type"],
                              choices=m["choices"], metavar=m["metavar"],
-                             in_command=m["in_command"]))
+                             in_command=m["in_command"], path=m["path"]))
     return out
 
 
 def config_changes(recorded: dict[str, Any], cfg: RunConfig,
                    ignore: Iterable[str] = ()) -> list[tuple[str, Any, Any]]:
     """The :class:`RunConfig` fields (not in ``ignore``) whose value in ``cfg`` differs from
-    ``recorded`` (a ``config.json``'s ``run_config``), as ``(field, recorded, now)``. A
-    field added after the run was recorded counts as its default there; a recorded field
-    RunConfig no longer has is not compared."""
+    ``recorded`` (a ``config.json``'s ``run_config``), as ``(field, recorded, now)``.
+
+    A field added after the run was recorded counts as its default there (so a run recorded
+    before an option existed is unchanged while the option keeps its default); a recorded
+    field RunConfig no longer has is not compared. Path options (``data``, ``embeddings``)
+    are compared by the file they name: a relative path, as runs recorded them before
+    recording absolute ones, is read from the current directory, so ``built/sick`` and
+    ``/abs/built/sick`` are the same when run from ``/abs``."""
     want = json.loads(json.dumps(jsonable(cfg.to_dict())))
     default = json.loads(json.dumps(jsonable(RunConfig().to_dict())))
     had = {**default, **recorded}
     skip = set(ignore)
+    paths = {o.name for o in run_options() if o.path}
+
+    def same(k: str) -> bool:
+        a, b = had.get(k), want.get(k)
+        if k in paths and isinstance(a, str) and isinstance(b, str):
+            return os.path.realpath(os.path.expanduser(a)) == \
+                os.path.realpath(os.path.expanduser(b))
+        return a == b
+
     return [(k, had.get(k), want.get(k)) for k in sorted(want)
-            if k not in skip and had.get(k) != want.get(k)]
+            if k not in skip and not same(k)]
 
 
 def run_config_yaml(cfg: RunConfig) -> str:

@@ -180,8 +180,10 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
     A task whose head's size comes from the data (``head_kwargs_from_data``: the classes
     or score range of ``classify`` / ``pair-classify`` / ``pair-score``) gets those head
     options added to ``cfg.head_kwargs`` (options given on the command line win), so the
-    model config and the recorded run config carry them."""
-    data_dir = resolve_data_dir(cfg.data, task.dataset, cfg.tree, runs_dir=cfg.runs_dir)
+    model config and the recorded run config carry them. The data directory is absolute
+    (what a run records, so that its checkpoints find the data from any directory)."""
+    data_dir = Path(os.path.abspath(resolve_data_dir(cfg.data, task.dataset, cfg.tree,
+                                                     runs_dir=cfg.runs_dir)))
     meta = D.load_meta(data_dir)
     if bool(meta.get("pair")) != task.pair:
         raise DataError(f"{data_dir}: pair={meta.get('pair')} but task {task.name} needs "

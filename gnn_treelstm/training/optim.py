@@ -1,5 +1,6 @@
 """The optimizer of a run (AdaGrad or Adam with the papers' parameter groups, Tai et al.
-2015 §5.3, Tran & Cheng 2018 §6.1) and what one optimizer step minimizes."""
+2015 §5.3, Tran & Cheng 2018 §6.1), what one optimizer step minimizes, and gradient
+clipping (``--clip-grad-norm``)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from gnn_treelstm.training.config import LOSS_REDUCTIONS
 if TYPE_CHECKING:
     from gnn_treelstm.training.config import RunConfig
 
-__all__ = ["build_optimizer", "batch_objective"]
+__all__ = ["build_optimizer", "batch_objective", "clip_gradients"]
 
 
 def _fused_ok(params: Sequence[torch.Tensor]) -> bool:
@@ -97,3 +98,32 @@ def batch_objective(mean_loss: torch.Tensor, batch_size: int, reduction: str) ->
         return mean_loss * batch_size
     raise ValueError(f"unknown loss reduction {reduction!r}; choose one of: "
                      f"{', '.join(LOSS_REDUCTIONS)}")
+
+
+def clip_gradients(params: Sequence[torch.Tensor], max_norm: float) -> torch.Tensor:
+    """Scale the gradients of ``params`` so that their joint L2 norm is at most
+    ``max_norm``, as ``torch.nn.utils.clip_grad_norm_`` does (every gradient times
+    ``min(1, max_norm / (norm + 1e-6))``, no host sync); return the norm before clipping.
+
+    Sparse gradients are clipped too, as part of the same norm: under AdaGrad the word
+    embedding's gradient is sparse (:func:`build_optimizer`), and ``clip_grad_norm_``
+    cannot read it. It is coalesced first (its repeated rows summed, which AdaGrad's
+    sparse update does anyway), so its norm is that of the dense gradient and the clipped
+    update is the one a dense embedding gradient would get.
+    """
+    grads: list[torch.Tensor] = []
+    for p in params:
+        if p.grad is None:
+            continue
+        if p.grad.is_sparse:
+            p.grad = p.grad.coalesce()
+            grads.append(p.grad._values())  # the coalesced tensor's own values: scaled in place
+        else:
+            grads.append(p.grad)
+    if not grads:
+        return torch.zeros(())
+    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+    coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
+    for g in grads:
+        g.mul_(coef.to(g.device))
+    return total

@@ -32,11 +32,13 @@ def _value(text: str):
 
 class _DefaultsOnce(argparse.HelpFormatter):
     """Appends ``(default: X)`` to a flag's help unless the help already says its default
-    or there is none to say."""
+    or there is none to say (no default, a switch, an empty list)."""
 
     def _get_help_string(self, action: argparse.Action) -> str:
         text = action.help or ""
-        if "default" in text or action.default in (None, False, [], argparse.SUPPRESS):
+        d = action.default
+        if "default" in text or d is None or d is argparse.SUPPRESS or d == [] \
+                or isinstance(d, bool) or action.nargs == 0:
             return text
         return f"{text} (default: %(default)s)".strip()
 

@@ -82,14 +82,20 @@ def aggregate(per_seed: list[dict], split: str) -> dict[str, dict]:
 
 
 def run_record(run_id: str, cfg: RunConfig, task: Task, rd: RunData,
-               model_config: ModelConfig, emb_info: dict, num_relations: int) -> dict:
+               model_config: ModelConfig, emb_info: dict, num_relations: int, *,
+               data_given: str | None = None) -> dict:
     """What ``config.json`` records of a run: its configurations, data, vectors, optimizer,
     task, device and threads, and the fingerprints of the modules of its model's math
-    (:func:`gnn_treelstm.training.provenance.code_record`)."""
+    (:func:`gnn_treelstm.training.provenance.code_record`). ``data_given``: ``--data`` as
+    typed, recorded (``data.given``) beside the absolute paths when it differs from
+    them."""
+    data: dict[str, Any] = {"dir": str(rd.data_dir)}
+    if data_given is not None and data_given != cfg.data:
+        data["given"] = data_given
     return {"run_id": run_id, "run_config": cfg.to_dict(),
             "model_config": model_config.to_dict(),
             "code": code_record(model_config.cell, cfg.task),
-            "data": {"dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
+            "data": {**data, "dataset": rd.meta.get("dataset"),
                      "tree": cfg.tree, "examples": {k: len(v) for k, v in rd.splits.items()},
                      "vocab_size": len(rd.vocab), "num_relations": num_relations,
                      "sample": rd.meta.get("sample"), "dev_split": rd.dev_split},

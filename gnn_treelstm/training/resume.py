@@ -4,13 +4,15 @@ Every seed of a run keeps ``state.pt`` in its directory, written atomically at t
 every epoch and, with ``--checkpoint-every N``, every N batches, so a ``kill -9`` at any
 moment leaves the last complete state. It holds everything the rest of the run depends on:
 
-* the model's weights and the optimizer's state (AdaGrad's accumulators, Adam's moments);
+* the model's weights and the optimizer's state (AdaGrad's accumulators, Adam's moments),
+  and the learning-rate scheduler's (:mod:`gnn_treelstm.training.schedule`);
 * where the run is: the epoch, and the batches of it already done (the loader's shuffle
   generator is saved as of the epoch's start, so the epoch's batch order is replayed and
   the done batches skipped);
 * the random number generators (torch's, Python's, numpy's), so dropout masks continue as
   if the run had never stopped;
-* model selection so far: the best dev score and epoch, and the per-epoch records.
+* model selection so far: the best dev score and epoch, the per-epoch records, and early
+  stopping's count of epochs without a better dev score (``--patience``).
 
 :class:`TrainState` holds these; the trainer (:class:`gnn_treelstm.training.trainer.Trainer`)
 keeps one per seed, saves it and restores it. A resumed run therefore ends with the same
@@ -38,6 +40,7 @@ from gnn_treelstm.files import atomic_write
 from gnn_treelstm.training import rundir
 from gnn_treelstm.training.config import RunConfig, config_changes
 from gnn_treelstm.training.records import append_csv
+from gnn_treelstm.training.schedule import Scheduler
 
 __all__ = ["STATE_NAME", "SEED_RESULT_NAME", "STATE_FORMAT", "TrainState", "capture_rng",
            "restore_rng", "save_seed_result", "load_seed_result", "seed_everything",
@@ -83,10 +86,11 @@ def restore_rng(state: dict[str, Any]) -> None:
 class TrainState:
     """Where the training of one seed is: exactly what ``state.pt`` holds.
 
-    The progress fields (``epoch`` to ``run_id``) are the trainer's as it goes; the weights,
-    optimizer state, shuffle generator and random generators (``loader`` to ``optimizer``)
-    are filled in when the state is saved (:meth:`save`) and put back in place on resume
-    (:func:`restore_training`).
+    The progress fields (``epoch`` to ``stopped_early``) are the trainer's as it goes; the
+    weights, optimizer and scheduler states, shuffle generator and random generators
+    (``loader`` to ``scheduler``) are filled in when the state is saved (:meth:`save`) and
+    put back in place on resume (:func:`restore_training`). A state saved before a field
+    existed reads with the field's default.
 
     Attributes:
         seed: the seed being trained.
@@ -99,10 +103,15 @@ class TrainState:
         partial: the sums of ``epoch``'s ``step`` batches (``loss_sum``, ``n_ex``,
             ``n_trees``, ``skipped``, ``seconds``); None at an epoch's end.
         run_id: the run's id (``config.json``).
+        bad_epochs: the epochs since the dev score last improved (early stopping,
+            ``--patience``).
+        stopped_early: the epoch after which early stopping ended the seed (None: it did
+            not).
         loader: the loader's shuffle generator as of ``epoch``'s start.
         rng: torch's, Python's and numpy's generators (:func:`capture_rng`).
         model: the model's ``state_dict``.
         optimizer: the optimizer's ``state_dict``.
+        scheduler: the learning-rate scheduler's ``state_dict`` (None: no scheduler).
     """
 
     seed: int
@@ -114,10 +123,13 @@ class TrainState:
     process_peak: float = 0.0
     partial: dict[str, Any] | None = None
     run_id: str | None = None
+    bad_epochs: int = 0
+    stopped_early: int | None = None
     loader: torch.Tensor | None = None
     rng: dict[str, Any] | None = None
     model: dict[str, Any] | None = None
     optimizer: dict[str, Any] | None = None
+    scheduler: dict[str, Any] | None = None
 
     def save(self, seed_dir: Path) -> Path:
         """Write ``seed_dir/state.pt`` atomically."""
@@ -167,11 +179,25 @@ def load_seed_result(seed_dir: Path) -> dict[str, Any] | None:
 
 
 def restore_training(state: TrainState, model: torch.nn.Module,
-                     optimizer: torch.optim.Optimizer, generator: torch.Generator) -> None:
-    """Put the saved weights, optimizer state, loader shuffle generator (as of the epoch's
-    start) and random number generators of ``state`` back in place."""
+                     optimizer: torch.optim.Optimizer, generator: torch.Generator,
+                     scheduler: Scheduler | None = None) -> None:
+    """Put the saved weights, optimizer state (with the learning rates it reached),
+    scheduler state, loader shuffle generator (as of the epoch's start) and random number
+    generators of ``state`` back in place.
+
+    Raises:
+        ValueError: the run has a scheduler and the state has none, or the reverse (the
+            state is another configuration's).
+    """
+    if (scheduler is None) != (state.scheduler is None):
+        raise ValueError("the saved training state and the run disagree on a learning-rate "
+                         f"scheduler (state: {'one' if state.scheduler else 'none'}, run: "
+                         f"{'none' if scheduler is None else type(scheduler).__name__}); "
+                         "remove state.pt to restart this seed from its beginning")
     model.load_state_dict(state.model)
     optimizer.load_state_dict(state.optimizer)
+    if scheduler is not None:
+        scheduler.load_state_dict(state.scheduler)
     generator.set_state(state.loader)
     restore_rng(state.rng)
 

@@ -28,18 +28,28 @@ A run writes ``<runs_dir>/<name>/``::
                      best.pt = the seed with the best dev score)
     results.json     dev/test metrics per seed, their mean and std, seconds per epoch
 
+Options beyond the papers, each off by default (the papers' loop is unchanged without
+them): ``--clip-grad-norm`` (:func:`~gnn_treelstm.training.optim.clip_gradients` before each
+optimizer step), ``--lr-schedule`` and its parameters (a scheduler stepped at each epoch's
+end, :mod:`gnn_treelstm.training.schedule`), ``--patience`` (early stopping: a seed ends
+after N epochs without a better dev score; its result says at which epoch) and
+``--tensorboard`` (scalars per epoch, :mod:`gnn_treelstm.training.tensorboard_log`, attached
+as hooks).
+
 How it reads::
 
     trainer = Trainer(cfg, hooks=TrainHooks(on_epoch_end=print))  # resolves cfg, loads data
     results = trainer.fit()                # claims the run directory, then per seed:
-    #   start_seed (model, optimizer, loader; the saved TrainState on resume)
+    #   start_seed (model, optimizer, scheduler, loader; the saved TrainState on resume)
     #   per epoch: train_epoch -> evaluate_dev -> end_epoch (selection, best.pt,
-    #              metrics.jsonl, save_state)
+    #              metrics.jsonl, schedule, early stopping, save_state)
     #   finish_seed (the selected checkpoint on the test split)
 
 Nothing here prints; progress goes to ``logging`` and to the caller's :class:`TrainHooks`
 (``gnn-treelstm train`` plugs a tqdm bar and a one-line summary per epoch into them). The
-loop's parts live beside it in :mod:`gnn_treelstm.training` (config, data, devices, optim,
+start-up stages (data, word vectors, native loops, model) are one INFO line each on the
+:data:`STARTUP_LOG` logger, which the command line shows by default. The loop's parts live
+beside it in :mod:`gnn_treelstm.training` (config, data, devices, optim, schedule,
 batching, evaluation, memory, records, resume).
 """
 
@@ -72,7 +82,7 @@ from gnn_treelstm.training.devices import resolve_device
 from gnn_treelstm.training.evaluation import evaluate
 from gnn_treelstm.training.faults import NonFiniteError, batch_ids, nonfinite, nonfinite_message
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
-from gnn_treelstm.training.optim import batch_objective, build_optimizer
+from gnn_treelstm.training.optim import batch_objective, build_optimizer, clip_gradients
 from gnn_treelstm.training.records import (
     append_metrics,
     jsonable,
@@ -93,11 +103,23 @@ from gnn_treelstm.training.resume import (
     seed_everything,
     truncate_metrics,
 )
+from gnn_treelstm.training.schedule import (
+    Scheduler,
+    build_scheduler,
+    current_lr,
+    step_scheduler,
+)
+from gnn_treelstm.training.tensorboard_log import TensorBoardLog
 from gnn_treelstm.training.zerowatch import ZeroWatch
 
 log = logging.getLogger(__name__)
+#: the logger of the start-up lines (data, word vectors, native loops, model), which
+#: ``gnn-treelstm train`` shows on the console at its default log level
+STARTUP_LOG = f"{__name__}.startup"
+startup = logging.getLogger(STARTUP_LOG)
 
-__all__ = ["Trainer", "TrainHooks", "EpochTraining", "ProgressFn", "run"]
+__all__ = ["Trainer", "TrainHooks", "EpochTraining", "ProgressFn", "STARTUP_LOG",
+           "chain_hooks", "run"]
 
 #: ``progress(batches, total=n, desc=text)``: the batches, wrapped (a tqdm bar)
 ProgressFn = Callable[..., Iterable]
@@ -116,11 +138,40 @@ class TrainHooks:
             dev evaluation): the commands pass
             :func:`gnn_treelstm.commands.heap.release_free_heap`, so that free heap pages
             go back to the OS and do not count.
+        on_seed_start: called as a seed's training starts, ``(seed, seed_dir, epoch)``
+            with the first epoch it trains (> 1 when it resumes).
+        on_seed_end: called with a seed's result when its training ends.
     """
 
     progress: ProgressFn | None = None
     on_epoch_end: Callable[[dict], None] | None = None
     release_heap: Callable[[], object] | None = None
+    on_seed_start: Callable[[int, Path, int], None] | None = None
+    on_seed_end: Callable[[dict], None] | None = None
+
+
+def _calls(fns: Sequence[Callable[..., Any] | None]) -> Callable[..., None] | None:
+    """One callable calling each of ``fns`` that is set, in order (None if none is)."""
+    fns = [f for f in fns if f is not None]
+    if not fns:
+        return None
+    if len(fns) == 1:
+        return fns[0]
+
+    def call(*args: Any) -> None:
+        for f in fns:
+            f(*args)
+
+    return call
+
+
+def chain_hooks(*hooks: TrainHooks) -> TrainHooks:
+    """The hooks of ``hooks`` together: each event calls every hook set for it, in order;
+    ``progress`` is the first one set (it wraps the batches, so only one can)."""
+    return TrainHooks(
+        progress=next((h.progress for h in hooks if h.progress is not None), None),
+        **{name: _calls([getattr(h, name) for h in hooks])
+           for name in ("on_epoch_end", "release_heap", "on_seed_start", "on_seed_end")})
 
 
 @dataclass
@@ -161,24 +212,45 @@ class Trainer:
 
     def __init__(self, cfg: RunConfig, *, hooks: TrainHooks | None = None) -> None:
         cfg.check()
-        self.cfg = cfg.resolved()
+        # paths recorded absolute: config.json, config.yaml and best.pt name the same
+        # files from any working directory
+        self.cfg = cfg.resolved().with_absolute_paths()
+        self.data_given = cfg.data  # as typed, for the record
         self.hooks = hooks or TrainHooks()
         self.task = build_task(self.cfg.task, supervision=self.cfg.supervision)
         self.device, self.graphs_on_device = resolve_device(self.cfg)
+        t0 = time.perf_counter()
         self.data = prepare_data(self.cfg, self.task)
         self.num_relations = int(self.data.meta.get("num_relations", {}).get(
             self.cfg.tree, len(self.data.relations)) or 1)
         check_compatibility(self.cfg, self.data, self.num_relations)
+        startup.info("data: %s (%s trees): %s examples, %d words (%.1f s)",
+                     self.data.data_dir, self.cfg.tree,
+                     ", ".join(f"{k} {len(v)}" for k, v in self.data.splits.items()),
+                     len(self.data.vocab), time.perf_counter() - t0)
         # a vectors file is required only where the run asked for its mode
+        t0 = time.perf_counter()
         self.embeddings, self.emb_info = load_embeddings(
             self.cfg, self.data, explicit=cfg.embeddings_mode is not None)
+        self._log_vectors(time.perf_counter() - t0)
         self.model_config = build_model_config(
             self.cfg, vocab_size=len(self.data.vocab), num_relations=self.num_relations,
             embeddings=self.embeddings, emb_info=self.emb_info)
-        TreeLSTMModel(self.model_config)  # fail on a bad architecture before writing anything
+        model = TreeLSTMModel(self.model_config)  # a bad architecture fails before writing
+        self._load_native_loops(model)
+        params = list(model.parameters())
+        startup.info("model: %s cell, hidden %d, %s engine: %s parameters (%s trained)",
+                     self.cfg.model, self.cfg.hidden, self.cfg.engine,
+                     f"{sum(p.numel() for p in params):,}",
+                     f"{sum(p.numel() for p in params if p.requires_grad):,}")
         self.name = self.cfg.name or (f"{self.cfg.task}-{self.cfg.model}-{self.cfg.tree}-"
                                       f"{time.strftime('%Y%m%d-%H%M%S')}")
         self.out = Path(self.cfg.runs_dir) / self.name
+        if self.cfg.tensorboard:  # the configuration attaches it, as hooks: first, as a
+            tb = TensorBoardLog(self.out)  # record of the run beside metrics.jsonl
+            self.hooks = chain_hooks(TrainHooks(
+                on_seed_start=tb.seed_start, on_epoch_end=tb.epoch_end,
+                on_seed_end=tb.seed_end), self.hooks)
         self.dev_tokens = self._tokens(self.data.dev_split)
         # set by fit: the run, and whether this process writes it (rank 0 of a
         # distributed run, or the only process) among how many
@@ -191,6 +263,8 @@ class Trainer:
         self.model: TreeLSTMModel | None = None
         self.net: torch.nn.Module | None = None  # the model, or its DDP wrapper
         self.optimizer: torch.optim.Optimizer | None = None
+        self.scheduler: Scheduler | None = None
+        self.trained: list[torch.nn.Parameter] = []
         self.loader: torch.utils.data.DataLoader | None = None
         self.zero_watch: ZeroWatch | None = None
         self.checked: list[torch.nn.Parameter] = []
@@ -227,7 +301,7 @@ class Trainer:
         cfg, out = self.cfg, self.out
         self.run_id = resumed_run_id(out, cfg) if resume else rundir.new_run_id()
         record = run_record(self.run_id, cfg, self.task, self.data, self.model_config,
-                            self.emb_info, self.num_relations)
+                            self.emb_info, self.num_relations, data_given=self.data_given)
         if not resume and self.writes:
             write_json(out / "config.json", record)
             atomic_write(out / "config.yaml", run_config_yaml(cfg))
@@ -264,17 +338,21 @@ class Trainer:
 
         The state is saved to ``seed_dir/state.pt`` after every epoch and every
         ``cfg.checkpoint_every`` batches; ``resume`` continues from it (a fresh start when
-        there is none)."""
+        there is none). With ``cfg.patience``, training ends early once that many epochs
+        in a row brought no better dev score (:meth:`end_epoch`)."""
         self.start_seed(seed, seed_dir, resume=resume)
         for epoch in range(self.state.epoch, self.cfg.epochs + 1):
+            if self.state.stopped_early is not None:
+                break  # a seed resumed after early stopping ended it
             training = self.train_epoch(epoch)
             dev, eval_seconds, eval_memory = self.evaluate_dev()
             self.end_epoch(epoch, training, dev, eval_seconds, eval_memory)
         return self.finish_seed()
 
     def start_seed(self, seed: int, seed_dir: Path, *, resume: bool = False) -> None:
-        """Seed the generators, build the model, optimizer and loader of ``seed``; on
-        ``resume``, put its saved state (if any) back in place."""
+        """Seed the generators, build the model, optimizer, scheduler and loader of
+        ``seed``; on ``resume``, put its saved state (if any) back in place. Calls the
+        ``on_seed_start`` hook."""
         cfg = self.cfg
         seed_everything(seed)
         self.seed_dir = seed_dir
@@ -284,6 +362,9 @@ class Trainer:
         model.to(self.device)
         self.model = model
         self.optimizer = build_optimizer(model, cfg)
+        self.scheduler = build_scheduler(
+            self.optimizer, cfg,
+            lower_is_better=self.task.selection_metric in self.task.lower_is_better)
         self.zero_watch = ZeroWatch(model)
         self.loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
                                   seed=seed, schedule=cfg.engine == "level",
@@ -297,16 +378,21 @@ class Trainer:
         # upstream of it shows in the cell's gradients too); ~0.2 ms a step
         self.checked = [p for n, p in model.named_parameters()
                         if p.requires_grad and not n.startswith("embedding.")]
+        self.trained = [p for p in model.parameters() if p.requires_grad]  # clipped
         self.state = TrainState(seed=seed, run_id=self.run_id)
         saved = TrainState.load(seed_dir) if resume else None
         if saved is not None:
-            restore_training(saved, model, self.optimizer, self.loader.generator)
-            # the weights now live in the model and optimizer; the generators' states
-            # stay for the replay of a stopped epoch (train_epoch)
-            self.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None)
+            restore_training(saved, model, self.optimizer, self.loader.generator,
+                             self.scheduler)
+            # the weights now live in the model, optimizer and scheduler; the generators'
+            # states stay for the replay of a stopped epoch (train_epoch)
+            self.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None,
+                                             scheduler=None)
             truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
             log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, saved.epoch,
                      saved.step, seed_dir / STATE_NAME)
+        if self.hooks.on_seed_start is not None:
+            self.hooks.on_seed_start(seed, seed_dir, self.state.epoch)
 
     def train_epoch(self, epoch: int) -> EpochTraining:
         """One pass over the training batches (the rest of it when the seed resumed inside
@@ -367,7 +453,9 @@ class Trainer:
     def train_step(self, batch: Any, epoch: int, step: int) -> torch.Tensor | None:
         """One optimizer step on ``batch``; its mean loss (detached), or None when its loss
         or gradients are NaN/inf and ``cfg.skip_nonfinite`` skips it (else
-        :class:`~gnn_treelstm.training.faults.NonFiniteError`)."""
+        :class:`~gnn_treelstm.training.faults.NonFiniteError`). With
+        ``cfg.clip_grad_norm``, the gradients of every trained weight are clipped to that
+        joint norm before the step (:func:`~gnn_treelstm.training.optim.clip_gradients`)."""
         reduction = self.cfg.loss_reduction
         batch = to_device(batch, self.device, self.graphs_on_device)
         out = self.net(batch.graph, batch.graph_b, schedule=batch.schedule)
@@ -393,6 +481,8 @@ class Trainer:
                         self.state.seed, epoch, step, fault, batch_ids(batch))
             self.optimizer.zero_grad(set_to_none=True)
             return None
+        if self.cfg.clip_grad_norm is not None:
+            clip_gradients(self.trained, self.cfg.clip_grad_norm)
         self.optimizer.step()
         return loss.detach()
 
@@ -412,11 +502,14 @@ class Trainer:
     def end_epoch(self, epoch: int, training: EpochTraining, dev: dict[str, float],
                   eval_seconds: float, eval_memory: dict[str, float]) -> dict:
         """Model selection (``best.pt`` when the dev score improved), the epoch's record
-        (``metrics.jsonl``, the ``on_epoch_end`` hook), the state saved; returns the
+        (``metrics.jsonl``, the ``on_epoch_end`` hook), the learning-rate schedule's step,
+        early stopping (``cfg.patience`` epochs in a row without a better dev score before
+        the last epoch set ``state.stopped_early``), the state saved; returns the
         record."""
-        state, sel = self.state, self.task.selection_metric
+        cfg, state, sel = self.cfg, self.state, self.task.selection_metric
         score = dev.get(sel, math.nan)
         improved = self.task.better(score, state.best_score)
+        state.bad_epochs = 0 if improved else state.bad_epochs + 1
         if improved:
             state.best_score = score
             state.best = {"epoch": epoch, "dev": dev}
@@ -429,6 +522,7 @@ class Trainer:
             "trees_per_second": round(training.trees / max(training.seconds, 1e-9), 1),
             "skipped_nonfinite": training.skipped,
             "examples": training.examples, "dev": dev, "best": improved,
+            "lr": current_lr(self.optimizer),
             "eval_seconds": round(eval_seconds, 3), **training.memory,
             "peak_rss_scope": training.peak_scope,
             "eval_peak_rss_mb": eval_memory["peak_rss_mb"],
@@ -442,6 +536,13 @@ class Trainer:
         log.info("seed %d epoch %d/%d: loss %.4f, dev %s %.4f%s, %.1fs (%.0f trees/s)",
                  state.seed, epoch, self.cfg.epochs, record["train_loss"], sel, score,
                  " (best)" if improved else "", training.seconds, record["trees_per_second"])
+        step_scheduler(self.scheduler, score)  # the next epoch's learning rates
+        if cfg.patience is not None and state.bad_epochs >= cfg.patience \
+                and epoch < cfg.epochs:
+            state.stopped_early = epoch
+            log.info("seed %d: stopping early after epoch %d: no better dev %s for %d "
+                     "epochs (best: epoch %s)", state.seed, epoch, sel, state.bad_epochs,
+                     state.best.get("epoch"))
         state.epoch, state.step, state.partial = epoch + 1, 0, None  # the epoch is done
         self.save_state(self.loader.generator.get_state())
         if self.hooks.on_epoch_end is not None:
@@ -467,12 +568,16 @@ class Trainer:
         ``state.epoch``) to ``state.pt`` (:mod:`gnn_treelstm.training.resume`)."""
         if self.cfg.distributed:
             return  # a distributed run does not resume (yet)
+        scheduler = None if self.scheduler is None else self.scheduler.state_dict()
         dataclasses.replace(self.state, loader=loader_state, model=self.model.state_dict(),
-                            optimizer=self.optimizer.state_dict(),
+                            optimizer=self.optimizer.state_dict(), scheduler=scheduler,
                             rng=capture_rng()).save(self.seed_dir)
 
     def finish_seed(self) -> dict:
-        """The seed's result; with ``cfg.test``, its selected checkpoint's test metrics."""
+        """The seed's result; with ``cfg.test``, its selected checkpoint's test metrics.
+        With ``cfg.patience``, ``stopped_early`` says whether early stopping ended the
+        seed: ``{"epoch": e, "patience": n}`` (None: it trained every epoch). Calls the
+        ``on_seed_end`` hook."""
         state, sel = self.state, self.task.selection_metric
         if not state.best:
             raise RuntimeError(f"no epoch produced a finite dev {sel}; nothing to select")
@@ -483,6 +588,9 @@ class Trainer:
                   "peak_rss_mb": max(r["peak_rss_mb"] for r in state.epochs),
                   "process_peak_rss_mb": state.process_peak,
                   "zeroed_parameters": self.zero_watch.zeroed, "epochs": state.epochs}
+        if self.cfg.patience is not None:
+            result["stopped_early"] = None if state.stopped_early is None else {
+                "epoch": state.stopped_early, "patience": self.cfg.patience}
         if self.cfg.test and "test" in self.data.splits and self.writes:
             ck = load_model(self._best_path(), device=self.device)
             result["test"], _ = evaluate(ck.model, self.data.splits["test"],
@@ -493,9 +601,42 @@ class Trainer:
             log.info("seed %d: best epoch %d, dev %s %.4f, test %s", state.seed,
                      state.best["epoch"], sel, state.best_score,
                      format_metrics(result["test"]))
+        if self.hooks.on_seed_end is not None:
+            self.hooks.on_seed_end(result)
         return result
 
     # ------------------------------------------------------------------ helpers
+    def _log_vectors(self, seconds: float) -> None:
+        """The start-up line of the word vectors."""
+        info = self.emb_info
+        if self.embeddings is None:
+            startup.info("word vectors: random (%s)", "--embeddings-mode random"
+                         if info.get("mode") == "random" and "requested" not in info
+                         else "no vectors file found")
+            return
+        found = int(info.get("exact", 0)) + int(info.get("lower", 0))
+        startup.info("word vectors: %s: %d of %d words found (%.1f%%), %d-d, %s (%.1f s)",
+                     info["path"], found, len(self.data.vocab) - 1,
+                     100.0 * float(info.get("coverage", 0.0)), self.embeddings.shape[1],
+                     info["mode"], seconds)
+
+    def _load_native_loops(self, model: TreeLSTMModel) -> None:
+        """Load (building them the first time on this machine) the C++ level loops now,
+        with a start-up line, when the run will use them: the level engine on the CPU with
+        a cell that has a fast kernel (else the first batch would wait for them)."""
+        if self.cfg.engine != "level" or self.device.type != "cpu" \
+                or not model.cell.has_kernel:
+            return
+        from gnn_treelstm.kernels import native
+
+        if native.choice() == "off":
+            startup.info("native level loops: off (GNN_TREELSTM_NATIVE=off)")
+            return
+        t0 = time.perf_counter()
+        ready = native.available(torch.zeros(1))
+        startup.info("native level loops: %s (%.1f s)", "ready" if ready
+                     else "unusable, the general level driver runs", time.perf_counter() - t0)
+
     def _new_peak_window(self) -> bool:
         """Release the free heap (hook), then reset the peak-memory marks; whether the RSS
         peak could be reset."""
