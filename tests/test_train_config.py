@@ -41,7 +41,9 @@ def test_command_line_flags_override_the_file(tmp_path):
 
 @pytest.mark.parametrize("text,message", [
     ("hiden: 5\n", "unknown key 'hiden'"),
-    ("hidden: five\n", "hidden must be an integer"),
+    ("hidden: five\n", "hidden must be a positive integer, got 'five'"),
+    ("hidden: 0\n", "hidden must be a positive integer, got 0"),
+    ("epochs: true\n", "epochs must be a number, got True"),
     ("optimizer: sgd\n", "optimizer must be one of adagrad, adam"),
     ("lr-schedule: linear\n", "lr-schedule must be one of constant, cosine, step, plateau"),
     ("patience: many\n", "patience must be an integer"),

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.models.checkpoint import load_model
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.data import SAMPLE_SRC, managed_data_dir
@@ -39,17 +40,22 @@ def _pick_tree(split: D.Split, lo: int = 7, hi: int = 14) -> int:
     return min(range(len(sizes)), key=sizes.__getitem__)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``gnn-treelstm demo``."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm demo", description=__doc__
                                  .split("\n\n")[0])
-    ap.add_argument("--runs-dir", default="runs")
-    ap.add_argument("--epochs", type=int, default=5)
-    ap.add_argument("--hidden", type=int, default=150)
-    ap.add_argument("--seed", type=int, default=1)
-    args = ap.parse_args(argv)
-    for flag in ("epochs", "hidden"):
-        if getattr(args, flag) <= 0:
-            ap.error(f"--{flag} must be positive, got {getattr(args, flag)}")
+    ap.add_argument("--runs-dir", default="runs", help="where the demo's run goes "
+                    "(default: %(default)s)")
+    ap.add_argument("--epochs", type=positive_int, default=5,
+                    help="training epochs (default: %(default)s)")
+    ap.add_argument("--hidden", type=positive_int, default=150,
+                    help="hidden size of the cell (default: %(default)s)")
+    ap.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     t_start = time.perf_counter()
     runs = Path(args.runs_dir)

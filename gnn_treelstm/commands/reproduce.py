@@ -21,6 +21,7 @@ import os
 import sys
 from pathlib import Path
 
+from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.commands import heap
 from gnn_treelstm.commands.cli import progress_bar
 from gnn_treelstm.registry import UnknownNameError
@@ -32,17 +33,8 @@ from gnn_treelstm.training.trainer import TrainHooks
 FIGURE = "results.png"
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
-
-
-def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+def build_parser() -> argparse.ArgumentParser:
+    """The command line of ``gnn-treelstm reproduce``."""
     ap = argparse.ArgumentParser(
         prog="gnn-treelstm reproduce", description=__doc__.split("\n\n")[0],
         epilog=f"tables: {', '.join(rows.TABLES)}")
@@ -58,9 +50,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     default=os.environ.get("GNN_TREELSTM_VECTORS") or None,
                     help="directory with glove.840B.300d*.txt.gz and glove.6B.50d*.txt.gz "
                          "(default: $GNN_TREELSTM_VECTORS)")
-    ap.add_argument("--seeds", type=_positive, default=None,
+    ap.add_argument("--seeds", type=positive_int, default=None,
                     help="seeds per row (default: the row's, 5; ablations 3; --quick 1)")
-    ap.add_argument("--epochs", type=_positive, default=None,
+    ap.add_argument("--epochs", type=positive_int, default=None,
                     help="override every row's epochs (default: the paper's)")
     ap.add_argument("--quick", action="store_true",
                     help=f"smoke test: embedded sample, {runner.QUICK}, 1 seed")
@@ -71,9 +63,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--results", type=Path, default=None,
                     help="results document (default: docs/RESULTS.md; --quick: "
                          "ROOT/RESULTS.md)")
-    ap.add_argument("--threads", type=_positive, default=None, help="torch CPU threads")
+    ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bars, warnings only")
-    return ap.parse_args(argv)
+    return ap
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    return build_parser().parse_args(argv)
 
 
 def _wanted(r: rows.Row, a: argparse.Namespace) -> int:

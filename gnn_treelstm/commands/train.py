@@ -35,8 +35,10 @@ from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
 from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.faults import NonFiniteError
-from gnn_treelstm.training.options import config_from_args, parse_args
+from gnn_treelstm.training.options import build_parser, config_from_args, parse_args
 from gnn_treelstm.training.trainer import STARTUP_LOG, TrainHooks, run
+
+__all__ = ["main", "build_parser"]
 
 
 def _startup_console(level: str) -> logging.Handler | None:

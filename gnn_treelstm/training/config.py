@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.cells import ENGINES, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig
@@ -101,7 +102,7 @@ class RunConfig:
     emb_dim: int | None = _option(
         None, "--emb-dim", MODEL, "word vector size (default: the vectors file's, else 300)",
         type=int)
-    hidden: int = _option(150, "--hidden", MODEL, "cell memory size", type=int)
+    hidden: int = _option(150, "--hidden", MODEL, "cell memory size", type=positive_int)
     head_hidden: int | None = _option(
         None, "--head-hidden", MODEL,
         "hidden layer of the head (default: the paper's for the task)", type=int)
@@ -150,15 +151,16 @@ class RunConfig:
         None, "--loss-reduction", OPTIMIZATION,
         "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS)
     batch_size: int = _option(25, "--batch-size", OPTIMIZATION,
-                              "training examples per optimizer step", type=int)
+                              "training examples per optimizer step", type=positive_int)
     eval_batch_size: int = _option(256, "--eval-batch-size", OPTIMIZATION,
-                                   "batch size of dev/test evaluation", type=int,
+                                   "batch size of dev/test evaluation", type=positive_int,
                                    in_command=False)
-    epochs: int = _option(10, "--epochs", OPTIMIZATION, "training epochs per seed", type=int)
+    epochs: int = _option(10, "--epochs", OPTIMIZATION, "training epochs per seed",
+                          type=positive_int)
     seed: int = _option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
     seeds: int = _option(
         1, "--seeds", OPTIMIZATION,
-        "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=int)
+        "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=positive_int)
     device: str = _option("cpu", "--device", OPTIMIZATION, "where to train",
                           choices=DEVICES)
     distributed: bool = _option(

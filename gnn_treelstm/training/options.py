@@ -174,6 +174,15 @@ def _check_value(path: str, key: str, value, action: argparse.Action) -> None:
     elif action.type is float:
         ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
         bad = None if ok else "a number"
+    elif action.type not in (None, str) and callable(action.type):  # e.g. positive_int
+        bad = None
+        if value is not None:
+            try:
+                if isinstance(value, bool | list | dict):
+                    raise argparse.ArgumentTypeError("expected a number")
+                action.type(str(value))
+            except (argparse.ArgumentTypeError, ValueError) as exc:
+                bad = str(exc).removeprefix("expected ").split(", got")[0]
     elif isinstance(action, argparse._AppendAction):
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         bad = None if ok else "a list of KEY=VALUE strings"

@@ -4,7 +4,7 @@ negatives; and the path and input refusals of ``fetch`` and ``evaluate``.
 
 The flags are found by walking each command's ``build_parser()`` (subcommands included): a
 flag whose ``type=`` turns ``"1"`` into a number is numeric, so a new numeric flag is swept
-without touching this file. ``train``, ``demo`` and ``reproduce`` are not swept here yet.
+without touching this file.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ import pytest
 
 from gnn_treelstm.commands import cli
 
-NOT_SWEPT = ("train", "demo", "reproduce")
+NOT_SWEPT: tuple[str, ...] = ()
 SWEPT = [c for c in cli.COMMANDS if c not in NOT_SWEPT]
 
 #: (command, flag) -> the values of the sweep it accepts, and why
@@ -32,6 +32,15 @@ ACCEPTS: dict[tuple[str, str], set[str]] = {
     ("bench", "--seed"): {"0", "-1"},
     ("bench", "--warmup"): {"0"},                    # no untimed batches
     ("build", "--score-range"): {"0", "-1"},         # any finite score range
+    ("train", "--seed"): {"0", "-1"},
+    ("demo", "--seed"): {"0", "-1"},
+    ("train", "--dropout"): {"0"},                   # no dropout
+    ("train", "--emb-dropout"): {"0"},
+    ("train", "--l2"): {"0"},                        # no weight decay
+    ("train", "--emb-l2"): {"0"},
+    ("train", "--lr-warmup-epochs"): {"0"},          # no warm-up
+    ("train", "--lr-plateau-patience"): {"0"},       # decay after one epoch without gain
+    ("train", "--checkpoint-every"): {"0"},          # no mid-epoch checkpoints
 }
 SWEEP = ("0", "-1", "abc")
 
