@@ -102,3 +102,87 @@ def test_warns_about_unknown_words_and_joined_sentences(runs, caplog, capsys):
     text = caplog.text
     assert "line 1: every word is unknown" in text
     assert "line 2 looks like 2 sentences" in text
+
+
+def _fallback_warnings(caplog) -> list[str]:
+    return [r.getMessage() for r in caplog.records
+            if "no counterpart in the model's relations" in r.getMessage()]
+
+
+def test_spacy_labels_translated_to_stanford_and_fallbacks_warned_once(runs, caplog):
+    """A SICK model on Stanford trees: spaCy's labels go through the map; a label the model
+    does not know falls back (here relation 0: the tiny relation set has no 'dep'), counted,
+    and named in one warning per new set of labels, not one per call."""
+    import logging
+
+    from data_prep.dependency import DepParse
+    from gnn_treelstm.models.checkpoint import load_model
+    from gnn_treelstm.models.predictor import relation_map, text_graphs
+
+    ck = load_model(runs / "sickr")  # relations: nsubj, dobj, amod, det, neg
+    parse = DepParse(["no", "w1", "w2", "see", "w3"], [2, 2, 3, -1, 3],
+                     ["det", "compound", "nsubj", "ROOT", "dobj"])
+    caplog.set_level(logging.WARNING)
+    (g,) = text_graphs([parse], ck)
+    names = [ck.relations[r] for r in g.edata["rel"].tolist()]
+    child = g.edges()[0].tolist()
+    got = dict(zip(child, names))
+    # det on "no" -> Stanford neg; compound -> nn (unknown to this model) -> relation 0
+    assert got == {0: "neg", 1: "nsubj", 2: "nsubj", 4: "dobj"}
+    assert relation_map(ck).unmapped == {"compound": 1}
+    (msg,) = _fallback_warnings(caplog)
+    assert "mapped to 'nsubj' (relation 0: the model has no 'dep')" in msg
+    assert "compound \u00d71 (Stanford nn)" in msg
+    text_graphs([parse, parse], ck)  # the same labels again: counted, not warned again
+    assert relation_map(ck).unmapped == {"compound": 3}
+    assert len(_fallback_warnings(caplog)) == 1
+    meta = DepParse(["w1", "w2"], [1, -1], ["meta", "ROOT"])  # no Stanford counterpart
+    text_graphs([meta], ck)
+    assert len(_fallback_warnings(caplog)) == 2
+    assert "compound \u00d73 (Stanford nn), meta \u00d71" in _fallback_warnings(caplog)[-1]
+
+
+def test_predict_warns_about_fallback_labels_once_per_run(runs, tmp_path, caplog, capsys):
+    """predict over several batches: one warning at the end with the run's counts."""
+    import logging
+
+    from gnn_treelstm.models.predictor import Predictor
+
+    caplog.set_level(logging.WARNING)
+    lines = ["The young man is playing the electric guitar ||| No man is playing a guitar",
+             "A brown dog is running in the tall grass ||| The dog is not running"] * 3
+    pairs = tmp_path / "pairs.txt"
+    pairs.write_text("\n".join(lines) + "\n")
+    assert P.main([str(runs / "sickr"), "--file", str(pairs), "--json",
+                   "--batch-size", "2"]) == 0
+    recs = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    assert len(recs) == 6
+    warned = _fallback_warnings(caplog)
+    assert len(warned) == 1  # three batches, one warning
+    predictor = Predictor.from_pretrained(runs / "sickr")
+    caplog.clear()
+    first = predictor.predict(lines, batch_size=2)
+    counts = predictor.unmapped_relations
+    assert counts and all(n % 3 == 0 for n in counts.values())  # every line thrice
+    assert len(_fallback_warnings(caplog)) == 1
+    assert first[:2] == predictor.predict(lines[:2])  # same records; nothing new to report
+    assert len(_fallback_warnings(caplog)) == 1
+    assert predictor.unmapped_relations == {k: n + n // 3 for k, n in counts.items()}
+    assert [{k: r[k] for k in ("line", "text", "score")} for r in recs] == \
+        [{k: r[k] for k in ("line", "text", "score")} for r in first]
+
+
+def test_relation_map_translates_only_for_stanford_relations():
+    from gnn_treelstm.models.predictor import RelationMap
+
+    sick = RelationMap(["dep", "nn", "neg", "nsubj"], stanford=True)
+    assert [sick.name("compound", "rock"), sick.name("det", "no"), sick.name("attr", "man"),
+            sick.name("quantmod", "about"), sick.name("meta", "x")] == \
+        ["nn", "neg", "nsubj", "dep", "dep"]
+    assert sick.unmapped == {"quantmod": 1, "meta": 1}
+    assert sick.summary() == ("spaCy labels with no counterpart in the model's relations, "
+                              "mapped to 'dep': meta \u00d71, quantmod \u00d71")
+    spacy = RelationMap(["compound", "dep"], stanford=False)  # trained on spaCy's own trees
+    assert [spacy.name("compound", "rock"), spacy.name("obl", "x")] == ["compound", "dep"]
+    assert spacy.summary() == "spaCy labels unseen in training, mapped to 'dep': obl \u00d71"
+    assert RelationMap([], stanford=True).name("compound") == "compound"  # grows instead

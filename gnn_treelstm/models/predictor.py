@@ -12,6 +12,16 @@ sequential LSTMs. :meth:`Predictor.predict` returns the records ``gnn-treelstm p
 [--nodes]`` prints (the command and ``gnn-treelstm serve`` run this same path; see
 :mod:`gnn_treelstm.commands.predict` for the fields).
 
+A model trained on SICK's Stanford parses (``--tree dependency``) knows Stanford basic
+dependency labels while spaCy labels ClearNLP ones: :func:`text_graphs` translates each
+spaCy label through :data:`data_prep.labels.SPACY_TO_STANFORD` before looking it up. A label
+that ends up outside the model's relations (no counterpart, a Stanford label SICK never
+uses, or a label of another pipeline) becomes the relation ``dep`` (the model's relation 0
+only when it has no ``dep``), is counted by the checkpoint's :class:`RelationMap`, and is
+named in one warning per run (``predict``: once, with the run's counts; ``serve``: again
+only when a request brings a label not reported before). :attr:`Predictor.unmapped_relations`
+holds the running counts.
+
 A saved model (:meth:`Predictor.save_pretrained`) is a directory holding ``model.pt`` (the
 weights, model configuration, vocabulary, relation names, label names and the training run's
 configuration, loaded with ``weights_only=True``) and ``config.json`` (the same facts for a
@@ -24,6 +34,8 @@ from __future__ import annotations
 import logging
 import os
 import re
+import weakref
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,11 +53,13 @@ from gnn_treelstm.models.checkpoint import (
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["Input", "Predictor", "read_lines", "text_graphs", "predict_records", "format_text",
-           "tree_source"]
+           "tree_source", "RelationMap", "relation_map", "STANFORD_SICK"]
 
 log = logging.getLogger(__name__)
 
 PAIR_SEPARATORS = ("\t", "|||")
+#: :func:`tree_source` of SICK's ``dependency`` / ``constituency`` trees
+STANFORD_SICK = "the Stanford parses shipped with SICK"
 #: more than one sentence in a line: an end mark followed by more words
 _SENTENCE_END = re.compile(r"[.!?]")
 
@@ -104,26 +118,112 @@ def _looks_like_sentences(tokens: Sequence[str]) -> int:
     return count
 
 
-def text_graphs(parses: Sequence, ck: Checkpoint) -> list:
-    """Graphs of the checkpoint's tree kind from spaCy parses (:class:`DepParse`)."""
+class RelationMap:
+    """spaCy dependency labels -> names of a model's relations, counting the fallbacks.
+
+    With ``stanford`` (the model was trained on Stanford parses) a label is translated by
+    :func:`data_prep.labels.stanford_label` first. A label whose translation is not among
+    ``relations`` (or that has none) becomes :attr:`fallback`: ``dep`` when the model knows
+    it, else its relation 0, and is counted in :attr:`unmapped`. An empty ``relations``
+    (a model without a relation vocabulary) keeps the labels as they are.
+    """
+
+    def __init__(self, relations: Sequence[str], *, stanford: bool) -> None:
+        from data_prep.labels import FALLBACK, stanford_label
+
+        self.relations = list(relations)
+        self.stanford = stanford
+        self._translate = stanford_label
+        self._known = set(self.relations)
+        self.fallback: str | None = FALLBACK if FALLBACK in self._known else (
+            self.relations[0] if self.relations else None)
+        #: spaCy label -> how many edges fell back to :attr:`fallback`
+        self.unmapped: Counter[str] = Counter()
+        self._reported: frozenset[str] = frozenset()
+
+    def name(self, label: str, word: str | None = None) -> str:
+        """The model's relation name for spaCy label ``label`` on ``word``."""
+        if not self.relations:
+            return label
+        target = self._translate(label, word) if self.stanford else label
+        if target is None or target not in self._known:
+            self.unmapped[label] += 1
+            return self.fallback  # type: ignore[return-value]  # relations is not empty
+        return target
+
+    def summary(self) -> str:
+        """One line naming the labels that fell back, with their counts ('' if none)."""
+        if not self.unmapped:
+            return ""
+        parts = []
+        for label, n in sorted(self.unmapped.items(), key=lambda kv: (-kv[1], kv[0])):
+            target = self._translate(label) if self.stanford else None
+            seen = f" (Stanford {target})" if target and target != label else ""
+            parts.append(f"{label} \u00d7{n}{seen}")
+        what = ("spaCy labels with no counterpart in the model's relations" if self.stanford
+                else "spaCy labels unseen in training")
+        rel0 = "" if self.fallback == "dep" else " (relation 0: the model has no 'dep')"
+        return f"{what}, mapped to {self.fallback!r}{rel0}: {', '.join(parts)}"
+
+    def report(self) -> bool:
+        """Log :meth:`summary` as a warning when a label fell back that no earlier report
+        named; returns whether it logged."""
+        if not set(self.unmapped) - self._reported:
+            return False
+        self._reported = frozenset(self.unmapped)
+        log.warning("%s", self.summary())
+        return True
+
+
+_MAPS: dict[int, RelationMap] = {}
+
+
+def _stanford_trees(ck: Checkpoint) -> bool:
+    """Whether the checkpoint's dependency relations are Stanford's: trained on SICK's
+    Stanford parses, and no relation is a label only ClearNLP (spaCy) has."""
+    from data_prep.labels import CLEARNLP_ONLY
+
+    tree = ck.run_config.get("tree") or ck.meta.get("tree")
+    dataset = ck.meta.get("dataset") or getattr(ck.model.task, "dataset", None)
+    source = ck.meta.get("trees_from") or tree_source(dataset, tree)
+    return (tree == "dependency" and source == STANFORD_SICK
+            and not CLEARNLP_ONLY & set(ck.relations))
+
+
+def relation_map(ck: Checkpoint) -> RelationMap:
+    """The checkpoint's :class:`RelationMap`: one per loaded checkpoint, shared by every
+    graph built for it (so its counts and its warning are per run, not per call)."""
+    key = id(ck)
+    found = _MAPS.get(key)
+    if found is None:
+        found = _MAPS[key] = RelationMap(ck.relations, stanford=_stanford_trees(ck))
+        weakref.finalize(ck, _MAPS.pop, key, None)
+    return found
+
+
+def text_graphs(parses: Sequence, ck: Checkpoint, *, report: bool = True) -> list:
+    """Graphs of the checkpoint's tree kind from spaCy parses
+    (:class:`data_prep.dependency.DepParse`).
+
+    Dependency labels go through the checkpoint's :func:`relation_map` (spaCy -> Stanford
+    for a model trained on SICK's Stanford parses; labels outside the model's relations ->
+    ``dep``); with ``report`` a warning names the labels that fell back, once per new set
+    (:func:`predict_records` reports once at its end instead).
+    """
     from data_prep import binarize, chain, dependency
     from gnn_treelstm.trees.vocab import Relations
 
     tree = ck.run_config.get("tree") or ck.meta.get("tree")
     graphs = []
     rels = Relations(ck.relations)
-    unknown: set[str] = set()
+    mapping = relation_map(ck)
     for p in parses:
         ids = _word_ids(p.tokens, ck.vocab)
         if tree in ("constituency", "constituency-spacy"):
             graphs.append(binarize.binary_graph(p.heads, ids))
         elif tree in ("dependency", "dependency-spacy"):
-            deps = []
-            for h, d in zip(p.heads, p.deps):
-                if h >= 0 and d not in rels:
-                    unknown.add(d)
-                    d = rels.names[0] if rels.names else d
-                deps.append(d)
+            deps = [d if h < 0 else mapping.name(d, w)
+                    for h, d, w in zip(p.heads, p.deps, p.tokens)]
             graphs.append(dependency.dependency_graph(p.heads, deps, ids, rels,
                                                       add_relations=not rels.names))
         elif tree == "chain":
@@ -131,9 +231,8 @@ def text_graphs(parses: Sequence, ck: Checkpoint) -> list:
         else:
             raise ValueError(f"predict cannot build {tree!r} graphs from raw text; the "
                              "checkpoint was trained on pre-built trees of that kind")
-    if unknown:
-        log.warning("relations unseen in training mapped to %r: %s",
-                    rels.names[0] if rels.names else None, ", ".join(sorted(unknown)))
+    if report:
+        mapping.report()
     return graphs
 
 
@@ -170,13 +269,11 @@ def predict_records(
     ck: Checkpoint, inputs: Sequence[Input], nlp, *, nodes: bool = False,
     batch_size: int = 64, progress: Callable[[Iterable, int], Iterable] | None = None,
 ) -> Iterator[dict]:
-    """One record per input (the JSON schema of the module docstring), batch by batch."""
-    import dgl
+    """One record per input (the JSON schema of the module docstring), batch by batch.
 
-    from data_prep.dependency import parse_texts
-
-    task, model = ck.model.task, ck.model
-    model.eval()
+    Labels that fell back to ``dep`` (:class:`RelationMap`) are reported once, at the end."""
+    task = ck.model.task
+    ck.model.eval()
     if nodes and (task.pair or not getattr(task, "node_labels", False)):
         raise ValueError(f"--nodes: the {task.name} task predicts one label per "
                          f"{'pair' if task.pair else 'sentence'}, not one per node; use it "
@@ -184,12 +281,26 @@ def predict_records(
     if batch_size <= 0:
         raise ValueError(f"--batch-size must be positive, got {batch_size}")
     starts = range(0, len(inputs), batch_size)
-    for start in (progress(starts, len(starts)) if progress else starts):
+    try:
+        yield from _records(ck, inputs, nlp, nodes, batch_size,
+                            progress(starts, len(starts)) if progress else starts)
+    finally:  # also when the caller stops early (serve takes one record)
+        relation_map(ck).report()
+
+
+def _records(ck: Checkpoint, inputs: Sequence[Input], nlp, nodes: bool, batch_size: int,
+             starts: Iterable[int]) -> Iterator[dict]:
+    import dgl
+
+    from data_prep.dependency import parse_texts
+
+    task, model = ck.model.task, ck.model
+    for start in starts:
         chunk = inputs[start:start + batch_size]
         pa = parse_texts(nlp, [x.a for x in chunk])
         pb = parse_texts(nlp, [x.b for x in chunk]) if task.pair else None
-        ga = text_graphs(pa, ck)
-        gb = text_graphs(pb, ck) if pb is not None else None
+        ga = text_graphs(pa, ck, report=False)
+        gb = text_graphs(pb, ck, report=False) if pb is not None else None
         batch_a = dgl.batch(ga)
         out = model(batch_a, None if gb is None else dgl.batch(gb))
         if nodes and "node_logits" not in out:
@@ -248,7 +359,7 @@ def tree_source(dataset: str | None, tree: str | None) -> str:
     if tree == "amr":
         return "AMR graphs of the data set"
     if dataset == "sick" and tree in ("dependency", "constituency"):
-        return "the Stanford parses shipped with SICK"
+        return STANFORD_SICK
     if dataset == "sst" and tree == "constituency":
         return "SST's treebank (gold binary constituency trees)"
     if dataset and tree and needs_spacy(dataset, tree):
@@ -334,6 +445,17 @@ class Predictor:
         """Where the training trees came from (predictions always parse with spaCy)."""
         return self.checkpoint.meta.get("trees_from") or tree_source(
             self.checkpoint.meta.get("dataset"), self.tree)
+
+    @property
+    def relation_map(self) -> RelationMap:
+        """How spaCy's labels become the model's relations (:class:`RelationMap`)."""
+        return relation_map(self.checkpoint)
+
+    @property
+    def unmapped_relations(self) -> dict[str, int]:
+        """spaCy label -> edges that fell back to ``dep`` in this predictor's predictions
+        so far (the counts the warning names)."""
+        return dict(self.relation_map.unmapped)
 
     @property
     def nlp(self) -> Any:
