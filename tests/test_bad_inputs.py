@@ -143,4 +143,5 @@ def test_demo_refuses_non_positive_sizes(tmp_path, capsys):
 
     with pytest.raises(SystemExit) as exc:
         demo.main(["--runs-dir", str(tmp_path), "--epochs", "0"])
-    assert exc.value.code == 2 and "--epochs must be positive" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and "argument --epochs: expected a positive integer, got 0" in err
