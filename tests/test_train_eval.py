@@ -122,10 +122,10 @@ def test_refusals_before_training(tiny, tmp_path, capsys, args, message):
 def test_missing_data_names_the_build_command(tmp_path, capsys):
     rc = train.main(["--data", str(tmp_path / "nope"), "--runs-dir", str(tmp_path), *TINY])
     assert rc == 2
-    assert "python -m data_prep.build --dataset sst" in capsys.readouterr().err
+    assert "gnn-treelstm build --dataset sst" in capsys.readouterr().err
     empty = tmp_path / "empty"
     empty.mkdir()
-    with pytest.raises(DataError, match="python -m data_prep.build --dataset sick"):
+    with pytest.raises(DataError, match="gnn-treelstm build --dataset sick"):
         resolve_data_dir(empty, "sick", "dependency")
 
 

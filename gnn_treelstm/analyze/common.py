@@ -72,7 +72,7 @@ def tokens_of(data_dir: Path, split: str) -> list[dict]:
     path = data_dir / "text" / f"{split}.jsonl"
     if not path.is_file():
         raise AnalysisError(f"{path}: missing; the analysis needs the sentences' tokens "
-                            f"(rebuild the data with `python -m data_prep.build`)")
+                            f"(rebuild the data with `gnn-treelstm build`)")
     return D.load_text(data_dir, split)
 
 

@@ -157,7 +157,7 @@ def agreement(ck: Checkpoint, const: Sequence[dgl.DGLGraph], dep: Sequence[dgl.D
             if d.num_nodes() != n_tok:
                 raise AnalysisError(f"sentence {start + k}: its constituency tree has {n_tok} "
                                     f"tokens, its dependency tree {d.num_nodes()}; build both "
-                                    "from the same data (python -m data_prep.build)")
+                                    "from the same data (gnn-treelstm build)")
             inner = [v for v, (lo, hi) in enumerate(spans) if hi - lo >= 2]
             rule_h = rule_heads(_dep_parents(d), [spans[v] for v in inner])
             for v, r in zip(inner, rule_h):

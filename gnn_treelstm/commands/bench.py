@@ -23,7 +23,7 @@ level engine's *ceiling*: how far ahead of the anchor / dgl engine it could be i
 all ran at that peak and nothing else took time (:func:`ceiling`; a speed-up target above it
 cannot be met on the machine). Prints a markdown table and writes JSON.
 
-Data: ``--data DIR`` / ``--sick-data DIR`` as built by ``python -m data_prep.build``; else the
+Data: ``--data DIR`` / ``--sick-data DIR`` as built by ``gnn-treelstm build``; else the
 raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with ``data_prep``.
 """
 
@@ -292,7 +292,7 @@ def markdown(rows: list[dict], peak: float) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags."""
     p = argparse.ArgumentParser(prog="gnn-treelstm bench", description=__doc__.split("\n")[0])
-    p.add_argument("--data", help="built SST directory (python -m data_prep.build)")
+    p.add_argument("--data", help="built SST directory (gnn-treelstm build)")
     p.add_argument("--sick-data", help="built SICK directory")
     p.add_argument("--src", default=os.environ.get("GNN_TREELSTM_DATA"),
                    help="raw data root (default $GNN_TREELSTM_DATA)")

@@ -6,7 +6,7 @@
 
 Also ``python -m gnn_treelstm train`` and, in a checkout, ``python train.py``.
 
-Data: ``--data DIR`` (a directory built by ``python -m data_prep.build``, a directory of
+Data: ``--data DIR`` (a directory built by ``gnn-treelstm build``, a directory of
 such directories, or raw data laid out like the data mirror), else ``$GNN_TREELSTM_DATA``,
 else the embedded sample (built on the fly into ``runs/_sample_data``). Writes
 ``runs/NAME/`` (config.json, metrics.jsonl, best.pt, results.json, train.log).

@@ -57,7 +57,7 @@ class DataError(FileNotFoundError):
 def _dataset_hint(dataset: str, out: str | os.PathLike, tree: str | None = None) -> str:
     trees = f" --trees {tree}" if tree else ""
     src = "train.jsonl dev.jsonl test.jsonl" if dataset == ANY_DATASET else "RAW_DATA_DIR"
-    return f"python -m data_prep.build --dataset {dataset} --src {src} --out {out}{trees}"
+    return f"gnn-treelstm build --dataset {dataset} --src {src} --out {out}{trees}"
 
 
 def _build(dataset: str, src: Path, out: Path, trees: Sequence[str]) -> None:
@@ -107,8 +107,8 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
     else:
         raise DataError(
             f"{p} holds no built {dataset} data (no meta.json, no {dataset}/meta.json) and "
-            f"no raw {dataset} data ({RAW_PROBES.get(dataset)}); build it with "
-            f"`{_dataset_hint(dataset, p / dataset)}`"
+            f"no raw {dataset} data ({RAW_PROBES.get(dataset)}); build it outside the raw "
+            f"data with `{_dataset_hint(dataset, Path('built') / dataset)}`"
         )
     meta = D.load_meta(built)
     if meta.get("dataset") != dataset and dataset != ANY_DATASET:

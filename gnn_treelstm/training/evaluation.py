@@ -84,7 +84,7 @@ def data_dir_for(ck: Checkpoint, data: str | None) -> Path:
                                 runs_dir=ck.run_config.get("runs_dir", "runs"))
     raise DataError(
         f"the data directory recorded in the checkpoint ({stored}) is gone; pass --data DIR "
-        f"or rebuild it with `python -m data_prep.build --dataset {dataset} --src "
+        f"or rebuild it with `gnn-treelstm build --dataset {dataset} --src "
         f"RAW_DATA_DIR --out {stored}`"
     )
 

@@ -107,12 +107,12 @@ def _dir(data_dir: str | os.PathLike) -> Path:
     d = Path(data_dir)
     if not (d / "meta.json").exists():
         raise FileNotFoundError(f"{d}: no meta.json; build the data first with "
-                                f"`python -m data_prep.build --dataset ... --out {d}`")
+                                f"`gnn-treelstm build --dataset ... --src RAW --out {d}`")
     return d
 
 
 def _rebuild_hint(d: Path) -> str:
-    return (f"rebuild it with `python -m data_prep.build --dataset DATASET --src RAW "
+    return (f"rebuild it with `gnn-treelstm build --dataset DATASET --src RAW "
             f"--out {d}`")
 
 
