@@ -9,7 +9,8 @@ DOCS_SITE  ?= out/site
 
 .PHONY: demo test lint docs install clean
 
-$(STAMP): pyproject.toml
+# setup.py and _dgl_hook.py: the start-up file that lets `import dgl` come first (docs/dgl-import.md)
+$(STAMP): pyproject.toml setup.py gnn_treelstm/_dgl_hook.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	# torch first and pinned, so nothing pulls a CUDA build; off the project's machines

@@ -20,6 +20,10 @@ exactly two import-time problems of the PyPI ``dgl==2.1.0`` wheel and nothing el
 When DGL works natively (graphbolt library present for this torch, torchdata intact,
 setuptools still vendoring packaging) :func:`apply` changes nothing. The function is
 idempotent and reports what it did, so the tests can check both paths.
+
+A program that imports ``dgl`` before ``gnn_treelstm`` gets the same fixes from the start-up
+hook (:mod:`gnn_treelstm._dgl_hook`), which calls :func:`apply` on the first look-up of
+``dgl``; :func:`apply` takes that hook out of :data:`sys.meta_path` whichever way it runs.
 """
 
 from __future__ import annotations
@@ -113,8 +117,24 @@ def _setuptools_packaging_missing() -> bool:
         return True
 
 
+#: the attribute that marks :class:`gnn_treelstm._dgl_hook.DglImportHook` instances (read
+#: here by name: the hook module imports this one)
+_HOOK_MARKER = "is_gnn_treelstm_dgl_hook"
+
+
+def _remove_import_hooks() -> None:
+    """Take the start-up hook out of :data:`sys.meta_path`: the fixes are being applied now,
+    and the hook must not fire on this module's own look-up of ``dgl``."""
+    for finder in [f for f in sys.meta_path if getattr(f, _HOOK_MARKER, False) is True]:
+        try:
+            sys.meta_path.remove(finder)
+        except ValueError:  # another thread removed it first
+            pass
+
+
 def apply() -> list[str]:
     """Install the workarounds this environment needs; return the names of those applied."""
+    _remove_import_hooks()
     if "dgl" in sys.modules and "dgl.graphbolt" in sys.modules:
         return list(PATCHES)  # dgl already imported (natively or after us): nothing to do
     problem = _graphbolt_problem()

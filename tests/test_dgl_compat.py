@@ -1,5 +1,7 @@
-"""The DGL import workaround: needed here, harmless where DGL works natively."""
+"""The DGL import workaround: needed here, harmless where DGL works natively, and in place
+whichever of ``dgl`` and ``gnn_treelstm`` a program imports first."""
 
+import site
 import subprocess
 import sys
 import textwrap
@@ -8,9 +10,11 @@ from pathlib import Path
 import pytest
 
 import gnn_treelstm
-from gnn_treelstm import _dgl_compat
+from gnn_treelstm import _dgl_compat, _dgl_hook
 
 COMPAT = Path(_dgl_compat.__file__)
+HOOK = Path(_dgl_hook.__file__)
+REINSTALL = "the start-up hook is not installed here: reinstall (make install, or pip install -e .)"
 
 
 def _run(code: str, pythonpath: Path | None = None) -> str:
@@ -42,6 +46,7 @@ def test_graphbolt_standin_matches_library_presence():
     assert "graphbolt" in _dgl_compat.PATCHES
     import dgl
 
+    _dgl_compat.attach()  # what importing gnn_treelstm.trees.graph does after import dgl
     assert isinstance(sys.modules["dgl.graphbolt"], _dgl_compat.GraphboltUnavailable)
     with pytest.raises(_dgl_compat.GraphboltUnavailableError,
                        match="graphbolt.*unavailable.*torch"):
@@ -108,3 +113,98 @@ def test_apply_is_idempotent():
     before = list(_dgl_compat.PATCHES)
     assert _dgl_compat.apply() == before
     assert gnn_treelstm.__version__
+
+
+# ---- import dgl first: the start-up hook (gnn_treelstm/_dgl_hook.py) -----------------------
+
+#: prints the hooks in sys.meta_path and the modules of note already loaded
+STATE = ("([type(f).__name__ for f in sys.meta_path if getattr(f, 'is_gnn_treelstm_dgl_hook', 0)],"
+         " sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'dgl', 'gnn_treelstm')))")
+
+
+def test_startup_file_is_installed_and_loads_nothing_heavy():
+    dirs = [*site.getsitepackages(), site.getusersitepackages()]
+    files = [Path(d) / _dgl_hook.PTH_FILE for d in dirs if (Path(d) / _dgl_hook.PTH_FILE).exists()]
+    assert files, f"{REINSTALL}: no {_dgl_hook.PTH_FILE} in {dirs}"
+    lines = [ln for ln in files[0].read_text(encoding="utf-8").splitlines()
+             if ln and not ln.startswith("#")]
+    assert lines == [_dgl_hook.PTH_LINE], REINSTALL
+    out = _run(f"import sys; print({STATE})")
+    assert out == "(['DglImportHook'], [])", out  # one hook; no torch, dgl or gnn_treelstm yet
+
+
+def test_import_dgl_first_then_train_a_cell():
+    out = _run(f"""
+        import sys
+        print({STATE}[0])
+        import dgl
+        print({STATE}[0], type(sys.modules["dgl.graphbolt"]).__name__)
+        import torch
+        import gnn_treelstm
+
+        tree = gnn_treelstm.make_tree(parents=[2, 2, -1], words=[0, 1, -1])
+        cell = gnn_treelstm.build_cell("childsum", 4, 6)
+        h, c = cell(dgl.batch([tree, tree]), torch.randn(6, 4))
+        h.sum().backward()
+        print(tuple(h.shape), all(p.grad is not None for p in cell.parameters()))
+    """)
+    lib = _dgl_compat.graphbolt_library_path()
+    graphbolt = "module" if lib is not None and lib.exists() else "GraphboltUnavailable"
+    assert out.splitlines() == ["['DglImportHook']", f"[] {graphbolt}", "(6, 6) True"], out
+
+
+def test_import_gnn_treelstm_first_removes_the_hook():
+    out = _run(f"import sys; import gnn_treelstm; print({STATE}[0])")
+    assert out == "[]"
+
+
+#: load the hook from its file (as the start-up line does), install it, import dgl
+HOOK_FIRST = f"""
+    import importlib.util, sys
+    spec = importlib.util.spec_from_file_location("hook_under_test", {str(HOOK)!r})
+    hook = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(hook)
+    hook.install()
+    assert len(hook.installed()) == 1, sys.meta_path
+    import dgl
+    compat = sys.modules["gnn_treelstm._dgl_compat"]
+    print(sorted(compat.PATCHES), type(sys.modules.get("dgl.graphbolt")).__name__,
+          len(hook.installed()))
+"""
+
+
+def test_hook_leaves_a_natively_working_dgl_alone(tmp_path):
+    out = _run(HOOK_FIRST, _fake_site(tmp_path, native=True))
+    assert out == "[] NoneType 0"
+
+
+def test_hook_patches_dgl_imported_first_where_it_is_broken(tmp_path):
+    out = _run(HOOK_FIRST, _fake_site(tmp_path, native=False))
+    assert out == "['graphbolt', 'setuptools.extern.packaging'] GraphboltUnavailable 0"
+
+
+def test_hook_removes_itself_and_hands_on_the_real_spec():
+    hook = _dgl_hook.DglImportHook()
+    sys.meta_path.insert(0, hook)
+    try:
+        assert hook.find_spec("numpy") is None
+        assert hook in sys.meta_path  # other imports pass it by
+        spec = hook.find_spec("dgl")
+        assert hook not in sys.meta_path
+        assert spec is not None and spec.name == "dgl" and spec.origin.endswith("__init__.py")
+        assert not _dgl_hook.installed()
+    finally:
+        if hook in sys.meta_path:
+            sys.meta_path.remove(hook)
+
+
+def test_install_is_idempotent_and_skips_an_imported_dgl():
+    import dgl  # noqa: F401
+
+    _dgl_hook.install()  # dgl is loaded: nothing left to fix before it
+    assert not _dgl_hook.installed()
+    hooks = [_dgl_hook.DglImportHook(), _dgl_hook.DglImportHook()]
+    sys.meta_path[:0] = hooks
+    _dgl_hook.uninstall()
+    _dgl_hook.uninstall()
+    assert not _dgl_hook.installed() and not any(h in sys.meta_path for h in hooks)
