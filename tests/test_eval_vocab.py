@@ -71,5 +71,5 @@ def test_damaged_built_data_gets_a_message(trained, tmp_path, capsys, damage, me
     assert evaluate.main([str(trained / "runs" / "r"), "--data",
                           str(tmp_path / "sick")]) == 2
     err = capsys.readouterr().err
-    assert message in err and "data_prep.build" in err and "Traceback" not in err
+    assert message in err and "gnn-treelstm build" in err and "Traceback" not in err
     assert "Stack trace" not in err
