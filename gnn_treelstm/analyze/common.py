@@ -59,7 +59,7 @@ def split_of(ck: Checkpoint, data: str | None, split: str, tree: str | None = No
     from gnn_treelstm.training.evaluation import check_vocabularies, data_dir_for, load_eval_split
 
     data_dir = data_dir_for(ck, data)
-    if tree is None or tree == (ck.run_config.get("tree") or ck.meta.get("tree")):
+    if tree is None or tree == ck.tree:
         return data_dir, load_eval_split(ck, data_dir, split)
     raw = D.load_split(data_dir, split, tree)
     ck_no_rel = Checkpoint(ck.model, ck.vocab, [], ck.label_names, ck.run_config, ck.meta,

@@ -96,7 +96,7 @@ class Explorer:
         task = ck.model.task
         self.pair = bool(task.pair)
         self.per_node = bool(getattr(task, "node_labels", False)) and not self.pair
-        self.tree = ck.run_config.get("tree") or ck.meta.get("tree")
+        self.tree = predictor.tree
         self._lock = threading.Lock()
 
     def describe(self) -> str:

@@ -60,6 +60,12 @@ class Checkpoint:
     meta: dict[str, Any] = field(default_factory=dict)
     path: Path | None = None
 
+    @property
+    def tree(self) -> str | None:
+        """The tree kind the model was trained on (``dependency``, ``constituency``,
+        ``chain``...): the run's ``--tree``, else the one recorded in ``meta``."""
+        return self.run_config.get("tree") or self.meta.get("tree")
+
 
 def save_checkpoint(
     path: str | os.PathLike,

@@ -53,7 +53,7 @@ from gnn_treelstm.models.checkpoint import (
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["Input", "Predictor", "read_lines", "text_graphs", "predict_records", "format_text",
-           "tree_source", "RelationMap", "relation_map", "STANFORD_SICK"]
+           "tree_source", "trees_from", "RelationMap", "relation_map", "STANFORD_SICK"]
 
 log = logging.getLogger(__name__)
 
@@ -183,10 +183,7 @@ def _stanford_trees(ck: Checkpoint) -> bool:
     Stanford parses, and no relation is a label only ClearNLP (spaCy) has."""
     from data_prep.labels import CLEARNLP_ONLY
 
-    tree = ck.run_config.get("tree") or ck.meta.get("tree")
-    dataset = ck.meta.get("dataset") or getattr(ck.model.task, "dataset", None)
-    source = ck.meta.get("trees_from") or tree_source(dataset, tree)
-    return (tree == "dependency" and source == STANFORD_SICK
+    return (ck.tree == "dependency" and trees_from(ck) == STANFORD_SICK
             and not CLEARNLP_ONLY & set(ck.relations))
 
 
@@ -213,7 +210,7 @@ def text_graphs(parses: Sequence, ck: Checkpoint, *, report: bool = True) -> lis
     from data_prep import binarize, chain, dependency
     from gnn_treelstm.trees.vocab import Relations
 
-    tree = ck.run_config.get("tree") or ck.meta.get("tree")
+    tree = ck.tree
     graphs = []
     rels = Relations(ck.relations)
     mapping = relation_map(ck)
@@ -350,6 +347,13 @@ def format_text(rec: dict) -> str:
     return f"{rec['label']}\t{rec['probabilities'][rec['label']]:.3f}\t{shown}"
 
 
+def trees_from(ck: Checkpoint) -> str:
+    """Where a checkpoint's training trees came from: as recorded by ``save_pretrained``,
+    else from its data set and tree kind (:func:`tree_source`)."""
+    dataset = ck.meta.get("dataset") or getattr(ck.model.task, "dataset", None)
+    return ck.meta.get("trees_from") or tree_source(dataset, ck.tree)
+
+
 def tree_source(dataset: str | None, tree: str | None) -> str:
     """Where a data set's trees of kind ``tree`` came from when the model was trained."""
     from data_prep.example import needs_spacy
@@ -437,14 +441,12 @@ class Predictor:
     @property
     def tree(self) -> str | None:
         """The tree kind the model reads (``dependency``, ``constituency``, ``chain``...)."""
-        ck = self.checkpoint
-        return ck.run_config.get("tree") or ck.meta.get("tree")
+        return self.checkpoint.tree
 
     @property
     def trees_from(self) -> str:
         """Where the training trees came from (predictions always parse with spaCy)."""
-        return self.checkpoint.meta.get("trees_from") or tree_source(
-            self.checkpoint.meta.get("dataset"), self.tree)
+        return trees_from(self.checkpoint)
 
     @property
     def relation_map(self) -> RelationMap:

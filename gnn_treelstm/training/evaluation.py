@@ -72,7 +72,7 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
 def data_dir_for(ck: Checkpoint, data: str | None) -> Path:
     """The built data directory to evaluate on (``--data``, else the checkpoint's)."""
     dataset = ck.model.task.dataset
-    tree = ck.run_config.get("tree") or ck.meta.get("tree")
+    tree = ck.tree
     if data is not None:
         return resolve_data_dir(data, dataset, tree,
                                 runs_dir=ck.run_config.get("runs_dir", "runs"))
@@ -91,7 +91,7 @@ def data_dir_for(ck: Checkpoint, data: str | None) -> Path:
 
 def load_eval_split(ck: Checkpoint, data_dir: Path, split: str, *,
                     remap_vocab: bool = False) -> D.Split:
-    tree = ck.run_config.get("tree") or ck.meta.get("tree")
+    tree = ck.tree
     meta = D.load_meta(data_dir)
     if split not in meta.get("splits", {}):
         raise DataError(f"{data_dir} has no split {split!r}; splits: "
