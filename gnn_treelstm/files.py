@@ -8,6 +8,8 @@
   directory, is flushed, and is renamed over the target (:func:`os.replace`), so a reader
   (or a crash) sees the old file or the new one, never half of one. The temporary file is
   removed if writing fails.
+* :func:`append_whole`: append text to a log-like file (``metrics.jsonl``) whole or not at
+  all: a write that fails part-way (a full disk) is cut back to where it began.
 * :func:`jsonable` and :func:`write_json`: standard JSON (NaN/inf as null, numpy scalars as
   numbers), written atomically.
 
@@ -25,7 +27,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "jsonable", "write_json"]
+__all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "append_whole", "jsonable",
+           "write_json"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
@@ -88,6 +91,26 @@ def atomic_write(
         if fsync:
             os.fsync(f.fileno())
     return path
+
+
+def append_whole(path: str | os.PathLike, text: str, *, encoding: str = "utf-8") -> None:
+    """Append ``text`` to ``path`` (created if missing) whole or not at all.
+
+    One unbuffered write (repeated if the system writes part of it); if one fails (a full
+    disk: ``ENOSPC``), the file is cut back to its length before the call and the error is
+    raised, so a reader never sees half a line."""
+    data = memoryview(text.encode(encoding))
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o666)
+    try:
+        start = os.fstat(fd).st_size
+        try:
+            while data:
+                data = data[os.write(fd, data):]
+        except OSError:
+            os.ftruncate(fd, start)
+            raise
+    finally:
+        os.close(fd)
 
 
 def jsonable(x: Any) -> Any:

@@ -1,12 +1,18 @@
 """``--distributed``: two CPU processes (gloo on 127.0.0.1, started by torchrun) train the
-same parameters as one process with the same global batch."""
+same parameters as one process with the same global batch, and a run SIGKILLed in its
+second epoch resumes (``--resume``) to the same run as one that never stopped."""
 
+import contextlib
 import json
+import os
+import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
 
@@ -64,3 +70,98 @@ def test_distributed_without_torchrun_is_a_clear_error(tmp_path, capsys, monkeyp
                      "--distributed", *ARGS])
     err = capsys.readouterr().err
     assert rc == 2 and "start the processes with torchrun" in err
+
+
+# each optimizer step sleeps, so that the kill lands inside an epoch
+SLOW = """
+import sys, time, torch
+step = torch.optim.Adagrad.step
+def slow(self, *a, **k):
+    time.sleep(float(sys.argv[1]))
+    return step(self, *a, **k)
+torch.optim.Adagrad.step = slow
+from gnn_treelstm.commands.train import main
+sys.exit(main(sys.argv[2:]))
+"""
+
+
+def _torchrun(target: list[str], **popen) -> subprocess.Popen:
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
+         "--master-addr", "127.0.0.1", "--master-port", str(_free_port()), *target],
+        cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+        **popen)
+
+
+def test_sigkill_of_a_two_process_run_in_epoch_2_then_resume_gives_the_same_run(
+        tiny_sst, tmp_path):
+    # dropout on: each rank's own random stream must continue where it stopped
+    common = ["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--epochs", "3",
+              "--batch-size", "4", "--checkpoint-every", "1", "--embeddings-mode", "random",
+              "--emb-dim", "6", "--hidden", "5", "--dropout", "0.5", "-q", "--distributed"]
+    ref = _torchrun(["-m", "gnn_treelstm.commands.train", *common, "--name", "ref"])
+    assert ref.wait(300) == 0, ref.stderr.read()[-3000:]
+
+    slow = tmp_path / "slow_train.py"
+    slow.write_text(SLOW)
+    run = tmp_path / "killed"
+    proc = _torchrun([str(slow), "0.3", *common, "--name", "killed"])
+    deadline = time.time() + 300
+    state = None
+    while time.time() < deadline:  # inside epoch 2, some of its batches done
+        state = _state(run / "state.pt")
+        if state is not None and state["epoch"] == 2 and state["step"] >= 1:
+            break
+        time.sleep(0.05)
+    assert state is not None and state["epoch"] == 2, "the run never reached epoch 2"
+    assert state["world"] == 2 and len(state["ranks"]) == 2
+    everyone = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
+    for pid in everyone:  # the whole job dies at once, as when a machine goes down
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    proc.wait(30)
+    assert proc.returncode == -signal.SIGKILL
+    assert not (run / "results.json").exists()
+
+    res = _torchrun(["-m", "gnn_treelstm.commands.train", "--resume", str(run), "-q"])
+    assert res.wait(300) == 0, res.stderr.read()[-3000:]
+    got, want = (json.loads((tmp_path / n / "results.json").read_text())
+                 for n in ("killed", "ref"))
+    assert got["seeds"][0]["best_epoch"] == want["seeds"][0]["best_epoch"]
+    assert got["dev"] == want["dev"] and got["test"] == want["test"]
+
+    def losses(name):
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [(r["epoch"], r["examples"], r["train_loss"]) for r in map(json.loads, lines)]
+
+    assert losses("killed") == losses("ref")  # each epoch once, with the same loss
+    one, two = (torch.load(tmp_path / n / "best.pt", weights_only=True)
+                for n in ("killed", "ref"))
+    for k, v in one["state_dict"].items():
+        assert torch.equal(two["state_dict"][k], v), k
+    assert not (run / "state.pt").exists()
+
+
+def _state(path: Path) -> dict | None:
+    try:
+        return torch.load(path, weights_only=True)
+    except Exception:  # not there yet
+        return None
+
+
+def test_resume_with_another_number_of_processes_is_refused(tiny_sst, tmp_path):
+    from gnn_treelstm.training.resume import TrainState
+
+    common = ["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--epochs", "1",
+              "--batch-size", "4", "--embeddings-mode", "random", "--emb-dim", "6",
+              "--hidden", "5", "-q", "--distributed", "--name", "r"]
+    first = _torchrun(["-m", "gnn_treelstm.commands.train", *common])
+    assert first.wait(300) == 0, first.stderr.read()[-3000:]
+    # as if the run had been stopped by three processes after its first epoch
+    (tmp_path / "r" / "seed.json").unlink()
+    TrainState(seed=1, epoch=2, world=3).save(tmp_path / "r")
+    again = _torchrun(["-m", "gnn_treelstm.commands.train", "--resume", str(tmp_path / "r")])
+    assert again.wait(300) != 0
+    err = again.stderr.read()
+    assert "of a run of 3 process(es) and this run has 2" in err

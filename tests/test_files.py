@@ -60,3 +60,25 @@ def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
     return mask
+
+
+def test_append_whole_cuts_a_failed_append_back(tmp_path, monkeypatch):
+    import errno
+
+    path = tmp_path / "log.jsonl"
+    F.append_whole(path, '{"epoch": 1}\n')
+    real_write, calls = os.write, []
+
+    def short_then_full(fd, data):  # half the line goes out, then the disk is full
+        calls.append(len(data))
+        if len(calls) == 1:
+            return real_write(fd, bytes(data[:len(data) // 2]))
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(F.os, "write", short_then_full)
+    with pytest.raises(OSError, match="No space left"):
+        F.append_whole(path, '{"epoch": 2, "loss": 0.5}\n')
+    monkeypatch.setattr(F.os, "write", real_write)
+    assert path.read_text() == '{"epoch": 1}\n' and len(calls) == 2
+    F.append_whole(path, '{"epoch": 2}\n')
+    assert path.read_text() == '{"epoch": 1}\n{"epoch": 2}\n'

@@ -115,12 +115,15 @@ def test_train_state_round_trips_and_refuses_what_it_cannot_read(tmp_path):
     saved = torch.load(tmp_path / STATE_NAME, weights_only=True)
     assert set(saved) == {"format", "seed", "epoch", "step", "best_score", "best", "epochs",
                           "process_peak", "partial", "run_id", "bad_epochs", "stopped_early",
-                          "loader", "rng", "model", "optimizer", "scheduler"}
+                          "loader", "rng", "model", "optimizer", "scheduler", "world",
+                          "ranks"}
     # a state saved before early stopping and schedules existed reads with their defaults
     torch.save({k: v for k, v in saved.items()
-                if k not in ("bad_epochs", "stopped_early", "scheduler")}, tmp_path / STATE_NAME)
+                if k not in ("bad_epochs", "stopped_early", "scheduler", "world", "ranks")},
+               tmp_path / STATE_NAME)
     old = TrainState.load(tmp_path)
-    assert (old.bad_epochs, old.stopped_early, old.scheduler, old.epoch) == (0, None, None, 2)
+    assert (old.bad_epochs, old.stopped_early, old.scheduler, old.epoch, old.world,
+            old.ranks) == (0, None, None, 2, 1, None)
     assert TrainState.load(tmp_path / "none") is None
     torch.save({**saved, "format": 99}, tmp_path / STATE_NAME)
     with pytest.raises(ValueError, match="not a training state this version reads"):
@@ -131,3 +134,22 @@ def test_train_state_round_trips_and_refuses_what_it_cannot_read(tmp_path):
     (tmp_path / STATE_NAME).write_bytes(b"cut")
     with pytest.raises(ValueError, match="cannot read the saved training state"):
         TrainState.load(tmp_path)
+
+
+def test_a_distributed_state_gives_each_rank_its_own_generators():
+    from gnn_treelstm.training.resume import TrainState
+
+    parts = [{"rng": {"torch": torch.full((3,), r)}, "partial": {"n_ex": 10 + r},
+              "process_peak": 100.0 + r} for r in range(2)]
+    state = TrainState(seed=1, rng=parts[0]["rng"], partial=parts[0]["partial"], world=2,
+                       ranks=parts)
+    one = state.for_rank(1, 2)
+    assert torch.equal(one.rng["torch"], torch.full((3,), 1))
+    assert (one.partial, one.process_peak, one.ranks) == ({"n_ex": 11}, 101.0, None)
+    assert state.for_rank(0, 2).partial == {"n_ex": 10}
+    with pytest.raises(ValueError, match="of a run of 2 process.*this run has 3"):
+        state.for_rank(0, 3)
+    single = TrainState(seed=1)
+    assert single.for_rank(0, 1) is single
+    with pytest.raises(ValueError, match="of a run of 1 process"):
+        single.for_rank(0, 2)

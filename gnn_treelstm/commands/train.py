@@ -34,7 +34,7 @@ from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
 from gnn_treelstm.training.data import DataError
-from gnn_treelstm.training.faults import NonFiniteError
+from gnn_treelstm.training.faults import NonFiniteError, WriteFailed
 from gnn_treelstm.training.options import build_parser, config_from_args, parse_args
 from gnn_treelstm.training.trainer import STARTUP_LOG, TrainHooks, run
 
@@ -56,6 +56,24 @@ def _startup_console(level: str) -> logging.Handler | None:
 
 def _not_startup(record: logging.LogRecord) -> bool:
     return record.name != STARTUP_LOG
+
+
+class _RunLog(logging.FileHandler):
+    """``train.log``: a record it cannot write (a full disk) stops the file with one line on
+    stderr, not a traceback per record; the run's own error says what happened."""
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802 - logging's name
+        exc = sys.exc_info()[1]
+        print(f"warning: cannot write {self.baseFilename} "
+              f"({getattr(exc, 'strerror', None) or exc}); the log stops here",
+              file=sys.stderr)
+        self.emit = lambda record: None  # type: ignore[method-assign]
+        if self.stream is not None:
+            try:
+                self.stream.close()
+            except OSError:
+                pass
+            self.stream = None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,8 +106,8 @@ def main(argv: list[str] | None = None) -> int:
     if writer:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
-            handler = logging.FileHandler(run_dir / "train.log",
-                                          mode="a" if a.resume else "w", encoding="utf-8")
+            handler = _RunLog(run_dir / "train.log", mode="a" if a.resume else "w",
+                              encoding="utf-8")
         except OSError as e:  # --runs-dir is a file, not writable, ...
             print(f"error: cannot write the run directory {run_dir} ({e.strerror or e}); "
                   "pass --runs-dir a writable directory", file=sys.stderr)
@@ -127,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
         res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
                   resume=a.resume is not None)
     except (ValueError, DataError, UnknownNameError, FileNotFoundError,
-            NotImplementedError, NonFiniteError) as e:
+            NotImplementedError, NonFiniteError, WriteFailed) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

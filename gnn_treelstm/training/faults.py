@@ -1,16 +1,28 @@
-"""NaN/inf detection in training: which of the loss and the gradients is not finite, and
-the error that names the epoch, the step, the batch's examples and what the run directory
-still holds."""
+"""Faults a training run meets, each ended by an error that says what the run directory
+still holds and how to go on:
+
+* NaN/inf in the loss or the gradients (:func:`nonfinite`, :class:`NonFiniteError`, naming
+  the epoch, the step and the batch's examples);
+* a write of the run's files that fails, a full disk above all (:func:`writing`,
+  :class:`WriteFailed`, naming the file, the error and the free space). Every file of a
+  run is written atomically or appended whole (:mod:`gnn_treelstm.files`), so the last
+  good checkpoint and ``state.pt`` are intact after such a failure and
+  ``gnn-treelstm train --resume`` continues once there is space
+  (``tests/training/test_disk_full.py``).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import shutil
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 
-__all__ = ["NonFiniteError", "nonfinite", "batch_ids", "nonfinite_message"]
+__all__ = ["NonFiniteError", "nonfinite", "batch_ids", "nonfinite_message", "WriteFailed",
+           "writing", "free_space", "saved_files"]
 
 
 class NonFiniteError(RuntimeError):
@@ -42,3 +54,63 @@ def nonfinite_message(fault: str, epoch: int, step: int, batch: Any, best: dict,
     return (f"{fault} at epoch {epoch}, step {step} (training examples {batch_ids(batch)}); "
             f"{kept}. Lower the learning rate (--lr), check those examples, or pass "
             "--skip-nonfinite to skip such batches and count them")
+
+
+class WriteFailed(RuntimeError):
+    """Writing a file of the run failed (a full disk, a quota, a lost mount); the message
+    names the file, the error, the free space and the saved files a resume starts from."""
+
+
+def free_space(path: Path) -> str:
+    """The free space of the filesystem holding ``path`` (its nearest existing parent),
+    e.g. ``"0 B"``, ``"12.5 MiB"``; ``"unknown"`` if it cannot be read."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        free = float(shutil.disk_usage(probe).free)
+    except OSError:
+        return "unknown"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if free < 1024 or unit == "GiB":
+            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
+        free /= 1024
+    return f"{free:.1f} GiB"
+
+
+def saved_files(seed_dir: Path) -> str:
+    """What ``seed_dir`` holds to go on from, each file loaded to check it: the selected
+    checkpoint (``best.pt``, its epoch) and the training state (``state.pt``, where it
+    stands)."""
+    found = []
+    for name in ("best.pt", "state.pt"):
+        path = seed_dir / name
+        if not path.is_file():
+            continue
+        try:
+            saved = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+            if name == "best.pt":
+                found.append(f"the last good checkpoint {path} (epoch {saved['meta']['epoch']})"
+                             " is intact")
+            else:
+                where = (f"the start of epoch {saved['epoch']}" if not saved["step"] else
+                         f"epoch {saved['epoch']} after {saved['step']} batches")
+                found.append(f"the training state {path} ({where}) is intact")
+        except Exception as exc:  # noqa: BLE001 - reported, not raised: the write's error is
+            found.append(f"{path} cannot be read ({type(exc).__name__}: {exc})")  # the one
+    return "; ".join(found) if found else f"{seed_dir} holds no checkpoint or state yet"
+
+
+@contextlib.contextmanager
+def writing(path: Path, *, run_dir: Path, seed_dir: Path) -> Iterator[None]:
+    """Turn an :class:`OSError` raised in the block, which writes ``path``, into
+    :class:`WriteFailed`: the file, the error and the free space, what ``seed_dir`` still
+    holds (:func:`saved_files`) and the command that continues the run in ``run_dir``."""
+    try:
+        yield
+    except OSError as exc:
+        reason = exc.strerror or str(exc) or type(exc).__name__
+        raise WriteFailed(
+            f"cannot write {path}: {reason} ({free_space(path.parent)} free on the disk that "
+            f"holds it); {saved_files(seed_dir)}. Free some space and continue the run with "
+            f"`gnn-treelstm train --resume {run_dir}`") from exc

@@ -5,6 +5,7 @@ directory's layout)."""
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import os
@@ -16,7 +17,7 @@ import numpy as np
 import torch
 
 from gnn_treelstm import metrics as M
-from gnn_treelstm.files import atomic_write, jsonable, write_json
+from gnn_treelstm.files import append_whole, atomic_write, jsonable, write_json
 from gnn_treelstm.training.provenance import code_record
 
 if TYPE_CHECKING:
@@ -43,25 +44,27 @@ def flat(record: dict[str, Any], prefix: str = "") -> dict[str, Any]:
 def append_csv(path: Path, record: dict[str, Any]) -> None:
     """Append one epoch record to ``metrics.csv`` (nested keys joined by ``_``, e.g.
     ``dev_accuracy``), writing the header with the first row: the same numbers as
-    ``metrics.jsonl``, for spreadsheets and plotting tools."""
+    ``metrics.jsonl``, for spreadsheets and plotting tools. The row is appended whole or
+    not at all (:func:`~gnn_treelstm.files.append_whole`)."""
     row = flat(jsonable(record))
-    new = not path.exists()
-    with open(path, "a", encoding="utf-8", newline="") as fh:
-        if not new:  # the columns of the first row: a later extra key is dropped, not shifted
-            with open(path, encoding="utf-8", newline="") as rf:
-                fields = next(csv.reader(rf))
-        else:
-            fields = list(row)
-        writer = csv.DictWriter(fh, fieldnames=fields, extrasaction="ignore")
-        if new:
-            writer.writeheader()
-        writer.writerow(row)
+    new = not path.exists() or path.stat().st_size == 0  # (a cut-back first row)
+    if not new:  # the columns of the first row: a later extra key is dropped, not shifted
+        with open(path, encoding="utf-8", newline="") as rf:
+            fields = next(csv.reader(rf))
+    else:
+        fields = list(row)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=fields, extrasaction="ignore")
+    if new:
+        writer.writeheader()
+    writer.writerow(row)
+    append_whole(path, text.getvalue())
 
 
 def append_metrics(metrics_file: Path, record: dict[str, Any]) -> None:
-    """Append one epoch record to ``metrics.jsonl`` and its row to ``metrics.csv``."""
-    with open(metrics_file, "a", encoding="utf-8") as fh:
-        fh.write(json.dumps(jsonable(record)) + "\n")
+    """Append one epoch record to ``metrics.jsonl`` and its row to ``metrics.csv``, each
+    whole or not at all (a full disk leaves no half line)."""
+    append_whole(metrics_file, json.dumps(jsonable(record)) + "\n")
     append_csv(metrics_file.with_suffix(".csv"), record)
 
 

@@ -12,7 +12,10 @@ moment leaves the last complete state. It holds everything the rest of the run d
 * the random number generators (torch's, Python's, numpy's), so dropout masks continue as
   if the run had never stopped;
 * model selection so far: the best dev score and epoch, the per-epoch records, and early
-  stopping's count of epochs without a better dev score (``--patience``).
+  stopping's count of epochs without a better dev score (``--patience``);
+* for a ``--distributed`` run, the number of processes and each rank's own random
+  generators and sums of the epoch so far (the weights and the rest are the same on every
+  rank); see :mod:`gnn_treelstm.training.distributed`.
 
 :class:`TrainState` holds these; the trainer (:class:`gnn_treelstm.training.trainer.Trainer`)
 keeps one per seed, saves it and restores it. A resumed run therefore ends with the same
@@ -112,6 +115,10 @@ class TrainState:
         model: the model's ``state_dict``.
         optimizer: the optimizer's ``state_dict``.
         scheduler: the learning-rate scheduler's ``state_dict`` (None: no scheduler).
+        world: the number of processes of the run (1: not distributed).
+        ranks: a distributed run's per-rank parts, in rank order: ``{"rng": ...,
+            "partial": ..., "process_peak": ...}`` (rank 0's are also in ``rng``,
+            ``partial`` and ``process_peak``); None for one process.
     """
 
     seed: int
@@ -130,10 +137,35 @@ class TrainState:
     model: dict[str, Any] | None = None
     optimizer: dict[str, Any] | None = None
     scheduler: dict[str, Any] | None = None
+    world: int = 1
+    ranks: list[dict[str, Any]] | None = None
+
+    def for_rank(self, rank: int, world: int) -> TrainState:
+        """The state as rank ``rank`` of a run of ``world`` processes resumes it: that
+        rank's generators and epoch sums in ``rng``, ``partial`` and ``process_peak``.
+
+        Raises:
+            ValueError: the state was saved by a run of another number of processes.
+        """
+        if world != self.world:
+            raise ValueError(
+                f"the saved training state is of a run of {self.world} process(es) and this "
+                f"run has {world}; resume it with {self.world} process(es) in all, as it "
+                "was started (torchrun --nproc-per-node ...)")
+        if self.ranks is None:
+            return self
+        own = self.ranks[rank]
+        return dataclasses.replace(self, rng=own["rng"], partial=own["partial"],
+                                   process_peak=own["process_peak"], ranks=None)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The fields as a dict (tensors and plain containers; ``TrainState(**d)`` undoes
+        it)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
     def save(self, seed_dir: Path) -> Path:
         """Write ``seed_dir/state.pt`` atomically."""
-        body = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        body = self.as_dict()
         return atomic_write(seed_dir / STATE_NAME,
                             lambda f: torch.save({"format": STATE_FORMAT, **body}, f))
 

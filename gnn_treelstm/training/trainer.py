@@ -55,6 +55,7 @@ batching, evaluation, memory, records, resume).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
@@ -80,7 +81,13 @@ from gnn_treelstm.training.config import RunConfig, build_model_config, run_conf
 from gnn_treelstm.training.data import check_compatibility, load_embeddings, prepare_data
 from gnn_treelstm.training.devices import resolve_device
 from gnn_treelstm.training.evaluation import evaluate
-from gnn_treelstm.training.faults import NonFiniteError, batch_ids, nonfinite, nonfinite_message
+from gnn_treelstm.training.faults import (
+    NonFiniteError,
+    batch_ids,
+    nonfinite,
+    nonfinite_message,
+    writing,
+)
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
 from gnn_treelstm.training.optim import batch_objective, build_optimizer, clip_gradients
 from gnn_treelstm.training.records import (
@@ -280,31 +287,42 @@ class Trainer:
         ``train.log``). ``resume``: continue the run in that directory where it stopped
         (its seeds' saved states, :mod:`gnn_treelstm.training.resume`); the configuration
         must be the run's recorded one. Ranks > 0 of a distributed run train, write nothing
-        and return ``{"rank": r}``."""
+        and return ``{"rank": r}``; rank 0 reads the files a resume starts from and hands
+        them to the others (:mod:`gnn_treelstm.training.distributed`).
+
+        Raises:
+            gnn_treelstm.training.faults.WriteFailed: a file of the run could not be
+                written (a full disk): the message names it, the free space and what the
+                run directory still holds to resume from."""
         if not self.cfg.distributed:
             with rundir.claim(self.out, overwrite=overwrite, keep=keep, resume=resume):
                 return self._train_seeds(resume)
-        if resume:
-            raise ValueError("--resume of a --distributed run is not supported yet; run it "
-                             "again with --overwrite")
-        DIST.init(self.device)
+        created = DIST.init(self.device)
         self.world, self.writes = DIST.world_size(), DIST.is_main()
         if not self.writes:  # rank 0 alone shows progress and epoch records
             self.hooks = TrainHooks(release_heap=self.hooks.release_heap)
         # data parallel: rank 0 claims the directory and tells the others whether it could
-        claim = functools.partial(rundir.claim, self.out, overwrite=overwrite, keep=keep)
-        with DIST.claimed_by_main(claim, self.out, self.device):
-            return self._train_seeds(resume)
+        claim = functools.partial(rundir.claim, self.out, overwrite=overwrite, keep=keep,
+                                  resume=resume)
+        try:
+            with DIST.claimed_by_main(claim, self.out, self.device):
+                return self._train_seeds(resume)
+        finally:
+            if created:  # the group this run joined; a caller's own stays
+                DIST.shutdown()
 
     def _train_seeds(self, resume: bool) -> dict:
         """The body of :meth:`fit`, inside the claimed run directory."""
         cfg, out = self.cfg, self.out
-        self.run_id = resumed_run_id(out, cfg) if resume else rundir.new_run_id()
+        self.run_id = DIST.from_main(
+            lambda: resumed_run_id(out, cfg) if resume else rundir.new_run_id(), self.device)
         record = run_record(self.run_id, cfg, self.task, self.data, self.model_config,
                             self.emb_info, self.num_relations, data_given=self.data_given)
         if not resume and self.writes:
-            write_json(out / "config.json", record)
-            atomic_write(out / "config.yaml", run_config_yaml(cfg))
+            with self._writing(out / "config.json"):
+                write_json(out / "config.json", record)
+            with self._writing(out / "config.yaml"):
+                atomic_write(out / "config.yaml", run_config_yaml(cfg))
         counts = ", ".join(f"{k} {len(v)}" for k, v in self.data.splits.items())
         log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree,
                  self.data.data_dir, counts)
@@ -314,7 +332,8 @@ class Trainer:
             seed_dir = out if len(seeds) == 1 else out / f"seed-{seed}"
             if self.writes:
                 seed_dir.mkdir(parents=True, exist_ok=True)
-            done = load_seed_result(seed_dir) if resume else None
+            done = DIST.from_main(functools.partial(load_seed_result, seed_dir),
+                                  self.device) if resume else None
             if done is not None:
                 log.info("seed %d: finished before the run was stopped (%s)", seed,
                          seed_dir / SEED_RESULT_NAME)
@@ -322,12 +341,14 @@ class Trainer:
                 continue
             result = self.train_seed(seed, seed_dir, resume=resume)
             if self.writes:
-                save_seed_result(seed_dir, jsonable(result))
+                with self._writing(seed_dir / SEED_RESULT_NAME):
+                    save_seed_result(seed_dir, jsonable(result))
             per_seed.append(result)
         if not self.writes:
             return {"rank": DIST.rank()}
-        results = write_results(out, self.name, record, self.task, per_seed, seeds,
-                                test=cfg.test and "test" in self.data.splits)
+        with self._writing(out / "results.json"):
+            results = write_results(out, self.name, record, self.task, per_seed, seeds,
+                                    test=cfg.test and "test" in self.data.splits)
         results["run_dir"] = str(out)
         return results
 
@@ -380,15 +401,17 @@ class Trainer:
                         if p.requires_grad and not n.startswith("embedding.")]
         self.trained = [p for p in model.parameters() if p.requires_grad]  # clipped
         self.state = TrainState(seed=seed, run_id=self.run_id)
-        saved = TrainState.load(seed_dir) if resume else None
+        saved = _saved_state(seed_dir, self.device) if resume else None
         if saved is not None:
+            saved = saved.for_rank(DIST.rank(), self.world)  # this rank's generators
             restore_training(saved, model, self.optimizer, self.loader.generator,
                              self.scheduler)
             # the weights now live in the model, optimizer and scheduler; the generators'
             # states stay for the replay of a stopped epoch (train_epoch)
             self.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None,
                                              scheduler=None)
-            truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
+            with self._writing(self.out / "metrics.jsonl"):
+                truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
             log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, saved.epoch,
                      saved.step, seed_dir / STATE_NAME)
         if self.hooks.on_seed_start is not None:
@@ -514,7 +537,8 @@ class Trainer:
             state.best_score = score
             state.best = {"epoch": epoch, "dev": dev}
             if self.writes:
-                self.save_best(epoch, dev)
+                with self._writing(self._best_path()):
+                    self.save_best(epoch, dev)
         record = {
             "run_id": self.run_id,
             "seed": state.seed, "epoch": epoch, "train_loss": training.loss,
@@ -532,7 +556,8 @@ class Trainer:
         state.epochs.append(record)
         metrics_file = self._metrics_file()
         if metrics_file is not None:
-            append_metrics(metrics_file, record)
+            with self._writing(metrics_file):
+                append_metrics(metrics_file, record)
         log.info("seed %d epoch %d/%d: loss %.4f, dev %s %.4f%s, %.1fs (%.0f trees/s)",
                  state.seed, epoch, self.cfg.epochs, record["train_loss"], sel, score,
                  " (best)" if improved else "", training.seconds, record["trees_per_second"])
@@ -565,13 +590,21 @@ class Trainer:
     def save_state(self, loader_state: torch.Tensor) -> None:
         """Save :attr:`state` with the weights, the optimizer's state, the random
         generators and ``loader_state`` (the shuffle generator as of the start of the epoch
-        ``state.epoch``) to ``state.pt`` (:mod:`gnn_treelstm.training.resume`)."""
-        if self.cfg.distributed:
-            return  # a distributed run does not resume (yet)
+        ``state.epoch``) to ``state.pt`` (:mod:`gnn_treelstm.training.resume`). In a
+        distributed run every rank calls it at the same step: rank 0 gathers each rank's
+        own generators and epoch sums into the one file it writes."""
+        own = {"rng": capture_rng(), "partial": self.state.partial,
+               "process_peak": self.state.process_peak}
+        ranks = DIST.gather_to_main(own, self.device) if self.world > 1 else None
+        if not self.writes:
+            return
         scheduler = None if self.scheduler is None else self.scheduler.state_dict()
-        dataclasses.replace(self.state, loader=loader_state, model=self.model.state_dict(),
-                            optimizer=self.optimizer.state_dict(), scheduler=scheduler,
-                            rng=capture_rng()).save(self.seed_dir)
+        state = dataclasses.replace(self.state, loader=loader_state,
+                                    model=self.model.state_dict(),
+                                    optimizer=self.optimizer.state_dict(), scheduler=scheduler,
+                                    rng=own["rng"], world=self.world, ranks=ranks)
+        with self._writing(self.seed_dir / STATE_NAME):
+            state.save(self.seed_dir)
 
     def finish_seed(self) -> dict:
         """The seed's result; with ``cfg.test``, its selected checkpoint's test metrics.
@@ -649,11 +682,27 @@ class Trainer:
         long premises)."""
         return self.data.tokens(split) if getattr(self.task, "subsets", False) else None
 
+    def _writing(self, path: Path) -> contextlib.AbstractContextManager[None]:
+        """The block writes ``path``: an OSError there (a full disk) ends the run with
+        :class:`~gnn_treelstm.training.faults.WriteFailed` (:func:`writing`)."""
+        return writing(path, run_dir=self.out, seed_dir=self.seed_dir)
+
     def _best_path(self) -> Path:
         return self.seed_dir / "best.pt"
 
     def _metrics_file(self) -> Path | None:
         return self.out / "metrics.jsonl" if self.writes else None
+
+
+def _saved_state(seed_dir: Path, device: torch.device) -> TrainState | None:
+    """The saved state of a seed (:meth:`TrainState.load`), read by rank 0 of a distributed
+    run and handed to every rank."""
+    def read() -> dict | None:
+        state = TrainState.load(seed_dir)
+        return None if state is None else state.as_dict()
+
+    body = DIST.from_main(read, device)
+    return None if body is None else TrainState(**body)
 
 
 def run(cfg: RunConfig, *, hooks: TrainHooks | None = None, overwrite: bool = False,
