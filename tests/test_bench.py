@@ -77,7 +77,8 @@ def test_bench_runs_on_the_embedded_sample(tmp_path, capsys, caplog):
      "/nonexistent/sick: no meta.json"),  # SST is not asked for: only SICK is checked
     (["--data", "/nonexistent/sst", "--cells", "mtree"], "need --sick-data"),
 ])
-def test_bad_arguments_exit_2_naming_them(argv, match, capsys):
+def test_bad_arguments_exit_2_naming_them(argv, match, capsys, monkeypatch):
+    monkeypatch.delenv("GNN_TREELSTM_DATA", raising=False)  # the default --src: none
     with pytest.raises(SystemExit) as exc:
         bench.main(argv)
     assert exc.value.code == 2 and match in capsys.readouterr().err
