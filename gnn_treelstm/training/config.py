@@ -86,7 +86,9 @@ class RunConfig:
     tree: str = _option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}")
     supervision: str | None = _option(
         None, "--supervision", WHAT,
-        "SST: phrase (every labelled node, Tai) or root (Tran Table 1); default: the task's")
+        "SST: phrase (every labelled node, Tai), root (Tran Table 1) or phrase-sequences "
+        "(--tree chain: every labelled phrase its own sequence, Teng's BiLSTM); default: the "
+        "task's")
     data: str | None = _option(
         None, "--data", WHAT,
         "built data directory (default: $GNN_TREELSTM_DATA, else the embedded sample); "

@@ -25,6 +25,7 @@ from gnn_treelstm.models.treelstm import cell_accepts
 from gnn_treelstm.tasks import Task
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.phrases import phrase_sequences
 
 if TYPE_CHECKING:
     from gnn_treelstm.training.config import RunConfig
@@ -199,12 +200,22 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
     if dev is None:
         raise DataError(f"{data_dir} has no dev split for model selection "
                         f"(splits: {', '.join(available)})")
+    phrases = task.supervision == "phrase-sequences"
+    if phrases and cfg.tree != "chain":
+        raise DataError(f"--supervision phrase-sequences runs a sequential model on each "
+                        f"phrase as its own chain: pass --tree chain (got --tree {cfg.tree})")
+    if phrases and "constituency" not in meta.get("trees", []):
+        raise DataError(f"{data_dir}: --supervision phrase-sequences reads the phrases from "
+                        "the constituency trees, which this data set lacks (built: "
+                        f"{', '.join(meta.get('trees', []))})")
     splits = {}
     for name in available:
         sp = task.prepare_split(D.load_split(data_dir, name, cfg.tree))
         limit = cfg.max_train if name == "train" else cfg.max_eval
         if limit is not None and len(sp) > limit:
             sp = sp.subset(list(range(limit)))
+        if phrases:  # every labelled phrase its own chain (training: copies merged)
+            sp = as_phrase_sequences(task, data_dir, sp, limit, merge=name == "train")
         splits[name] = sp
     from_data = getattr(task, "head_kwargs_from_data", None)
     if from_data is not None:
@@ -217,6 +228,22 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
     return RunData(data_dir=data_dir, meta=meta, vocab=vocab, relations=relations,
                    splits=splits, dev_split=dev,
                    label_names=task.label_names(meta.get("label_names")))
+
+
+def as_phrase_sequences(task: Task, data_dir: Path, chains: D.Split, limit: int | None, *,
+                        merge: bool) -> D.Split:
+    """``chains`` (a prepared split of ``chain`` trees, its first ``limit`` examples) as one
+    chain per labelled phrase (:func:`gnn_treelstm.trees.phrases.phrase_sequences`), the
+    phrases read from the same split's constituency trees, prepared alike."""
+    t0 = time.perf_counter()
+    cons = task.prepare_split(D.load_split(data_dir, chains.name, "constituency"))
+    if limit is not None and len(cons) > limit:
+        cons = cons.subset(list(range(limit)))
+    out = phrase_sequences(chains, cons, merge=merge)
+    log.info("%s: %d sentences -> %d phrase sequences%s (%.1f s)", chains.name, len(chains),
+             len(out), " (repeated phrases merged)" if merge else "",
+             time.perf_counter() - t0)
+    return out
 
 
 def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],

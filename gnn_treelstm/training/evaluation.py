@@ -15,7 +15,7 @@ from gnn_treelstm.models.checkpoint import Checkpoint, checkpoint_path, load_mod
 from gnn_treelstm.models.treelstm import TreeLSTMModel
 from gnn_treelstm.tasks import gather_batches
 from gnn_treelstm.training.batching import make_loader, to_device
-from gnn_treelstm.training.data import DataError, resolve_data_dir
+from gnn_treelstm.training.data import DataError, as_phrase_sequences, resolve_data_dir
 from gnn_treelstm.training.devices import pick_device
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import graph as G
@@ -102,6 +102,8 @@ def load_eval_split(ck: Checkpoint, data_dir: Path, split: str, *,
     limit = ck.run_config.get("max_eval")
     if limit is not None and len(sp) > limit:
         sp = sp.subset(list(range(limit)))
+    if ck.model.task.supervision == "phrase-sequences":  # scored as it was trained
+        sp = as_phrase_sequences(ck.model.task, data_dir, sp, limit, merge=False)
     return sp
 
 

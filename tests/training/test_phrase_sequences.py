@@ -1,0 +1,153 @@
+"""``--supervision phrase-sequences``: every labelled phrase of a sentence as its own chain
+(Teng & Zhang's BiLSTM baseline), copies merged with their counts for training, root
+accuracy read on the sentences' own chains."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import dgl
+import pytest
+import torch
+
+from gnn_treelstm.commands import evaluate, train
+from gnn_treelstm.tasks import build_task
+from gnn_treelstm.trees import data as D
+from gnn_treelstm.trees.graph import IGNORE, NO_WORD, make_tree
+from gnn_treelstm.trees.phrases import phrase_sequences
+
+
+def _sentence(words: list[int], labels: dict[tuple[int, int], int]) -> tuple:
+    """A left-branching binary constituency tree over ``words`` (labels by span) and its
+    chain (root labelled with the sentence's label)."""
+    n = len(words)
+    parents, spans, node_words = [-1] * n, [(i, i + 1) for i in range(n)], list(words)
+    left = 0  # node covering [0, k)
+    for k in range(2, n + 1):
+        parents[left] = len(parents)
+        parents[k - 1] = len(parents)
+        left = len(parents)
+        parents.append(-1)
+        spans.append((0, k))
+        node_words.append(NO_WORD)
+    cons = make_tree(parents, node_words, spans=spans,
+                     labels=[labels.get(tuple(s), IGNORE) for s in spans])
+    chain = make_tree(list(range(1, n)) + [-1], words, spans=[(0, i + 1) for i in range(n)],
+                      labels=[IGNORE] * (n - 1) + [labels[(0, n)]])
+    return chain, cons
+
+
+def _splits(sentences: list[tuple[list[int], dict]]) -> tuple[D.Split, D.Split]:
+    pairs = [_sentence(w, lab) for w, lab in sentences]
+    gold = torch.tensor([lab[(0, len(w))] for w, lab in sentences])
+    return (D.Split([c for c, _ in pairs], None, {"label": gold}, "dev", "chain"),
+            D.Split([t for _, t in pairs], None, {"label": gold}, "dev", "constituency"))
+
+
+SENTENCES = [
+    ([5, 6, 7], {(0, 1): 2, (1, 2): 3, (2, 3): 1, (0, 2): 3, (0, 3): 4}),
+    ([6, 8], {(0, 1): 3, (1, 2): 2, (0, 2): 1}),      # (6,) again with label 3
+    ([6], {(0, 1): 0}),                               # (6,) with another label
+]
+
+
+def test_each_labelled_phrase_is_a_chain_of_its_words_labelled_at_its_root():
+    chains, cons = _splits(SENTENCES)
+    out = phrase_sequences(chains, cons, merge=False)
+    got = sorted((tuple(g.ndata["word"].tolist()), int(g.ndata["label"][-1]), bool(s))
+                 for g, s in zip(out.graphs, out.targets["sentence"]))
+    assert got == sorted([((5,), 2, False), ((6,), 3, False), ((7,), 1, False),
+                          ((5, 6), 3, False), ((5, 6, 7), 4, True), ((6,), 3, False),
+                          ((8,), 2, False), ((6, 8), 1, True), ((6,), 0, True)])
+    for g in out.graphs:  # a chain: word i -> word i+1, only the root labelled
+        n = g.num_nodes()
+        assert g.edges()[0].tolist() == list(range(n - 1))
+        assert g.edges()[1].tolist() == list(range(1, n))
+        assert (g.ndata["label"][:-1] == IGNORE).all()
+    assert out.targets["label"].tolist() == [int(g.ndata["label"][-1]) for g in out.graphs]
+
+
+def test_training_merges_copies_with_their_counts():
+    chains, cons = _splits(SENTENCES)
+    out = phrase_sequences(chains, cons, merge=True)
+    weight = {(tuple(g.ndata["word"].tolist()), int(lab)): float(w)
+              for g, lab, w in zip(out.graphs, out.targets["label"], out.targets["weight"])}
+    assert weight[((6,), 3)] == 2.0 and weight[((6,), 0)] == 1.0  # same words, other label
+    assert sum(weight.values()) == 9 and len(out) == 8 and "sentence" not in out.targets
+
+
+def test_the_merged_loss_equals_the_loss_of_the_copies():
+    task = build_task("sst-5", supervision="phrase-sequences")
+    logits = torch.randn(3, 5)
+    gold = torch.tensor([1, 4, 1])
+
+    class B:  # a batch as the task reads it
+        def __init__(self, targets):
+            self.targets = targets
+
+    merged = task.loss({"root_logits": logits[:2]},
+                       B({"label": gold[:2], "weight": torch.tensor([2.0, 1.0])}))
+    copies = task.loss({"root_logits": logits[[0, 1, 0]]},
+                       B({"label": gold[[0, 1, 0]], "weight": torch.ones(3)}))
+    torch.testing.assert_close(merged, copies)
+    plain = torch.nn.functional.cross_entropy(logits[[0, 1, 0]], gold[[0, 1, 0]])
+    torch.testing.assert_close(copies, plain)
+
+
+def test_mismatched_chain_and_constituency_data_is_refused():
+    chains, cons = _splits(SENTENCES)
+    other, _ = _splits([([9, 6, 7], SENTENCES[0][1])] + SENTENCES[1:])
+    with pytest.raises(ValueError, match="not the same sentences"):
+        phrase_sequences(other, cons, merge=False)
+    with pytest.raises(ValueError, match="2 chains against 3"):
+        phrase_sequences(D.Split(chains.graphs[:2], None,
+                                 {"label": chains.targets["label"][:2]}), cons, merge=False)
+
+
+@pytest.fixture
+def aligned_sst(tiny_sst, tmp_path) -> Path:
+    """The tiny SST data with chains made from its constituency trees (the same words)."""
+    data = tmp_path / "sst"
+    shutil.copytree(tiny_sst / "sst", data)
+    for split in ("train", "dev", "test"):
+        cons = D.load_split(data, split, "constituency")
+        chains = []
+        for t in cons.graphs:
+            spans, words = t.ndata["span"].tolist(), t.ndata["word"].tolist()
+            leaves = sorted((a, w) for (a, b), w in zip(spans, words) if w != NO_WORD)
+            n = len(leaves)
+            chains.append(make_tree(list(range(1, n)) + [-1], [w for _, w in leaves],
+                                    spans=[(0, i + 1) for i in range(n)],
+                                    labels=[IGNORE] * (n - 1) + [int(t.ndata["label"][
+                                        t.ndata["root"].bool()][0])]))
+        dgl.save_graphs(str(data / "chain" / f"{split}.bin"), chains, dict(cons.targets))
+    return data
+
+
+def test_a_bilstm_trains_on_phrase_sequences_and_evaluates_as_it_trained(
+        aligned_sst, tmp_path, capsys):
+    args = ["--data", str(aligned_sst), "--runs-dir", str(tmp_path / "runs"), "--name", "p",
+            "--task", "sst-5", "--model", "bilstm", "--tree", "chain", "--supervision",
+            "phrase-sequences", "--epochs", "2", "--batch-size", "16", "--embeddings-mode",
+            "random", "--emb-dim", "6", "--hidden", "5", "-q"]
+    assert train.main(args) == 0
+    res = json.loads((tmp_path / "runs" / "p" / "results.json").read_text())
+    test = res["seeds"][0]["test"]
+    assert test["count"] == 8  # root accuracy: the 8 test sentences
+    assert set(test) >= {"accuracy", "phrase_accuracy"}
+    capsys.readouterr()
+    assert evaluate.main([str(tmp_path / "runs" / "p" / "best.pt"), "--split", "test",
+                          "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    metrics = got.get("metrics", got)
+    assert metrics["accuracy"] == pytest.approx(test["accuracy"])
+    assert metrics["phrase_accuracy"] == pytest.approx(test["phrase_accuracy"])
+
+
+def test_phrase_sequences_need_chain_trees(aligned_sst, tmp_path, capsys):
+    rc = train.main(["--data", str(aligned_sst), "--runs-dir", str(tmp_path), "--task",
+                     "sst-5", "--model", "bilstm", "--tree", "constituency", "--supervision",
+                     "phrase-sequences", "--epochs", "1", "-q"])
+    assert rc == 2 and "pass --tree chain" in capsys.readouterr().err
