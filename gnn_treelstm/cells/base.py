@@ -93,14 +93,23 @@ class TreeCell(nn.Module):
     def forward(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None = None,
                 **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         """Validate, then run the cell's math with its engine; returns ``(h, c)``."""
-        self.check_input(graph, x)
-        self.check_kwargs(graph, **kwargs)
-        prop = Propagator(self.engine, graph, schedule, who=type(self).__name__)
+        prop = self._prepare(graph, x, schedule, kwargs)
         if prop.kernels:
             fast = self.level_kernel(prop, x, **kwargs)
             if fast is not None:
                 return fast
         return self.compute(prop, x, **kwargs)
+
+    @torch.compiler.disable(reason="host-side input checks and level schedule, run eagerly")
+    def _prepare(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None,
+                 kwargs: dict) -> Propagator:
+        """The preamble of :meth:`forward`: validate the input, and bind the engine to the
+        graph (the level engine builds its schedule here unless one is given)."""
+        self.check_input(graph, x)
+        self.check_kwargs(graph, **kwargs)
+        prop = Propagator(self.engine, graph, schedule, who=type(self).__name__)
+        prop.prepare()
+        return prop
 
     def compute(self, prop: Propagator, x: torch.Tensor, **kwargs
                 ) -> tuple[torch.Tensor, torch.Tensor]:

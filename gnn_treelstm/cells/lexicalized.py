@@ -179,12 +179,14 @@ def lex_node_update(
     return o * torch.tanh(c), c  # eq 1
 
 
-def leaf_word_inputs(graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
+def leaf_word_inputs(prop: Propagator, x: torch.Tensor) -> torch.Tensor:
     """``x`` at leaves that carry a word, zeros elsewhere (constituency cells read words
     only at the leaves; rows of internal nodes and word-less nodes are ignored)."""
-    mask = graph.in_degrees() == 0
+    graph = prop.graph
+    mask = prop.leaves()
     if G.WORD in graph.ndata:
-        mask = mask & (graph.ndata[G.WORD] != G.NO_WORD)
+        word = graph.ndata[G.WORD]
+        mask = mask.to(word.device) & (word != G.NO_WORD)
     return x * mask.to(device=x.device, dtype=x.dtype).unsqueeze(-1)  # (N, x)
 
 
@@ -256,9 +258,8 @@ class HeadLexicon(nn.Module):
 
     def run(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor:
         """Head lexicons of every node through ``prop`` (either engine), (N, x_size)."""
-        graph = prop.graph
-        is_leaf = (graph.in_degrees() == 0).to(device=x.device, dtype=x.dtype).unsqueeze(-1)
-        return prop(self.recurrence(), word=leaf_word_inputs(graph, x), is_leaf=is_leaf).head
+        is_leaf = prop.leaves().to(device=x.device, dtype=x.dtype).unsqueeze(-1)
+        return prop(self.recurrence(), word=leaf_word_inputs(prop, x), is_leaf=is_leaf).head
 
     def forward(self, graph: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:
         """Head lexicons with the DGL engine, (N, x_size). The caller validates the graph."""
@@ -270,7 +271,7 @@ class HeadLexicon(nn.Module):
         if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up
-        x0 = fused_teng.to_levels(leaf_word_inputs(prop.graph, x), lv)
+        x0 = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)
         return fused_teng.head_levels(x0, lv, self.mode, getattr(self, "W_z", None),
                                       getattr(self, "b_z", None))
 
@@ -391,7 +392,7 @@ class LexicalizedTreeLSTM(TreeCell):
         if self.lexicalized:
             x_in = self.head_lexicon_module.run(prop, x) if heads is None else heads  # (N, x)
         else:
-            x_in = leaf_word_inputs(prop.graph, x)  # eqs 6-8: x only at the leaves
+            x_in = leaf_word_inputs(prop, x)  # eqs 6-8: x only at the leaves
         out = prop(self.recurrence(), wx=self.input_terms(x_in))  # one matmul for all inputs
         return out.h, out.c
 
@@ -405,7 +406,7 @@ class LexicalizedTreeLSTM(TreeCell):
             return None
         lv = prop.schedule_on(x.device).up
         if not self.lexicalized:
-            x_in = fused_teng.to_levels(leaf_word_inputs(prop.graph, x), lv)  # eqs 6-8
+            x_in = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)  # eqs 6-8
         elif heads is not None:
             x_in = fused_teng.to_levels(heads, lv)
         else:

@@ -212,15 +212,10 @@ class MultiplicativeTreeLSTM(TreeCell):
         return [self.rel_emb.weight] if self.variant in ("mult", "add") else []
 
     # ------------------------------------------------------------ plain-tensor API
-    def node_relations(self, graph: dgl.DGLGraph) -> torch.Tensor:
+    def node_relations(self, prop: Propagator) -> torch.Tensor:
         """``add`` only: relation id of each node's edge to its parent; the root gets
         ``num_relations`` (the extra root embedding). (N,) int64."""
-        src, _ = graph.edges()
-        node_rel = torch.full((graph.num_nodes(),), self.num_relations,
-                              dtype=torch.int64, device=graph.device)
-        if graph.num_edges():
-            node_rel[src.long()] = graph.edata[G.REL].long()
-        return node_rel
+        return prop.parent_edge_data(G.REL, self.num_relations)
 
     def input_terms(self, x: torch.Tensor, node_rel: torch.Tensor | None = None) -> torch.Tensor:
         """All input-only terms for every node at once: ``W^(*) x_j + b^(*)`` (plus
@@ -268,7 +263,7 @@ class MultiplicativeTreeLSTM(TreeCell):
                           uses_rel=self.variant != "add")
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        node_rel = self.node_relations(prop.graph) if self.variant == "add" else None
+        node_rel = self.node_relations(prop) if self.variant == "add" else None
         wx = self.input_terms(x, node_rel)  # (N, 4h), gate order i, o, u, f
         k = 3 * self.h_size
         out = prop(self.recurrence(), iou=wx[:, :k], f=wx[:, k:])
@@ -282,7 +277,7 @@ class MultiplicativeTreeLSTM(TreeCell):
         if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up
-        node_rel = self.node_relations(prop.graph) if self.variant == "add" else None
+        node_rel = self.node_relations(prop) if self.variant == "add" else None
         wx = to_schedule_order(self.input_terms(x, node_rel), lv)  # (N, 4h)
         U_iou, U_f = self.U_iou.weight, self.U_f.weight
         if self.variant == "add":

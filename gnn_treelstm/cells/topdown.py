@@ -80,14 +80,11 @@ __all__ = ["TopDownTreeLSTM", "node_sides", "topdown_input_terms", "topdown_node
 
 
 # ---------------------------------------------------------------- plain-tensor math
-def node_sides(graph: dgl.DGLGraph) -> torch.Tensor:
+def node_sides(prop: Propagator) -> torch.Tensor:
     """Side ``N`` of every node under its parent (child ``pos``: 0 = L, 1 = R); roots get
-    0 (the root uses the left set). Works on the bottom-up (child -> parent) graph. (N,)"""
-    side = torch.zeros(graph.num_nodes(), dtype=torch.int64, device=graph.device)
-    if graph.num_edges():
-        src, _ = graph.edges()
-        side[src.long()] = graph.edata[G.POS].long()
-    return side
+    0 (the root uses the left set). ``prop`` runs on the bottom-up (child -> parent)
+    graph. (N,) int64."""
+    return prop.parent_edge_data(G.POS, 0)
 
 
 def topdown_input_terms(
@@ -287,7 +284,7 @@ class TopDownTreeLSTM(TreeCell):
         """Top-down states ``(h, c)``, each (N, h_size)."""
         if heads is None:
             heads = self.head_lexicon_module.run(prop, x)  # (N, x), eqs 9-10
-        side = node_sides(prop.graph).to(x.device)  # (N,)
+        side = node_sides(prop).to(x.device)  # (N,)
         out = prop(self.recurrence(), wx=self.input_terms(heads, side), side=side)
         return out.h, out.c
 

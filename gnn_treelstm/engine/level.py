@@ -19,6 +19,10 @@ equality test holds to this driver.
 No host-device synchronisation in the loop: level boundaries are host-side ints of the
 schedule, so the same code runs on CUDA with the index tensors moved by
 ``LevelSchedule.to``.
+
+Under ``torch.compile`` this driver runs (not the fast kernels; see
+:func:`gnn_treelstm.engine.propagator.compiling`), its level loop unrolled into the graph
+with out-of-place level writes instead of the tape (:func:`run_levels`).
 """
 
 from __future__ import annotations
@@ -184,6 +188,8 @@ def run_levels(
     computes the states of the level's nodes (schedule rows ``a:b``); ``gather(idx)`` reads
     states of earlier rows (``idx`` may hold the padding row N, which reads zeros). Returns
     all states (N, width) in schedule order."""
+    if torch.compiler.is_compiling():
+        return _run_levels_traced(lv, width, like, step)
     n = lv.num_nodes
     tape = _Tape(n, width, like)
     token = like.new_zeros(()).requires_grad_()
@@ -198,3 +204,22 @@ def run_levels(
         rows = step(lvl, a, b, gather)
         token = _TapeWrite.apply(token, rows, tape, a)
     return _TapeRead.apply(token, tape, n)
+
+
+def _run_levels_traced(
+    lv: Levels, width: int, like: torch.Tensor,
+    step: Callable[[int, int, int, Callable[[torch.Tensor], torch.Tensor]], torch.Tensor],
+) -> torch.Tensor:
+    """:func:`run_levels` while ``torch.compile`` traces: the same loop with each level
+    written out of place (``slice_scatter``) into the state buffer, so the whole loop is
+    one graph of plain tensor ops, forward and backward. (The :class:`_Tape` functions
+    write into a Python object, a side effect Dynamo does not trace: it would break the
+    graph at every level. Eager, each out-of-place write would copy the whole buffer,
+    which is why the eager driver keeps the tape.) ``level`` cannot import
+    :mod:`.propagator`, so the test is ``torch.compiler.is_compiling()`` itself."""
+    buf = like.new_zeros(lv.num_nodes + 1, width)
+    for lvl in range(lv.num_levels):
+        a, b = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+        rows = step(lvl, a, b, lambda idx, buf=buf: buf.index_select(0, idx))  # levels < lvl
+        buf = buf.slice_scatter(rows, 0, a, b)
+    return buf[: lv.num_nodes]

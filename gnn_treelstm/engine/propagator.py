@@ -13,6 +13,7 @@ packed tensor, in node order): ``out.h``, ``out.c``.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -23,8 +24,15 @@ import torch
 from gnn_treelstm.engine import dgl_engine, level
 from gnn_treelstm.engine.recurrence import Inputs, Parts, Recurrence
 from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.trees import graph as G
 
-__all__ = ["Engine", "ENGINES", "engine_named", "Propagator", "check_schedule"]
+logger = logging.getLogger(__name__)
+
+__all__ = ["Engine", "ENGINES", "engine_named", "Propagator", "check_schedule", "compiling"]
+
+
+#: the edge fields a :class:`~gnn_treelstm.engine.schedule.Levels` keeps, by name
+_SCHEDULED_EDGE_FIELDS = {G.REL: "edge_rel", G.POS: "edge_pos"}
 
 
 @dataclass(frozen=True)
@@ -38,16 +46,55 @@ class Engine:
         kernels: the cells' fast kernels
             (:meth:`~gnn_treelstm.cells.base.TreeCell.level_kernel`) apply on this engine.
         doc: one line on what it is.
+        scheduled: runs on a :class:`~gnn_treelstm.engine.schedule.LevelSchedule`
+            (:meth:`Propagator.prepare` builds it).
     """
 
     name: str
     run: Callable[[Propagator, Recurrence, Inputs], torch.Tensor]
     kernels: bool
     doc: str
+    scheduled: bool = False
 
 
 def _run_dgl(prop: Propagator, rec: Recurrence, inputs: Inputs) -> torch.Tensor:
+    if compiling():
+        return _run_dgl_eagerly(prop, rec, inputs)
     return dgl_engine.propagate(prop.graph, rec, inputs)
+
+
+#: why the DGL engine's propagation is not compiled (logged once per process)
+DGL_EAGER_REASON = (
+    "torch.compile: the dgl engine runs its propagation (dgl.prop_nodes_topo) eagerly; "
+    "only the cell's tensor math around it is compiled. DGL drives every frontier through "
+    "its C library (DLPack conversions, host reads of tensor values), which Dynamo cannot "
+    "put in a graph: traced, the graph breaks at every frontier and runs slower than "
+    "eager (docs/speed.md). Use engine='level' to compile the propagation too."
+)
+_dgl_eager_logged = [False]
+
+
+@torch.compiler.disable(reason="DGL's prop_nodes_topo runs in DGL's C library")
+def _run_dgl_eagerly(prop: Propagator, rec: Recurrence, inputs: Inputs) -> torch.Tensor:
+    """The DGL engine under ``torch.compile``: the same propagation, run eagerly (a graph
+    break), with one logged warning per process (:data:`DGL_EAGER_REASON`)."""
+    if not _dgl_eager_logged[0]:
+        _dgl_eager_logged[0] = True
+        logger.warning(DGL_EAGER_REASON)
+    return dgl_engine.propagate(prop.graph, rec, inputs)
+
+
+@torch.compiler.disable(reason="DGL's graph code runs in DGL's C library")
+def _dgl_leaves(graph: dgl.DGLGraph) -> torch.Tensor:
+    return graph.in_degrees() == 0
+
+
+@torch.compiler.disable(reason="DGL's graph code runs in DGL's C library")
+def _dgl_parent_edge_data(graph: dgl.DGLGraph, field: str, root: int) -> torch.Tensor:
+    out = torch.full((graph.num_nodes(),), root, dtype=torch.int64, device=graph.device)
+    if graph.num_edges():
+        out[graph.edges()[0].long()] = graph.edata[field].long()
+    return out
 
 
 def _run_level(prop: Propagator, rec: Recurrence, inputs: Inputs) -> torch.Tensor:
@@ -61,8 +108,25 @@ ENGINES: Mapping[str, Engine] = MappingProxyType({
     "dgl": Engine("dgl", _run_dgl, kernels=False,
                   doc="message / built-in sum / apply under dgl.prop_nodes_topo"),
     "level": Engine("level", _run_level, kernels=True,
-                    doc="level by level on a precomputed LevelSchedule"),
+                    doc="level by level on a precomputed LevelSchedule", scheduled=True),
 })
+
+
+def compiling() -> bool:
+    """Whether ``torch.compile`` is tracing the caller (Dynamo decides this at trace time,
+    so the compiled graph holds only the branch taken).
+
+    Under compilation the level engine runs its general driver
+    (:func:`~gnn_treelstm.engine.level.propagate`), not the cells' fast kernels
+    (:attr:`Propagator.kernels` is False). The choice is deliberate: the C++ loops are
+    opaque to Dynamo and Inductor (with their fake kernels they trace as single ops, so
+    compiling has nothing of them to fuse), and some of them do not compile at all (the
+    Teng head loop's argument named ``mode`` collides with the ``mode`` of PyTorch's
+    functionalization of mutating ops, ``auto_functionalized``: a ``TypeError``). The
+    general driver is plain tensor code that Inductor fuses level by level, forward and
+    backward, and its results equal the kernels' (``tests/test_cell_registry.py``). The
+    matrix products follow the same rule (:func:`gnn_treelstm.kernels.gemm.backend`)."""
+    return torch.compiler.is_compiling()
 
 
 def engine_named(name: str) -> Engine:
@@ -74,6 +138,7 @@ def engine_named(name: str) -> Engine:
                          f"{', '.join(ENGINES)}") from None
 
 
+@torch.compiler.disable  # host-side check: eager under torch.compile, never traced
 def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> None:
     """A precomputed schedule must describe ``graph``: same nodes, and every edge of the
     graph where the schedule has it (child -> parent)."""
@@ -124,8 +189,9 @@ class Propagator:
 
     @property
     def kernels(self) -> bool:
-        """Whether the cells' fast kernels apply on this engine."""
-        return self._engine.kernels
+        """Whether the cells' fast kernels apply on this engine: never while
+        ``torch.compile`` traces (:func:`compiling`; then the general level driver runs)."""
+        return self._engine.kernels and not compiling()
 
     @property
     def schedule(self) -> LevelSchedule:
@@ -133,6 +199,37 @@ class Propagator:
         if self._schedule is None:
             self._schedule = LevelSchedule.from_graph(self.graph)
         return self._schedule
+
+    def prepare(self) -> None:
+        """The host-side work up front: the level engine's schedule (built on the CPU
+        unless given). :meth:`~gnn_treelstm.cells.base.TreeCell.forward` calls it outside
+        ``torch.compile``'s tracing, so that the compiled graph holds only tensor math."""
+        if self._engine.scheduled:
+            self.schedule  # noqa: B018  (the property builds and keeps it)
+
+    def leaves(self) -> torch.Tensor:
+        """(N,) bool, node order: the node has no child. On a scheduled engine read from
+        the schedule (tensor ops, which ``torch.compile`` traces; DGL's graph code would
+        break the graph), else from DGL."""
+        if self._engine.scheduled:
+            lv = self.schedule.up
+            return lv.rank < (lv.node_offsets[1] if lv.num_levels else 0)
+        return _dgl_leaves(self.graph)
+
+    def parent_edge_data(self, field: str, root: int) -> torch.Tensor:
+        """(N,) int64, node order: the edge field ``edata[field]`` (``rel`` or ``pos``) of
+        each node's edge to its parent, ``root`` at the roots; read from the schedule or
+        DGL as :meth:`leaves`."""
+        if field not in _SCHEDULED_EDGE_FIELDS:
+            raise ValueError(f"parent_edge_data reads {sorted(_SCHEDULED_EDGE_FIELDS)}, "
+                             f"not {field!r}")
+        if not self._engine.scheduled:
+            return _dgl_parent_edge_data(self.graph, field, root)
+        lv = self.schedule.up
+        child = lv.order.index_select(0, lv.edge_src)  # node ids, schedule edge order
+        data = getattr(lv, _SCHEDULED_EDGE_FIELDS[field]).long()
+        out = torch.full((lv.num_nodes,), root, dtype=torch.int64, device=lv.device)
+        return out.index_put_((child,), data)
 
     def schedule_on(self, device: torch.device) -> LevelSchedule:
         """The schedule on ``device``, moved at most once per forward (a cell may run

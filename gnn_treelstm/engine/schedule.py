@@ -241,6 +241,7 @@ class LevelSchedule:
     word_rows_contiguous: bool = False
 
     @classmethod
+    @torch.compiler.disable  # host-side numpy work: eager under torch.compile, never traced
     def from_graph(cls, graph: dgl.DGLGraph, *, top_down: bool = True) -> LevelSchedule:
         """Compute the schedule of ``graph`` (edges child -> parent, one parent per node).
 

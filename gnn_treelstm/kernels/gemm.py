@@ -20,6 +20,13 @@ and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
 
 Tiny products (fewer than :data:`MIN_ROWS` rows) go to ``torch.mm``: there oneDNN's
 per-call cost is larger than the arithmetic.
+
+Under ``torch.compile`` every product is ``torch.mm`` / ``torch.addmm``, whatever the
+setting: Inductor lowers ``mkldnn._linear_pointwise`` only for a weight that is a
+constant of the graph (the op comes out of its own weight-freezing pass, which packs
+frozen parameters), so a product with a trained weight, a graph input, fails to compile
+(``LoweringException ... mkldnn._linear_pointwise.default``); given ``torch.mm``,
+Inductor chooses its own CPU product.
 """
 
 from __future__ import annotations
@@ -87,8 +94,9 @@ def _onednn_usable() -> bool:
 
 
 def backend(t: torch.Tensor | None = None) -> str:
-    """The backend :func:`mm_nt` uses for float32 CPU tensors (or for tensor ``t``)."""
-    if _requested() == "torch":
+    """The backend :func:`mm_nt` uses for float32 CPU tensors (or for tensor ``t``);
+    ``torch`` while ``torch.compile`` traces (see the module docstring)."""
+    if torch.compiler.is_compiling() or _requested() == "torch":
         return "torch"
     if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
         return "torch"

@@ -193,10 +193,12 @@ def _fake_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
 
 
 def register_fakes() -> None:
-    """Fake-tensor kernels (``torch.library.register_fake``) for every op, so that
-    ``torch.compile`` traces through the level kernels: the loops only write into the
-    buffers they are given (returning nothing), ``matmul`` returns a new ``(m, n)``
-    tensor. An op with another kind of result is logged and left without one."""
+    """Fake-tensor kernels (``torch.library.register_fake``) for every op, so that a
+    level kernel called under ``torch.compile`` traces (as opaque ops): the loops only
+    write into the buffers they are given (returning nothing), ``matmul`` returns a new
+    ``(m, n)`` tensor. An op with another kind of result is logged and left without one.
+    The engine itself runs its general driver under compilation
+    (:func:`gnn_treelstm.engine.propagator.compiling` says why)."""
     for name in op_names():
         op = getattr(torch.ops.gnn_treelstm, name).default
         returns = op._schema.returns
