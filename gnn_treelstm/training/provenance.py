@@ -104,9 +104,13 @@ def _module_fingerprint(name: str) -> str:
 
 
 def _referred(module: types.ModuleType) -> set[str]:
-    """The modules of the math packages that ``module``'s globals come from."""
+    """The modules of the math packages that ``module``'s globals come from. Dunder names
+    are not the module's own (``torch.compile`` installs its compiled frames there as
+    ``__compiled_fn_*`` / ``__resume_at_*``, whose ``__module__`` may be any cell's)."""
     out = set()
-    for value in vars(module).values():
+    for key, value in vars(module).items():
+        if key.startswith("__"):
+            continue
         name = value.__name__ if isinstance(value, types.ModuleType) else getattr(
             value, "__module__", None)
         if isinstance(name, str) and _in_math_package(name):
