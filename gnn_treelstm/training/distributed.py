@@ -124,14 +124,14 @@ def shutdown() -> None:
     if dist.is_initialized():
         dist.barrier()
         dist.destroy_process_group()
-    _recent.clear()
 
 
 # The tensors of the last collectives stay referenced from Python: gloo's worker threads
 # release a finished collective's work after it completes, and if theirs were the last
 # reference to a tensor made in Python, that release needs the GIL; were the group being
 # torn down then (its destructor holding the GIL, waiting for those threads), both would
-# wait forever (seen with torch 2.13 and 2 CPU processes: a hang as a run ended).
+# wait forever (seen with torch 2.13 and 2 CPU processes: a hang as a run ended). They are
+# kept past :func:`shutdown` too: a barrier's work releases the collectives before it.
 _recent: collections.deque[torch.Tensor] = collections.deque(maxlen=32)
 
 
