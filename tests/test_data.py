@@ -40,6 +40,8 @@ def test_sst2_map():
         [0, 0, IGNORE, 1, 1, IGNORE]
     with pytest.raises(ValueError, match="0-4"):
         sst2_labels(torch.tensor([5]))
+    assert sst2_labels(torch.tensor([0, 1, 2, 3, 4, IGNORE]), neutral_class=True).tolist() \
+        == [0, 0, 2, 1, 1, IGNORE]
 
 
 def test_load_split_and_meta(sst_dir):

@@ -6,7 +6,11 @@ Head (Tai et al. 2015, §4.1): a softmax classifier on the hidden state of node 
 
 trained with the negative log-likelihood of the gold labels of the labelled nodes
 (``--supervision phrase``, Tai §4.1; every labelled node of the tree) or of the root only
-(``--supervision root``, the root-level setting of Tran & Cheng Table 1). As in Tai's
+(``--supervision root``, the root-level setting of Tran & Cheng Table 1). With
+``--supervision phrase-sequences`` (SST, sequential models on ``chain`` trees: Teng & Zhang's
+BiLSTM baseline), every labelled phrase is its own chain labelled at its root
+(:mod:`gnn_treelstm.trees.phrases`); the loss is the NLL of the chains' roots, weighted by
+the number of copies a merged chain stands for. As in Tai's
 released code, the per-example loss is the *sum* over the example's labelled nodes, and the
 minibatch loss is its mean over examples (Teng §6: "for Tree LSTMs we sum up errors at
 every node"). Dropout (rate 0.5, Tai §5.3) is applied to the classifier's input.
@@ -29,6 +33,10 @@ SST, all-phrase accuracy over every labelled node (Teng Table 1 reports both).
 
 SST-2 (Tai §5.1): node labels 0,1 -> negative (0), 3,4 -> positive (1), 2 (neutral) ->
 ignored; sentences whose root is neutral are dropped (6920/872/1821 sentences).
+``--supervision phrase-neutral`` trains it as Tai et al.'s released code does
+(``remap_labels``, ``TreeLSTMSentiment:predict``): neutral phrases keep a label, a third
+class (2) of a 3-way softmax, and a sentence or phrase is predicted negative or positive by
+the larger of those two outputs; neutral is trained, never predicted in the metrics.
 """
 
 from __future__ import annotations
@@ -106,6 +114,14 @@ class ClassificationTask(Task):
 
     target_keys = ("label",)
     node_labels: bool = False  # the data carries gold labels on inner nodes (SST)
+    #: the supervisions that train every labelled node (the others: the roots)
+    phrase_supervisions: tuple[str, ...] = ("phrase",)
+
+    @property
+    def predicted_classes(self) -> int:
+        """Classes ``0 .. k-1`` the metrics predict among (the argmax of those logits);
+        classes from ``k`` on are trained, never predicted (SST-2's neutral phrases)."""
+        return self.num_classes
 
     def build_head(self, node_size: int, sent_size: int, *, hidden: int,
                    dropout: float) -> ClassifierHead:
@@ -113,7 +129,12 @@ class ClassificationTask(Task):
                               dropout=dropout, node_outputs=self.node_labels)
 
     def loss(self, out: dict[str, torch.Tensor], batch: Any) -> torch.Tensor:
-        if self.supervision == "phrase":
+        if "weight" in batch.targets:  # merged phrase sequences: each counts its copies
+            gold = batch.targets["label"].to(out["root_logits"].device)
+            w = batch.targets["weight"].to(out["root_logits"].device)
+            nll = F.cross_entropy(out["root_logits"], gold, reduction="none")
+            return (w * nll).sum() / w.sum()
+        if self.supervision in self.phrase_supervisions:
             logits = out["node_logits"]
             labels = batch.graph.ndata[LABEL].to(logits.device)
             mask = labels != IGNORE
@@ -124,16 +145,20 @@ class ClassificationTask(Task):
         return F.cross_entropy(out["root_logits"], gold)
 
     def gather(self, out: dict[str, torch.Tensor], batch: Any) -> dict[str, np.ndarray]:
-        probs = out["root_logits"].detach().softmax(-1)
+        k = self.predicted_classes
+        probs = out["root_logits"].detach()[:, :k].softmax(-1)
         res = {
             "pred": probs.argmax(-1).cpu().numpy(),
             "gold": batch.targets["label"].cpu().numpy(),
             "prob": probs.max(-1).values.cpu().numpy(),
         }
+        if "sentence" in batch.targets:  # phrase sequences: root accuracy on the
+            keep = batch.targets["sentence"].cpu().numpy()  # sentences' own chains
+            res = {name: v[keep] for name, v in res.items()}
         if self.node_labels and "node_logits" in out:
             labels = batch.graph.ndata[LABEL].to(out["node_logits"].device)
-            mask = labels != IGNORE
-            res["node_pred"] = out["node_logits"].detach()[mask].argmax(-1).cpu().numpy()
+            mask = (labels != IGNORE) & (labels < k)
+            res["node_pred"] = out["node_logits"].detach()[mask][:, :k].argmax(-1).cpu().numpy()
             res["node_gold"] = labels[mask].cpu().numpy()
         return res
 
@@ -148,7 +173,7 @@ class ClassificationTask(Task):
 
     def describe(self, out: dict[str, torch.Tensor], i: int,
                  label_names: Sequence[str] | None) -> str:
-        probs = out["root_logits"][i].detach().softmax(-1)
+        probs = out["root_logits"][i].detach()[: self.predicted_classes].softmax(-1)
         k = int(probs.argmax())
         name = label_names[k] if label_names is not None and k < len(label_names) else str(k)
         return f"{name} (p={float(probs[k]):.3f})"
@@ -162,25 +187,39 @@ class SST5(ClassificationTask):
     dataset = "sst"
     num_classes = 5
     node_labels = True
-    supervisions = ("phrase", "root")
+    supervisions = ("phrase", "root", "phrase-sequences")
     metric_names = ("accuracy", "phrase_accuracy")
     default_head_hidden_teng = 128  # Teng §7.1
 
 
 @tasks.register("sst-2")
 class SST2(SST5):
-    """Binary sentiment (Tai §5.1): neutral dropped, the two negative and the two positive
-    classes merged (:data:`gnn_treelstm.trees.data.SST2_MAP`)."""
+    """Binary sentiment (Tai §5.1): neutral sentences dropped, the two negative and the two
+    positive classes merged (:data:`gnn_treelstm.trees.data.SST2_MAP`).
+
+    ``phrase-neutral`` supervision: neutral phrases are a third class, trained and never
+    predicted (:data:`gnn_treelstm.trees.data.SST2_NEUTRAL_MAP`; Tai et al.'s code)."""
 
     name = "sst-2"
     num_classes = 2
+    supervisions = (*SST5.supervisions, "phrase-neutral")
+    phrase_supervisions = ("phrase", "phrase-neutral")
+
+    def __init__(self, supervision: str | None = None) -> None:
+        super().__init__(supervision)
+        self.neutral_class = self.supervision == "phrase-neutral"
+        self.num_classes = 3 if self.neutral_class else 2  # the head's outputs
+
+    @property
+    def predicted_classes(self) -> int:
+        return 2  # negative, positive
 
     def label_names(self, data_label_names: Sequence[str] | None) -> list[str]:
-        return ["negative", "positive"]
+        return ["negative", "positive"] + (["neutral"] if self.neutral_class else [])
 
     def prepare_split(self, split: Any) -> Any:
         """:func:`gnn_treelstm.trees.data.to_sst2`: labels mapped, neutral sentences dropped."""
-        return to_sst2(super().prepare_split(split))
+        return to_sst2(super().prepare_split(split), neutral_class=self.neutral_class)
 
 
 @tasks.register("trec")

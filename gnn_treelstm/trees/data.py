@@ -10,8 +10,10 @@ A built data directory holds ``meta.json``, ``vocab.json``, ``relations/<tree>.j
         ...
 
 SST's binary task: :func:`to_sst2` maps every node label with :data:`SST2_MAP`
-(0, 1 -> 0; 3, 4 -> 1; 2 -> IGNORE, as Tai et al. drop neutral) and drops sentences whose
-root is neutral.
+(0, 1 -> 0; 3, 4 -> 1; 2 -> IGNORE: neutral phrases unlabelled) and drops sentences whose
+root is neutral (Tai et al. §5.1). With ``neutral_class=True`` it maps them with
+:data:`SST2_NEUTRAL_MAP` instead (neutral phrases -> :data:`SST2_NEUTRAL`, a third class), as
+Tai et al.'s released code trains the binary task (``remap_labels``).
 """
 
 from __future__ import annotations
@@ -40,6 +42,8 @@ __all__ = [
     "Batch",
     "TreeDataset",
     "SST2_MAP",
+    "SST2_NEUTRAL",
+    "SST2_NEUTRAL_MAP",
     "load_meta",
     "load_split",
     "load_vocab",
@@ -52,10 +56,17 @@ __all__ = [
 
 #: SST-5 node label -> SST-2 label (IGNORE for neutral), indexable by a label tensor.
 SST2_MAP = torch.tensor([0, 0, IGNORE, 1, 1], dtype=torch.int64)
+#: the SST-2 label of a neutral phrase when neutral is trained as a class of its own
+SST2_NEUTRAL = 2
+#: SST-5 node label -> SST-2 label with neutral as its own class (Tai et al.'s code:
+#: negative, neutral, positive; here negative 0, positive 1, neutral 2)
+SST2_NEUTRAL_MAP = torch.tensor([0, 0, SST2_NEUTRAL, 1, 1], dtype=torch.int64)
 
 
-def sst2_labels(labels: torch.Tensor) -> torch.Tensor:
-    """Map SST-5 labels (0-4, or IGNORE) to SST-2 (0/1, IGNORE for neutral and IGNORE)."""
+def sst2_labels(labels: torch.Tensor, *, neutral_class: bool = False) -> torch.Tensor:
+    """Map SST-5 labels (0-4, or IGNORE) to SST-2: 0/1, and for neutral IGNORE
+    (:data:`SST2_MAP`) or, with ``neutral_class``, :data:`SST2_NEUTRAL`
+    (:data:`SST2_NEUTRAL_MAP`); IGNORE stays IGNORE."""
     out = torch.full_like(labels, IGNORE)
     keep = labels != IGNORE
     if keep.any():
@@ -63,7 +74,8 @@ def sst2_labels(labels: torch.Tensor) -> torch.Tensor:
         if int(bad.min()) < 0 or int(bad.max()) > 4:
             raise ValueError(f"sst2_labels: labels must be 0-4 or IGNORE, got range "
                              f"[{int(bad.min())}, {int(bad.max())}]")
-        out[keep] = SST2_MAP.to(labels.device)[labels[keep]]
+        table = SST2_NEUTRAL_MAP if neutral_class else SST2_MAP
+        out[keep] = table.to(labels.device)[labels[keep]]
     return out
 
 
@@ -187,16 +199,17 @@ def load_split(data_dir: str | os.PathLike, split: str, tree: str) -> Split:
     return Split(graphs, graphs_b, dict(labels), split, tree, meta)
 
 
-def to_sst2(split: Split) -> Split:
-    """SST-2 view of an SST split: node labels mapped by :data:`SST2_MAP`, targets mapped,
-    sentences with a neutral root dropped (6920/872/1821 on the full SST)."""
+def to_sst2(split: Split, *, neutral_class: bool = False) -> Split:
+    """SST-2 view of an SST split: node labels mapped by :func:`sst2_labels` (neutral
+    phrases IGNORE, or with ``neutral_class`` the class :data:`SST2_NEUTRAL`), targets
+    mapped, sentences with a neutral root dropped (6920/872/1821 on the full SST)."""
     label = split.targets["label"]
     keep = torch.nonzero(label != 2, as_tuple=True)[0]
     sub = split.subset(keep)
     graphs = []
     for g in sub.graphs:
         g = g.clone()
-        g.ndata[LABEL] = sst2_labels(g.ndata[LABEL])
+        g.ndata[LABEL] = sst2_labels(g.ndata[LABEL], neutral_class=neutral_class)
         graphs.append(g)
     targets = dict(sub.targets)
     targets["label"] = sst2_labels(targets["label"])

@@ -65,6 +65,9 @@ def test_some_paper_numbers_and_settings():
     assert R.get("teng-t1/contree-sst5").overrides["cell_kwargs"] == {"lexicalized": False}
     assert R.get("tran-t4/mtreelstm-d").overrides["hidden"] == 100
     assert R.get("tai-t2/const-treelstm-random-sst5").vectors == "none"
+    neutral = R.get("tai-t2/const-treelstm-fixed-neutral-sst2")  # Tai's code's labels
+    assert neutral.overrides["supervision"] == "phrase-neutral"
+    assert neutral.paper == R.get("tai-t2/const-treelstm-fixed-sst2").paper
 
 
 def test_output_gate_rows_and_engines():

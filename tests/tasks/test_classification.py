@@ -123,3 +123,40 @@ def test_sst2_relabels_and_drops_neutral_roots():
         assert g.ndata[LABEL].tolist() == want.tolist()
     assert graphs[0].ndata[LABEL].max() <= 4      # the caller's graphs are untouched
     assert build_task("sst-2").label_names(None) == ["negative", "positive"]
+
+
+def test_sst2_phrase_neutral_trains_neutral_phrases_and_never_predicts_them():
+    # Tai et al.'s code: neutral phrases are a third class of the softmax; a prediction is
+    # the larger of the negative and positive outputs
+    g = make_tree([3, 3, 4, 4, -1], [1, 2, 1, 2, -1], labels=[2, 0, 1, 4, 3])
+    split = Split([g, make_tree([2, 2, -1], [1, 2, -1], labels=[2, 2, 2])], None,
+                  {"label": torch.tensor([3, 2])})
+    task = build_task("sst-2", supervision="phrase-neutral")
+    assert task.num_classes == 3 and task.predicted_classes == 2
+    assert task.label_names(None) == ["negative", "positive", "neutral"]
+    out_split = task.prepare_split(split)
+    assert out_split.targets["label"].tolist() == [1]            # the neutral root dropped
+    labels = out_split.graphs[0].ndata[LABEL]
+    assert labels.tolist() == [2, 0, 0, 1, 1]                    # neutral phrase -> class 2
+    assert build_task("sst-2").prepare_split(split).graphs[0].ndata[LABEL].tolist() == \
+        [IGNORE, 0, 0, 1, 1]                                     # phrase: neutral unlabelled
+    batch = SimpleNamespace(graph=out_split.graphs[0], graph_b=None,
+                            targets={"label": out_split.targets["label"]})
+    logits = torch.tensor([[0.0, 0.0, 5.0]] * 5)                 # neutral largest everywhere
+    logits[0, 0] = 1.0                                           # node 0: negative over positive
+    logits[4, 1] = 1.0                                           # the root: positive
+    out = {"root_logits": logits[4:5], "node_logits": logits}
+    # the loss counts the neutral node: the NLL of all five nodes, one tree
+    torch.testing.assert_close(task.loss(out, batch),
+                               F.cross_entropy(logits, labels, reduction="sum"))
+    got = task.gather(out, batch)
+    assert got["pred"].tolist() == [1]                           # never 2
+    assert got["node_gold"].tolist() == [0, 0, 1, 1]             # neutral not scored
+    assert set(got["node_pred"].tolist()) <= {0, 1}
+    assert task.metrics(got)["accuracy"] == 1.0
+    assert task.describe(out, 0, task.label_names(None)).startswith("positive")
+    m = TreeLSTMModel(ModelConfig(task="sst-2", cell="nary", vocab_size=50, emb_dim=6,
+                                  hidden=4, supervision="phrase-neutral"))
+    assert m.head.node_in.out_features == 3
+    assert TreeLSTMModel(ModelConfig(task="sst-2", cell="nary", vocab_size=50, emb_dim=6,
+                                     hidden=4)).head.node_in.out_features == 2
