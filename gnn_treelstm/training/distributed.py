@@ -48,6 +48,7 @@ import contextlib
 import io
 import logging
 import os
+import time
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -123,6 +124,7 @@ def shutdown() -> None:
     releases a finished collective's tensors would wait on it forever, see :func:`_hold`)."""
     if dist.is_initialized():
         dist.barrier()
+        time.sleep(0.2)  # the GIL free a moment: gloo's threads finish releasing the works
         dist.destroy_process_group()
 
 

@@ -309,6 +309,7 @@ class Trainer:
                 return self._train_seeds(resume)
         finally:
             if created:  # the group this run joined; a caller's own stays
+                self.net = None  # DDP's reducer goes first, while the group is still there
                 DIST.shutdown()
 
     def _train_seeds(self, resume: bool) -> dict:
