@@ -9,7 +9,6 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import psutil
@@ -17,6 +16,7 @@ import pytest
 import torch
 
 from gnn_treelstm.commands import train
+from tests.killed_runs import SLOW_TRAIN, wait_for_state
 from tests.tiny_data import build_tiny
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -72,19 +72,6 @@ def test_distributed_without_torchrun_is_a_clear_error(tmp_path, capsys, monkeyp
     assert rc == 2 and "start the processes with torchrun" in err
 
 
-# each optimizer step sleeps, so that the kill lands inside an epoch
-SLOW = """
-import sys, time, torch
-step = torch.optim.Adagrad.step
-def slow(self, *a, **k):
-    time.sleep(float(sys.argv[1]))
-    return step(self, *a, **k)
-torch.optim.Adagrad.step = slow
-from gnn_treelstm.commands.train import main
-sys.exit(main(sys.argv[2:]))
-"""
-
-
 def _torchrun(target: list[str], **popen) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     return subprocess.Popen(
@@ -104,16 +91,10 @@ def test_sigkill_of_a_two_process_run_in_epoch_2_then_resume_gives_the_same_run(
     assert ref.wait(300) == 0, ref.stderr.read()[-3000:]
 
     slow = tmp_path / "slow_train.py"
-    slow.write_text(SLOW)
+    slow.write_text(SLOW_TRAIN)
     run = tmp_path / "killed"
     proc = _torchrun([str(slow), "0.3", *common, "--name", "killed"])
-    deadline = time.time() + 300
-    state = None
-    while time.time() < deadline:  # inside epoch 2, some of its batches done
-        state = _state(run / "state.pt")
-        if state is not None and state["epoch"] == 2 and state["step"] >= 1:
-            break
-        time.sleep(0.05)
+    state = wait_for_state(run / "state.pt", 2, timeout=300)  # inside epoch 2
     assert state is not None and state["epoch"] == 2, "the run never reached epoch 2"
     assert state["world"] == 2 and len(state["ranks"]) == 2
     everyone = [proc.pid, *(c.pid for c in psutil.Process(proc.pid).children(recursive=True))]
@@ -141,13 +122,6 @@ def test_sigkill_of_a_two_process_run_in_epoch_2_then_resume_gives_the_same_run(
     for k, v in one["state_dict"].items():
         assert torch.equal(two["state_dict"][k], v), k
     assert not (run / "state.pt").exists()
-
-
-def _state(path: Path) -> dict | None:
-    try:
-        return torch.load(path, weights_only=True)
-    except Exception:  # not there yet
-        return None
 
 
 def test_resume_with_another_number_of_processes_is_refused(tiny_sst, tmp_path):

@@ -6,43 +6,25 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from gnn_treelstm.commands import train
+from tests.killed_runs import SLOW_TRAIN, wait_for_state
 
 ROOT = Path(__file__).resolve().parents[1]
 ARGS = ["--epochs", "3", "--seeds", "2", "--batch-size", "4", "--checkpoint-every", "1",
         "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "--dropout", "0.5",
         "-q"]
-# each optimizer step sleeps, so the kill lands inside an epoch
-SLOW = """
-import sys, time, torch
-step = torch.optim.Adagrad.step
-def slow(self, *a, **k):
-    time.sleep(float(sys.argv[1]))
-    return step(self, *a, **k)
-torch.optim.Adagrad.step = slow
-from gnn_treelstm.commands.train import main
-sys.exit(main(sys.argv[2:]))
-"""
 
 
 def _train(delay: float, args: list[str]) -> subprocess.Popen:
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
-    return subprocess.Popen([sys.executable, "-c", SLOW, str(delay), *args, "--threads", "1"],
+    return subprocess.Popen([sys.executable, "-c", SLOW_TRAIN, str(delay), *args, "--threads", "1"],
                             cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, text=True)
-
-
-def _state(path: Path) -> dict | None:
-    try:
-        return torch.load(path, weights_only=True)
-    except Exception:  # not there yet
-        return None
 
 
 def test_sigkill_mid_epoch_then_resume_gives_the_same_run(tiny_sst, tmp_path):
@@ -52,13 +34,8 @@ def test_sigkill_mid_epoch_then_resume_gives_the_same_run(tiny_sst, tmp_path):
 
     run = tmp_path / "killed"
     proc = _train(0.15, [*common, "--name", "killed"])
-    deadline = time.time() + 120
-    state = None
-    while time.time() < deadline:  # seed 1 done, seed 2 inside its second epoch
-        state = _state(run / "seed-2" / "state.pt")
-        if state is not None and state["epoch"] == 2 and state["step"] >= 1:
-            break
-        time.sleep(0.05)
+    # seed 1 done, seed 2 inside its second epoch
+    state = wait_for_state(run / "seed-2" / "state.pt", 2, timeout=120)
     assert state is not None, "the run never reached seed 2, epoch 2"
     proc.send_signal(signal.SIGKILL)
     proc.wait(30)

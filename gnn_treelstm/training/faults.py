@@ -71,9 +71,9 @@ def free_space(path: Path) -> str:
         free = float(shutil.disk_usage(probe).free)
     except OSError:
         return "unknown"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if free < 1024 or unit == "GiB":
-            return f"{free:.0f} {unit}" if unit == "B" else f"{free:.1f} {unit}"
+    for unit in ("B", "KiB", "MiB"):
+        if free < 1024:
+            return f"{free:.0f} B" if unit == "B" else f"{free:.1f} {unit}"
         free /= 1024
     return f"{free:.1f} GiB"
 
