@@ -399,6 +399,29 @@ def test_pair_model_page_and_refusal(sick):
     assert res["html"].count('class="relation"') == len(a["edges"]) + len(b["edges"])
 
 
+@pytest.mark.parametrize("pair", [False, True])
+def test_a_request_parses_each_sentence_once(sst_explorer, sick, monkeypatch, pair):
+    """The drawn trees are the ones predicted from: spaCy runs once per sentence."""
+    import data_prep.dependency as dependency
+
+    parsed: list[str] = []
+    real = dependency.parse_texts
+
+    def counting(nlp, texts):
+        parsed.extend(texts)
+        return real(nlp, texts)
+
+    monkeypatch.setattr(dependency, "parse_texts", counting)
+    if pair:
+        sentences = ("A man is playing a guitar .", "Nobody plays .")
+        res = sick.server.RequestHandlerClass.explorer.predict(*sentences)
+    else:
+        sentences = (SENTENCE,)
+        res = sst_explorer.predict(SENTENCE)
+    assert parsed == list(sentences)
+    assert [t["tokens"] for t in res["trees"]] == [s.split() for s in sentences]
+
+
 def test_cli_prints_the_real_port_and_exits_2_on_a_bad_checkpoint(sst_run, monkeypatch,
                                                                    capsys, tmp_path):
     assert S.main([str(tmp_path / "missing")]) == 2

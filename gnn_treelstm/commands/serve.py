@@ -49,6 +49,7 @@ import sys
 import threading
 import time
 from collections.abc import Sequence
+from contextlib import closing
 from html import escape
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -126,13 +127,10 @@ class Explorer:
                              "leave sentence_b empty")
         return a, b
 
-    def _tree(self, text: str, side: str, rec: dict) -> dict:
-        """One side's tree: its structure from the graph :mod:`predict` builds, its
-        per-node predictions from the record."""
-        from data_prep.dependency import parse_texts
-
-        parse = parse_texts(self.nlp, [text])[0]
-        graph = P.text_graphs([parse], self.ck)[0]
+    def _tree(self, text: str, side: str, rec: dict, parse: Any, graph: Any) -> dict:
+        """One side's tree: its structure from the parse and graph the prediction was made
+        from (:func:`gnn_treelstm.models.predictor.predict_with_trees`), its per-node
+        predictions from the record."""
         tokens = parse.tokens
         src, dst = (t.tolist() for t in graph.edges())
         rel_ids = graph.edata["rel"].tolist() if "rel" in graph.edata else [None] * len(src)
@@ -172,9 +170,11 @@ class Explorer:
         a, b = self.check(a, b)
         with self._lock:
             try:
-                rec = next(self.predictor.iter_predict([P.Input(1, a, b)],
-                                                       nodes=self.per_node))
-                trees = [self._tree(a, "a", rec)] + ([self._tree(b, "b", rec)] if b else [])
+                with closing(P.predict_with_trees(self.ck, [P.Input(1, a, b)], self.nlp,
+                                                  nodes=self.per_node)) as records:
+                    rec, sides = next(records)
+                trees = [self._tree(text, side, rec, parse, graph) for text, side, (parse, graph)
+                         in zip((a, b), "ab", sides)]
             except ValueError as exc:
                 raise BadRequest(str(exc)) from exc
         out = {k: rec[k] for k in ("text", "text_b", "label", "score", "probabilities",

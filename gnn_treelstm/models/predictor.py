@@ -52,7 +52,8 @@ from gnn_treelstm.models.checkpoint import (
 )
 from gnn_treelstm.trees import graph as G
 
-__all__ = ["Input", "Predictor", "read_lines", "text_graphs", "predict_records", "format_text",
+__all__ = ["Input", "Predictor", "read_lines", "text_graphs", "predict_records",
+           "predict_with_trees", "format_text",
            "tree_source", "trees_from", "RelationMap", "relation_map", "STANFORD_SICK"]
 
 log = logging.getLogger(__name__)
@@ -269,6 +270,20 @@ def predict_records(
     """One record per input (the JSON schema of the module docstring), batch by batch.
 
     Labels that fell back to ``dep`` (:class:`RelationMap`) are reported once, at the end."""
+    for rec, _ in predict_with_trees(ck, inputs, nlp, nodes=nodes, batch_size=batch_size,
+                                     progress=progress):
+        yield rec
+
+
+@torch.no_grad()
+def predict_with_trees(
+    ck: Checkpoint, inputs: Sequence[Input], nlp, *, nodes: bool = False,
+    batch_size: int = 64, progress: Callable[[Iterable, int], Iterable] | None = None,
+) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
+    """:func:`predict_records`, each record with what it was predicted from: the
+    ``(parse, graph)`` of each side (sentence A, then B for pairs), the spaCy parse
+    (:class:`data_prep.dependency.DepParse`) and the :func:`text_graphs` graph, so that a
+    caller drawing the trees parses nothing twice."""
     task = ck.model.task
     ck.model.eval()
     if nodes and (task.pair or not getattr(task, "node_labels", False)):
@@ -286,7 +301,7 @@ def predict_records(
 
 
 def _records(ck: Checkpoint, inputs: Sequence[Input], nlp, nodes: bool, batch_size: int,
-             starts: Iterable[int]) -> Iterator[dict]:
+             starts: Iterable[int]) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
     import dgl
 
     from data_prep.dependency import parse_texts
@@ -336,7 +351,7 @@ def _records(ck: Checkpoint, inputs: Sequence[Input], nlp, nodes: bool, batch_si
             if nodes:
                 lo, hi = offsets[j], offsets[j + 1]
                 rec["nodes"] = _nodes(ga[j], pa[j].tokens, out["node_logits"][lo:hi], names)
-            yield rec
+            yield rec, sides
 
 
 def format_text(rec: dict) -> str:
