@@ -60,6 +60,14 @@ def test_load_split_and_meta(sst_dir):
         load_meta(sst_dir / "missing")
 
 
+def test_head_takes_the_first_examples(sst_dir):
+    s = load_split(sst_dir, "dev", "constituency")
+    first = s.head(3)
+    assert len(first) == 3 and first.graphs == s.graphs[:3]
+    assert torch.equal(first.targets["label"], s.targets["label"][:3])
+    assert s.head(None) is s and s.head(len(s)) is s and s.head(10_000) is s
+
+
 def test_to_sst2(sst_dir):
     s = load_split(sst_dir, "dev", "constituency")
     b = to_sst2(s)

@@ -212,8 +212,7 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
     for name in available:
         sp = task.prepare_split(D.load_split(data_dir, name, cfg.tree))
         limit = cfg.max_train if name == "train" else cfg.max_eval
-        if limit is not None and len(sp) > limit:
-            sp = sp.subset(list(range(limit)))
+        sp = sp.head(limit)
         if phrases:  # every labelled phrase its own chain (training: copies merged)
             sp = as_phrase_sequences(task, data_dir, sp, limit, merge=name == "train")
         splits[name] = sp
@@ -237,8 +236,7 @@ def as_phrase_sequences(task: Task, data_dir: Path, chains: D.Split, limit: int 
     phrases read from the same split's constituency trees, prepared alike."""
     t0 = time.perf_counter()
     cons = task.prepare_split(D.load_split(data_dir, chains.name, "constituency"))
-    if limit is not None and len(cons) > limit:
-        cons = cons.subset(list(range(limit)))
+    cons = cons.head(limit)
     out = phrase_sequences(chains, cons, merge=merge)
     log.info("%s: %d sentences -> %d phrase sequences%s (%.1f s)", chains.name, len(chains),
              len(out), " (repeated phrases merged)" if merge else "",

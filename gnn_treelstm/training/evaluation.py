@@ -100,8 +100,7 @@ def load_eval_split(ck: Checkpoint, data_dir: Path, split: str, *,
                              remap=remap_vocab)
     sp = ck.model.task.prepare_split(raw)
     limit = ck.run_config.get("max_eval")
-    if limit is not None and len(sp) > limit:
-        sp = sp.subset(list(range(limit)))
+    sp = sp.head(limit)
     if ck.model.task.supervision == "phrase-sequences":  # scored as it was trained
         sp = as_phrase_sequences(ck.model.task, data_dir, sp, limit, merge=False)
     return sp

@@ -105,6 +105,13 @@ class Split:
     def pair(self) -> bool:
         return self.graphs_b is not None
 
+    def head(self, limit: int | None) -> Split:
+        """The first ``limit`` examples (all of them if ``limit`` is None or not smaller
+        than the split: ``--max-train`` / ``--max-eval``)."""
+        if limit is None or len(self) <= limit:
+            return self
+        return self.subset(range(limit))
+
     def subset(self, index: Sequence[int] | torch.Tensor) -> Split:
         """The examples at ``index`` (in that order)."""
         idx = torch.as_tensor(index, dtype=torch.int64)
