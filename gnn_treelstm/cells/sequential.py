@@ -23,8 +23,12 @@ Variants (Tai §2.2 and Table 1), registered as ``lstm``, ``bilstm``, ``lstm2``,
   sequence and the other on the reverse", the per-word output being ``[h→_t ; h←_t]``. As in
   Tai et al. (footnote 2: "the parameters of the forward and backward transition functions
   are shared", which "achieved superior performance to Bidirectional LSTMs with untied
-  weights") the two directions use **the same weights**, so a bidirectional LSTM has exactly
-  the parameters of the unidirectional one (Table 1 lists identical counts).
+  weights") the two directions use **the same weights** by default, so a bidirectional LSTM
+  has exactly the parameters of the unidirectional one (Table 1 lists identical counts).
+  ``tie_directions=False`` gives the backward direction weights of its own (every layer),
+  as Teng & Zhang's BiLSTM baseline (§4.3, eq 13: "The two LSTMs can share the same model
+  parameters or use different parameters. We choose the latter in our baseline
+  experiments").
 * **2-layer bidirectional**: as in the authors' code (``treelstm.LSTM`` with
   ``num_layers=2``, one copy per direction, weights shared), each direction is its own
   2-layer LSTM: layer 2 of the forward direction reads layer 1 of the forward direction
@@ -50,7 +54,8 @@ and, for bidirectional models, the backward state at the first word (both direct
 final states).
 
 Parameters per layer ``ℓ``: ``layers[ℓ].W_x`` (Linear ``in -> 4h`` holding the biases, gate
-rows ``i, o, u, f``) and ``layers[ℓ].U`` (Linear ``h -> 4h``, no bias). Count per layer
+rows ``i, o, u, f``) and ``layers[ℓ].U`` (Linear ``h -> 4h``, no bias); untied directions add
+``backward_layers[ℓ]`` of the same shapes. Count per layer
 ``4h(in + h + 1)``; Tai counts ``4h(in + h + 2)`` (the Torch code gives both ``W`` and ``U``
 a bias). Without output gate: ``W_x`` ``in -> 3h`` and ``U`` ``h -> 3h``, rows ``i, u, f``;
 count per layer ``3h(in + h + 1)`` (Tai: ``3h(in + h + 2)``).
@@ -178,13 +183,18 @@ class SequentialLSTM(TreeCell):
         x_size: word vector size.
         h_size: memory size ``d`` of every layer.
         num_layers: stacked layers (Tai: 1 or 2).
-        bidirectional: also run the chain backwards with the same weights.
+        bidirectional: also run the chain backwards (with the same weights unless
+            ``tie_directions=False``).
         concat_layers: output every layer's ``h`` (``[h^1 ; ... ; h^L]``, Tai et al.'s
             classifiers; the default) or, ``False``, the top layer's only. No effect with
             one layer.
         output_gate: keep the output gate. ``False``: no output-gate parameters,
             ``h_t = tanh(c_t)``, as Tai et al.'s relatedness (SICK) models
             (stanfordnlp/treelstm ``gate_output = false``; Tai Table 1 relatedness counts).
+        tie_directions: the backward direction uses the forward direction's weights (Tai
+            et al., footnote 2; the default). ``False``: a second set of layers for the
+            backward direction (Teng & Zhang's BiLSTM baseline, §4.3); bidirectional
+            cells only.
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
             (:mod:`gnn_treelstm.engine.level`).
     """
@@ -195,21 +205,39 @@ class SequentialLSTM(TreeCell):
 
     def __init__(
         self, x_size: int, h_size: int, *, num_layers: int = 1, bidirectional: bool = False,
-        concat_layers: bool = True, output_gate: bool = True, engine: str = "dgl",
+        concat_layers: bool = True, output_gate: bool = True, tie_directions: bool = True,
+        engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
         if int(num_layers) < 1:
             raise ValueError(f"num_layers must be >= 1, got {num_layers}")
+        if not tie_directions and not bidirectional:
+            raise ValueError("tie_directions=False: a unidirectional LSTM has no backward "
+                             "direction to untie; use a bidirectional cell (bilstm, bilstm2)")
         self.num_layers = int(num_layers)
         self.bidirectional = bool(bidirectional)
         self.concat_layers = bool(concat_layers)
         self.output_gate = bool(output_gate)
-        self.layers = nn.ModuleList(
+        self.tie_directions = bool(tie_directions)
+        self.layers = self._stack()
+        self.backward_layers = None if self.tie_directions else self._stack()
+        self.reset_parameters()
+
+    def _stack(self) -> nn.ModuleList:
+        return nn.ModuleList(
             LSTMLayer(self.x_size if layer == 0 else self.h_size, self.h_size,
                       output_gate=self.output_gate)
             for layer in range(self.num_layers)
         )
-        self.reset_parameters()
+
+    def direction_layers(self, direction: str) -> nn.ModuleList:
+        """The layers that run ``direction``: ``"up"`` (forward, first word to last) or
+        ``"down"`` (backward; the forward layers when the directions are tied)."""
+        if direction not in ("up", "down"):
+            raise ValueError(f"direction must be 'up' or 'down', got {direction!r}")
+        if direction == "down" and self.backward_layers is not None:
+            return self.backward_layers
+        return self.layers
 
     @property
     def out_size(self) -> int:
@@ -222,9 +250,10 @@ class SequentialLSTM(TreeCell):
         for p in self.parameters():
             nn.init.uniform_(p, -bound, bound)
 
-    def paper_weights(self) -> list[dict[str, torch.Tensor]]:
-        """Per layer, eq 1's matrices by name (see :meth:`LSTMLayer.paper_weights`)."""
-        return [layer.paper_weights() for layer in self.layers]
+    def paper_weights(self, direction: str = "up") -> list[dict[str, torch.Tensor]]:
+        """Per layer, eq 1's matrices by name (see :meth:`LSTMLayer.paper_weights`) of the
+        forward (``"up"``) or backward (``"down"``) direction."""
+        return [layer.paper_weights() for layer in self.direction_layers(direction)]
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
@@ -241,12 +270,13 @@ class SequentialLSTM(TreeCell):
         super().check_input(graph, x, edge_fields=(), **tree_kw)
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every layer of each direction (backward: the reversed chain, same weights)."""
+        """Every layer of each direction (backward: the reversed chain, with
+        :meth:`direction_layers`)."""
         hs, cs = [], []
         for direction in ("up", "down") if self.bidirectional else ("up",):
             dir_h, dir_c = [], []
             inp = x
-            for layer in self.layers:
+            for layer in self.direction_layers(direction):
                 out = prop(layer.recurrence(direction), wx=layer.input_terms(inp))
                 dir_h.append(out.h)
                 dir_c.append(out.c)
@@ -264,14 +294,16 @@ class SequentialLSTM(TreeCell):
         if not fused.available(x):
             return None
         sched = prop.schedule_on(x.device)
-        dirs = [sched.up] + ([sched.require_down()] if self.bidirectional else [])
+        dirs = [("up", sched.up)]
+        if self.bidirectional:
+            dirs.append(("down", sched.require_down()))
         hs, cs = [], []
-        for lv in dirs:
+        for direction, lv in dirs:
             slots = fused.single_source_slots(lv)
             inp = to_schedule_order(x, lv)
             dir_h, dir_c = [], []
             n0 = lv.node_offsets[1] if lv.num_levels > 1 else lv.num_nodes  # first words
-            for layer in self.layers:
+            for layer in self.direction_layers(direction):
                 # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
                 h, c = fused.nary_levels(inp, layer.W_x.weight, layer.W_x.bias,
                                          layer.U.weight, slots, lv, None, n0, None)
@@ -301,7 +333,8 @@ class SequentialLSTM(TreeCell):
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, num_layers={self.num_layers}, "
                 f"bidirectional={self.bidirectional}, concat_layers={self.concat_layers}, "
-                f"output_gate={self.output_gate}")
+                f"output_gate={self.output_gate}"
+                + ("" if self.tie_directions else ", tie_directions=False"))
 
 
 def _factory(kind: str):
@@ -332,7 +365,7 @@ BUDGET_KINDS = (*KINDS, "childsum", "nary")
 
 def num_params(
     kind: str, x_size: int, h_size: int, *, counting: str = "module", n_ary: int = 2,
-    tie_forget: bool = False, output_gate: bool = True,
+    tie_forget: bool = False, output_gate: bool = True, tie_directions: bool = True,
 ) -> int:
     """Parameter count of a cell ("composition function" parameters: no embeddings, no
     classifier), in one of two countings.
@@ -351,26 +384,32 @@ def num_params(
     constituency cell has a composer of ``(G - 1 + N)`` gates, each ``N`` biased ``h x h``
     layers, and a separate leaf module ``c = W_c x + b`` (and ``o = σ(W_o x + b)`` if gated),
     i.e. no input or forget gate at the leaves.
+
+    ``tie_directions=False`` (bidirectional kinds): the backward direction's own layers
+    double the count.
     """
     if kind not in BUDGET_KINDS:
         raise ValueError(f"unknown kind {kind!r}; choose one of {BUDGET_KINDS}")
     if counting not in ("module", "tai"):
         raise ValueError(f"counting must be 'module' or 'tai', got {counting!r}")
     x, h, n = int(x_size), int(h_size), int(n_ary)
-    layers = KINDS[kind][0] if kind in KINDS else 1
+    layers, bidirectional = KINDS.get(kind, (1, False))
+    if not tie_directions and not bidirectional:
+        raise ValueError(f"tie_directions=False: {kind!r} is not bidirectional")
+    directions = 1 if tie_directions else 2
     gates = 4 if output_gate else 3
     if counting == "module":
         if kind == "nary":
             forget = (n + 1) * h * h if tie_forget else n * n * h * h
             return gates * h * (x + 1) + (gates - 1) * n * h * h + forget
-        return gates * h * (x + h + 1) + (layers - 1) * gates * h * (2 * h + 1)
+        return directions * (gates * h * (x + h + 1) + (layers - 1) * gates * h * (2 * h + 1))
     if tie_forget:
         raise ValueError("the authors' code has no tied forget gates; use counting='module'")
     if kind == "nary":
         composer = (gates - 1 + n) * n * h * (h + 1)
         leaf = (2 if output_gate else 1) * h * (x + 1)
         return composer + leaf
-    return gates * h * (x + h + 2) + (layers - 1) * gates * h * (2 * h + 2)
+    return directions * (gates * h * (x + h + 2) + (layers - 1) * gates * h * (2 * h + 2))
 
 
 def hidden_size_for_budget(
@@ -383,7 +422,8 @@ def hidden_size_for_budget(
     Tree-LSTM's budget it gives 168 (LSTM, bidirectional), 120 (2-layer, 2-layer
     bidirectional) and 150 (constituency) on sentiment, and with ``output_gate=False``
     150 / 108 / 142 on relatedness (nearest-count would pick 119 for SST's 2-layer model).
-    ``kw`` goes to :func:`num_params` (``n_ary``, ``tie_forget``, ``output_gate``).
+    ``kw`` goes to :func:`num_params` (``n_ary``, ``tie_forget``, ``output_gate``,
+    ``tie_directions``).
     """
     if int(budget) <= 0:
         raise ValueError(f"budget must be positive, got {budget}")

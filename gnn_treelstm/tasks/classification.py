@@ -9,8 +9,8 @@ trained with the negative log-likelihood of the gold labels of the labelled node
 (``--supervision root``, the root-level setting of Tran & Cheng Table 1). With
 ``--supervision phrase-sequences`` (SST, sequential models on ``chain`` trees: Teng & Zhang's
 BiLSTM baseline), every labelled phrase is its own chain labelled at its root
-(:mod:`gnn_treelstm.trees.phrases`); the loss is the NLL of the chains' roots, weighted by
-the number of copies a merged chain stands for. As in Tai's
+(:mod:`gnn_treelstm.trees.phrases`); the loss is the mean NLL of the chains' roots. As in
+Tai's
 released code, the per-example loss is the *sum* over the example's labelled nodes, and the
 minibatch loss is its mean over examples (Teng §6: "for Tree LSTMs we sum up errors at
 every node"). Dropout (rate 0.5, Tai §5.3) is applied to the classifier's input.
@@ -129,11 +129,6 @@ class ClassificationTask(Task):
                               dropout=dropout, node_outputs=self.node_labels)
 
     def loss(self, out: dict[str, torch.Tensor], batch: Any) -> torch.Tensor:
-        if "weight" in batch.targets:  # merged phrase sequences: each counts its copies
-            gold = batch.targets["label"].to(out["root_logits"].device)
-            w = batch.targets["weight"].to(out["root_logits"].device)
-            nll = F.cross_entropy(out["root_logits"], gold, reduction="none")
-            return (w * nll).sum() / w.sum()
         if self.supervision in self.phrase_supervisions:
             logits = out["node_logits"]
             labels = batch.graph.ndata[LABEL].to(logits.device)

@@ -213,8 +213,8 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
         sp = task.prepare_split(D.load_split(data_dir, name, cfg.tree))
         limit = cfg.max_train if name == "train" else cfg.max_eval
         sp = sp.head(limit)
-        if phrases:  # every labelled phrase its own chain (training: copies merged)
-            sp = as_phrase_sequences(task, data_dir, sp, limit, merge=name == "train")
+        if phrases:  # every labelled phrase its own chain
+            sp = as_phrase_sequences(task, data_dir, sp, limit)
         splits[name] = sp
     from_data = getattr(task, "head_kwargs_from_data", None)
     if from_data is not None:
@@ -229,18 +229,17 @@ def prepare_data(cfg: RunConfig, task: Task) -> RunData:
                    label_names=task.label_names(meta.get("label_names")))
 
 
-def as_phrase_sequences(task: Task, data_dir: Path, chains: D.Split, limit: int | None, *,
-                        merge: bool) -> D.Split:
+def as_phrase_sequences(task: Task, data_dir: Path, chains: D.Split,
+                        limit: int | None) -> D.Split:
     """``chains`` (a prepared split of ``chain`` trees, its first ``limit`` examples) as one
     chain per labelled phrase (:func:`gnn_treelstm.trees.phrases.phrase_sequences`), the
     phrases read from the same split's constituency trees, prepared alike."""
     t0 = time.perf_counter()
     cons = task.prepare_split(D.load_split(data_dir, chains.name, "constituency"))
     cons = cons.head(limit)
-    out = phrase_sequences(chains, cons, merge=merge)
-    log.info("%s: %d sentences -> %d phrase sequences%s (%.1f s)", chains.name, len(chains),
-             len(out), " (repeated phrases merged)" if merge else "",
-             time.perf_counter() - t0)
+    out = phrase_sequences(chains, cons)
+    log.info("%s: %d sentences -> %d phrase sequences (%.1f s)", chains.name, len(chains),
+             len(out), time.perf_counter() - t0)
     return out
 
 

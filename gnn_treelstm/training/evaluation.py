@@ -102,7 +102,7 @@ def load_eval_split(ck: Checkpoint, data_dir: Path, split: str, *,
     limit = ck.run_config.get("max_eval")
     sp = sp.head(limit)
     if ck.model.task.supervision == "phrase-sequences":  # scored as it was trained
-        sp = as_phrase_sequences(ck.model.task, data_dir, sp, limit, merge=False)
+        sp = as_phrase_sequences(ck.model.task, data_dir, sp, limit)
     return sp
 
 

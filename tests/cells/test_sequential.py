@@ -266,3 +266,53 @@ def test_module_counting_matches_modules_and_budget_rule():
         num_params("gru", 300, 10)
     with pytest.raises(ValueError, match="budget"):
         hidden_size_for_budget("lstm", 300, 0)
+
+
+def test_untied_directions_equal_torch_bidirectional_lstm():
+    """``tie_directions=False`` (Teng & Zhang's BiLSTM): the backward direction has weights
+    of its own, i.e. ``torch.nn.LSTM(bidirectional=True)``, whose two directions are
+    separate LSTMs."""
+    torch.manual_seed(4)
+    n = 7
+    g = chain(n)
+    cell = gnn_treelstm.build_cell("bilstm", X, H, tie_directions=False).double()
+    ref = torch.nn.LSTM(X, H, bidirectional=True).double()
+    with torch.no_grad():
+        for suffix, direction in (("l0", "up"), ("l0_reverse", "down")):
+            P = cell.paper_weights(direction)[0]
+            getattr(ref, f"weight_ih_{suffix}").copy_(torch.cat([P[f"W_{k}"] for k in "ifuo"]))
+            getattr(ref, f"weight_hh_{suffix}").copy_(torch.cat([P[f"U_{k}"] for k in "ifuo"]))
+            getattr(ref, f"bias_ih_{suffix}").copy_(torch.cat([P[f"b_{k}"] for k in "ifuo"]))
+            getattr(ref, f"bias_hh_{suffix}").zero_()
+    x = torch.randn(n, X, dtype=torch.float64)
+    want, _ = ref(x.unsqueeze(1))
+    for engine in ("dgl", "level"):
+        other = gnn_treelstm.build_cell("bilstm", X, H, tie_directions=False, engine=engine)
+        other.double().load_state_dict(cell.state_dict())
+        h, _ = other(g, x)
+        torch.testing.assert_close(h, want[:, 0], atol=1e-12, rtol=1e-12)
+    # the directions differ, so the tied cell with the forward weights is another model
+    tied = gnn_treelstm.build_cell("bilstm", X, H).double()
+    tied.layers.load_state_dict(cell.layers.state_dict())
+    assert not torch.allclose(tied(g, x)[0][:, H:], want[:, 0, H:])
+
+
+def test_untied_directions_parameters_gradients_and_refusals():
+    for kind in ("bilstm", "bilstm2"):
+        cell = gnn_treelstm.build_cell(kind, 30, 17, tie_directions=False)
+        count = sum(p.numel() for p in cell.parameters())
+        assert count == 2 * num_params(kind, 30, 17)
+        assert count == num_params(kind, 30, 17, tie_directions=False)
+        assert "tie_directions=False" in repr(cell)
+        g = dgl.batch(chains(seed=5, count=4))
+        h, c = cell(g, torch.randn(g.num_nodes(), 30))
+        (h.sum() + c.sum()).backward()
+        for name, p in cell.named_parameters():
+            assert p.grad is not None and p.grad.abs().sum() > 0, name
+        assert cell.out_size == gnn_treelstm.build_cell(kind, 30, 17).out_size
+    with pytest.raises(ValueError, match="tie_directions=False.*bidirectional"):
+        gnn_treelstm.build_cell("lstm", 30, 17, tie_directions=False)
+    with pytest.raises(ValueError, match="not bidirectional"):
+        num_params("lstm", 30, 17, tie_directions=False)
+    with pytest.raises(ValueError, match="direction"):
+        gnn_treelstm.build_cell("bilstm", 30, 17).direction_layers("sideways")

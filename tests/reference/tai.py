@@ -150,14 +150,15 @@ def sequences_of(graph: dgl.DGLGraph) -> list[list[int]]:
 
 
 def sequential(cell, graph: dgl.DGLGraph, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Tai eq 1 per sentence, layer by layer; backward direction = same weights on the
-    reversed sentence; output layout as :class:`SequentialLSTM` (per direction, the top
-    layer or all layers; forward then backward)."""
-    layers = cell.paper_weights()
+    """Tai eq 1 per sentence, layer by layer; backward direction = the backward weights
+    (the same as the forward ones unless untied) on the reversed sentence; output layout as
+    :class:`SequentialLSTM` (per direction, the top layer or all layers; forward then
+    backward)."""
     n = graph.num_nodes()
     dirs = [False, True] if cell.bidirectional else [False]
     blocks_h, blocks_c = [], []
     for backward in dirs:
+        layers = cell.paper_weights("down" if backward else "up")
         per_layer_h = [[None] * n for _ in layers]
         per_layer_c = [[None] * n for _ in layers]
         for seq in sequences_of(graph):

@@ -1,5 +1,5 @@
 """``--supervision phrase-sequences``: every labelled phrase of a sentence as its own chain
-(Teng & Zhang's BiLSTM baseline), copies merged with their counts for training, root
+(Teng & Zhang's BiLSTM baseline), every copy of a repeated phrase its own chain, root
 accuracy read on the sentences' own chains."""
 
 from __future__ import annotations
@@ -55,7 +55,7 @@ SENTENCES = [
 
 def test_each_labelled_phrase_is_a_chain_of_its_words_labelled_at_its_root():
     chains, cons = _splits(SENTENCES)
-    out = phrase_sequences(chains, cons, merge=False)
+    out = phrase_sequences(chains, cons)
     got = sorted((tuple(g.ndata["word"].tolist()), int(g.ndata["label"][-1]), bool(s))
                  for g, s in zip(out.graphs, out.targets["sentence"]))
     assert got == sorted([((5,), 2, False), ((6,), 3, False), ((7,), 1, False),
@@ -69,16 +69,9 @@ def test_each_labelled_phrase_is_a_chain_of_its_words_labelled_at_its_root():
     assert out.targets["label"].tolist() == [int(g.ndata["label"][-1]) for g in out.graphs]
 
 
-def test_training_merges_copies_with_their_counts():
-    chains, cons = _splits(SENTENCES)
-    out = phrase_sequences(chains, cons, merge=True)
-    weight = {(tuple(g.ndata["word"].tolist()), int(lab)): float(w)
-              for g, lab, w in zip(out.graphs, out.targets["label"], out.targets["weight"])}
-    assert weight[((6,), 3)] == 2.0 and weight[((6,), 0)] == 1.0  # same words, other label
-    assert sum(weight.values()) == 9 and len(out) == 8 and "sentence" not in out.targets
-
-
-def test_the_merged_loss_equals_the_loss_of_the_copies():
+def test_the_loss_is_the_mean_nll_of_the_chains_roots():
+    """Every chain weighs the same, as every labelled node of a tree does: the loss of a
+    batch holding a phrase twice is its two copies' NLL among the others'."""
     task = build_task("sst-5", supervision="phrase-sequences")
     logits = torch.randn(3, 5)
     gold = torch.tensor([1, 4, 1])
@@ -87,23 +80,20 @@ def test_the_merged_loss_equals_the_loss_of_the_copies():
         def __init__(self, targets):
             self.targets = targets
 
-    merged = task.loss({"root_logits": logits[:2]},
-                       B({"label": gold[:2], "weight": torch.tensor([2.0, 1.0])}))
-    copies = task.loss({"root_logits": logits[[0, 1, 0]]},
-                       B({"label": gold[[0, 1, 0]], "weight": torch.ones(3)}))
-    torch.testing.assert_close(merged, copies)
-    plain = torch.nn.functional.cross_entropy(logits[[0, 1, 0]], gold[[0, 1, 0]])
-    torch.testing.assert_close(copies, plain)
+    got = task.loss({"root_logits": logits[[0, 1, 0]]},
+                    B({"label": gold[[0, 1, 0]], "sentence": torch.tensor([1, 0, 0]).bool()}))
+    nll = torch.nn.functional.cross_entropy(logits, gold, reduction="none")
+    torch.testing.assert_close(got, (2 * nll[0] + nll[1]) / 3)
 
 
 def test_mismatched_chain_and_constituency_data_is_refused():
     chains, cons = _splits(SENTENCES)
     other, _ = _splits([([9, 6, 7], SENTENCES[0][1])] + SENTENCES[1:])
     with pytest.raises(ValueError, match="not the same sentences"):
-        phrase_sequences(other, cons, merge=False)
+        phrase_sequences(other, cons)
     with pytest.raises(ValueError, match="2 chains against 3"):
         phrase_sequences(D.Split(chains.graphs[:2], None,
-                                 {"label": chains.targets["label"][:2]}), cons, merge=False)
+                                 {"label": chains.targets["label"][:2]}), cons)
 
 
 @pytest.fixture
@@ -151,3 +141,24 @@ def test_phrase_sequences_need_chain_trees(aligned_sst, tmp_path, capsys):
                      "sst-5", "--model", "bilstm", "--tree", "constituency", "--supervision",
                      "phrase-sequences", "--epochs", "1", "-q"])
     assert rc == 2 and "pass --tree chain" in capsys.readouterr().err
+
+
+def test_training_reads_every_labelled_phrase_of_every_tree(aligned_sst):
+    """The training split is one chain per labelled node of the constituency trees,
+    repeated phrases included (a phrase and its copies weigh as the tree nodes do)."""
+    from gnn_treelstm.training.config import RunConfig
+    from gnn_treelstm.training.data import prepare_data
+
+    cfg = RunConfig(task="sst-5", model="bilstm", tree="chain",
+                    supervision="phrase-sequences", data=str(aligned_sst))
+    task = build_task("sst-5", supervision="phrase-sequences")
+    rd = prepare_data(cfg, task)
+    for name, sp in rd.splits.items():
+        cons = task.prepare_split(D.load_split(aligned_sst, name, "constituency"))
+        labelled = sum(int((t.ndata["label"] != IGNORE).sum()) for t in cons.graphs)
+        assert len(sp) == labelled, name
+        assert int(sp.targets["sentence"].sum()) == len(cons), name
+        phrases = [tuple(g.ndata["word"].tolist()) for g in sp.graphs]
+        if name == "train":
+            assert len(set(phrases)) < len(phrases)  # the tiny set repeats phrases
+        assert "weight" not in sp.targets
