@@ -157,8 +157,14 @@ class Task:
 
     # ------------------------------------------------------------------ evaluation
     def gather(self, out: dict[str, torch.Tensor], batch: Any) -> dict[str, np.ndarray]:
-        """Per-example (and per-node) arrays from one batch, for :meth:`metrics`."""
+        """Per-example (and per-node) arrays from one batch, for :meth:`metrics`; the
+        examples are those :meth:`examples_scored` keeps."""
         raise NotImplementedError
+
+    def examples_scored(self, batch: Any) -> np.ndarray | None:
+        """Which of a batch's examples the per-example arrays of :meth:`gather` describe (a
+        boolean mask), or ``None`` for all of them."""
+        return None
 
     def metrics(self, gathered: dict[str, np.ndarray],
                 tokens: Sequence[tuple[list[str], list[str] | None]] | None = None

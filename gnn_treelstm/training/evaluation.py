@@ -41,7 +41,8 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     """Metrics of ``model`` on ``split`` and the gathered per-example arrays.
 
     The arrays hold the task's ``gather`` output plus ``index`` (example id) and ``length``
-    (words per sentence; the mean of both sentences for pairs, as Tai Fig 4).
+    (words per sentence; the mean of both sentences for pairs, as Tai Fig 4), of the
+    examples the task scores (``Task.examples_scored``: for phrase sequences, the sentences).
     """
     device = torch.device(device)
     task = model.task
@@ -57,7 +58,11 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
             batch = to_device(batch, device, graphs_on_device)
             out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
             part = task.gather(out, batch)
-            part["index"] = batch.index.cpu().numpy()
+            index = batch.index.cpu().numpy()
+            keep = task.examples_scored(batch)
+            if keep is not None:
+                index, lengths = index[keep], lengths[keep]
+            part["index"] = index
             part["length"] = lengths
             parts.append(part)
     finally:

@@ -4,6 +4,7 @@ accuracy read on the sentences' own chains."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -12,11 +13,13 @@ import dgl
 import pytest
 import torch
 
-from gnn_treelstm.commands import evaluate, train
+from gnn_treelstm.commands import analyze, evaluate, train
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.graph import IGNORE, NO_WORD, make_tree
 from gnn_treelstm.trees.phrases import phrase_sequences
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _sentence(words: list[int], labels: dict[tuple[int, int], int]) -> tuple:
@@ -134,6 +137,27 @@ def test_a_bilstm_trains_on_phrase_sequences_and_evaluates_as_it_trained(
     metrics = got.get("metrics", got)
     assert metrics["accuracy"] == pytest.approx(test["accuracy"])
     assert metrics["phrase_accuracy"] == pytest.approx(test["phrase_accuracy"])
+
+    # root accuracy against sentence length: the sentences' chains, one point per length
+    table = tmp_path / "length.md"
+    assert analyze.main(["length", str(tmp_path / "runs" / "p"), "--split", "test",
+                         "--min-count", "1", "--out", str(tmp_path / "length.png"),
+                         "--table", str(table)]) == 0
+    rows = [line.split("|") for line in table.read_text().splitlines()
+            if line.startswith("| ") and line.split("|")[2].strip().isdigit()]
+    assert rows and all(int(r[4]) <= 8 for r in rows)  # windows of the 8 test sentences
+
+    # phrase accuracy by phrase length (scripts/phrase_length_accuracy.py): every phrase
+    spec = importlib.util.spec_from_file_location(
+        "phrase_length_accuracy", ROOT / "scripts" / "phrase_length_accuracy.py")
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    by_len = probe.by_length(str(tmp_path / "runs" / "p" / "best.pt"), "test")
+    cons = D.load_split(aligned_sst, "test", "constituency")
+    labelled = sum(int((t.ndata["label"] != IGNORE).sum()) for t in cons.graphs)
+    assert by_len["all"]["phrases"] == labelled
+    assert by_len["all"]["accuracy"] == pytest.approx(test["phrase_accuracy"])
+    assert sum(r["phrases"] for name, r in by_len.items() if name != "all") == labelled
 
 
 def test_phrase_sequences_need_chain_trees(aligned_sst, tmp_path, capsys):
