@@ -18,11 +18,10 @@ import json
 import sys
 from pathlib import Path
 
-import dgl
 import torch
 
 from gnn_treelstm.models.checkpoint import load_model
-from gnn_treelstm.training.evaluation import data_dir_for, load_eval_split
+from gnn_treelstm.training.evaluation import data_dir_for, evaluate, load_eval_split
 
 BINS = ((1, 1), (2, 2), (3, 5), (6, 10), (11, 20), (21, None))
 
@@ -37,15 +36,12 @@ def by_length(path: str, split: str = "dev", data: str | None = None,
                          f"{ck.run_config.get('supervision')!r}; this measures models trained "
                          "with --supervision phrase-sequences")
     sp = load_eval_split(ck, data_dir_for(ck, data), split)
-    model = ck.model.eval()
-    k = model.task.predicted_classes
-    preds = []
-    with torch.no_grad():
-        for i in range(0, len(sp), batch_size):
-            out = model(dgl.batch(sp.graphs[i:i + batch_size]), None)
-            preds.append(out["root_logits"][:, :k].argmax(-1))
-    pred = torch.cat(preds)
-    gold = sp.targets["label"]
+    # phrase accuracy's arrays: one labelled node per chain, in the split's order
+    _, gathered = evaluate(ck.model, sp, batch_size=batch_size)
+    pred = torch.as_tensor(gathered["node_pred"])
+    gold = torch.as_tensor(gathered["node_gold"])
+    if len(pred) != len(sp):
+        raise SystemExit(f"{path}: {len(pred)} scored phrases for {len(sp)} sequences")
     length = torch.tensor([g.num_nodes() for g in sp.graphs])
     majority = torch.mode(gold).values
     res = {}

@@ -10,8 +10,7 @@ trained with the negative log-likelihood of the gold labels of the labelled node
 ``--supervision phrase-sequences`` (SST, sequential models on ``chain`` trees: Teng & Zhang's
 BiLSTM baseline), every labelled phrase is its own chain labelled at its root
 (:mod:`gnn_treelstm.trees.phrases`); the loss is the mean NLL of the chains' roots. As in
-Tai's
-released code, the per-example loss is the *sum* over the example's labelled nodes, and the
+Tai's released code, the per-example loss is the *sum* over the example's labelled nodes, and the
 minibatch loss is its mean over examples (Teng §6: "for Tree LSTMs we sum up errors at
 every node"). Dropout (rate 0.5, Tai §5.3) is applied to the classifier's input.
 

@@ -15,6 +15,8 @@ import torch
 
 from gnn_treelstm.commands import analyze, evaluate, train
 from gnn_treelstm.tasks import build_task
+from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.data import prepare_data
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.graph import IGNORE, NO_WORD, make_tree
 from gnn_treelstm.trees.phrases import phrase_sequences
@@ -170,9 +172,6 @@ def test_phrase_sequences_need_chain_trees(aligned_sst, tmp_path, capsys):
 def test_training_reads_every_labelled_phrase_of_every_tree(aligned_sst):
     """The training split is one chain per labelled node of the constituency trees,
     repeated phrases included (a phrase and its copies weigh as the tree nodes do)."""
-    from gnn_treelstm.training.config import RunConfig
-    from gnn_treelstm.training.data import prepare_data
-
     cfg = RunConfig(task="sst-5", model="bilstm", tree="chain",
                     supervision="phrase-sequences", data=str(aligned_sst))
     task = build_task("sst-5", supervision="phrase-sequences")
