@@ -2,7 +2,7 @@
 
 ``build_tiny(root, dataset)`` writes ``root/<dataset>/`` with meta.json, vocab.json,
 relations/<tree>.json, <tree>/<split>.bin (pairs: .a.bin/.b.bin) and text/<split>.jsonl,
-from random hand-built trees (tests/trees.py), so train -> save -> load -> evaluate runs in
+from random hand-built trees (tests/handbuilt.py), so train -> save -> load -> evaluate runs in
 seconds without the data builder or spaCy.
 """
 
@@ -17,7 +17,7 @@ import torch
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.trees.graph import IGNORE, make_tree
-from tests.trees import random_dependency_tree, random_tree
+from tests.handbuilt import random_dependency_tree, random_tree
 
 WORDS = ["<unk>", "not", "no", "n't"] + [f"w{i}" for i in range(36)]
 SIZES = {"train": 16, "dev": 8, "test": 8}

@@ -124,7 +124,7 @@ def compiling() -> bool:
     Teng head loop's argument named ``mode`` collides with the ``mode`` of PyTorch's
     functionalization of mutating ops, ``auto_functionalized``: a ``TypeError``). The
     general driver is plain tensor code that Inductor fuses level by level, forward and
-    backward, and its results equal the kernels' (``tests/test_cell_registry.py``). The
+    backward, and its results equal the kernels' (``tests/cells/test_registry.py``). The
     matrix products follow the same rule (:func:`gnn_treelstm.kernels.gemm.backend`)."""
     return torch.compiler.is_compiling()
 

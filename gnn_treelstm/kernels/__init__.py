@@ -7,5 +7,5 @@
 * :mod:`~gnn_treelstm.kernels.settings` — the switches (``GNN_TREELSTM_NATIVE``, ...).
 
 Every kernel runs the equations its cell declares (``gnn_treelstm/cells/``);
-``tests/test_cell_registry.py`` holds each equal to the declaration.
+``tests/cells/test_registry.py`` holds each equal to the declaration.
 """

@@ -6,7 +6,7 @@ declaration (``level_kernel`` in the cell's file); the cell's equations exist in
 file and in the one C++ loop here, nowhere else. What Python does here is bookkeeping
 around the loops: buffers, the input products ``W x + b`` of all nodes at once, and the
 weight gradients as **one** matrix product per weight over all nodes or edges (not one per
-level). ``tests/test_cell_registry.py`` holds every kernel equal to the general level
+level). ``tests/cells/test_registry.py`` holds every kernel equal to the general level
 driver (:func:`gnn_treelstm.engine.level.propagate`) and to the DGL engine.
 
 * :func:`childsum_levels`: Child-Sum (Tai eqs 2-8), also mtree-add (the relation enters

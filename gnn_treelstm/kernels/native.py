@@ -8,7 +8,7 @@ batch (forward bottom-up, backward top-down) in one call: per level one gather, 
 level-sized matrix products (a register-blocked kernel in ``csrc/common.h``, its tiles split
 over PyTorch's intra-op threads), one fused element-wise pass. The arithmetic is that of
 the cells' declared recurrences, which the general level driver runs when no kernel applies
-(``tests/test_cell_registry.py`` compares the two).
+(``tests/cells/test_registry.py`` compares the two).
 
 Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
 against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to

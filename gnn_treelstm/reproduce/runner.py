@@ -168,7 +168,7 @@ def data_reason(row: Row, data: str | None, quick: bool) -> str:
 
 #: RunConfig fields that may differ between a finished seed and the row: where it ran,
 #: and the engine and device, which do not change the math (the engines are tested equal
-#: in states and gradients, tests/test_cell_registry.py)
+#: in states and gradients, tests/cells/test_registry.py)
 PLACE = ("seed", "seeds", "name", "runs_dir", "data", "engine", "device", "eval_batch_size",
          "checkpoint_every")
 

@@ -15,7 +15,7 @@ How a run is split (the trainer in :mod:`gnn_treelstm.training.trainer` does thi
   (:class:`gnn_treelstm.training.batching.ShardedBatches`); ``DistributedDataParallel`` averages
   the gradients, and each rank's objective is scaled so that the average is the global
   batch's mean (or sum). A step therefore sees the same examples and takes the same
-  update as one process with the whole batch (``tests/test_distributed.py`` checks the
+  update as one process with the whole batch (``tests/training/test_distributed.py`` checks the
   parameters to 1e-5 for AdaGrad, Adam and a summed loss; with dropout the masks differ,
   as with any change of the random stream). A last batch smaller than the number of
   processes is topped up by repeating its first examples.
@@ -33,7 +33,7 @@ How a run is split (the trainer in :mod:`gnn_treelstm.training.trainer` does thi
   rank's own random generators and partial epoch sums (gathered with
   :func:`gather_to_main`); on resume rank 0 reads it and hands each rank the whole state
   (:func:`from_main`), each taking its own generators back. The resumed run equals an
-  uninterrupted one (``tests/test_distributed.py`` SIGKILLs a 2-process run in its second
+  uninterrupted one (``tests/training/test_distributed.py`` SIGKILLs a 2-process run in its second
   epoch). Every rank reads the run's ``config.yaml`` itself (the CLI builds its
   configuration from it), so a run over several machines resumes from a run directory
   that every machine can read.

@@ -14,7 +14,7 @@ editing a comment, a docstring or the layout does not change it; renaming a vari
 The syntax tree's form differs between Python versions, so fingerprints are compared only
 when recorded under the same one (:data:`PYTHON`). Engines and kernels are not
 fingerprinted: they are checked equal to the cells' math by the registry-wide test
-(``tests/test_cell_registry.py``), and fingerprinting them would name every row after every
+(``tests/cells/test_registry.py``), and fingerprinting them would name every row after every
 speed change.
 
 The fingerprints are taken from the files the first time any is asked for, for every

@@ -19,9 +19,9 @@ moment leaves the last complete state. It holds everything the rest of the run d
 
 :class:`TrainState` holds these; the trainer (:class:`gnn_treelstm.training.trainer.Trainer`)
 keeps one per seed, saves it and restores it. A resumed run therefore ends with the same
-metrics as an uninterrupted one on the same machine (``tests/test_resume.py`` SIGKILLs a real
-training process and checks it). A seed that finished writes ``seed.json`` (its result) and
-drops its ``state.pt``.
+metrics as an uninterrupted one on the same machine (``tests/training/test_resume.py``
+SIGKILLs a real training process and checks it). A seed that finished writes ``seed.json``
+(its result) and drops its ``state.pt``.
 
 The file is read with ``torch.load(weights_only=True)``: it holds tensors and plain
 containers only (the generator states are converted to lists and tensors).

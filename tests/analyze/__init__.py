@@ -1,0 +1,1 @@
+"""Tests of :mod:`gnn_treelstm.analyze`: the analyses and their plots."""

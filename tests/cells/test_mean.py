@@ -11,7 +11,7 @@ import torch
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.trees.graph import NO_WORD, WORD, batch_roots
-from tests.trees import chain, random_batch, random_dependency_tree
+from tests.handbuilt import chain, random_batch, random_dependency_tree
 
 
 def _reference(g: dgl.DGLGraph, x: torch.Tensor) -> torch.Tensor:

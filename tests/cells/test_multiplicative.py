@@ -14,8 +14,8 @@ from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
 from gnn_treelstm.cells.multiplicative import VARIANTS, MultiplicativeTreeLSTM
 from gnn_treelstm.trees.graph import make_tree
+from tests.handbuilt import random_dependency_tree, random_tree
 from tests.reference.tran import tran_forward
-from tests.trees import random_dependency_tree, random_tree
 
 R = 6  # relations
 X, H, RS = 7, 5, 4  # x_size, h_size, rel_size

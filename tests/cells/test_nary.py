@@ -13,8 +13,8 @@ from gnn_treelstm.cells.nary import NaryTreeLSTM
 from gnn_treelstm.cells.sequential import num_params
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from tests.cells.common import assert_same_graph, grads, snapshot
+from tests.handbuilt import chain, random_tree
 from tests.reference import tai
-from tests.trees import chain, random_tree
 
 X, H = 6, 5
 TOL = {torch.float32: 1e-5, torch.float64: 1e-10}

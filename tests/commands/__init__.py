@@ -1,0 +1,1 @@
+"""Tests of :mod:`gnn_treelstm.commands`: the command lines, their flags, errors and servers."""

@@ -24,7 +24,7 @@ from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.engine import propagator
 from gnn_treelstm.engine.propagator import Propagator, compiling
 from gnn_treelstm.kernels import gemm
-from tests.trees import chain, random_dependency_tree, random_tree
+from tests.handbuilt import chain, random_dependency_tree, random_tree
 
 X, H, R = 4, 3, 3
 

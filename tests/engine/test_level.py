@@ -1,7 +1,7 @@
 """The level engine's driver: schedules given or built, batches equal single trees, the
 general driver's backward (gradcheck), CUDA, and the boundary of a precomputed schedule.
 
-Engine-equals-engine for every cell is ``tests/test_cell_registry.py``."""
+Engine-equals-engine for every cell is ``tests/cells/test_registry.py``."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from gnn_treelstm.engine import level
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels import native
-from tests.trees import random_batch, random_dependency_batch
+from tests.handbuilt import random_batch, random_dependency_batch
 
 X, H = 7, 5
 

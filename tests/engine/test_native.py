@@ -14,7 +14,7 @@ from gnn_treelstm.cells import build_cell
 from gnn_treelstm.kernels import gemm, native
 from gnn_treelstm.trees.graph import make_tree
 from tests.engine.compare import assert_same_run
-from tests.trees import chain, random_batch, random_dependency_batch
+from tests.handbuilt import chain, random_batch, random_dependency_batch
 
 needs_compiler = pytest.mark.skipif(shutil.which(native._compiler()) is None,
                                     reason="needs a C++ compiler")

@@ -11,7 +11,7 @@ import torch
 
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees.graph import make_tree, topological_levels
-from tests.trees import chain, random_batch, random_dependency_tree
+from tests.handbuilt import chain, random_batch, random_dependency_tree
 
 
 def _batches():

@@ -11,7 +11,7 @@ import torch
 
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.engine.schedule import LevelSchedule
-from tests.trees import chain, random_batch, random_dependency_tree
+from tests.handbuilt import chain, random_batch, random_dependency_tree
 
 X, H, R = 6, 5, 4
 

@@ -1,0 +1,1 @@
+"""Tests of :mod:`gnn_treelstm.kernels`: the native (C++) kernels."""

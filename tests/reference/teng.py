@@ -12,7 +12,7 @@ import dgl
 import torch
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from tests.trees import random_batch
+from tests.handbuilt import random_batch
 
 Tree = tuple[list[dict[int, int]], int]  # (children by position, root)
 

@@ -1,0 +1,1 @@
+"""Tests of :mod:`gnn_treelstm.tasks`: classification, relatedness, inference, custom tasks."""

@@ -11,7 +11,7 @@ from gnn_treelstm.tasks import Encoded, build_task, tasks
 from gnn_treelstm.tasks.classification import ClassifierHead
 from gnn_treelstm.trees.data import Split
 from gnn_treelstm.trees.graph import IGNORE, LABEL, batch_roots, make_tree
-from tests.trees import random_batch
+from tests.handbuilt import random_batch
 
 
 def test_registry_has_the_papers_tasks_and_the_custom_ones():

@@ -1,0 +1,1 @@
+"""Tests of :mod:`gnn_treelstm.training`: the trainer, run directories, resume, faults."""

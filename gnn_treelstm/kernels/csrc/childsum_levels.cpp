@@ -13,7 +13,7 @@
 // the two apart by the rows of U_iou (3h or 2h).
 //
 // The cells' declarations (gnn_treelstm/cells/childsum.py, multiplicative.py) hold the same
-// arithmetic; tests/test_cell_registry.py and tests/engine/test_native.py compare the two.
+// arithmetic; tests/cells/test_registry.py and tests/engine/test_native.py compare the two.
 //
 // Layout (the callers in gnn_treelstm/kernels/fused.py prepare it), G = 3 (i, o, u) or 2 (i, u):
 //   wx (N, (G+1)h): W x_j + b in schedule order (level l = rows off[l]:off[l+1]), gate

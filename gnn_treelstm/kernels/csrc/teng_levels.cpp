@@ -4,7 +4,7 @@
 // its backward loop. Per level: one gather, the level-sized products of common.h, one or two
 // fused element-wise passes. The declarations these loops accelerate are head_combine,
 // lex_node_update (gnn_treelstm/cells/lexicalized.py) and topdown_node_update
-// (gnn_treelstm/cells/topdown.py); tests/test_cell_registry.py holds the loops to them.
+// (gnn_treelstm/cells/topdown.py); tests/cells/test_registry.py holds the loops to them.
 //
 // Layout (the caller, gnn_treelstm/kernels/fused_teng.py, prepares it). Rows are in schedule
 // order (level l = rows off[l]:off[l+1]); state buffers have N + 1 rows, row N is the zero

@@ -9,7 +9,7 @@ memory may grow by at most :data:`RSS_GROWTH_MIB` over the load.
 
 The test runs a scaled-down figure; the full one (the numbers in ``docs/serve.md``)::
 
-    python -m tests.test_serve_load --requests 2000 --clients 50 --stallers 50
+    python -m tests.commands.test_serve_load --requests 2000 --clients 50 --stallers 50
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.test_serve import require_spacy, tiny_sample_run
+from tests.commands.test_serve import require_spacy, tiny_sample_run
 
 #: the most the server's resident memory may grow over a load run (it holds no per-request
 #: state: what it parses and predicts is freed with the request)
@@ -37,7 +37,7 @@ RSS_GROWTH_MIB = 64
 #: sentences the clients send, round-robin (a fixed set: spaCy's string store stays put)
 SENTENCES = ["The film is a gorgeous , witty and moving story .", "a dull , lifeless film",
              "It is not a bad movie at all .", "An utterly charming and hilarious film ."]
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 def proc_status(pid: int) -> dict[str, int]:
@@ -242,7 +242,7 @@ def test_load_with_stalled_clients(tmp_path_factory, tmp_path):
 
 def main(argv: list[str] | None = None) -> int:
     """The full figure as a script: trains the tiny model into --work, serves it, loads it."""
-    ap = argparse.ArgumentParser(prog="python -m tests.test_serve_load",
+    ap = argparse.ArgumentParser(prog="python -m tests.commands.test_serve_load",
                                  description=__doc__.split("\n\n")[0])
     ap.add_argument("--requests", type=int, default=2000)
     ap.add_argument("--clients", type=int, default=50)

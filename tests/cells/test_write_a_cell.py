@@ -16,7 +16,7 @@ from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
 from tests.engine.compare import assert_same_run
 
-PAGE = Path(__file__).resolve().parent.parent / "docs" / "write-a-cell.md"
+PAGE = Path(__file__).resolve().parents[2] / "docs" / "write-a-cell.md"
 BLOCK = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 X, H = 4, 3
 TOL = 1e-10

@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from gnn_treelstm.commands import train
-from tests.killed_runs import SLOW_TRAIN, wait_for_state
 from tests.tiny_data import build_tiny
+from tests.training.killed_runs import SLOW_TRAIN, wait_for_state
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 # no dropout: DDP ranks draw other dropout masks than one process (a different stream)
 ARGS = ["--epochs", "2", "--batch-size", "7", "--embeddings-mode", "random", "--emb-dim",
         "6", "--hidden", "5", "--dropout", "0", "--no-test", "-q"]

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from gnn_treelstm.trees import graph as G
-from tests.trees import random_batch, random_dependency_tree
+from tests.handbuilt import random_batch, random_dependency_tree
 
 
 def small():

@@ -5,7 +5,7 @@ import torch
 from gnn_treelstm.models import checkpoint as C
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.trees.vocab import Vocab
-from tests.trees import random_batch
+from tests.handbuilt import random_batch
 
 
 def _model(**kw):

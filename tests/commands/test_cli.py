@@ -8,7 +8,7 @@ import pytest
 
 from gnn_treelstm.commands import cli
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess:

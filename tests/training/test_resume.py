@@ -12,9 +12,9 @@ import pytest
 import torch
 
 from gnn_treelstm.commands import train
-from tests.killed_runs import SLOW_TRAIN, wait_for_state
+from tests.training.killed_runs import SLOW_TRAIN, wait_for_state
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--epochs", "3", "--seeds", "2", "--batch-size", "4", "--checkpoint-every", "1",
         "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "--dropout", "0.5",
         "-q"]

@@ -6,7 +6,7 @@ import pytest
 
 from gnn_treelstm.trees.drawing import SST_LABEL_NAMES, draw_tree, to_networkx, tree_layout
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
-from tests.trees import random_dependency_tree, random_tree
+from tests.handbuilt import random_dependency_tree, random_tree
 
 VOCAB = ["<unk>", "It", "'s", "a", "lovely", "film"]
 RELS = ["left", "right"]

@@ -6,7 +6,7 @@ import torch
 
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.trees.graph import NO_WORD, WORD
-from tests.trees import chain, random_batch, random_dependency_tree
+from tests.handbuilt import chain, random_batch, random_dependency_tree
 
 
 def _cfg(**kw):

@@ -10,7 +10,7 @@ import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.training.zerowatch import ZeroWatch
-from tests.trees import random_dependency_batch
+from tests.handbuilt import random_dependency_batch
 
 
 def test_names_a_zeroed_block_once_and_ignores_zero_init():

@@ -20,9 +20,9 @@ from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.kernels import fused, native
 from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
 from tests.engine.compare import assert_same_run
+from tests.handbuilt import chain, random_batch, random_dependency_batch
 from tests.reference import tai, teng
 from tests.reference.tran import tran_forward
-from tests.trees import chain, random_batch, random_dependency_batch
 
 X, H, R = 6, 5, 4
 TOL = {torch.float32: 2e-5, torch.float64: 1e-10}

@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from gnn_treelstm.commands import serve as S
-from tests.test_serve import Served, require_spacy, tiny_sample_run
+from tests.commands.test_serve import Served, require_spacy, tiny_sample_run
 
 SENTENCE = "The acting is wooden , but the story is a gorgeous and witty surprise ."
 TIMEOUT = 60  # seconds, for every wait
