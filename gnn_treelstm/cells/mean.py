@@ -81,7 +81,7 @@ class MeanVectors(TreeCell):
         """Returns ``(h, c)``: subtree means and subtree sums, each (N, x_size)."""
         graph = prop.graph
         if G.WORD in graph.ndata:
-            w = (graph.ndata[G.WORD] != G.NO_WORD).to(x.dtype).unsqueeze(-1)  # (N, 1)
+            w = (graph.ndata[G.WORD] != G.NO_WORD).to(x.device, x.dtype).unsqueeze(-1)  # (N, 1)
         else:
             w = x.new_ones(x.shape[0], 1)
         out = prop(self.recurrence(), s=x * w, n=w)

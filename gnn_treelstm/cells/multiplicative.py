@@ -228,7 +228,8 @@ class MultiplicativeTreeLSTM(TreeCell):
             if node_rel is None:
                 raise ValueError("variant 'add' needs node_rel (see node_relations)")
             rel_terms = F.linear(self.rel_emb.weight, self.W_r.weight)  # (R + 1, 4h): W_r e_r
-            wx = wx + rel_terms.index_select(0, node_rel)
+            # node_rel lives with the graph (the CPU with a CPU-only DGL build)
+            wx = wx + rel_terms.index_select(0, node_rel.to(wx.device, non_blocking=True))
         return wx
 
     def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:

@@ -205,7 +205,9 @@ class NaryTreeLSTM(TreeCell):
     def input_terms(self, x: torch.Tensor, has_word: torch.Tensor) -> torch.Tensor:
         """``W x_j + b`` for every node at once (``W x_j`` omitted where ``has_word`` is
         False), gate order ``i, o, u, f`` (``i, u, f`` without output gate).
-        (N, x), (N,) -> (N, 4h) or (N, 3h)."""
+        (N, x), (N,) -> (N, 4h) or (N, 3h). ``has_word`` may live on another device than
+        ``x`` (the graph's: the CPU with a CPU-only DGL build, ``x`` on a GPU)."""
+        has_word = has_word.to(x.device, non_blocking=True)
         x = torch.where(has_word.unsqueeze(-1), x, torch.zeros((), dtype=x.dtype,
                                                                device=x.device))
         return F.linear(x, self.W_x.weight, self.W_x.bias)

@@ -18,11 +18,18 @@ if TYPE_CHECKING:
 __all__ = ["build_optimizer", "batch_objective", "clip_gradients"]
 
 
-def _fused_ok(params: Sequence[torch.Tensor]) -> bool:
-    """Can ``fused=True`` optimizers update these parameters (floating point, CPU or CUDA)?"""
+#: devices each optimizer's fused kernel runs on (torch's AdaGrad has a CPU kernel only:
+#: ``fused=True`` on CUDA raises)
+FUSED_DEVICES = {"adagrad": ("cpu",), "adam": ("cpu", "cuda")}
+
+
+def _fused_ok(params: Sequence[torch.Tensor], optimizer: str) -> bool:
+    """Can ``optimizer``'s ``fused=True`` implementation update these parameters (floating
+    point, on a device of :data:`FUSED_DEVICES`)?"""
+    devices = FUSED_DEVICES[optimizer]
     return bool(params) and all(p.dtype in (torch.float32, torch.float64, torch.float16,
                                             torch.bfloat16)
-                                and p.device.type in ("cpu", "cuda") for p in params)
+                                and p.device.type in devices for p in params)
 
 
 def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
@@ -45,8 +52,8 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     * **Adam**: dense embedding gradients. ``torch.optim.SparseAdam`` is *lazy* Adam (only
       the moments of the rows in the batch decay and update), a different algorithm, so
       it is not used; Adam's dense update is cheap anyway with the fused kernel.
-    * The dense groups use the fused (single kernel, CPU or CUDA) implementation of the
-      same update (``fused=True``) when the parameters allow it.
+    * The dense groups use the fused (single kernel) implementation of the same update
+      (``fused=True``) where torch has one for the parameters' device (:data:`FUSED_DEVICES`).
     """
     unset = [k for k in ("optimizer", "lr", "emb_lr", "emb_l2") if getattr(cfg, k) is None]
     if unset:
@@ -71,13 +78,13 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
         # otherwise warns when AdaGrad builds its sparse update
         torch.sparse.check_sparse_tensor_invariants.disable()
     groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2,
-                           "fused": _fused_ok(rest)}]
+                           "fused": _fused_ok(rest, cfg.optimizer)}]
     if emb:
         groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": cfg.emb_l2,
-                       "fused": not sparse and _fused_ok(emb)})
+                       "fused": not sparse and _fused_ok(emb, cfg.optimizer)})
     if rel:  # relation embeddings at their own rate, no L2 (Tran §6.1: lr 0.1)
         groups.append({"params": rel, "lr": cfg.rel_lr, "weight_decay": 0.0,
-                       "fused": _fused_ok(rel)})
+                       "fused": _fused_ok(rel, cfg.optimizer)})
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
     return torch.optim.Adam(groups)

@@ -185,6 +185,25 @@ def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
         assert_same_run(_run(cell_fast, cell_fast, g, x, wh, wc), want, tol=tol)
 
 
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("name,kw,trees,ref", _params())
+def test_cuda_equals_cpu(name, kw, trees, ref):
+    """The level engine on CUDA, the graph left on the CPU (as the training loop runs it
+    with a CPU-only DGL build): the CPU's node states and gradients."""
+    g = trees()
+    torch.manual_seed(2)
+    x = torch.randn(g.num_nodes(), X)
+    cell, wh, wc, out = _engines(name, kw, g, x, torch.float32)
+    gpu = build_cell(name, X, H, engine="level", **kw)
+    gpu.load_state_dict(cell.state_dict())
+    gpu.cuda()
+    h, c, grads = _run(gpu, gpu, g, x.cuda(), wh.cuda(), wc.cuda())
+    assert h.is_cuda and c.is_cuda
+    got = (h.cpu(), c.cpu(), {n: v.cpu() for n, v in grads.items()})
+    assert_same_run(got, out["level"], tol=TOL[torch.float32])
+
 def test_a_mutated_kernel_fails(monkeypatch):
     """The comparison has teeth: Child-Sum's fast kernel with its c off by 1e-4 fails."""
     if not fused.available(torch.zeros(1)):

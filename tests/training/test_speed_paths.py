@@ -4,6 +4,7 @@ gradients equal dense ones, AdaGrad's sparse update equals its dense update, bat
 fetching equals per-example fetching."""
 
 import copy
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,7 +15,7 @@ from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training.batching import make_loader
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
-from gnn_treelstm.training.optim import build_optimizer
+from gnn_treelstm.training.optim import _fused_ok, build_optimizer
 from gnn_treelstm.trees import data as D
 from tests.tiny_data import WORDS, build_tiny
 
@@ -112,6 +113,17 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
         torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6, msg=name)
     assert not torch.equal(fast.embedding.weight, _models("sst-5", "nary")[0].embedding.weight)
 
+
+
+def test_fused_only_where_torch_has_the_kernel():
+    """AdaGrad's fused kernel is CPU-only in torch (``fused=True`` on CUDA raises); Adam's
+    runs on both."""
+    on = {d: SimpleNamespace(dtype=torch.float32, device=torch.device(d)) for d in ("cpu", "cuda")}
+    assert _fused_ok([on["cpu"]], "adagrad") and _fused_ok([on["cpu"]], "adam")
+    assert not _fused_ok([on["cuda"]], "adagrad") and _fused_ok([on["cuda"]], "adam")
+    assert not _fused_ok([on["cpu"], on["cuda"]], "adagrad") and not _fused_ok([], "adam")
+    ints = SimpleNamespace(dtype=torch.int64, device=torch.device("cpu"))
+    assert not _fused_ok([ints], "adam")
 
 def test_fixed_embeddings_get_no_gradient_and_no_group(tiny):
     ref, _ = _models("sst-5", "nary", embeddings_mode="fixed")

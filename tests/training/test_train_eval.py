@@ -305,3 +305,41 @@ def test_trainer_runs_its_steps_and_calls_the_hooks(tiny, tmp_path):
     assert trainer.state.epoch == 3 and trainer.state.step == 0
     assert trainer.state.epochs == calls["epoch"]
     assert TrainState.load(tmp_path / "t") is None  # a finished seed drops its state
+
+
+#: registry name -> (task, tree) of the one-epoch CUDA run
+CUDA_RUNS = {"childsum": ("sick-r", "dependency"), "mtree": ("sick-r", "dependency"),
+             "mtree-add": ("sick-e", "dependency"), "mtree-full": ("sick-r", "dependency"),
+             "mean": ("sick-e", "dependency"), "nary": ("sst-5", "constituency"),
+             "lex": ("sst-5", "constituency"), "topdown": ("sst-2", "constituency"),
+             "bitree": ("trec", "constituency"), "lstm": ("sst-5", "chain"),
+             "bilstm": ("sst-2", "chain"), "lstm2": ("sick-r", "chain"),
+             "bilstm2": ("trec", "chain")}
+
+
+def test_every_registry_name_has_a_cuda_run():
+    from gnn_treelstm.cells import cells
+
+    assert set(CUDA_RUNS) == set(cells.names())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
+@pytest.mark.parametrize("model", sorted(CUDA_RUNS))
+def test_one_epoch_on_cuda(tiny, tmp_path, model, optimizer):
+    """Every registry model trains and scores on the GPU with both optimizers (the level
+    engine; the graphs stay on the CPU with DGL's CPU-only build)."""
+    from gnn_treelstm.training.trainer import Trainer
+
+    task, tree = CUDA_RUNS[model]
+    cfg = RunConfig(task=task, model=model, tree=tree, data=str(tiny), device="cuda",
+                    engine="level", optimizer=optimizer, epochs=1, batch_size=4,
+                    embeddings_mode="random", emb_dim=6, hidden=5, runs_dir=str(tmp_path),
+                    name="t")
+    trainer = Trainer(cfg)
+    res = trainer.fit()
+    assert all(p.is_cuda for p in trainer.model.parameters())
+    epoch = json.loads((tmp_path / "t" / "metrics.jsonl").read_text().splitlines()[0])
+    assert math.isfinite(epoch["train_loss"]) and epoch["skipped_nonfinite"] == 0
+    assert res["seeds"][0]["test"]
