@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
             _list(selected, a, held)
             return 0
         if not a.report_only:
+            heap.keep_heap_pages()  # as `gnn-treelstm train`, the command each seed records
             skip = {r.key for r in selected if _in_ledger(r, a, held)}
             ran = runner.run_rows([r for r in selected if r.key not in skip], root=a.root,
                                   data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds,
