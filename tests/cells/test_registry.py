@@ -185,7 +185,6 @@ def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
         assert_same_run(_run(cell_fast, cell_fast, g, x, wh, wc), want, tol=tol)
 
 
-
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("name,kw,trees,ref", _params())
@@ -203,6 +202,7 @@ def test_cuda_equals_cpu(name, kw, trees, ref):
     assert h.is_cuda and c.is_cuda
     got = (h.cpu(), c.cpu(), {n: v.cpu() for n, v in grads.items()})
     assert_same_run(got, out["level"], tol=TOL[torch.float32])
+
 
 def test_a_mutated_kernel_fails(monkeypatch):
     """The comparison has teeth: Child-Sum's fast kernel with its c off by 1e-4 fails."""

@@ -114,7 +114,6 @@ def test_optimizer_paths_equal_reference_update(tiny, optimizer):
     assert not torch.equal(fast.embedding.weight, _models("sst-5", "nary")[0].embedding.weight)
 
 
-
 def test_fused_only_where_torch_has_the_kernel():
     """AdaGrad's fused kernel is CPU-only in torch (``fused=True`` on CUDA raises); Adam's
     runs on both."""
@@ -124,6 +123,7 @@ def test_fused_only_where_torch_has_the_kernel():
     assert not _fused_ok([on["cpu"], on["cuda"]], "adagrad") and not _fused_ok([], "adam")
     ints = SimpleNamespace(dtype=torch.int64, device=torch.device("cpu"))
     assert not _fused_ok([ints], "adam")
+
 
 def test_fixed_embeddings_get_no_gradient_and_no_group(tiny):
     ref, _ = _models("sst-5", "nary", embeddings_mode="fixed")

@@ -6,6 +6,7 @@ import math
 import pytest
 import torch
 
+from gnn_treelstm.cells import cells
 from gnn_treelstm.commands import evaluate, train
 from gnn_treelstm.training.batching import make_loader
 from gnn_treelstm.training.config import RunConfig
@@ -318,8 +319,6 @@ CUDA_RUNS = {"childsum": ("sick-r", "dependency"), "mtree": ("sick-r", "dependen
 
 
 def test_every_registry_name_has_a_cuda_run():
-    from gnn_treelstm.cells import cells
-
     assert set(CUDA_RUNS) == set(cells.names())
 
 
