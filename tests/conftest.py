@@ -13,6 +13,14 @@ torch.set_num_threads(1)
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(autouse=True)
+def cpu_denormal_default():
+    """The training CLIs, run in-process by some tests, flush denormal floats for the whole
+    process (commands/denormals.py); every test starts from the CPU's default."""
+    torch.set_flush_denormal(False)
+    yield
+
+
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """The real benchmark data (``../shared/data`` or $GNN_TREELSTM_DATA); skip if absent."""

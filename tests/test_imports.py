@@ -204,5 +204,9 @@ def test_the_top_level_is_small_and_every_folder_says_its_job():
 
 def test_process_wide_settings_stay_in_the_command_lines():
     graph = import_graph()
-    users = {m for m, deps in graph.items() if f"{COMMANDS}.heap" in deps}
-    assert users and all(map(is_command, users)), users
+    for setting in ("heap", "denormals"):
+        users = {m for m, deps in graph.items() if f"{COMMANDS}.{setting}" in deps}
+        assert users and all(map(is_command, users)), (setting, users)
+    calls = [p for p in PACKAGE.rglob("*.py") if "set_flush_denormal(" in p.read_text()
+             and p.parent.name != "commands"]
+    assert not calls, f"library modules setting the CPU's denormal mode: {calls}"

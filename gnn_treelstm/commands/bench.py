@@ -46,7 +46,9 @@ import torch
 
 from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
+from gnn_treelstm.commands.denormals import flush_denormals
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
+from gnn_treelstm.commands.heap import keep_heap_pages
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.files import write_json
 from gnn_treelstm.trees import graph as G
@@ -341,9 +343,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 load_meta(path)  # a built directory: its meta.json is there and readable
         except (FileNotFoundError, ValueError) as exc:
             p.error(str(exc))
+    try:
+        flush_denormals()  # as train.py does, before torch's threads start
+    except ValueError as exc:
+        p.error(str(exc))
     torch.set_num_threads(args.threads)
-    from gnn_treelstm.commands.heap import keep_heap_pages
-
     keep_heap_pages()  # as train.py does, for every engine alike
     peak_by_shape = matmul_peak()
     peak = max(peak_by_shape.values())

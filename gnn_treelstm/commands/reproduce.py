@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from gnn_treelstm.argtypes import positive_int
-from gnn_treelstm.commands import heap
+from gnn_treelstm.commands import denormals, heap
 from gnn_treelstm.commands.cli import progress_bar
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.reproduce import ledger, plot, report, rows, runner
@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if not a.report_only:
             heap.keep_heap_pages()  # as `gnn-treelstm train`, the command each seed records
+            denormals.flush_denormals()  # likewise
             skip = {r.key for r in selected if _in_ledger(r, a, held)}
             ran = runner.run_rows([r for r in selected if r.key not in skip], root=a.root,
                                   data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds,

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from gnn_treelstm.commands import heap
+from gnn_treelstm.commands import denormals, heap
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
@@ -82,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(a)
         cfg.check()
+        denormals.flush_denormals()  # before torch's threads start: they inherit it
     except (ValueError, UnknownNameError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
