@@ -8,8 +8,9 @@ multiplied by ``beta1 = 0.9`` at every step, and ``0.9 ** 800`` carries a moment
 ``gnn-treelstm train --task sst-5 --model bilstm --tree chain --supervision
 phrase-sequences ...``, the Teng & Zhang BiLSTM row, 21,702 tuned 50-d word vectors): the
 fused Adam step grows from 2.5 ms to 12 ms over the first 4,000 steps and stays there,
-while with denormals flushed it stays at 2 ms (docs/speed.md#denormal-floats). AMD's Zen
-cores handle denormals at nearly full speed, which is why the same row ran 3x faster there.
+while with denormals flushed it stays at 2 ms (docs/speed.md#denormal-floats). On the AMD
+EPYC machines of docs/speed.md the same epoch took 123 s with denormals kept, against 342 s
+on the Xeon.
 
 Flushing (x86's FTZ and DAZ bits, ``torch.set_flush_denormal``) changes a result only
 where a value falls below 1.2e-38, which in Adam's update ``m / (sqrt(v) + eps)`` is far
