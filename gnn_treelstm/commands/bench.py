@@ -46,9 +46,8 @@ import torch
 
 from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.commands.denormals import flush_denormals
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
-from gnn_treelstm.commands.heap import keep_heap_pages
+from gnn_treelstm.commands.process import setup_training
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.files import write_json
 from gnn_treelstm.trees import graph as G
@@ -344,11 +343,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (FileNotFoundError, ValueError) as exc:
             p.error(str(exc))
     try:
-        flush_denormals()  # as train.py does, before torch's threads start
+        setup_training(args.threads)  # as `gnn-treelstm train`, for every engine alike
     except ValueError as exc:
         p.error(str(exc))
-    torch.set_num_threads(args.threads)
-    keep_heap_pages()  # as train.py does, for every engine alike
     peak_by_shape = matmul_peak()
     peak = max(peak_by_shape.values())
     data: dict[str, object] = {}

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 from gnn_treelstm.argtypes import positive_int
-from gnn_treelstm.commands import denormals, heap
+from gnn_treelstm.commands import heap, process
 from gnn_treelstm.commands.cli import progress_bar
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.reproduce import ledger, plot, report, rows, runner
@@ -118,10 +118,6 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING if a.quiet else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
                         datefmt="%H:%M:%S")
-    if a.threads:
-        import torch
-
-        torch.set_num_threads(a.threads)
     progress = progress_bar(a.quiet)
 
     note = ("**Quick mode** (embedded sample, tiny models, 1 epoch): a smoke test, not "
@@ -133,8 +129,7 @@ def main(argv: list[str] | None = None) -> int:
             _list(selected, a, held)
             return 0
         if not a.report_only:
-            heap.keep_heap_pages()  # as `gnn-treelstm train`, the command each seed records
-            denormals.flush_denormals()  # likewise
+            process.setup_training(a.threads)  # as `gnn-treelstm train`, which seeds record
             skip = {r.key for r in selected if _in_ledger(r, a, held)}
             ran = runner.run_rows([r for r in selected if r.key not in skip], root=a.root,
                                   data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds,

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
-from gnn_treelstm.commands import denormals, heap
+from gnn_treelstm.commands import heap, process
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
@@ -82,18 +82,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         cfg = config_from_args(a)
         cfg.check()
-        denormals.flush_denormals()  # before torch's threads start: they inherit it
+        process.setup_training(a.threads)
     except (ValueError, UnknownNameError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
-    if a.threads is not None:
-        if a.threads <= 0:
-            print(f"error: --threads must be positive, got {a.threads}", file=sys.stderr)
-            return 2
-        import torch
-
-        torch.set_num_threads(a.threads)
-    heap.keep_heap_pages()  # freed batch buffers stay in the heap: no page faults per batch
     cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
     run_dir = Path(cfg.runs_dir) / cfg.name
     # ranks > 0 of a distributed run write nothing: no log file, no directory

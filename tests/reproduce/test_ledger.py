@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from gnn_treelstm.commands import denormals, heap
 from gnn_treelstm.commands import reproduce as cli
 from gnn_treelstm.reproduce import ledger, plot, report, runner
 from gnn_treelstm.reproduce import rows as R
@@ -342,8 +343,8 @@ def test_cli_merges_into_the_ledger_and_does_not_retrain_what_it_holds(tmp_path,
     led = tmp_path / "results.json"
     base = ["--root", str(root), "--results", str(doc), "-q"]
     kept: list[int] = []  # the process settings of `gnn-treelstm train`, training runs only
-    monkeypatch.setattr(cli.heap, "keep_heap_pages", lambda: kept.append(1) or True)
-    monkeypatch.setattr(cli.denormals, "flush_denormals", lambda: kept.append(2) or True)
+    monkeypatch.setattr(heap, "keep_heap_pages", lambda: kept.append(1) or True)
+    monkeypatch.setattr(denormals, "flush_denormals", lambda: kept.append(2) or True)
     # --report-only merges the run directories into the ledger
     _fake(root, SICK_E, 2, {"accuracy": 0.80})
     ledger.save(led, {KEY: {"seeds": {"1": _seed(0.70)}}, "tai-t3/mean": {"summary": _summary(
@@ -371,7 +372,7 @@ def test_cli_merges_into_the_ledger_and_does_not_retrain_what_it_holds(tmp_path,
     assert calls == []                              # seed 1: ledger, seed 2: run directory
     assert "tran-t3/treelstm-d: done, seeds [1, 2] (in " in capsys.readouterr().out
     assert cli.main(["tran-t3/treelstm-d", "--quick", "--seeds", "2", "--force", *base]) == 0
-    assert calls == [1, 2] and kept == [1, 2, 1, 2]  # heap and denormals, each training call
+    assert calls == [1, 2] and kept == [2, 1, 2, 1]  # denormals and heap, each training call
     held = ledger.load(led)
     assert held[KEY]["seeds"]["1"]["test"]["accuracy"] == 0.6   # the new run won
     assert held[KEY]["quick"] is True
