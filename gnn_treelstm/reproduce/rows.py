@@ -7,7 +7,8 @@ everything else takes the task's paper defaults,
 the paper's test numbers in
 *our* metric names and units (accuracies as fractions, e.g. 51.0 % -> 0.510).
 Sizes and epochs: Tai Table 1 (hidden size per model and task), 10 epochs (not stated by
-Tai; Tran §6.1 says 10); Teng §6: hidden 150, 30 iterations, classifier 128 (SST) / 64 (TREC).
+Tai; Tran §6.1 says 10); Teng §6: hidden 150, 30 iterations (SST-5 Top-down ConTree: 60,
+:data:`TENG_T1_EPOCHS`), classifier 128 (SST) / 64 (TREC).
 """
 
 from __future__ import annotations
@@ -221,17 +222,26 @@ def _teng(table: str, slug: str, model_slug: str, task: str, paper: Mapping, *,
     tree = "chain" if model == "bilstm" else "constituency"
     return _add(table, slug, label or name, paper, vectors="6b50d",
                 note="; ".join(x for x in (note, TENG_NOTE) if x), task=task, model=model,
-                tree=tree, hidden=kw.pop("hidden", 150), epochs=30, **extra, **kw)
+                tree=tree, hidden=kw.pop("hidden", 150), epochs=kw.pop("epochs", 30), **extra,
+                **kw)
 
 
+# The top-down cell's dev accuracy still rises at epoch 30 on SST-5 with batches of 25 (Teng §6
+# trains 30 iterations; the authors' code makes one update per tree, 25 times as many), so
+# that row trains 60 epochs; its SST-2 seeds select epochs 22-26 of 30 (docs/RESULTS.md)
+TENG_T1_EPOCHS = {"topdown-sst5": 60}
+PREFIXES = ("the sentence's chain, trained on the prefixes that are phrases, the two directions "
+            "sharing weights: not the paper's setup (see the phrase-sequence row)")
+TENG_T1_NOTES = {
+    "bilstm-sst5": PREFIXES, "bilstm-sst2": PREFIXES,
+    "topdown-sst5": "60 epochs (paper: 30 iterations, one tree per update in the authors' "
+                    "code): with 25 trees to an update its dev accuracy still rises at epoch 30"}
 for slug, cols in TENG_T1.items():
     for task, (root, phrase) in zip(SST, cols):
-        _teng("teng-t1", f"{slug}-{task.replace('-', '')}",
-              "bilstm-prefixes" if slug == "bilstm" else slug, task,
+        name = f"{slug}-{task.replace('-', '')}"
+        _teng("teng-t1", name, "bilstm-prefixes" if slug == "bilstm" else slug, task,
               {"accuracy": pct(root), "phrase_accuracy": pct(phrase)},
-              note="the sentence's chain, trained on the prefixes that are phrases, the two "
-                   "directions sharing weights: not the paper's setup (see the phrase-sequence "
-                   "row)" if slug == "bilstm" else "")
+              note=TENG_T1_NOTES.get(name, ""), epochs=TENG_T1_EPOCHS.get(name, 30))
 for task, (root, phrase) in zip(SST, TENG_T1["bilstm"]):  # the paper's setup (§7 baselines)
     _teng("teng-t1", f"bilstm-phrases-{task.replace('-', '')}", "bilstm", task,
           {"accuracy": pct(root), "phrase_accuracy": pct(phrase)},
