@@ -68,7 +68,7 @@ from data_prep.sources import (  # noqa: F401  (re-exported: the build API names
     relations_for,
 )
 from gnn_treelstm.argtypes import finite_float, positive_int
-from gnn_treelstm.files import atomic_path, atomic_write
+from gnn_treelstm.files import NoSpaceError, atomic_path, atomic_write
 from gnn_treelstm.trees.vocab import Vocab
 
 logger = logging.getLogger(__name__)
@@ -439,7 +439,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                      progress=not (args.no_progress or args.quiet), name=args.name,
                      labels=args.labels, score_range=args.score_range,
                      amr_options=amr_options)
-    except (ValueError, FileNotFoundError) as e:
+    except (ValueError, FileNotFoundError, NoSpaceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     if not args.quiet:

@@ -12,15 +12,25 @@
   all: a write that fails part-way (a full disk) is cut back to where it began.
 * :func:`jsonable` and :func:`write_json`: standard JSON (NaN/inf as null, numpy scalars as
   numbers), written atomically.
+* :class:`NoSpaceError`: what :func:`atomic_write` and :func:`atomic_path` raise when a
+  write stops for want of space, whatever the writer raised: torch's zip writer turns the
+  ``OSError`` (``ENOSPC``) of its file into a ``RuntimeError`` ("unexpected pos"), DGL's
+  ``save_graphs`` raises a ``DGLError`` ("FileStream.Write incomplete") with no ``OSError``
+  at all. A failed write is taken for a full disk when an ``OSError`` with ``ENOSPC`` or
+  ``EDQUOT`` is in the exception's chain, or when, with the half-written temporary file
+  still there, less than :data:`FULL_BELOW` bytes are free on its disk. The message names
+  the file, the free space and the fix; the old file stays as it was.
 
 Imports neither torch nor dgl.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -28,10 +38,89 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "append_whole", "jsonable",
-           "write_json"]
+           "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
+#: a write that failed with less free space than this (bytes) on its disk, its half-written
+#: temporary file still there, failed for want of space (:class:`NoSpaceError`)
+FULL_BELOW = 1 << 20
+#: errno values of a write refused for want of space: a full disk, a quota
+_NO_SPACE_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def byte_size(n: float) -> str:
+    """``n`` bytes for a reader: ``"0 B"``, ``"512 B"``, ``"12.5 MiB"``, ``"3.2 GiB"``."""
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} B" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _free_bytes(path: str | os.PathLike) -> int | None:
+    """Free bytes (for an unprivileged user) on the disk of ``path`` (its nearest existing
+    parent); ``None`` if they cannot be read."""
+    probe = Path(path)
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    try:
+        return shutil.disk_usage(probe).free
+    except OSError:
+        return None
+
+
+def free_space(path: str | os.PathLike) -> str:
+    """The free space of the disk holding ``path`` (its nearest existing parent), e.g.
+    ``"0 B"``, ``"12.5 MiB"``; ``"unknown"`` if it cannot be read."""
+    free = _free_bytes(path)
+    return "unknown" if free is None else byte_size(free)
+
+
+class NoSpaceError(OSError):
+    """Writing ``path`` stopped for want of space (``errno`` ``ENOSPC``); the old file, if
+    any, is as it was. ``str()`` names the file, the bytes written before the write
+    stopped, the free space now and the fix; ``reported`` is the writer's own error when
+    that was no ``OSError`` (torch's, DGL's)."""
+
+    def __init__(self, path: str | os.PathLike, *, written: int | None = None,
+                 reported: BaseException | None = None) -> None:
+        super().__init__(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+        self.path, self.written = Path(path), written
+        self.free = free_space(self.path.parent)
+        self.reported = reported
+
+    def __str__(self) -> str:
+        stopped = "" if self.written is None else \
+            f"; the write stopped after {byte_size(self.written)}"
+        said = ""
+        if self.reported is not None:  # its first line: DGL's carries a C++ stack trace
+            first = (str(self.reported).strip().splitlines() or [""])[0]
+            said = f" (the writer said: {type(self.reported).__name__}: {first[:200]})"
+        return (f"cannot write {self.path}: no space left on the disk that holds it "
+                f"({self.free} free{stopped}){said}; the old file, if any, is unchanged. "
+                "Free some space or write to another disk, then run the command again")
+
+
+def _for_want_of_space(exc: BaseException, directory: Path) -> bool:
+    """Whether the failed write that raised ``exc`` in ``directory`` (its temporary file
+    still there) failed for want of space (see the module docstring)."""
+    seen: set[int] = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, OSError) and cause.errno in _NO_SPACE_ERRNOS:
+            return True
+        cause = cause.__cause__ or cause.__context__
+    free = _free_bytes(directory)
+    return free is not None and free < FULL_BELOW
+
+
+def _size(path: Path) -> int | None:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
 
 
 def cache_dir(*parts: str) -> Path:
@@ -52,16 +141,32 @@ def _umask() -> int:
 def atomic_path(path: str | os.PathLike, *, mode: int | None = None) -> Iterator[Path]:
     """A temporary file name beside ``path``, for writers that take a name (a compiler,
     ``dgl.save_graphs``): renamed over ``path`` when the block ends normally, removed when
-    it raises. ``mode``: permission bits of the result (default ``0o666`` less the umask)."""
+    it raises. ``mode``: permission bits of the result (default ``0o666`` less the umask).
+
+    Raises:
+        NoSpaceError: the block (or making the temporary file) failed for want of space,
+            whatever it raised (see the module docstring)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        if exc.errno in _NO_SPACE_ERRNOS:
+            raise NoSpaceError(path, written=0) from exc
+        raise
     os.close(fd)
     tmp = Path(name)
     try:
         yield tmp
         os.chmod(tmp, (0o666 & ~_umask()) if mode is None else mode)
         os.replace(tmp, path)
+    except Exception as exc:  # not on Ctrl-C: then the error is no write's
+        if isinstance(exc, NoSpaceError) or not _for_want_of_space(exc, path.parent):
+            raise
+        written = _size(tmp)
+        tmp.unlink(missing_ok=True)  # before the free space is read for the message
+        reported = None if isinstance(exc, OSError) else exc
+        raise NoSpaceError(path, written=written, reported=reported) from exc
     finally:
         tmp.unlink(missing_ok=True)
 
@@ -80,6 +185,9 @@ def atomic_write(
         fsync: flush the file to disk before the rename (off for caches a crash may lose).
         mode: permission bits of the new file (default: ``0o666`` less the umask, as
             ``open`` gives).
+
+    Raises:
+        NoSpaceError: the write stopped for want of space (the old file is unchanged).
     """
     path = Path(path)
     with atomic_path(path, mode=mode) as tmp, open(tmp, "wb") as f:

@@ -82,3 +82,69 @@ def test_append_whole_cuts_a_failed_append_back(tmp_path, monkeypatch):
     assert path.read_text() == '{"epoch": 1}\n' and len(calls) == 2
     F.append_whole(path, '{"epoch": 2}\n')
     assert path.read_text() == '{"epoch": 1}\n{"epoch": 2}\n'
+
+
+def _zip_writer_failure(room: int):
+    """A writer that fails as torch's zip writer does on a full disk: its file raises
+    ``ENOSPC`` after ``room`` bytes, the writer then raises a ``RuntimeError`` of its own
+    (the ``OSError`` is its ``__context__``)."""
+    import errno
+
+    def write(f):
+        try:
+            f.write(b"x" * room)
+            raise OSError(errno.ENOSPC, "No space left on device")
+        except OSError:
+            raise RuntimeError("[enforce fail at inline_container.cc:672] . unexpected pos "
+                               "704 vs 598") from None
+    return write
+
+
+def test_a_write_failing_for_want_of_space_is_no_space_error(tmp_path):
+    path = F.atomic_write(tmp_path / "state.pt", b"old")
+    with pytest.raises(F.NoSpaceError) as info:
+        F.atomic_write(path, _zip_writer_failure(3000))
+    err = info.value
+    assert isinstance(err, OSError) and err.errno == 28 and err.written == 3000
+    assert isinstance(err.__cause__, RuntimeError)
+    msg = str(err)
+    assert msg.startswith(f"cannot write {path}: no space left on the disk that holds it (")
+    assert " free; the write stopped after 2.9 KiB) (the writer said: RuntimeError: " in msg
+    assert "Free some space or write to another disk" in msg
+    assert path.read_bytes() == b"old" and [p.name for p in tmp_path.iterdir()] == ["state.pt"]
+
+
+def test_a_writer_error_without_oserror_on_a_nearly_full_disk(tmp_path, monkeypatch):
+    """DGL's save_graphs raises its own error with no OSError: the free space decides."""
+    path = tmp_path / "train.bin"
+
+    class DGLError(Exception):
+        pass
+
+    def dgl_like(f):
+        f.write(b"graph bytes")
+        raise DGLError("[07:00:00] local_filesys.cc:38: Check failed: FileStream.Write "
+                       "incomplete\nStack trace:\n  [bt] (0) libdgl.so")
+
+    with pytest.raises(DGLError):  # plenty of space: the writer's own error
+        F.atomic_write(path, dgl_like)
+    usage = F.shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(F.shutil, "disk_usage",
+                        lambda p: usage._replace(free=F.FULL_BELOW - 1))
+    with pytest.raises(F.NoSpaceError, match=r"the writer said: DGLError: .*Write incomplete\)"
+                       ) as info:
+        F.atomic_write(path, dgl_like)
+    assert "[bt]" not in str(info.value) and "1024.0 KiB free" in str(info.value)
+    assert not path.exists() and not list(tmp_path.iterdir())
+
+
+def test_a_real_full_disk_raises_no_space_error(tmp_path):
+    from tests.disks import fill, small_filesystem
+
+    with small_filesystem(tmp_path / "small", "1m") as disk:
+        F.atomic_write(disk / "keep.bin", b"old")
+        fill(disk, leave=8192)
+        with pytest.raises(F.NoSpaceError, match=r"cannot write .*keep\.bin: no space left"):
+            F.atomic_write(disk / "keep.bin", b"\1" * 100_000)
+        assert (disk / "keep.bin").read_bytes() == b"old"
+        assert sorted(p.name for p in disk.iterdir()) == ["filler", "keep.bin"]

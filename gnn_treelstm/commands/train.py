@@ -30,6 +30,7 @@ from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.commands import heap, process
+from gnn_treelstm.files import NoSpaceError
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
@@ -138,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
                   resume=a.resume is not None)
     except (ValueError, DataError, UnknownNameError, FileNotFoundError,
-            NotImplementedError, NonFiniteError, WriteFailed) as e:
+            NotImplementedError, NonFiniteError, WriteFailed, NoSpaceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

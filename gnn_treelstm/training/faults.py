@@ -14,12 +14,13 @@ still holds and how to go on:
 from __future__ import annotations
 
 import contextlib
-import shutil
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from gnn_treelstm.files import free_space
 
 __all__ = ["NonFiniteError", "nonfinite", "batch_ids", "nonfinite_message", "WriteFailed",
            "writing", "free_space", "saved_files"]
@@ -59,23 +60,6 @@ def nonfinite_message(fault: str, epoch: int, step: int, batch: Any, best: dict,
 class WriteFailed(RuntimeError):
     """Writing a file of the run failed (a full disk, a quota, a lost mount); the message
     names the file, the error, the free space and the saved files a resume starts from."""
-
-
-def free_space(path: Path) -> str:
-    """The free space of the filesystem holding ``path`` (its nearest existing parent),
-    e.g. ``"0 B"``, ``"12.5 MiB"``; ``"unknown"`` if it cannot be read."""
-    probe = Path(path)
-    while not probe.exists() and probe != probe.parent:
-        probe = probe.parent
-    try:
-        free = float(shutil.disk_usage(probe).free)
-    except OSError:
-        return "unknown"
-    for unit in ("B", "KiB", "MiB"):
-        if free < 1024:
-            return f"{free:.0f} B" if unit == "B" else f"{free:.1f} {unit}"
-        free /= 1024
-    return f"{free:.1f} GiB"
 
 
 def saved_files(seed_dir: Path) -> str:

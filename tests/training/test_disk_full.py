@@ -8,10 +8,8 @@ epoch."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -21,6 +19,7 @@ from gnn_treelstm import load_model
 from gnn_treelstm.commands import train
 from gnn_treelstm.training.resume import TrainState
 from gnn_treelstm.training.trainer import Trainer
+from tests.disks import fill, small_filesystem
 
 ARGS = ["--epochs", "3", "--batch-size", "4", "--embeddings-mode", "random", "--emb-dim",
         "6", "--hidden", "5", "--dropout", "0.5", "-q"]
@@ -87,43 +86,15 @@ def test_a_failed_write_ends_the_run_with_exit_2_and_resume_continues(
     assert _results(run) == reference
 
 
-@contextlib.contextmanager
-def _small_filesystem(path: Path, size: str = "4m"):
-    path.mkdir()
-    try:
-        res = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(path)], capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        res = subprocess.CompletedProcess([], 1, "", str(exc))
-    if res.returncode != 0:
-        pytest.skip(f"cannot mount a small tmpfs here ({res.stderr.strip()}); the injected "
-                    "ENOSPC test covers the same path")
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True, timeout=30)
-
-
-def _fill(directory: Path) -> Path:
-    """Fill the filesystem of ``directory`` to the last byte; the filler's path."""
-    filler = directory / "filler"
-    with open(filler, "wb", buffering=0) as fh:
-        for chunk in (1 << 16, 4096, 512, 1):
-            with contextlib.suppress(OSError):
-                while True:
-                    fh.write(b"\0" * chunk)
-    return filler
-
-
 def test_a_real_full_disk_after_epoch_1(tiny_sst, tmp_path, monkeypatch, capsys, reference):
-    with _small_filesystem(tmp_path / "small") as disk:
+    with small_filesystem(tmp_path / "small") as disk:
         filled: list[Path] = []
         end_epoch = Trainer.end_epoch
 
         def end_then_fill(self, epoch, *a, **k):
             record = end_epoch(self, epoch, *a, **k)
             if epoch == 1:
-                filled.append(_fill(disk))
+                filled.append(fill(disk))
             return record
 
         monkeypatch.setattr(Trainer, "end_epoch", end_then_fill)
@@ -142,3 +113,80 @@ def test_a_real_full_disk_after_epoch_1(tiny_sst, tmp_path, monkeypatch, capsys,
         filled[0].unlink()  # space again
         assert train.main(["--resume", str(run), "-q"]) == 0
         assert _results(run) == reference
+
+
+class _FillsUp:
+    """A file that takes ``room`` bytes, then raises ``ENOSPC`` as a full disk does."""
+
+    def __init__(self, f, room: int):
+        self.f, self.room = f, room
+
+    def write(self, data) -> int:
+        if len(data) > self.room:
+            self.f.write(bytes(data[:self.room]))
+            self.room = 0
+            _no_space()
+        self.room -= len(data)
+        return self.f.write(data)
+
+    def __getattr__(self, name):
+        return getattr(self.f, name)
+
+
+def test_torch_zip_writer_runtime_error_after_enospc_is_exit_2(
+        tiny_sst, tmp_path, monkeypatch, capsys, reference):
+    """torch's zip writer turns its file's ``ENOSPC`` into ``RuntimeError: [enforce fail at
+    inline_container.cc] unexpected pos``: still the full-disk message, exit 2."""
+    real_save = torch.save
+    seen = []
+
+    def save(obj, f, *a, **k):  # the second state.pt runs out of space after 1000 bytes
+        if Path(getattr(f, "name", "")).name.startswith(".state.pt."):
+            seen.append(1)
+            if len(seen) == 2:
+                return real_save(obj, _FillsUp(f, 1000), *a, **k)
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", save)
+    run = tmp_path / "r"
+    rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r",
+                     *ARGS])
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert f"cannot write {run / 'state.pt'}: No space left on device (" in err
+    assert "Traceback" not in err and "unexpected pos" not in err
+    assert "the training state" in err and not list(run.glob(".*.tmp"))
+    assert "No space left on device" in json.loads((run / "status.json").read_text())["error"]
+    assert TrainState.load(run).epoch == 2  # epoch 1's state, intact
+    monkeypatch.setattr(torch, "save", real_save)
+    assert train.main(["--resume", str(run), "-q"]) == 0
+    assert _results(run) == reference
+
+
+def test_a_real_disk_that_fills_partway_through_a_checkpoint(tiny_sst, tmp_path, capsys):
+    """A real 3 MiB tmpfs left with 40 KiB free: the first checkpoint (about 100 KiB)
+    fills it part-way through torch's zip writer."""
+    with small_filesystem(tmp_path / "small", "3m") as disk:
+        fill(disk, leave=40 * 1024)
+        run = disk / "r"
+        rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(disk), "--name", "r",
+                         *ARGS[:-3], "--hidden", "60", "-q"])
+        err = capsys.readouterr().err
+        assert rc == 2, err
+        assert f"cannot write {run}/" in err and "No space left on device" in err, err
+        assert "free on the disk that holds it" in err and "Traceback" not in err
+        assert not list(run.glob(".*.tmp"))
+
+
+def test_train_building_its_sample_data_on_a_full_disk(tmp_path, capsys, monkeypatch):
+    """The embedded sample, built on the fly into a 1 MiB tmpfs: DGL's ``save_graphs``
+    fails with ``FileStream.Write incomplete`` (no ``OSError``); exit 2 naming the file."""
+    monkeypatch.delenv("GNN_TREELSTM_DATA", raising=False)
+    with small_filesystem(tmp_path / "small", "1m") as disk:
+        rc = train.main(["--runs-dir", str(disk), "--name", "r", *ARGS])
+        err = capsys.readouterr().err
+        assert rc == 2, err
+        assert f"cannot write {disk / '_sample_data'}/" in err, err
+        assert "no space left on the disk that holds it" in err and " free" in err
+        assert "Traceback" not in err and "\n  [bt]" not in err
+        assert not list(disk.rglob(".*.tmp"))
