@@ -10,16 +10,28 @@ A checkpoint is one ``torch.save`` file holding a plain dictionary::
     label_names   class names (None for relatedness)
     run_config    the training run's resolved configuration (a dict)
     meta          free-form: epoch, dev metrics, data set meta.json, ...
+    digest        "sha256:..." of the weights (:func:`tensor_digest`)
 
 It is written to a temporary file in the same directory and renamed over the target
 (:func:`os.replace`), so a crash never leaves a half-written checkpoint.
 :func:`load_model` rebuilds the model from the file alone.
+
+What loading checks, each refusal a ``ValueError`` naming the file (the commands exit 2
+with it): the weights against their ``digest`` (:func:`check_digest`: a file damaged or
+changed after it was written; a checkpoint written before digests loads unchecked, with
+an INFO line), the entries a model needs (``vocab``, ``state_dict``...), and the
+configuration against the weights' shapes before any weight is loaded into the model
+(:func:`fitted_model`: a changed ``hidden`` is named with the value the weights are for).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
+import logging
 import os
 import pickle
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,7 +43,10 @@ from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
-           "load_checkpoint", "load_model", "checkpoint_path"]
+           "load_checkpoint", "load_model", "checkpoint_path", "DIGEST_KEY", "tensor_digest",
+           "check_digest", "fitted_model"]
+
+log = logging.getLogger(__name__)
 
 CHECKPOINT_FORMAT = 4
 #: the checkpoint file of a directory written by ``Predictor.save_pretrained``
@@ -96,6 +111,7 @@ def save_checkpoint(
         "label_names": None if label_names is None else list(label_names),
         "run_config": dict(run_config or {}),
         "meta": dict(meta or {}),
+        DIGEST_KEY: tensor_digest(state),
     }
     return atomic_write(path, lambda f: torch.save(payload, f))
 
@@ -151,6 +167,8 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
             f"{path}: checkpoint format {payload.get('format')!r}, this version reads "
             f"{CHECKPOINT_FORMAT}"
         )
+    _check_entries(payload, path)
+    check_digest(payload, path)
     return payload
 
 
@@ -196,11 +214,20 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     """
     path = checkpoint_path(path)
     payload = load_checkpoint(path)
-    config = ModelConfig.from_dict(payload["model_config"])
+    try:
+        config = ModelConfig.from_dict(payload["model_config"])
+        config.validate()
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: its model_config cannot be read ({exc}); the checkpoint "
+                         "was changed or damaged: use it as training wrote it") from exc
+    if len(payload["vocab"]) != config.vocab_size:
+        raise ValueError(
+            f"{path}: model_config['vocab_size'] is {config.vocab_size} but the checkpoint's "
+            f"vocab has {len(payload['vocab'])} words; the checkpoint was changed or damaged: "
+            "use it as training wrote it")
     if engine is not None:
         config.engine = engine
-    model = TreeLSTMModel(config)
-    model.load_state_dict(payload["state_dict"])
+    model = fitted_model(config, payload["state_dict"], path)
     model.to(device).eval()
     vocab = Vocab(unk_token=payload["vocab"][0])
     vocab.update(payload["vocab"][1:])
@@ -209,3 +236,124 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
         label_names=payload.get("label_names"), run_config=payload.get("run_config") or {},
         meta=payload.get("meta") or {}, path=Path(path),
     )
+
+
+# ------------------------------------------------------------------ integrity and fit
+#: the checkpoint entry holding :func:`tensor_digest` of its ``state_dict``
+DIGEST_KEY = "digest"
+#: the entries every checkpoint has, and what each must be
+_ENTRIES = {"model_config": dict, "state_dict": dict, "vocab": list}
+#: the model_config sizes a weight's shape follows
+_SIZE_KEYS = ("vocab_size", "emb_dim", "hidden", "head_hidden", "num_relations")
+
+
+def tensor_digest(state: Mapping[str, torch.Tensor]) -> str:
+    """``"sha256:<hex>"`` of a ``state_dict``: every tensor's name, dtype, shape and bytes,
+    in name order (the same for a state on any device)."""
+    h = hashlib.sha256()
+    for name in sorted(state):
+        t = state[name].detach().cpu().contiguous().reshape(-1)
+        h.update(f"{name}\0{t.dtype}\0{tuple(state[name].shape)}\0".encode())
+        h.update(t.view(torch.uint8).numpy())
+    return f"sha256:{h.hexdigest()}"
+
+
+def _check_entries(payload: dict[str, Any], path: Path) -> None:
+    """Refuse a checkpoint without the entries a model needs (``ValueError``)."""
+    for key, kind in _ENTRIES.items():
+        if not isinstance(payload.get(key), kind):
+            got = "missing" if key not in payload else f"a {type(payload[key]).__name__}"
+            raise ValueError(
+                f"{path}: the checkpoint's {key!r} is {got}, not a {kind.__name__}; the "
+                "checkpoint was changed or damaged: use it as training wrote it")
+    bad = next((k for k, v in payload["state_dict"].items()
+                if not isinstance(v, torch.Tensor)), None)
+    if bad is not None:
+        raise ValueError(f"{path}: state_dict[{bad!r}] is not a tensor; the checkpoint was "
+                         "changed or damaged: use it as training wrote it")
+    if not payload["vocab"] or not all(isinstance(w, str) for w in payload["vocab"]):
+        raise ValueError(f"{path}: the checkpoint's 'vocab' is not a list of words; the "
+                         "checkpoint was changed or damaged: use it as training wrote it")
+
+
+def check_digest(payload: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse weights that differ from the digest written with them (``ValueError``
+    naming the file); a checkpoint without a digest (written before checkpoints carried
+    one) passes, with an INFO line."""
+    stored = payload.get(DIGEST_KEY)
+    if stored is None:
+        log.info("%s: no digest of its weights (written before checkpoints carried one); "
+                 "loaded unchecked", path)
+        return
+    found = tensor_digest(payload["state_dict"])
+    if found != stored:
+        raise ValueError(
+            f"{path}: the weights do not match the digest written with them (recorded "
+            f"{str(stored)[:23]}..., found {found[:23]}...): the file was damaged or changed "
+            "after it was written. Use another copy of it (or the run's state.pt), or train "
+            "it again")
+
+
+def _shapes(model: torch.nn.Module) -> dict[str, tuple[int, ...]]:
+    return {k: tuple(v.shape) for k, v in model.state_dict().items()}
+
+
+def _dims(shape: tuple[int, ...]) -> str:
+    return "x".join(map(str, shape)) or "a scalar"
+
+
+def _size_candidates(config: ModelConfig, want: tuple[int, ...],
+                     got: tuple[int, ...]) -> list[tuple[str, int]]:
+    """``(key, value)`` size changes of ``config`` that would turn the shape ``want`` into
+    ``got`` (a dimension k * value of the config's becomes k * another value)."""
+    out = []
+    for a, b in zip(want, got):
+        if a == b:
+            continue
+        for key in _SIZE_KEYS:
+            v = getattr(config, key)
+            if isinstance(v, int) and v > 0 and a % v == 0 and b % (a // v) == 0:
+                out.append((key, b // (a // v)))
+    return out
+
+
+def fitted_model(config: ModelConfig, state: Mapping[str, torch.Tensor],
+                 path: str | os.PathLike) -> TreeLSTMModel:
+    """The model of ``config`` with ``state`` loaded, once ``config`` is found to make
+    exactly the weights of ``state`` (names and shapes).
+
+    Raises:
+        ValueError: names the file and the configuration key whose value does not fit
+            the weights (and the value they are for) where one size explains it, else the
+            first weight that differs.
+    """
+    model = TreeLSTMModel(config)
+    want = _shapes(model)
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    if want != got:
+        raise ValueError(f"{path}: {_misfit(config, want, got)}; the checkpoint was changed "
+                         "or damaged: use it as training wrote it")
+    model.load_state_dict(state)
+    return model
+
+
+def _misfit(config: ModelConfig, want: dict[str, tuple[int, ...]],
+            got: dict[str, tuple[int, ...]]) -> str:
+    """What differs between the weights ``config`` makes and those of the file."""
+    missing, extra = sorted(set(want) - set(got)), sorted(set(got) - set(want))
+    if missing or extra:
+        return (f"model_config (cell {config.cell!r}, task {config.task!r}) makes weights the "
+                f"file does not have ({', '.join(missing[:3]) or 'none'}) or the file has "
+                f"weights it does not make ({', '.join(extra[:3]) or 'none'})")
+    name = next(k for k in want if want[k] != got[k])
+    for key, value in dict.fromkeys(_size_candidates(config, want[name], got[name])):
+        try:
+            other = TreeLSTMModel(dataclasses.replace(config, **{key: value}))
+        except Exception:  # noqa: BLE001, S112 - a candidate that builds no model
+            continue
+        if _shapes(other) == got:
+            return (f"model_config[{key!r}] is {getattr(config, key)} but the weights are "
+                    f"for {key} {value} ({name} is {_dims(got[name])} in the file, "
+                    f"{_dims(want[name])} for {key} {getattr(config, key)})")
+    return (f"model_config does not fit the weights: {name} is {_dims(got[name])} in the "
+            f"file, {_dims(want[name])} for the configuration")

@@ -188,3 +188,35 @@ def test_build_on_a_real_full_disk(tmp_path, capsys):
         assert rc == 2 and "Traceback" not in err and "[bt]" not in err, err
         assert f"cannot write {out}/" in err and "no space left on the disk" in err
         assert not out.exists()
+
+
+def _edited_checkpoint(tiny_run, tmp_path, edit) -> Path:
+    bad = tmp_path / "best.pt"
+    raw = torch.load(tiny_run / "runs" / "r" / "best.pt", weights_only=True)
+    edit(raw)
+    torch.save(raw, bad)
+    return bad
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("flipped bytes", "the weights do not match the digest written with them"),
+    ("hidden changed", "model_config['hidden'] is 6 but the weights are for hidden 5"),
+    ("vocab removed", "the checkpoint's 'vocab' is missing"),
+])
+def test_evaluate_and_predict_refuse_damaged_or_misfitting_checkpoints(
+        tiny_run, tmp_path, capsys, damage, message):
+    from tests.models.test_checkpoint import flip_tensor_bytes
+
+    if damage == "flipped bytes":
+        bad = tmp_path / "best.pt"
+        shutil.copy(tiny_run / "runs" / "r" / "best.pt", bad)
+        flip_tensor_bytes(bad)
+    elif damage == "hidden changed":
+        bad = _edited_checkpoint(tiny_run, tmp_path,
+                                 lambda raw: raw["model_config"].update(hidden=6))
+    else:
+        bad = _edited_checkpoint(tiny_run, tmp_path, lambda raw: raw.pop("vocab"))
+    for cli in (evaluate.main, predict.main):
+        assert cli([str(bad), "w1"] if cli is predict.main else [str(bad)]) == 2
+        err = capsys.readouterr().err
+        assert f"error: {bad}: " in err and message in err and "Traceback" not in err, err

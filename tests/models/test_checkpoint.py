@@ -127,3 +127,91 @@ def test_checkpoint_with_a_pickled_callable_is_refused(tmp_path, capsys):
     with pytest.raises(ValueError, match=r"evil\.pt: refused.*GLOBAL print"):
         C.load_model(tmp_path / "evil.pt")
     assert "this ran" not in capsys.readouterr().out
+
+
+def flip_tensor_bytes(path, n=4000):
+    """Invert ``n`` bytes (fewer if it is smaller) in the middle of the largest tensor
+    stored in the checkpoint file ``path`` (torch's zip entries are stored uncompressed),
+    leaving the file a readable zip: the damage only a digest sees."""
+    import zipfile
+
+    with zipfile.ZipFile(path) as z:
+        info = max((i for i in z.infolist() if "/data/" in i.filename),
+                   key=lambda i: i.file_size)
+    raw = bytearray(path.read_bytes())
+    # the local header: 30 bytes, the name, the extra field; then the data
+    name_len = int.from_bytes(raw[info.header_offset + 26:info.header_offset + 28], "little")
+    extra_len = int.from_bytes(raw[info.header_offset + 28:info.header_offset + 30], "little")
+    start = info.header_offset + 30 + name_len + extra_len
+    n = min(n, info.file_size // 2)
+    mid = start + (info.file_size - n) // 2
+    raw[mid:mid + n] = bytes(b ^ 0xFF for b in raw[mid:mid + n])
+    path.write_bytes(bytes(raw))
+
+
+def test_checkpoints_carry_a_digest_of_their_weights(tmp_path):
+    m = _model()
+    path = C.save_checkpoint(tmp_path / "best.pt", m, vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    assert raw[C.DIGEST_KEY] == C.tensor_digest(m.state_dict())
+    assert raw[C.DIGEST_KEY].startswith("sha256:") and len(raw[C.DIGEST_KEY]) == 71
+    other = _model()
+    assert C.tensor_digest(other.state_dict()) != raw[C.DIGEST_KEY]
+
+
+def test_damaged_weights_are_refused_naming_the_file(tmp_path):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(vocab_size=2000), vocab=_vocab(2000))
+    flip_tensor_bytes(path)
+    torch.load(path, weights_only=True)  # torch itself reads it without a word
+    with pytest.raises(ValueError, match=rf"{path}: the weights do not match the digest "
+                       r"written with them \(recorded sha256:.*, found sha256:"):
+        C.load_model(path)
+
+
+def test_a_checkpoint_without_digest_loads_with_a_log_line(tmp_path, caplog):
+    m = _model().eval()
+    path = C.save_checkpoint(tmp_path / "best.pt", m, vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    del raw[C.DIGEST_KEY]
+    torch.save(raw, path)
+    with caplog.at_level("INFO", logger="gnn_treelstm.models.checkpoint"):
+        ck = C.load_model(path)
+    assert "no digest of its weights" in caplog.text and str(path) in caplog.text
+    for k, v in m.state_dict().items():
+        torch.testing.assert_close(ck.model.state_dict()[k], v)
+
+
+def _edited(tmp_path, edit, **kw):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(**kw), vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    edit(raw)
+    torch.save(raw, path)
+    return path
+
+
+@pytest.mark.parametrize("key,value,message", [
+    ("hidden", 7, "model_config['hidden'] is 7 but the weights are for hidden 5 ("),
+    ("emb_dim", 8, "model_config['emb_dim'] is 8 but the weights are for emb_dim 6 ("),
+    ("vocab_size", 60, "model_config['vocab_size'] is 60 but the checkpoint's vocab has 50"),
+    ("cell", "childsum", "model_config (cell 'childsum', task 'sst-5') makes weights the "
+     "file does not have"),
+])
+def test_a_config_that_does_not_fit_its_weights_is_refused(tmp_path, key, value, message):
+    path = _edited(tmp_path, lambda raw: raw["model_config"].update({key: value}))
+    with pytest.raises(ValueError) as info:
+        C.load_model(path)
+    assert str(info.value).startswith(f"{path}: ") and message in str(info.value)
+    assert "use it as training wrote it" in str(info.value)
+
+
+@pytest.mark.parametrize("edit,message", [
+    (lambda raw: raw.pop("vocab"), "the checkpoint's 'vocab' is missing, not a list"),
+    (lambda raw: raw.update(state_dict=[1, 2]), "'state_dict' is a list, not a dict"),
+    (lambda raw: raw["model_config"].pop("hidden") and raw["model_config"].update(
+        hidden="x"), "its model_config cannot be read"),
+])
+def test_a_checkpoint_missing_what_a_model_needs_is_refused(tmp_path, edit, message):
+    path = _edited(tmp_path, edit)
+    with pytest.raises(ValueError, match=message) as info:
+        C.load_model(path)
+    assert str(info.value).startswith(f"{path}: ")
