@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 
 __all__ = ["RunConfig", "RunOption", "run_options", "TREE_KINDS", "OPTIMIZERS",
            "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "LR_SCHEDULES", "config_changes",
-           "run_config_yaml", "build_model_config", "absolute_path"]
+           "run_config_yaml", "build_model_config", "absolute_path", "MAX_SEED", "MAX_WIDTH",
+           "estimate_memory", "machine_memory"]
 
 TREE_KINDS = ("constituency", "dependency", "chain", "amr", "dependency-spacy",
               "constituency-spacy")
@@ -49,6 +50,17 @@ ADAM_TASKS = ("sick-e", "snli", "pair-classify")
 #: learning-rate schedules, stepped once per epoch
 #: (:mod:`gnn_treelstm.training.schedule`); ``constant`` is the papers'
 LR_SCHEDULES = ("constant", "cosine", "step", "plateau")
+
+#: the largest seed: torch's, numpy's and DGL's generators take 64-bit seeds; a run's seeds
+#: ``--seed`` .. ``--seed + --seeds - 1`` are in ``[0, MAX_SEED]``
+MAX_SEED = 2**63 - 1
+#: the largest ``--emb-dim`` and ``--head-hidden`` (the papers use 50-300 and 50-128)
+MAX_WIDTH = 65536
+#: what :func:`estimate_memory` assumes of a batch: nodes per tree (a binarized 32-word
+#: sentence has 63), and float values a training step keeps per node and hidden unit (the
+#: states, the gates and their gradients; evaluation keeps a third of them)
+_NODES_PER_TREE = 64
+_VALUES_PER_NODE = 24
 
 #: the groups of ``gnn-treelstm train --help``, in their order
 WHAT, MODEL, OPTIMIZATION, SCHEDULE, OUTPUT = (
@@ -313,6 +325,40 @@ class RunConfig:
         if self.embeddings is not None and not Path(self.embeddings).is_file():
             raise ValueError(f"--embeddings {self.embeddings}: no such file")
         self._check_training_options()
+        self._check_seed()
+        self._check_model_size()
+
+    def _check_seed(self) -> None:
+        """The run's seeds are in ``[0, MAX_SEED]`` (``ValueError`` naming ``--seed``)."""
+        last = self.seed + self.seeds - 1
+        if not (0 <= self.seed and last <= MAX_SEED):
+            more = f" (with --seeds {self.seeds}, up to {MAX_SEED - self.seeds + 1})" \
+                if self.seeds > 1 else ""
+            raise ValueError(f"--seed {self.seed}: a seed must be an integer from 0 to "
+                             f"{MAX_SEED} (2**63 - 1){more}; e.g. --seed 1")
+
+    def _check_model_size(self) -> None:
+        """The model's estimated memory (:func:`estimate_memory`) fits the machine's
+        (:func:`machine_memory`); ``ValueError`` with both and the flags to lower."""
+        for name in ("emb_dim", "head_hidden"):
+            v = getattr(self, name)
+            if v is not None and v > MAX_WIDTH:
+                raise ValueError(f"--{name.replace('_', '-')} {v}: at most {MAX_WIDTH} (the "
+                                 "papers use 50-300)")
+        have, where = machine_memory(self.device)
+        h, e, hh = self.hidden, self.emb_dim or 300, self.head_hidden or 300
+        rough = 4 * (4 * 64 * h * (h + e + hh) + max(self.batch_size, self.eval_batch_size)
+                     * _VALUES_PER_NODE * _NODES_PER_TREE * h)
+        if rough <= have:  # far above every cell's count: no need to count
+            return
+        params, need = estimate_memory(self)
+        if need > have:
+            raise ValueError(
+                f"--hidden {self.hidden}: the model would need about {_gib(need)} to train "
+                f"({params:,} weights besides the word vectors, with their gradients and "
+                f"optimizer state, and a batch of --batch-size {self.batch_size}) and "
+                f"{where} has {_gib(have)}; lower --hidden (the papers use 120-300), "
+                "--emb-dim, --head-hidden or --batch-size")
 
     def _check_training_options(self) -> None:
         """The checks of clipping, the learning-rate schedule, early stopping and
@@ -489,3 +535,60 @@ def build_model_config(cfg: RunConfig, *, vocab_size: int, num_relations: int,
         engine=cfg.engine, cell_kwargs=dict(cfg.cell_kwargs),
         sentence_state=cfg.sentence_state, head_kwargs=dict(cfg.head_kwargs),
     )
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.1f} GiB"
+
+
+def estimate_memory(cfg: RunConfig) -> tuple[int, int]:
+    """``(weights, bytes)``: the model's weights besides the word vectors (whose number
+    is the data's), and the bytes training it takes about: the weights, their gradients
+    and the optimizer's state (AdaGrad one value per weight, Adam two) in float32, and a
+    batch's states (``--batch-size`` trees of 64 nodes, 24 values per node and hidden
+    unit; ``--eval-batch-size`` trees with a third of that).
+
+    The weights are counted on models built with ``hidden`` 2, 4, 6 and 8 (and the run's
+    other sizes) and extrapolated to ``cfg.hidden`` (exact: a cell's weights are a
+    polynomial of degree at most 3 in ``hidden``), so nothing of the run's size is
+    allocated."""
+    from gnn_treelstm.models.treelstm import TreeLSTMModel
+
+    r = cfg.resolved()
+    counts = []
+    for h in (2, 4, 6, 8):
+        mc = build_model_config(dataclasses.replace(r, hidden=h), vocab_size=1,
+                                num_relations=1, embeddings=None,
+                                emb_info={"mode": r.embeddings_mode})
+        counts.append(sum(p.numel() for p in TreeLSTMModel(mc).parameters()))
+    t = (cfg.hidden - 2) / 2  # Newton's forward differences over the steps of 2
+    d1 = counts[1] - counts[0]
+    d2 = counts[2] - 2 * counts[1] + counts[0]
+    d3 = counts[3] - 3 * counts[2] + 3 * counts[1] - counts[0]
+    weights = max(int(round(counts[0] + t * d1 + t * (t - 1) / 2 * d2
+                            + t * (t - 1) * (t - 2) / 6 * d3)), 0)
+    copies = 2 + (2 if r.optimizer == "adam" else 1)
+    batch = max(cfg.batch_size * _VALUES_PER_NODE,
+                cfg.eval_batch_size * _VALUES_PER_NODE // 3) * _NODES_PER_TREE * cfg.hidden
+    return weights, 4 * (weights * copies + batch)
+
+
+def machine_memory(device: str = "cpu") -> tuple[int, str]:
+    """``(bytes, what)``: the memory a run on ``device`` can use: a CUDA device's, else the
+    machine's physical memory (less where a cgroup limits the process)."""
+    if device.startswith("cuda"):
+        import torch
+
+        if torch.cuda.is_available():
+            index = int(device.split(":")[1]) if ":" in device else 0
+            return torch.cuda.get_device_properties(index).total_memory, f"{device}"
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    for limit_file in ("/sys/fs/cgroup/memory.max",
+                       "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            limit = Path(limit_file).read_text().strip()
+        except OSError:
+            continue
+        if limit.isdigit():
+            total = min(total, int(limit))
+    return total, "this machine"

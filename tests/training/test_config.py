@@ -179,3 +179,18 @@ def test_config_file_keys_are_the_fields_and_the_flags(tmp_path):
         False, {"n_ary": 2, "x": 1}, True, 1)
     assert (got.clip_grad_norm, got.lr_schedule, got.lr_warmup_epochs, got.patience,
             got.tensorboard) == (1, "cosine", 2, 4, True)
+
+
+@pytest.mark.parametrize("model", ["nary", "childsum", "mtree-full", "bitree", "lstm"])
+def test_estimate_memory_counts_the_weights_of_any_hidden(model):
+    """The weights counted at hidden 2-8 and extrapolated are those of the model built."""
+    from gnn_treelstm.models.treelstm import TreeLSTMModel
+    from gnn_treelstm.training.config import RunConfig, build_model_config, estimate_memory
+
+    cfg = RunConfig(model=model, hidden=37, emb_dim=11)
+    weights, need = estimate_memory(cfg)
+    r = cfg.resolved()
+    built = TreeLSTMModel(build_model_config(r, vocab_size=1, num_relations=1, embeddings=None,
+                                             emb_info={"mode": r.embeddings_mode}))
+    assert weights == sum(p.numel() for p in built.parameters())
+    assert need > 4 * weights * 3

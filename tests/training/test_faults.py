@@ -22,6 +22,13 @@ TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
     (["--max-eval", "0"], "--max-eval 0: must be a positive integer"),
     (["--max-train", "-3"], "--max-train -3: must be a positive integer"),
     (["--epochs", "0"], "argument --epochs: expected a positive integer, got 0"),
+    (["--seed", "99999999999999999999999"], "--seed 99999999999999999999999: a seed must be "
+     "an integer from 0 to 9223372036854775807 (2**63 - 1); e.g. --seed 1"),
+    (["--seed", "-1"], "--seed -1: a seed must be an integer from 0 to"),
+    (["--seed", str(2**63 - 2), "--seeds", "3"], "(with --seeds 3, up to "
+     "9223372036854775805)"),
+    (["--hidden", "100000000"], "--hidden 100000000: the model would need about "),
+    (["--emb-dim", "1000000"], "--emb-dim 1000000: at most 65536"),
 ])
 def test_bad_numbers_are_refused_up_front(tiny_sst, tmp_path, capsys, flags, message):
     try:
@@ -31,6 +38,24 @@ def test_bad_numbers_are_refused_up_front(tiny_sst, tmp_path, capsys, flags, mes
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err
     assert not list(tmp_path.iterdir())  # nothing written
+
+
+def test_a_model_larger_than_the_machine_is_refused_with_the_estimate(
+        tiny_sst, tmp_path, capsys, monkeypatch):
+    """--hidden 20000 (4.0 billion weights) on a machine of 16 GiB: refused before anything
+    is allocated or written, naming the estimate and the machine's memory."""
+    from gnn_treelstm.training import config
+
+    monkeypatch.setattr(config, "machine_memory", lambda device="cpu": (16 * 2**30,
+                                                                        "this machine"))
+    rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), *TINY,
+                     "--hidden", "20000"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err, err
+    assert ("--hidden 20000: the model would need about 54.5 GiB to train (4,000,660,011 "
+            "weights besides the word vectors" in err), err
+    assert "and this machine has 16.0 GiB; lower --hidden" in err
+    assert not list(tmp_path.iterdir())
 
 
 def _poison_after(calls: int, monkeypatch):
