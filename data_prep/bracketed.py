@@ -12,6 +12,9 @@ binarized parses):
 * unary chains collapse to their child (``(NP (NN man))`` is the word ``man``);
 * a node with k > 2 children is right-factored: ``(X a b c)`` -> ``(X a (X' b c))``.
 
+Reading, simplifying and binarizing are iterative, so a tree of any depth is read (a
+right-branching tree 10,000 deep in ``tests/data_prep/test_jsonl.py``).
+
 The result is ``cparents``, the ``stanford_parsed`` layout of :mod:`data_prep.preparsed`:
 the n words are nodes ``0..n-1`` in sentence order, internal nodes follow in post-order
 (the root last), each entry is the parent's index (-1 for the root); a sentence of n words
@@ -21,6 +24,7 @@ has ``2n - 1`` nodes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 __all__ = ["BracketError", "parse_bracketed"]
 
@@ -64,19 +68,62 @@ def _read(text: str, where: str) -> tuple[str, list]:
     return roots[0]
 
 
-def _simplify(node: tuple[str, list] | str) -> tuple[str, list] | str | None:
-    """Words stay; empty elements and empty constituents vanish; unary chains collapse."""
-    if isinstance(node, str):
-        return node
-    label, kids = node
-    if label == _EMPTY:
+#: the end of a node's children in the iterative walks
+_DONE = object()
+
+
+def _simplify(root: tuple[str, list] | str) -> tuple[str, list] | str | None:
+    """Words stay; empty elements and empty constituents vanish; unary chains collapse.
+    Iterative (post-order with an explicit stack): a tree of any depth."""
+    if isinstance(root, str):
+        return root
+    if root[0] == _EMPTY:
         return None
-    out = [s for s in (_simplify(k) for k in kids) if s is not None]
-    if not out:
-        return None
-    if len(out) == 1:
-        return out[0]
-    return (label, out)
+    frames: list[tuple[str, Iterator, list]] = [(root[0], iter(root[1]), [])]
+    done: tuple[str, list] | str | None = None
+    while frames:
+        label, kids, out = frames[-1]
+        kid = next(kids, _DONE)
+        if kid is _DONE:
+            frames.pop()
+            node = None if not out else out[0] if len(out) == 1 else (label, out)
+            if not frames:
+                done = node
+            elif node is not None:
+                frames[-1][2].append(node)
+        elif isinstance(kid, str):
+            out.append(kid)
+        elif kid[0] != _EMPTY:
+            frames.append((kid[0], iter(kid[1]), []))
+    return done
+
+
+def _binarize(tree: tuple[str, list] | str) -> tuple[list[str], list[list[tuple[str, int]]]]:
+    """The words in order and the internal nodes in post-order, each as its two (or one)
+    children (``("w", i)`` a word, ``("n", j)`` an internal node); a node with k > 2
+    children right-factored. Iterative: a tree of any depth."""
+    tokens: list[str] = []
+    internal: list[list[tuple[str, int]]] = []
+    if isinstance(tree, str):
+        return [tree], internal
+    frames: list[tuple[Iterator, list]] = [(iter(tree[1]), [])]
+    while frames:
+        kids_in, kids = frames[-1]
+        kid = next(kids_in, _DONE)
+        if kid is _DONE:
+            frames.pop()
+            while len(kids) > 2:  # right-factoring: the last two first
+                internal.append([kids[-2], kids[-1]])
+                kids = kids[:-2] + [("n", len(internal) - 1)]
+            internal.append(kids)
+            if frames:
+                frames[-1][1].append(("n", len(internal) - 1))
+        elif isinstance(kid, str):
+            tokens.append(kid)
+            kids.append(("w", len(tokens) - 1))
+        else:
+            frames.append((iter(kid[1]), []))
+    return tokens, internal
 
 
 def parse_bracketed(text: str, *, where: str = "ptb") -> tuple[list[str], list[int]]:
@@ -89,21 +136,7 @@ def parse_bracketed(text: str, *, where: str = "ptb") -> tuple[list[str], list[i
     tree = _simplify(_read(text, where))
     if tree is None:
         raise BracketError(f"{where}: the PTB tree has no words")
-    tokens: list[str] = []
-    internal: list[list[int]] = []  # children (as ("w", i) / ("n", j) refs) per node
-
-    def walk(node: tuple[str, list] | str) -> tuple[str, int]:
-        if isinstance(node, str):
-            tokens.append(node)
-            return ("w", len(tokens) - 1)
-        kids = [walk(k) for k in node[1]]
-        while len(kids) > 2:  # right-factoring: the last two first
-            internal.append([kids[-2], kids[-1]])
-            kids = kids[:-2] + [("n", len(internal) - 1)]
-        internal.append(kids)
-        return ("n", len(internal) - 1)
-
-    walk(tree)
+    tokens, internal = _binarize(tree)
     n = len(tokens)
     parents = [-1] * (n + len(internal))
     for j, kids in enumerate(internal):

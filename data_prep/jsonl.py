@@ -24,6 +24,14 @@ A sentence (the row itself, or ``"a"`` / ``"b"``) is a string (its text) or an o
   AMR in PENMAN (``~e.N`` alignments index the tokens, counted from 0);
 * ``id`` and ``meta`` (anything) are kept aside and not read.
 
+A row whose ``text`` and ``ptb`` (or ``tokens``, or ``conllu``) disagree on the words is
+refused: the words compared are the tree's (PTB escapes such as ``-LRB-`` and ``\\/`` read
+as the characters) against the text with its spaces removed. A row is refused when its
+JSON nests more than :data:`MAX_NESTING` levels deep (Python's JSON reader is recursive)
+or holds a lone UTF-16 surrogate (``"\\ud800"``: no character, cannot be written as
+UTF-8); bracketed trees of any depth are read (:mod:`data_prep.bracketed`), AMRs up to
+:data:`data_prep.penman_io.MAX_DEPTH` levels.
+
 Targets, on the row: ``label`` (a class name, or an integer), ``score`` (a number), or both;
 every row of the data set needs the same ones. Class ids are the order of ``--labels`` if
 given, else the sorted class names (integers sorted as numbers). Scores are predicted in
@@ -48,6 +56,7 @@ import json
 import logging
 import math
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +74,13 @@ DEFAULT_NAME = "jsonl"
 _SENT_KEYS = {"text", "tokens", "ptb", "heads", "deprels", "conllu", "amr", "id", "meta"}
 _ROW_KEYS = {"a", "b", "label", "score"}
 TARGETS = ("label", "score")
+#: the deepest nesting of ``[`` / ``{`` a row may have (``meta`` included)
+MAX_NESTING = 100
+#: a JSON string (skipped when the nesting is counted) or a bracket (counted)
+_JSON_NESTING = re.compile(r'"(?:[^"\\]|\\.)*"|[\[\]{}]')
+#: how PTB trees write characters that are brackets in their syntax, and ``\/``
+_PTB_ESCAPES = {"-LRB-": "(", "-RRB-": ")", "-LSB-": "[", "-RSB-": "]", "-LCB-": "{",
+                "-RCB-": "}", "``": '"', "''": '"'}
 
 
 class JsonlError(ValueError):
@@ -91,6 +107,51 @@ class JsonlData:
         if all(s.amr is not None for s in self.sentences()):
             trees.append("amr")
         return trees
+
+
+def _check_nesting(line: str, where: str) -> None:
+    """Refuse a row nested deeper than :data:`MAX_NESTING` before ``json.loads`` meets it."""
+    if line.count("[") + line.count("{") <= MAX_NESTING:
+        return
+    depth = 0
+    for m in _JSON_NESTING.finditer(line):
+        if m.group()[0] == '"':
+            continue
+        depth += 1 if m.group() in "[{" else -1
+        if depth > MAX_NESTING:
+            raise JsonlError(f"{where}: the row nests more than {MAX_NESTING} levels of "
+                             f"[ ] / {{ }} (at column {m.start() + 1}); rows are read up to "
+                             f"{MAX_NESTING} levels deep: flatten its 'meta'")
+
+
+def _check_characters(row: Any, line: str, where: str) -> None:
+    """Refuse a row holding a lone UTF-16 surrogate (``"\\ud800"``), which JSON escapes
+    allow but no UTF-8 file can hold."""
+    try:
+        json.dumps(row, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start]
+        esc = f"\\u{ord(bad):04x}"
+        col = line.lower().find(esc)
+        at = f" at column {col + 1}" if col >= 0 else ""
+        raise JsonlError(f"{where}: {esc!r}{at} is a lone UTF-16 surrogate, not a "
+                         "character (it cannot be written as UTF-8); write the character "
+                         "itself, or its surrogate pair") from None
+
+
+def _same_words(text: str, words: list[str]) -> str | None:
+    """``None`` if ``words`` (a tree's) spell ``text`` (spaces aside), else the first word
+    that does not."""
+    rest = "".join(text.split())
+    for w in words:
+        w = _PTB_ESCAPES.get(w, w.replace("\\/", "/"))
+        if w == '"' and rest[:1] in ('"', "“", "”"):
+            rest = rest[1:]
+        elif rest.startswith(w):
+            rest = rest[len(w):]
+        else:
+            return w
+    return None if not rest else f"(the text goes on: {rest[:20]!r})"
 
 
 class _Tokenizer:
@@ -188,6 +249,13 @@ def _sentence(obj: Any, where: str, tokenize: _Tokenizer, amr_options: dict) -> 
         if tokens is not None and ptoks != tokens:
             raise JsonlError(f"{where}: the PTB tree's words {ptoks[:8]} differ from the "
                              f"tokens {tokens[:8]}")
+        if isinstance(obj.get("text"), str) and tokens is None:
+            odd = _same_words(obj["text"], ptoks)
+            if odd is not None:
+                raise JsonlError(f"{where}: the PTB tree's words differ from 'text' "
+                                 f"({odd!r} is not next in {obj['text'][:60]!r}); the tree "
+                                 "is the sentence's parse: fix one of the two, or drop "
+                                 "'text' (the tree's words are the sentence)")
         tokens = ptoks
     entry = None
     if "amr" in obj:
@@ -258,8 +326,10 @@ def read_jsonl(
     """Read a JSONL data set (the module docstring gives the format).
 
     Raises:
-        JsonlError: a bad row (not JSON, no sentence, no label or score, a label outside
-            ``labels``, a bad tree); the message names the file and line.
+        JsonlError: a bad row (not JSON, nested deeper than :data:`MAX_NESTING`, a lone
+            surrogate, no sentence, no label or score, a label outside ``labels``, a bad
+            tree, a tree whose words are not the text's); the message names the file and
+            line.
     """
     files = split_files(sources, (".jsonl", ".json", ".jsonl.gz"))
     tokenize, opts = _Tokenizer(), dict(amr_options or {})
@@ -275,6 +345,7 @@ def read_jsonl(
                 if not line.strip():
                     continue
                 where = f"{path}:{lineno}"
+                _check_nesting(line, where)
                 try:
                     row = json.loads(line)
                 except json.JSONDecodeError as e:
@@ -282,6 +353,7 @@ def read_jsonl(
                 if not isinstance(row, dict):
                     raise JsonlError(f"{where}: a row is a JSON object, got "
                                      f"{type(row).__name__}")
+                _check_characters(row, line, where)
                 is_pair = "a" in row or "b" in row
                 if is_pair and not ("a" in row and "b" in row):
                     raise JsonlError(f"{where}: a pair needs both 'a' and 'b'")

@@ -7,6 +7,11 @@ about a missing concept or role value. :func:`parse_amr` therefore splits the te
 graphs itself (a graph ends where its parentheses balance, quoted strings skipped), refuses
 text after a graph, unbalanced parentheses and metadata without a graph, and parses each
 graph with ``penman``. The conversion to trees is :mod:`data_prep.amr`.
+
+``penman``'s parser is recursive, so a graph nested more than :data:`MAX_DEPTH` levels
+deep is refused (file, line and column of the first '(' too deep) before it is parsed;
+AMR banks' graphs are a few tens of levels deep. A file that is not UTF-8 is refused with
+the file, the line and the column of the first bad byte.
 """
 
 from __future__ import annotations
@@ -24,6 +29,8 @@ log = logging.getLogger("data_prep.amr")
 __all__ = ["AmrError", "AmrEntry", "parse_amr", "parse_graph", "read_amr"]
 
 _ID = re.compile(r"::id\s+(\S+)")
+#: the deepest nesting of a graph's parentheses read (``penman`` parses recursively)
+MAX_DEPTH = 200
 
 
 class AmrError(ValueError):
@@ -53,6 +60,11 @@ class AmrEntry:
 
 
 def parse_graph(text: str, where: str) -> penman.Tree:
+    """One PENMAN graph (``AmrError`` naming ``where`` if it does not parse or is nested
+    deeper than :data:`MAX_DEPTH`)."""
+    depth = 0
+    for line in text.splitlines():
+        depth, _ = _scan(line, depth, where)
     try:
         return penman.parse(text)
     except penman.DecodeError as exc:
@@ -77,6 +89,10 @@ def _scan(line: str, depth: int, where: str) -> tuple[int, str]:
             quoted = True
         elif ch == "(":
             depth += 1
+            if depth > MAX_DEPTH:
+                raise AmrError(f"{where}: the graph is nested more than {MAX_DEPTH} levels "
+                               f"deep at column {k + 1}; graphs are read up to {MAX_DEPTH} "
+                               "levels (AMR banks nest a few tens): split or flatten it")
         elif ch == ")":
             depth -= 1
             if depth < 0:
@@ -157,11 +173,16 @@ def read_amr(path: str | os.PathLike) -> list[AmrEntry]:
 
     Raises:
         FileNotFoundError: no such file.
-        AmrError: malformed PENMAN; the message names the file, the line and the graph.
+        AmrError: malformed PENMAN, or nested deeper than :data:`MAX_DEPTH`; the message
+            names the file, the line and the graph.
+        ValueError: a byte that is not UTF-8 (the file, the line and the column).
     """
+    from data_prep.readers import numbered_lines
+
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file not found: {path}")
-    entries = parse_amr(path.read_text(encoding="utf-8"), str(path))
+    text = "\n".join(line for _, line in numbered_lines(path))  # bad bytes: file:line
+    entries = parse_amr(text, str(path))
     log.info("read %d AMR graphs from %s", len(entries), path)
     return entries

@@ -4,7 +4,8 @@ Input lines look like ``(3 (2 It) (4 (4 (2 's) ...)) (2 .)))``: every node carri
 sentiment label 0-4, a pre-terminal ``(label word)`` is a leaf, and internal nodes have
 one or two children (SST itself is strictly binary). Leaves are split on the ASCII space
 only (two SST tokens contain a NO-BREAK SPACE, ``2\\u00a01\\/2``), and ``\\/`` is unescaped
-to ``/`` (Teng & Zhang's ``.clean`` preprocessing; ``-LRB-``/``-RRB-`` are kept).
+to ``/`` (Teng & Zhang's ``.clean`` preprocessing; ``-LRB-``/``-RRB-`` are kept). The
+parser is iterative: a tree of any depth parses (10,000 deep in the tests).
 
 Graph layout (see :mod:`gnn_treelstm.trees.graph`): nodes ``0..n-1`` are the n words in sentence
 order, internal nodes follow in post-order, so the root is the last node. Internal nodes
@@ -16,7 +17,6 @@ relation names :data:`CONSTITUENCY_RELATIONS`).
 from __future__ import annotations
 
 import os
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -147,9 +147,13 @@ def parse_ptb(
             raise PTBError(f"{where}: label {lab} at column {col + 1} is outside 0-4")
         return lab
 
-    # iterative parse; a node is a ("leaf", id) or ("int", idx) reference
-    def parse_node(k: int) -> tuple[tuple[str, int], int]:
-        nonlocal pos
+    # iterative: a tree of any depth parses (no recursion); a node is a ("leaf", id) or
+    # ("int", idx) reference; ``open_nodes`` holds the internal nodes not yet closed as
+    # [column of their '(', label, first token, children]
+    open_nodes: list[list] = []
+    root: tuple[str, int] | None = None
+    k = 0
+    while root is None:
         if k >= len(toks):
             raise PTBError(f"{where}: unbalanced parentheses: the tree ends early")
         if toks[k][0] != "(":
@@ -162,6 +166,7 @@ def parse_ptb(
         if k >= len(toks):
             raise PTBError(f"{where}: unbalanced parentheses: '(' at column {open_col + 1} "
                            "is never closed")
+        node: tuple[str, int] | None = None
         if toks[k][0] not in "()":  # pre-terminal (label word)
             word = toks[k][0]
             k += 1
@@ -172,31 +177,36 @@ def parse_ptb(
             tokens.append(unescape(word))
             leaf_labels.append(lab)
             pos += 1
-            return ("leaf", len(tokens) - 1), k + 1
-        children: list[tuple[str, int]] = []
-        start = pos
-        while k < len(toks) and toks[k][0] == "(":
-            child, k = parse_node(k)
-            children.append(child)
-        if k >= len(toks):
-            raise PTBError(f"{where}: unbalanced parentheses: '(' at column {open_col + 1} "
-                           "is never closed")
-        if toks[k][0] != ")":
-            raise PTBError(f"{where}: unexpected {toks[k][0]!r} at column {toks[k][1] + 1}; "
-                           "words must be wrapped as '(label word)'")
-        if not children:
-            raise PTBError(f"{where}: node at column {open_col + 1} has no children and no word")
-        if binary and len(children) > 2:
-            raise PTBError(f"{where}: node at column {open_col + 1} has {len(children)} "
-                           "children; a binary tree is required (at most 2)")
-        internal.append((lab, [c[1] if c[0] == "int" else -1 - c[1] for c in children],
-                         (start, pos)))
-        return ("int", len(internal) - 1), k + 1
-
-    limit = sys.getrecursionlimit()
-    if len(toks) > limit // 2:
-        sys.setrecursionlimit(max(limit, len(toks) * 2 + 100))
-    root, k = parse_node(0)
+            node, k = ("leaf", len(tokens) - 1), k + 1
+        else:
+            open_nodes.append([open_col, lab, pos, []])
+            if toks[k][0] == "(":
+                continue  # its first child
+        while True:  # attach the finished node, then close the nodes that end here
+            if node is not None:
+                if not open_nodes:
+                    root = node
+                    break
+                open_nodes[-1][3].append(node)
+            col, nlab, start, children = open_nodes[-1]
+            if k >= len(toks):
+                raise PTBError(f"{where}: unbalanced parentheses: '(' at column {col + 1} "
+                               "is never closed")
+            if toks[k][0] == "(":
+                break  # the next child
+            if toks[k][0] != ")":
+                raise PTBError(f"{where}: unexpected {toks[k][0]!r} at column "
+                               f"{toks[k][1] + 1}; words must be wrapped as '(label word)'")
+            if not children:
+                raise PTBError(f"{where}: node at column {col + 1} has no children and no "
+                               "word")
+            if binary and len(children) > 2:
+                raise PTBError(f"{where}: node at column {col + 1} has {len(children)} "
+                               "children; a binary tree is required (at most 2)")
+            internal.append((nlab, [c[1] if c[0] == "int" else -1 - c[1] for c in children],
+                             (start, pos)))
+            open_nodes.pop()
+            node, k = ("int", len(internal) - 1), k + 1
     if k != len(toks):
         raise PTBError(f"{where}: unbalanced parentheses or trailing text at column "
                        f"{toks[k][1] + 1}: {toks[k][0]!r}")

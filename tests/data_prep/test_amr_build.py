@@ -110,9 +110,15 @@ def test_splits_from_names_and_split_equals_file(tmp_path):
     ("# ::id e.1\n# ::snt Hi\n(h / hi~e.3)\n", [], r"\(graph e.1\): alignment ~e.3 of 'hi' "
      r"points past the end of the sentence \(1 tokens"),
     ("# ::id e.1\n(a / b)\n\n# ::id e.1\n(c / d)\n", [], r"graph id 'e.1' is also used at"),
+    ("# ::id e.1\n# ::snt caf\udcff\n(a / b)\n", [],  # the byte 0xff
+     r"train.txt:2: not utf-8 text \(byte 0xff at column 12\); convert the file to utf-8"),
+    ("# ::id e.1\n(x0 / t" + "".join(f"\n :ARG0 (x{i} / t" for i in range(1, 10_000))
+     + ")" * 10_000 + "\n", [], r"train.txt:202 \(graph e.1\): the graph is nested more than "
+     r"200 levels deep at column 8; graphs are read up to 200 levels \(AMR banks nest a few "
+     r"tens\): split or flatten it"),
 ])
 def test_bad_amr_exits_2_naming_file_line_and_graph(tmp_path, capsys, text, args, message):
-    (tmp_path / "train.txt").write_text(text, encoding="utf-8")
+    (tmp_path / "train.txt").write_bytes(text.encode("utf-8", "surrogateescape"))
     rc = B.main(["--dataset", "amr", "--src", str(tmp_path / "train.txt"), "--out",
                  str(tmp_path / "o"), "-q", *args])
     assert rc == 2

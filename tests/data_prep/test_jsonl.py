@@ -127,6 +127,22 @@ BAD = [
     ([{"text": "a", "label": "x"}, {"text": "b", "label": "x"}], r"1 class \(x\)"),
     ([{"text": "a", "score": float("nan")}], r"'score' must be a finite number"),
     ([{"label": 1}], r"train.jsonl:1: no sentence"),
+    ([{"text": "a \ud800 b", "label": 1}], r"train.jsonl:1: '\\\\ud800' at column 13 is a lone "
+     r"UTF-16 surrogate, not a character \(it cannot be written as UTF-8\); write the"),
+    (['{"text": "a", "label": 1, "meta": ' + "[" * 100_000 + "]" * 100_000 + "}"],
+     r"train.jsonl:1: the row nests more than 100 levels of \[ \] / \{ \} \(at column 134\); "
+     r"rows are read up to 100 levels deep: flatten its 'meta'"),
+    ([{"text": "a man plays", "ptb": "(S (NP (DT a) (NN man)) (VP (VBZ sings)))", "label": 1}],
+     r"train.jsonl:1: the PTB tree's words differ from 'text' \('sings' is not next in 'a "
+     r"man plays'\)"),
+    ([{"text": "a man", "ptb": "(S (NP (DT a) (NN man)) (VP (VBZ sings)))", "label": 1}],
+     r"train.jsonl:1: the PTB tree's words differ from 'text' \('sings'"),
+    ([{"text": "a man sings loudly", "ptb": "(S (NP (DT a) (NN man)) (VP (VBZ sings)))",
+       "label": 1}], r"differ from 'text' \(\"\(the text goes on: 'loudly'\)\""),
+    ([{"text": "a", "amr": "(x0 / t" + "".join(f" :ARG0 (x{i} / t" for i in range(1, 500))
+       + ")" * 500, "label": 1}],
+     r"train.jsonl:1: amr:1 \(graph 1\): the graph is nested more than 200 levels deep at "
+     r"column 3091; graphs are read up to 200 levels"),
 ]
 
 
@@ -164,3 +180,27 @@ def test_amr_trees_need_an_amr_per_sentence(tmp_path):
                                                                      "constituency", "chain"]
     with pytest.raises(ValueError, match=r"train.jsonl:2: no AMR for this sentence"):
         B.build("jsonl", tmp_path / "train.jsonl", tmp_path / "o2", trees=["amr"])
+
+
+def test_deep_trees_and_the_text_they_spell(tmp_path):
+    """A right-branching PTB tree 10,000 deep is read (the reader is iterative); PTB
+    escapes and quotes count as the characters they stand for when a tree's words are
+    compared with the row's text; nesting up to MAX_NESTING is read."""
+    from data_prep.jsonl import MAX_NESTING
+
+    deep = "(W w)"
+    for i in range(9999):
+        deep = f"(X (W v{i}) {deep})"
+    meta = "[" * (MAX_NESTING - 1) + "]" * (MAX_NESTING - 1)  # the row is a level too
+    p = tmp_path / "train.jsonl"
+    p.write_text(json.dumps({"ptb": deep, "label": 1}) + "\n"
+                 + json.dumps({"text": 'He said "hi" (twice) and/or',
+                               "ptb": "(S (NP (PRP He)) (VP (VBD said) (`` ``) (UH hi) ('' '') "
+                                      "(-LRB- -LRB-) (RB twice) (-RRB- -RRB-) (CC and\\/or)))",
+                               "label": 0}) + "\n"
+                 + '{"text": "x", "label": 0, "meta": ' + meta + "}\n", encoding="utf-8")
+    data = read_jsonl([p])
+    first, second, _ = (ex.sources[0] for ex in data.splits["train"])
+    assert len(first.tokens) == 10_000 and len(first.cparents) == 19_999
+    assert first.tokens[:2] == ["v9998", "v9997"] and first.cparents.count(-1) == 1
+    assert second.tokens[2:4] == ["``", "hi"] and second.tokens[-1] == "and\\/or"

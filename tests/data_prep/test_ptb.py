@@ -78,3 +78,16 @@ def test_full_sst_counts(shared_data):
     assert len(trees) == 1101
     assert sum(t.num_nodes for t in trees) == 41447
     assert sum(t.label != 2 for t in trees) == 872
+
+
+def test_a_tree_10000_deep_parses():
+    """The parser is iterative: no recursion limit, whatever the depth."""
+    text = "(2 w)"
+    for i in range(9_999):
+        text = f"(1 (3 v{i}) {text})"
+    t = parse_ptb(text)
+    assert len(t.tokens) == 10_000 and t.num_nodes == 19_999
+    assert t.tokens[0] == "v9998" and t.tokens[-1] == "w"
+    assert t.parents[-1] == -1 and t.spans[-1] == (0, 10_000) and t.labels[-1] == 1
+    assert t.parents[0] == t.num_nodes - 1 and t.positions[0] == 0  # the first word: left
+    validate_tree(tree_to_graph(t, lambda w: 0))
