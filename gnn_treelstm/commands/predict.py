@@ -9,7 +9,17 @@ Input: the texts given as arguments, else ``--file PATH`` (``-`` = standard inpu
 standard input. **One input per line**: a line is parsed as one sentence (one tree) and is
 never joined with the next; a line that looks like several sentences is still one tree and
 gets a warning naming it. Sentence-pair models (``sick-r``, ``sick-e``, ``snli``) read
-``A ||| B`` or ``A<TAB>B``. Blank lines are skipped (line numbers still count them).
+``A ||| B`` or ``A<TAB>B``. Blank lines are skipped (line numbers still count them). An
+argument holding a line break is refused (exit 2, naming the argument): each argument is
+one input, so a text with several lines is given as several arguments or with ``--file``;
+a text output row therefore never holds a raw line break. A sentence longer than
+``--max-chars`` (:data:`MAX_CHARS`, 10,000 characters) is refused naming its line: the
+time and memory of a tree grow with its length (a 100,000-character line takes seconds
+with the level engine and minutes with the dgl engine).
+
+Engine: :data:`FASTEST_ENGINE` (``level``) unless ``--engine`` names another; both engines
+compute the same (``tests/cells/test_registry.py`` holds them equal), the level engine in
+far fewer steps on long sentences.
 
 Sentences are parsed with spaCy (``--spacy-model``, any installed English pipeline) into
 the checkpoint's tree kind, through the same functions as ``data_prep.build``: dependency
@@ -34,6 +44,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import re
 import sys
 import time
 from collections.abc import Sequence
@@ -47,9 +58,18 @@ set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch i
 
 from gnn_treelstm.models.predictor import Predictor, format_text, read_lines  # noqa: E402
 
-__all__ = ["build_parser", "main"]
+__all__ = ["build_parser", "main", "FASTEST_ENGINE", "MAX_CHARS"]
 
 log = logging.getLogger(__name__)
+
+#: the engine ``predict`` and ``serve`` run unless ``--engine`` says otherwise: the level
+#: engine, the same math as the dgl reference engine (tests/cells/test_registry.py) level by
+#: level instead of node frontier by frontier (docs/speed.md)
+FASTEST_ENGINE = "level"
+#: the longest sentence ``predict`` reads, in characters (``--max-chars``)
+MAX_CHARS = 10_000
+#: the characters ``str.splitlines`` ends a line at
+_LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 
 
 # ---------------------------------------------------------------------------- CLI
@@ -67,8 +87,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --json: every node's label, span and words")
     ap.add_argument("--spacy-model", default=None,
                     help="spaCy pipeline (default: the first installed English one)")
-    ap.add_argument("--engine", default=None, choices=("dgl", "level"),
-                    help="propagation engine (default: the checkpoint's)")
+    ap.add_argument("--engine", default=FASTEST_ENGINE, choices=("dgl", "level"),
+                    help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest; both "
+                    "compute the same)")
+    ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
+                    help=f"longest sentence accepted, in characters (default {MAX_CHARS})")
     ap.add_argument("--batch-size", type=positive_int, default=64)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--log-level", default="WARNING",
@@ -82,6 +105,13 @@ def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
     if a.texts:
         if a.file is not None:
             raise ValueError("give the texts as arguments or --file, not both")
+        for n, text in enumerate(a.texts, 1):
+            brk = _LINE_BREAKS.search(text)
+            if brk:
+                raise ValueError(
+                    f"argument {n} ({text[:40]!r}...) holds a line break ({brk.group()!r} at "
+                    f"character {brk.start() + 1}); each argument is one sentence: give the "
+                    "lines as separate arguments, or put them in a file for --file")
         return list(a.texts), "argument"
     if a.file not in (None, "-"):
         path = Path(a.file)
@@ -97,6 +127,17 @@ def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
     return sys.stdin.read().splitlines(), "stdin"
 
 
+def _check_lengths(inputs: list, source: str, limit: int) -> None:
+    """Refuse a sentence longer than ``limit`` characters, naming its line."""
+    for inp in inputs:
+        for text in (inp.a, inp.b):
+            if text is not None and len(text) > limit:
+                raise ValueError(
+                    f"{source}:{inp.line}: the sentence is {len(text):,} characters long; the "
+                    f"limit is {limit:,} (--max-chars): split it into sentences, one per "
+                    "line, or raise --max-chars")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     a = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
@@ -109,6 +150,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         inputs = read_lines(lines, pair=predictor.task.pair, source=source)
         if not inputs:
             raise ValueError(f"{source}: no text to predict (only blank lines)")
+        _check_lengths(inputs, source, a.max_chars)
         predictor.nlp  # noqa: B018  (load the parser before the clock starts)
         bar = progress_bar(a.quiet or len(inputs) <= a.batch_size)
         progress = None if bar is None else (lambda it, total: bar(it, total, "predict"))

@@ -186,3 +186,47 @@ def test_relation_map_translates_only_for_stanford_relations():
     assert [spacy.name("compound", "rock"), spacy.name("obl", "x")] == ["compound", "dep"]
     assert spacy.summary() == "spaCy labels unseen in training, mapped to 'dep': obl \u00d71"
     assert RelationMap([], stanford=True).name("compound") == "compound"  # grows instead
+
+
+def test_a_line_break_inside_an_argument_is_refused(runs, capsys):
+    assert P.main([str(runs / "sst"), "w1 film .", "w2 film .\nw3 film ."]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert ("error: argument 2 ('w2 film .\\nw3 film .'...) holds a line break ('\\n' at "
+            "character 10); each argument is one sentence: give the lines as separate "
+            "arguments, or put them in a file for --file") in err
+    assert P.main([str(runs / "sst"), "w1 film .\u2028w2"]) == 2  # any line break
+    assert "holds a line break ('\\u2028'" in capsys.readouterr().err
+
+
+def test_a_sentence_longer_than_max_chars_is_refused_naming_its_line(runs, tmp_path, capsys):
+    f = tmp_path / "long.txt"
+    f.write_text("w1 film .\n" + "w2 " * 4000 + "\n")
+    assert P.main([str(runs / "sst"), "--file", str(f)]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "Traceback" not in err
+    assert (f"error: {f}:2: the sentence is 11,999 characters long; the limit is 10,000 "
+            "(--max-chars): split it into sentences, one per line, or raise --max-chars") in err
+    assert P.main([str(runs / "sst"), "--file", str(f), "--max-chars", "12000", "-q"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 2
+
+
+def test_predict_and_serve_run_the_level_engine_unless_asked(runs, monkeypatch, capsys):
+    from gnn_treelstm.commands import serve
+    from gnn_treelstm.models.predictor import Predictor
+
+    engines, real = [], Predictor.from_pretrained.__func__
+
+    def spy(cls, path, **kw):
+        engines.append(kw.get("engine"))
+        return real(cls, path, **kw)
+
+    monkeypatch.setattr(Predictor, "from_pretrained", classmethod(spy))
+    got = {}
+    for flags in ([], ["--engine", "dgl"]):
+        assert P.main([str(runs / "sst"), "w1 and w2 film .", "--json", *flags]) == 0
+        got[tuple(flags)] = json.loads(capsys.readouterr().out)["probabilities"]
+    assert engines == ["level", "dgl"] and P.FASTEST_ENGINE == "level"
+    assert got[()] == pytest.approx(got[("--engine", "dgl")], abs=1e-5)  # the same math
+    assert serve.build_parser().parse_args(["r"]).engine == "level"
+    assert serve.build_parser().parse_args(["r", "--engine", "dgl"]).engine == "dgl"
