@@ -24,7 +24,10 @@ SIGKILLs a real training process and checks it). A seed that finished writes ``s
 (its result) and drops its ``state.pt``.
 
 The file is read with ``torch.load(weights_only=True)``: it holds tensors and plain
-containers only (the generator states are converted to lists and tensors).
+containers only (the generator states are converted to lists and tensors). It carries the
+digest of its model weights (:func:`gnn_treelstm.models.checkpoint.tensor_digest`), checked
+when it is read: a damaged ``state.pt`` is refused, naming the file, instead of resuming
+from other weights (a state written before digests is read unchecked).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import numpy as np
 import torch
 
 from gnn_treelstm.files import atomic_write
+from gnn_treelstm.models.checkpoint import DIGEST_KEY, tensor_digest
 from gnn_treelstm.training import rundir
 from gnn_treelstm.training.config import RunConfig, config_changes
 from gnn_treelstm.training.records import append_csv
@@ -166,6 +170,8 @@ class TrainState:
     def save(self, seed_dir: Path) -> Path:
         """Write ``seed_dir/state.pt`` atomically."""
         body = self.as_dict()
+        if self.model is not None:
+            body[DIGEST_KEY] = tensor_digest(self.model)
         return atomic_write(seed_dir / STATE_NAME,
                             lambda f: torch.save({"format": STATE_FORMAT, **body}, f))
 
@@ -189,12 +195,25 @@ class TrainState:
                              f"{saved.get('format') if isinstance(saved, dict) else None!r}); "
                              "remove it to restart this seed from its beginning")
         known = {f.name for f in dataclasses.fields(cls)}
-        odd = sorted(set(saved) - known - {"format"})
+        odd = sorted(set(saved) - known - {"format", DIGEST_KEY})
         if odd or "seed" not in saved:
             raise ValueError(f"{path}: not a training state this version reads (fields "
                              f"{odd or ['seed missing']}); remove it to restart this seed "
                              "from its beginning")
-        return cls(**{k: v for k, v in saved.items() if k != "format"})
+        _check_state_digest(saved, path)
+        return cls(**{k: v for k, v in saved.items() if k not in ("format", DIGEST_KEY)})
+
+
+def _check_state_digest(saved: dict[str, Any], path: Path) -> None:
+    """Refuse a saved state whose model weights differ from the digest written with them
+    (``ValueError`` naming the file); one without a digest passes."""
+    stored = saved.get(DIGEST_KEY)
+    if stored is None or not isinstance(saved.get("model"), dict):
+        return
+    if tensor_digest(saved["model"]) != stored:
+        raise ValueError(f"{path}: the model weights do not match the digest written with "
+                         "them: the file was damaged or changed after it was written; remove "
+                         "it to restart this seed from its beginning")
 
 
 def save_seed_result(seed_dir: Path, result: dict[str, Any]) -> None:

@@ -93,10 +93,17 @@ def test_train_state_round_trips_and_refuses_what_it_cannot_read(tmp_path):
     assert set(saved) == {"format", "seed", "epoch", "step", "best_score", "best", "epochs",
                           "process_peak", "partial", "run_id", "bad_epochs", "stopped_early",
                           "loader", "rng", "model", "optimizer", "scheduler", "world",
-                          "ranks"}
-    # a state saved before early stopping and schedules existed reads with their defaults
+                          "ranks", "digest"}
+    # weights that differ from the digest written with them are refused, naming the file
+    torch.save({**saved, "model": {"w": torch.tensor([1.0, 1.5])}}, tmp_path / STATE_NAME)
+    with pytest.raises(ValueError, match=rf"{tmp_path / STATE_NAME}: the model weights do "
+                       "not match the digest written with them"):
+        TrainState.load(tmp_path)
+    # a state saved before early stopping, schedules and digests existed reads with their
+    # defaults
     torch.save({k: v for k, v in saved.items()
-                if k not in ("bad_epochs", "stopped_early", "scheduler", "world", "ranks")},
+                if k not in ("bad_epochs", "stopped_early", "scheduler", "world", "ranks",
+                             "digest")},
                tmp_path / STATE_NAME)
     old = TrainState.load(tmp_path)
     assert (old.bad_epochs, old.stopped_early, old.scheduler, old.epoch, old.world,
