@@ -17,7 +17,8 @@ a text output row therefore never holds a raw line break. A sentence longer than
 time and memory of a tree grow with its length (a 100,000-character line takes seconds
 with the level engine and minutes with the dgl engine).
 
-Engine: :data:`FASTEST_ENGINE` (``level``) unless ``--engine`` names another; both engines
+Engine: the level engine (:data:`gnn_treelstm.models.checkpoint.FASTEST_ENGINE`) where the
+model's cell runs on it, else the checkpoint's, unless ``--engine`` names one; both engines
 compute the same (``tests/cells/test_registry.py`` holds them equal), the level engine in
 far fewer steps on long sentences.
 
@@ -56,16 +57,13 @@ from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
 
+from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE  # noqa: E402
 from gnn_treelstm.models.predictor import Predictor, format_text, read_lines  # noqa: E402
 
-__all__ = ["build_parser", "main", "FASTEST_ENGINE", "MAX_CHARS"]
+__all__ = ["build_parser", "main", "MAX_CHARS"]
 
 log = logging.getLogger(__name__)
 
-#: the engine ``predict`` and ``serve`` run unless ``--engine`` says otherwise: the level
-#: engine, the same math as the dgl reference engine (tests/cells/test_registry.py) level by
-#: level instead of node frontier by frontier (docs/speed.md)
-FASTEST_ENGINE = "level"
 #: the longest sentence ``predict`` reads, in characters (``--max-chars``)
 MAX_CHARS = 10_000
 #: the characters ``str.splitlines`` ends a line at
@@ -87,9 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --json: every node's label, span and words")
     ap.add_argument("--spacy-model", default=None,
                     help="spaCy pipeline (default: the first installed English one)")
-    ap.add_argument("--engine", default=FASTEST_ENGINE, choices=("dgl", "level"),
-                    help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest; both "
-                    "compute the same)")
+    ap.add_argument("--engine", default=FASTEST, choices=("dgl", "level"),
+                    help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest, where "
+                    "the model's cell runs on it; both compute the same)")
     ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
                     help=f"longest sentence accepted, in characters (default {MAX_CHARS})")
     ap.add_argument("--batch-size", type=positive_int, default=64)

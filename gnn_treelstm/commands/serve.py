@@ -29,8 +29,9 @@ other refusal is JSON too: 404 for an unknown path, 405 with ``Allow`` for any o
 (``PUT``, ``DELETE``, ...), http.server's own 400/414/431. Anything else that fails is a 500
 with a short message (the traceback goes to the log only). A checkpoint or spaCy pipeline
 that cannot be loaded, or a model that cannot predict raw text, stops the command at startup
-with exit status 2. The model runs on the level engine unless ``--engine`` names another
-(:data:`gnn_treelstm.commands.predict.FASTEST_ENGINE`).
+with exit status 2. The model runs on the level engine where its cell runs on it, else on
+the checkpoint's, unless ``--engine`` names one
+(:data:`gnn_treelstm.models.checkpoint.FASTEST`).
 
 Bounds (:class:`ExplorerServer`): ``--max-connections`` (64) are served at once, one thread
 each; a connection beyond that gets an immediate 503 and no thread. A client has
@@ -59,12 +60,11 @@ from urllib.parse import parse_qs, urlsplit
 
 from gnn_treelstm.argtypes import port, positive_float, positive_int
 from gnn_treelstm.commands.cli import set_openmp_wait_policy
-from gnn_treelstm.commands.predict import FASTEST_ENGINE
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
 from gnn_treelstm.models import predictor as P  # noqa: E402
-from gnn_treelstm.models.checkpoint import checkpoint_path  # noqa: E402
+from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE, checkpoint_path  # noqa: E402
 from gnn_treelstm.trees import treesvg  # noqa: E402
 
 __all__ = ["Explorer", "BadRequest", "ExplorerServer", "load_explorer", "make_server",
@@ -595,9 +595,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--port", type=port, default=8000, help="port (0: any free one)")
     ap.add_argument("--spacy-model", default=None,
                     help="spaCy pipeline (default: the first installed English one)")
-    ap.add_argument("--engine", default=FASTEST_ENGINE, choices=("dgl", "level"),
-                    help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest; both "
-                    "compute the same)")
+    ap.add_argument("--engine", default=FASTEST, choices=("dgl", "level"),
+                    help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest, where "
+                    "the model's cell runs on it; both compute the same)")
     ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
                     help=f"longest sentence accepted, in characters (default {MAX_CHARS})")
     ap.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,

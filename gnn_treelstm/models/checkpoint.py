@@ -38,13 +38,14 @@ from typing import Any
 
 import torch
 
+from gnn_treelstm.cells import build_cell
 from gnn_treelstm.files import atomic_write
-from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel, cell_accepts
 from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
            "load_checkpoint", "load_model", "checkpoint_path", "DIGEST_KEY", "tensor_digest",
-           "check_digest", "fitted_model"]
+           "check_digest", "fitted_model", "FASTEST", "FASTEST_ENGINE"]
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +211,8 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
 
     ``path``: a checkpoint file, a run directory (its ``best.pt``) or a directory written by
     ``Predictor.save_pretrained`` (its ``model.pt``). ``engine`` overrides the propagation
-    engine the model was trained with.
+    engine the model was trained with; :data:`FASTEST` picks :data:`FASTEST_ENGINE` where
+    the model's cell runs on it (with its options), else keeps the checkpoint's.
     """
     path = checkpoint_path(path)
     payload = load_checkpoint(path)
@@ -225,6 +227,8 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
             f"{path}: model_config['vocab_size'] is {config.vocab_size} but the checkpoint's "
             f"vocab has {len(payload['vocab'])} words; the checkpoint was changed or damaged: "
             "use it as training wrote it")
+    if engine == FASTEST:
+        engine = _fastest_engine(config, path)
     if engine is not None:
         config.engine = engine
     model = fitted_model(config, payload["state_dict"], path)
@@ -357,3 +361,30 @@ def _misfit(config: ModelConfig, want: dict[str, tuple[int, ...]],
                     f"{_dims(want[name])} for {key} {getattr(config, key)})")
     return (f"model_config does not fit the weights: {name} is {_dims(got[name])} in the "
             f"file, {_dims(want[name])} for the configuration")
+
+
+# ------------------------------------------------------------------ engine choice
+#: ``load_model(engine=FASTEST)``: the fastest engine the model's cell runs on
+FASTEST = "fastest"
+#: the fastest engine: the level engine, the same math as the dgl reference engine
+#: (``tests/cells/test_registry.py``) level by level instead of frontier by frontier
+#: (``docs/speed.md``)
+FASTEST_ENGINE = "level"
+
+
+def _fastest_engine(config: ModelConfig, path: Path) -> str:
+    """:data:`FASTEST_ENGINE` if the model's cell (with its options) is built on it, else
+    the checkpoint's engine (logged)."""
+    if config.engine == FASTEST_ENGINE:
+        return config.engine
+    kwargs = dict(config.cell_kwargs)
+    if cell_accepts(config.cell, "num_relations"):
+        kwargs.setdefault("num_relations", config.num_relations)
+    try:  # a small probe of the cell, as the model would build it
+        build_cell(config.cell, 4, 4, engine=FASTEST_ENGINE, **kwargs)
+    except (TypeError, ValueError) as exc:
+        log.info("%s: the %s cell does not run on the %s engine (%s); using the "
+                 "checkpoint's %s engine", path, config.cell, FASTEST_ENGINE, exc,
+                 config.engine)
+        return config.engine
+    return FASTEST_ENGINE

@@ -212,21 +212,45 @@ def test_a_sentence_longer_than_max_chars_is_refused_naming_its_line(runs, tmp_p
 
 
 def test_predict_and_serve_run_the_level_engine_unless_asked(runs, monkeypatch, capsys):
+    """The tiny runs trained on the dgl engine; predict runs them on the level engine (the
+    same math) unless --engine says otherwise, and serve's default is the same."""
     from gnn_treelstm.commands import serve
+    from gnn_treelstm.models import checkpoint as C
     from gnn_treelstm.models.predictor import Predictor
 
     engines, real = [], Predictor.from_pretrained.__func__
 
     def spy(cls, path, **kw):
-        engines.append(kw.get("engine"))
-        return real(cls, path, **kw)
+        predictor = real(cls, path, **kw)
+        engines.append(predictor.checkpoint.model.cell.engine)
+        return predictor
 
     monkeypatch.setattr(Predictor, "from_pretrained", classmethod(spy))
     got = {}
     for flags in ([], ["--engine", "dgl"]):
         assert P.main([str(runs / "sst"), "w1 and w2 film .", "--json", *flags]) == 0
         got[tuple(flags)] = json.loads(capsys.readouterr().out)["probabilities"]
-    assert engines == ["level", "dgl"] and P.FASTEST_ENGINE == "level"
+    assert C.load_model(runs / "sst").model.cell.engine == "dgl"  # as trained
+    assert engines == ["level", "dgl"] and C.FASTEST_ENGINE == "level"
     assert got[()] == pytest.approx(got[("--engine", "dgl")], abs=1e-5)  # the same math
-    assert serve.build_parser().parse_args(["r"]).engine == "level"
+    assert serve.build_parser().parse_args(["r"]).engine == C.FASTEST
     assert serve.build_parser().parse_args(["r", "--engine", "dgl"]).engine == "dgl"
+
+
+def test_the_fastest_engine_falls_back_to_the_checkpoints_where_the_cell_refuses_it(
+        runs, monkeypatch, caplog):
+    from gnn_treelstm.models import checkpoint as C
+
+    real = C.build_cell
+
+    def level_refused(name, x, h, *, engine, **kw):
+        if engine == "level":
+            raise ValueError("this option has no level kernel")
+        return real(name, x, h, engine=engine, **kw)
+
+    monkeypatch.setattr(C, "build_cell", level_refused)
+    with caplog.at_level("INFO", logger="gnn_treelstm.models.checkpoint"):
+        ck = C.load_model(runs / "sst", engine=C.FASTEST)
+    assert ck.model.cell.engine == "dgl"
+    assert "does not run on the level engine (this option has no level kernel); using the " \
+        "checkpoint's dgl engine" in caplog.text
