@@ -165,7 +165,8 @@ def atomic_path(path: str | os.PathLike, *, mode: int | None = None) -> Iterator
             raise
         written = _size(tmp)
         tmp.unlink(missing_ok=True)  # before the free space is read for the message
-        reported = None if isinstance(exc, OSError) else exc
+        reported = None if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS \
+            else exc
         raise NoSpaceError(path, written=written, reported=reported) from exc
     finally:
         tmp.unlink(missing_ok=True)

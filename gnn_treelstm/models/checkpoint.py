@@ -218,7 +218,6 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     payload = load_checkpoint(path)
     try:
         config = ModelConfig.from_dict(payload["model_config"])
-        config.validate()
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: its model_config cannot be read ({exc}); the checkpoint "
                          "was changed or damaged: use it as training wrote it") from exc
@@ -331,7 +330,11 @@ def fitted_model(config: ModelConfig, state: Mapping[str, torch.Tensor],
             the weights (and the value they are for) where one size explains it, else the
             first weight that differs.
     """
-    model = TreeLSTMModel(config)
+    try:
+        model = TreeLSTMModel(config)
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{path}: its model_config cannot be read ({exc}); the checkpoint "
+                         "was changed or damaged: use it as training wrote it") from exc
     want = _shapes(model)
     got = {k: tuple(v.shape) for k, v in state.items()}
     if want != got:

@@ -12,7 +12,7 @@ import pytest
 from gnn_treelstm import Predictor
 from gnn_treelstm.commands import predict as predict_cmd
 from gnn_treelstm.commands import train
-from gnn_treelstm.models.checkpoint import load_model
+from gnn_treelstm.models.checkpoint import FASTEST, load_model
 from gnn_treelstm.training.data import SAMPLE_SRC
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
@@ -61,7 +61,7 @@ def test_saved_model_predicts_what_the_cli_prints_after_the_data_is_deleted(
     shutil.rmtree(tmp_path / "data")
     shutil.rmtree(runs)
 
-    predictor = Predictor.from_pretrained(saved, nlp=nlp)
+    predictor = Predictor.from_pretrained(saved, nlp=nlp, engine=FASTEST)  # as the CLI
     assert predictor.predict(texts, nodes=nodes) == want
     config = json.loads((saved / "config.json").read_text())
     assert config["task"] == task and config["tree"] == predictor.tree
