@@ -91,3 +91,27 @@ def test_a_tree_10000_deep_parses():
     assert t.parents[-1] == -1 and t.spans[-1] == (0, 10_000) and t.labels[-1] == 1
     assert t.parents[0] == t.num_nodes - 1 and t.positions[0] == 0  # the first word: left
     validate_tree(tree_to_graph(t, lambda w: 0))
+
+
+def test_build_reads_an_sst_file_holding_a_tree_10000_deep(tmp_path, capsys):
+    """`build` of the sample SST with a right-branching tree 10,000 words deep appended to
+    its training file: exit 0, the tree counted with the others."""
+    import json
+    import shutil
+
+    from data_prep import build
+    from gnn_treelstm.training.data import SAMPLE_SRC
+
+    src = tmp_path / "src"
+    shutil.copytree(SAMPLE_SRC / "sst", src / "sst")
+    train = src / "sst" / "trees" / "train.txt"
+    n = len(train.read_text().splitlines())
+    deep = "(2 w)"
+    for i in range(9_999):
+        deep = f"(2 (2 v{i}) {deep})"
+    with open(train, "a") as f:
+        f.write(deep + "\n")
+    out = tmp_path / "out"
+    assert build.main(["--dataset", "sst", "--src", str(src), "--out", str(out), "--trees",
+                       "constituency", "-q"]) == 0, capsys.readouterr().err
+    assert json.loads((out / "meta.json").read_text())["splits"]["train"] == n + 1
