@@ -79,7 +79,7 @@ from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused
+from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -275,14 +275,14 @@ class MultiplicativeTreeLSTM(TreeCell):
         with eq 4's transform (``s_jk = W_mr e_jk`` per edge gathered here from the
         relation table ``W_mr e_r``, one row per relation; the products with ``W_mh``,
         ``W_hm`` inside the loop); ``full`` with eq 2's ``W_hh[r]``."""
-        if not fused.available(x):
+        if not (fused.available(x) or self.variant == "add" and fused_triton.selected(x)):
             return None
         lv = prop.schedule_on(x.device).up
         node_rel = self.node_relations(prop) if self.variant == "add" else None
         wx = to_schedule_order(self.input_terms(x, node_rel), lv)  # (N, 4h)
         U_iou, U_f = self.U_iou.weight, self.U_f.weight
-        if self.variant == "add":
-            out = fused.childsum_levels(wx, U_iou, U_f, lv)
+        if self.variant == "add":  # the Triton kernels where selected, else the C++ loops
+            out = fused_triton.childsum_levels(wx, U_iou, U_f, lv)
         elif self.variant == "mult":
             s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
             s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)
