@@ -350,7 +350,8 @@ class _NaryLevels(torch.autograd.Function):
 
 
 def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tensor,
-                     h: torch.Tensor, slots: torch.Tensor, lv: Levels) -> tuple:
+                     h: torch.Tensor, slots: torch.Tensor, lv: Levels,
+                     hk_rows: torch.Tensor | None = None) -> tuple:
     """Gradients of :class:`_NaryLevels`' inputs from the pre-activation gradients (N, C)
     (one product per weight over all nodes, not one per level)."""
     rows_w, m0 = ctx.rows_w, ctx.m0
@@ -360,7 +361,10 @@ def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tenso
     m = xw.shape[0]
     slots_flat = slots.reshape(-1)
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
-    hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
+    if hk_rows is None:  # the children's h by slot, gathered from h (N + 1, h)
+        hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
+    else:  # given: (N, K h), rows in schedule order
+        hk_all = hk_rows[a0:n]
     # ((G+K) h, K h): one product over all inner nodes
     dU = grad_matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)

@@ -178,18 +178,27 @@ for _op in (_nary_forward, _nary_backward, _childsum_forward, _childsum_backward
     _op.register_fake(lambda *args: None)  # they only write into their buffers
 
 
+def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
+                             order: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output gradients (N, h) in schedule order: as given, or gathered by ``order``
+    from node order (a permutation's backward is a gather)."""
+    if order is None:
+        return dh_out.contiguous(), dc_out.contiguous()
+    return dh_out.index_select(0, order), dc_out.index_select(0, order)
+
+
 # ============================================================== N-ary (Tai eqs 9-14)
-def _parents(slots: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(N,) parent row and child position of every row (padding N: a root), from the
-    (N, K) children slots. Once per batch, no host synchronisation."""
-    n, k = slots.shape
-    rows = torch.arange(n, device=slots.device)
-    par = torch.full((n + 1,), n, dtype=torch.int64, device=slots.device)
-    pos = torch.zeros(n + 1, dtype=torch.int64, device=slots.device)
-    flat = slots.reshape(-1)
-    par.index_put_((flat,), rows.repeat_interleave(k))  # missing children land in row N
-    pos.index_put_((flat,), torch.arange(k, device=slots.device).repeat(n))
-    return par[:n], pos[:n]
+def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) the row that reads each row's state (its parent up, its child down; N: none) and
+    the slot it takes there (the edge's position; 0 when there is one slot). Once per
+    batch, from the schedule's edges, no host synchronisation."""
+    dev = lv.edge_src.device
+    par = torch.full((n,), n, dtype=torch.int64, device=dev)
+    par.index_put_((lv.edge_src,), lv.edge_dst)
+    if k == 1:
+        return par, torch.zeros(n, dtype=torch.int64, device=dev)
+    pos = torch.zeros(n, dtype=torch.int64, device=dev)
+    return par, pos.index_put_((lv.edge_src,), lv.edge_pos)
 
 
 class _NaryLevels(torch.autograd.Function):
@@ -203,11 +212,10 @@ class _NaryLevels(torch.autograd.Function):
         g = U.shape[0] // hs - k  # 3 (i, o, u) or 2 (i, u)
         slots = slots.contiguous()
         gin = fused.nary_input_gates(xw, W, b, hs, k, n, rows_w, m0)  # (N, C) W x + b
-        h, c = fused.state_buffers(xw, n, hs)
-        tc = xw.new_empty(n, hs)
+        h, c, tc = (xw.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
         act = torch.empty_like(gin)  # activated gates
-        hk = xw.new_zeros(n + 1, k * hs)  # [h_j1; ...; h_jK] per row, written by the children
-        par, pos = _parents(slots)
+        hk = xw.new_zeros(n, k * hs)  # [h_j1; ...; h_jK] per row, written by the children
+        par, pos = _parents(lv, n, k)
         Ut = U.t()
         for lvl in range(lv.num_levels):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
@@ -216,18 +224,18 @@ class _NaryLevels(torch.autograd.Function):
             torch.ops.gnn_treelstm_triton.nary_forward(pre, slots, par, pos, act, c, tc, h,
                                                        hk, a, bb - a, g)
         ctx.lv, ctx.rows_w, ctx.m0, ctx.perm, ctx.g = lv, rows_w, m0, perm, g
-        ctx.save_for_backward(xw, W, U, slots, par, pos, h, c, tc, act)
+        ctx.save_for_backward(xw, W, U, slots, par, pos, h, c, tc, act, hk)
         if perm is None:
-            return h[:n], c[:n]
+            return h, c
         rank = perm[0]
         return h.index_select(0, rank), c.index_select(0, rank)
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        xw, W, U, slots, par, pos, h, c, tc, act = ctx.saved_tensors
+        xw, W, U, slots, par, pos, h, c, tc, act, hk = ctx.saved_tensors
         lv: Levels = ctx.lv
-        dh, dc = fused.grad_buffers(dh_out.contiguous(), dc_out.contiguous(),
-                                    None if ctx.perm is None else ctx.perm[1])
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out,
+                                          None if ctx.perm is None else ctx.perm[1])
         n, k = slots.shape
         dg = torch.empty_like(act)  # pre-activation gradients (N, C)
         dct = torch.empty_like(tc)  # δc_j
@@ -238,7 +246,7 @@ class _NaryLevels(torch.autograd.Function):
                                                         dhk, dct, dg, a, bb - a, ctx.g)
             if lvl:
                 torch.mm(dg[a:bb], U, out=dhk[a:bb])
-        return fused.nary_param_grads(ctx, dg, xw, W, h, slots, lv)
+        return fused.nary_param_grads(ctx, dg, xw, W, h, slots, lv, hk)
 
 
 def nary_levels(xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm
@@ -264,8 +272,7 @@ class _ChildSumLevels(torch.autograd.Function):
         e = lv.edge_src.shape[0]
         u_all = torch.cat([U_iou, U_f])  # ((G+1) h, h): one product per edge for all gates
         u_t = u_all.t()
-        h, c = fused.state_buffers(wx, n, hs)
-        tc = wx.new_empty(n, hs)
+        h, c, tc = (wx.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
         act = wx.new_empty(n, g * hs)  # i, (o,) u activated
         he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
         fe = wx.new_empty(e, hs)  # f_jk per edge
@@ -281,7 +288,7 @@ class _ChildSumLevels(torch.autograd.Function):
                 wx, p, ea, estart, lv.edge_src, pe, act, c, tc, h, he, fe, a, bb - a, g)
         ctx.lv, ctx.g = lv, g
         ctx.save_for_backward(u_all, estart, pe, act, c, tc, he, fe)
-        return h[:n], c[:n]
+        return h, c
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
@@ -290,7 +297,7 @@ class _ChildSumLevels(torch.autograd.Function):
         g = ctx.g
         n, hs = tc.shape
         e = he.shape[0]
-        dh, dc = fused.grad_buffers(dh_out.contiguous(), dc_out.contiguous())
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
         edst = F.pad(lv.edge_dst, (0, 1), value=n)  # parent row of each edge; E: none
         dp = he.new_empty(e, hs)  # δ per edge into the child's h
         dct = torch.empty_like(tc)
