@@ -125,8 +125,7 @@ def cell_rates(args, device: torch.device) -> list[dict]:
                      "cpu_fwdbwd_trees_s": cpu_rate, "device_fwdbwd_trees_s": dev_rate,
                      "device_over_cpu": dev_rate / cpu_rate,
                      "device_triton": fused_triton.selected(torch.zeros(1, device=device))
-                     and name in ("nary", "childsum", "mtree-add", "lstm", "bilstm",
-                                  "lstm2", "bilstm2")})
+                     and name not in ("lex", "topdown", "bitree", "mean")})
         print(f"{name:10s} batch {args.batch}: CPU {cpu_rate:8.0f} trees/s, "
               f"{device.type} {dev_rate:8.0f} trees/s, x{dev_rate / cpu_rate:.2f}", flush=True)
     return rows

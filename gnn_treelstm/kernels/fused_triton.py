@@ -16,7 +16,9 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
 * :func:`nary_levels`: N-ary (Tai eqs 9-14), also the sequential LSTM (N = 1 on chains);
   the arguments of :func:`.fused.nary_levels`.
 * :func:`childsum_levels`: Child-Sum (Tai eqs 2-8), also mTreeLSTM ``add``; the arguments
-  of :func:`.fused.childsum_levels`.
+  of :func:`.fused.childsum_levels`. :func:`relation_childsum_levels`: the same loop with
+  one recurrent matrix per relation, for mTreeLSTM ``mult`` and ``full`` (Tran & Cheng
+  eqs 4 and 2 composed with ``U^(i,o,u)`` in the cell's file).
 
 Both fall back to the C++ loops (or ``None``, the general level driver) where the Triton
 path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
@@ -49,7 +51,7 @@ else:  # triton is an optional dependency
     tk = None
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
-           "available", "nary_levels", "childsum_levels", "OPS"]
+           "available", "nary_levels", "childsum_levels", "relation_childsum_levels", "OPS"]
 
 CHOICES = ("auto", "triton", "native")
 DTYPES = (torch.float32, torch.float64)
@@ -150,28 +152,30 @@ def _nary_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: tor
 
 @torch.library.custom_op("gnn_treelstm_triton::childsum_forward",
                          mutates_args=("act", "c", "tc", "h", "he", "fe"))
-def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, ea: int, estart: torch.Tensor,
-                      esrc: torch.Tensor, pe: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
-                      tc: torch.Tensor, h: torch.Tensor, he: torch.Tensor, fe: torch.Tensor,
-                      a: int, n: int, g: int) -> None:
+def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, rel: torch.Tensor, ea: int,
+                      estart: torch.Tensor, esrc: torch.Tensor, pe: torch.Tensor,
+                      act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
+                      he: torch.Tensor, fe: torch.Tensor, a: int, n: int, g: int,
+                      r: int) -> None:
     hs = c.shape[1]
     bm, bn, grid = _blocks(n, hs, c)
-    tk.childsum_forward[grid](wx, p, ea, estart, esrc, pe, act, c, tc, h, he, fe, a, n,
-                              pe.shape[0], esrc.shape[0], hs, G=g, BM=bm, BN=bn)
+    tk.childsum_forward[grid](wx, p, rel, ea, estart, esrc, pe, act, c, tc, h, he, fe, a, n,
+                              pe.shape[0], esrc.shape[0], hs, G=g, R=r, BM=bm, BN=bn)
 
 
 @torch.library.custom_op("gnn_treelstm_triton::childsum_backward",
                          mutates_args=("dp", "dct", "dg", "dwf", "d"))
 def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
-                       tc: torch.Tensor, fe: torch.Tensor, estart: torch.Tensor,
-                       esrc: torch.Tensor, edst: torch.Tensor, pe: torch.Tensor,
-                       dp: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor, dwf: torch.Tensor,
-                       d: torch.Tensor, a: int, n: int, g: int) -> None:
+                       tc: torch.Tensor, fe: torch.Tensor, rel: torch.Tensor,
+                       estart: torch.Tensor, esrc: torch.Tensor, edst: torch.Tensor,
+                       pe: torch.Tensor, dp: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor,
+                       dwf: torch.Tensor, d: torch.Tensor, a: int, n: int, g: int,
+                       r: int) -> None:
     hs = c.shape[1]
     bm, bn, grid = _blocks(n, hs, c)
-    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, estart, esrc, edst, pe, dp, dct, dg,
-                               dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, G=g, BM=bm,
-                               BN=bn)
+    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, edst, pe, dp, dct,
+                               dg, dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, G=g, R=r,
+                               BM=bm, BN=bn)
 
 
 for _op in (_nary_forward, _nary_backward, _childsum_forward, _childsum_backward):
@@ -260,18 +264,26 @@ def nary_levels(xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
 class _ChildSumLevels(torch.autograd.Function):
-    """Child-Sum recurrence (Tai eqs 2-8) over all levels with the Triton kernels; the
-    arguments and results of :class:`gnn_treelstm.kernels.fused._ChildSumLevels`
-    (``wx`` (N, (G+1) h) in schedule order, ``U_iou`` (G h, h), ``U_f`` (h, h))."""
+    """Child-Sum recurrence (Tai eqs 2-8) over all levels with the Triton kernels, the
+    children's contribution to ``U^(i,o,u) h~_j`` through one matrix per relation.
+
+    Inputs: ``wx`` (N, (G+1) h) ``W x + b`` in schedule order, gate columns ``i, (o,) u, f``;
+    ``V`` (R, G h, h): edge ``k -> j`` of relation ``r`` adds ``V_r h_k`` to the
+    pre-activations of ``i, (o,) u`` (Child-Sum: ``R = 1``, ``V_0 = U^(i,o,u)``); ``U_f``
+    (h, h); ``lv`` (up levels; ``lv.edge_rel`` picks ``V_r`` when R > 1). Outputs ``h, c``
+    (N, h) in schedule order."""
 
     @staticmethod
-    def forward(ctx, wx, U_iou, U_f, lv: Levels):
+    def forward(ctx, wx, V, U_f, lv: Levels):
         wx = wx.contiguous()
         n, hs = wx.shape[0], U_f.shape[0]
-        g = U_iou.shape[0] // hs
+        r, gh = V.shape[0], V.shape[1]
+        g = gh // hs
         e = lv.edge_src.shape[0]
-        u_all = torch.cat([U_iou, U_f])  # ((G+1) h, h): one product per edge for all gates
+        # ((R G + 1) h, h): one product per edge for every relation's gates and f
+        u_all = torch.cat([V.reshape(r * gh, hs), U_f])
         u_t = u_all.t()
+        rel = lv.edge_rel if r > 1 else lv.edge_src  # read only when R > 1
         h, c, tc = (wx.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
         act = wx.new_empty(n, g * hs)  # i, (o,) u activated
         he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
@@ -283,18 +295,18 @@ class _ChildSumLevels(torch.autograd.Function):
         for lvl in range(lv.num_levels):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
-            p = torch.mm(he[ea:eb], u_t) if eb > ea else wx  # (E_l, (G+1) h); unread if none
+            p = torch.mm(he[ea:eb], u_t) if eb > ea else wx  # (E_l, (RG+1) h); unread if none
             torch.ops.gnn_treelstm_triton.childsum_forward(
-                wx, p, ea, estart, lv.edge_src, pe, act, c, tc, h, he, fe, a, bb - a, g)
-        ctx.lv, ctx.g = lv, g
-        ctx.save_for_backward(u_all, estart, pe, act, c, tc, he, fe)
+                wx, p, rel, ea, estart, lv.edge_src, pe, act, c, tc, h, he, fe, a, bb - a, g, r)
+        ctx.lv, ctx.g, ctx.r = lv, g, r
+        ctx.save_for_backward(u_all, rel, estart, pe, act, c, tc, he, fe)
         return h, c
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        u_all, estart, pe, act, c, tc, he, fe = ctx.saved_tensors
+        u_all, rel, estart, pe, act, c, tc, he, fe = ctx.saved_tensors
         lv: Levels = ctx.lv
-        g = ctx.g
+        g, r = ctx.g, ctx.r
         n, hs = tc.shape
         e = he.shape[0]
         dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
@@ -303,18 +315,20 @@ class _ChildSumLevels(torch.autograd.Function):
         dct = torch.empty_like(tc)
         dg = torch.empty_like(act)
         dwf = torch.empty_like(tc)  # Σ_k δf_jk: the gradient of W^(f) x_j + b^(f)
-        d = he.new_empty(e, u_all.shape[0])  # [δi, (δo,) δu of the parent, δf_jk] per edge
+        # per edge [δi, (δo,) δu of the parent in its relation's block, δf_jk]
+        d = he.new_empty(e, u_all.shape[0]) if r == 1 else he.new_zeros(e, u_all.shape[0])
         for lvl in range(lv.num_levels - 1, -1, -1):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
             torch.ops.gnn_treelstm_triton.childsum_backward(
-                dh, dc, act, c, tc, fe, estart, lv.edge_src, edst, pe, dp, dct, dg, dwf, d,
-                a, bb - a, g)
+                dh, dc, act, c, tc, fe, rel, estart, lv.edge_src, edst, pe, dp, dct, dg, dwf,
+                d, a, bb - a, g, r)
             if eb > ea:
                 torch.mm(d[ea:eb], u_all, out=dp[ea:eb])
-        # [dU_iou; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
+        # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
         du = fused.grad_matmul(d.t(), he) if e else torch.zeros_like(u_all)
-        return torch.cat([dg, dwf], 1), du[:g * hs], du[g * hs:], None
+        gr = g * hs * r
+        return torch.cat([dg, dwf], 1), du[:gr].view(r, g * hs, hs), du[gr:], None
 
 
 def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
@@ -324,4 +338,13 @@ def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
     :func:`selected`, else the C++ loops, else ``None``."""
     if not selected(wx):
         return fused.childsum_levels(wx, U_iou, U_f, lv)
-    return _ChildSumLevels.apply(wx, U_iou, U_f, lv)
+    return _ChildSumLevels.apply(wx, U_iou.unsqueeze(0), U_f, lv)
+
+
+def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tensor,
+                             lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Child-Sum's loop with one matrix ``V_r`` (G h, h) per relation in place of
+    ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): the mTreeLSTM
+    variants, ``(h, c)`` in schedule order. Triton only (the caller checks
+    :func:`selected`)."""
+    return _ChildSumLevels.apply(wx, V, U_f, lv)

@@ -13,9 +13,12 @@ with plain loads and stores, no atomics. The equations:
   ``i, o, f_k = σ(·)``, ``u = tanh(·)``, ``c_j = i ⊙ u + Σ_k f_k ⊙ c_jk`` (eq 13),
   ``h_j = o ⊙ tanh(c_j)`` (eq 14).
 * :func:`childsum_forward` / :func:`childsum_backward`: Child-Sum Tree-LSTM, Tai eqs 2-8
-  (``gnn_treelstm/cells/childsum.py``; also mTreeLSTM's ``add`` variant): the children's
-  ``U^(i,o,u) h_k`` summed (eq 2 times ``U``), ``f_jk = σ(W^(f) x_j + U^(f) h_k + b^(f))``
-  per child (eq 4), ``c_j = i ⊙ u + Σ_k f_jk ⊙ c_k`` (eq 7), ``h_j = o ⊙ tanh(c_j)`` (eq 8).
+  (``gnn_treelstm/cells/childsum.py``): the children's ``U^(i,o,u) h_k`` summed (eq 2 times
+  ``U``), ``f_jk = σ(W^(f) x_j + U^(f) h_k + b^(f))`` per child (eq 4),
+  ``c_j = i ⊙ u + Σ_k f_jk ⊙ c_k`` (eq 7), ``h_j = o ⊙ tanh(c_j)`` (eq 8); also the
+  mTreeLSTM variants (``gnn_treelstm/cells/multiplicative.py``, Tran & Cheng 2018), whose
+  ``h~_j`` (eq 4 ``mult``, eq 2 ``full``) is linear in each ``h_k`` for a given relation:
+  ``U^(i,o,u) h~_j = Σ_k V_r(k) h_k`` with one matrix ``V_r`` per relation.
 
 The backward kernels are the hand-written derivatives of the same equations: with
 ``δc = dc_j + dh_j ⊙ o ⊙ (1 - tanh²c_j)``, the pre-activation gradients are
@@ -139,14 +142,16 @@ def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, po
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
 @triton.jit
-def childsum_forward(wx_ptr, p_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c_ptr, tc_ptr,
-                     h_ptr, he_ptr, fe_ptr, a, n, N, E, HS, G: tl.constexpr,
-                     BM: tl.constexpr, BN: tl.constexpr):
+def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c_ptr,
+                     tc_ptr, h_ptr, he_ptr, fe_ptr, a, n, N, E, HS, G: tl.constexpr,
+                     R: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
     """Eqs 2-8 for the level's rows from ``wx`` (``W x + b``, (N, (G+1) HS)) and ``p``
-    (the level's edges, ``[U^(i,o,u); U^(f)] h_k`` per child edge, from edge ``ea``).
-    Writes ``act`` (i, (o,) u), ``c``, ``tanh c``, ``h``, ``f_jk`` per edge (``fe``) and
-    ``h_j`` into the row of its parent edge in ``he``."""
-    W = (G + 1) * HS
+    (the level's edges from edge ``ea``: ``[V_0; ...; V_{R-1}; U^(f)] h_k`` per child edge,
+    ``V_r h_k`` the edge's contribution to ``U^(i,o,u) h~_j`` for relation ``r = rel[e]``:
+    ``V = U^(i,o,u)`` with ``R = 1`` for Child-Sum, Tran's eq 2 / eq 4 transforms composed
+    with it for fullTreeLSTM / mTreeLSTM). Writes ``act`` (i, (o,) u), ``c``, ``tanh c``,
+    ``h``, ``f_jk`` per edge (``fe``) and ``h_j`` into the row of its parent edge in ``he``."""
+    W = (R * G + 1) * HS
     r = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     rm = r < n
@@ -154,7 +159,7 @@ def childsum_forward(wx_ptr, p_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c
     j = a + r
     e0 = tl.load(estart_ptr + j, mask=rm, other=0)
     deg = tl.load(estart_ptr + j + 1, mask=rm, other=0) - e0
-    x = wx_ptr + j[:, None] * W + cols[None, :]
+    x = wx_ptr + j[:, None] * ((G + 1) * HS) + cols[None, :]
     pre_i = tl.load(x, mask=m, other=0.0)
     pre_u = tl.load(x + (G - 1) * HS, mask=m, other=0.0)
     pre_o = tl.load(x + HS, mask=m, other=0.0)
@@ -164,11 +169,16 @@ def childsum_forward(wx_ptr, p_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c
         em = rm & (k < deg)
         e = e0 + k
         me = m & em[:, None]
-        pr = p_ptr + (e - ea)[:, None] * W + cols[None, :]
+        pf = p_ptr + (e - ea)[:, None] * W + cols[None, :]
+        if R == 1:
+            pr = pf
+        else:
+            rel = tl.load(rel_ptr + e, mask=em, other=0)
+            pr = pf + (rel * (G * HS))[:, None]
         pre_i += tl.load(pr, mask=me, other=0.0)  # U^(i) h~_j, eq 2 inside eq 3
         pre_u += tl.load(pr + (G - 1) * HS, mask=me, other=0.0)
         pre_o += tl.load(pr + HS, mask=me, other=0.0)
-        f = _sig(fx + tl.load(pr + G * HS, mask=me, other=0.0))  # eq 4
+        f = _sig(fx + tl.load(pf + R * G * HS, mask=me, other=0.0))  # eq 4
         tl.store(fe_ptr + e[:, None] * HS + cols[None, :], f, mask=me)
         s = tl.load(esrc_ptr + e, mask=em, other=N)
         ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=me, other=0.0)
@@ -195,15 +205,17 @@ def childsum_forward(wx_ptr, p_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c
 
 
 @triton.jit
-def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, estart_ptr, esrc_ptr,
-                      edst_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n, N, E,
-                      HS, G: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, estart_ptr,
+                      esrc_ptr, edst_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n,
+                      N, E, HS, G: tl.constexpr, R: tl.constexpr, BM: tl.constexpr,
+                      BN: tl.constexpr):
     """The derivative of :func:`childsum_forward` for the level's rows: ``dh_j`` = its
     output gradient + ``dp`` of its parent edge (``[δiou_par, δf_e] [U^(i,o,u); U^(f)]``,
     the product after the parent's level), ``dc_j`` = its output gradient +
     ``δc_par ⊙ f_par,j``. Writes ``δi, (δo,) δu`` (``dg``), ``δc`` (``dct``), the node's
-    ``Σ_k δf_jk`` (``dwf``) and per child edge the row ``[δi, (δo,) δu, δf_jk]`` of ``d``."""
-    W = (G + 1) * HS
+    ``Σ_k δf_jk`` (``dwf``) and per child edge the row of ``d``: ``δi, (δo,) δu`` in the
+    block of the edge's relation (``d`` comes zeroed), ``δf_jk`` in the last block."""
+    W = (R * G + 1) * HS
     r = tl.program_id(0) * BM + tl.arange(0, BM)
     cols = tl.program_id(1) * BN + tl.arange(0, BN)
     rm = r < n
@@ -248,10 +260,15 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, estart_ptr
         ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=me, other=0.0)
         df = dct * ck * f * (1.0 - f)
         dwf += df
-        row = d_ptr + e[:, None] * W + cols[None, :]
+        rowf = d_ptr + e[:, None] * W + cols[None, :]
+        if R == 1:
+            row = rowf
+        else:
+            rel = tl.load(rel_ptr + e, mask=em, other=0)
+            row = rowf + (rel * (G * HS))[:, None]
         tl.store(row, di, mask=me)
         tl.store(row + (G - 1) * HS, du, mask=me)
         if G == 3:
             tl.store(row + HS, do, mask=me)
-        tl.store(row + G * HS, df, mask=me)
+        tl.store(rowf + R * G * HS, df, mask=me)
     tl.store(dwf_ptr + st, dwf, mask=m)

@@ -199,7 +199,8 @@ def _check_cpp_kernel(name, kw, cell_fast, g, x, wh, wc, want, dtype):
 #: the registry names whose level kernel has a Triton path
 #: (:mod:`gnn_treelstm.kernels.fused_triton`) and the custom ops it runs
 TRITON = {"nary": "nary", "lstm": "nary", "bilstm": "nary", "lstm2": "nary", "bilstm2": "nary",
-          "childsum": "childsum", "mtree-add": "childsum"}
+          "childsum": "childsum", "mtree-add": "childsum", "mtree": "childsum",
+          "mtree-full": "childsum"}
 
 
 def _triton_params():
