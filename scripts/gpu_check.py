@@ -148,9 +148,9 @@ def epoch_command(args, device: str, batch: int, threads: int, runs_dir: str,
     return cmd
 
 
-def epochs(args, device: torch.device) -> list[dict]:
-    """One SST-5 N-ary training epoch per (device, batch), each its own process."""
-    rows = []
+def epochs(args, device: torch.device):
+    """One SST-5 N-ary training epoch per (device, batch), each its own process; yields
+    each row as it is measured."""
     with tempfile.TemporaryDirectory() as runs_dir:
         for k, (where, batch) in enumerate((("cpu", 25), (device.type, 25),
                                             (device.type, 256))):
@@ -169,10 +169,9 @@ def epochs(args, device: torch.device) -> list[dict]:
                    "eval_seconds": m["eval_seconds"], "eval_trees": dev_trees,
                    "eval_trees_s": dev_trees / max(m["eval_seconds"], 1e-9),
                    "dev_accuracy": m["dev"].get("accuracy")}
-            rows.append(row)
             print(f"SST-5 N-ary epoch, {where}, batch {batch}: "
                   f"{json.dumps({k: row[k] for k in row if k != 'command'})}", flush=True)
-    return rows
+            yield row
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -214,9 +213,13 @@ def main(argv: list[str] | None = None) -> int:
                                                        else sys.argv[1:])]),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
         "cells": cell_rates(args, device),
-        "epochs": [] if args.no_epochs else epochs(args, device),
+        "epochs": [],
     }
-    write_json(args.json, out)
+    write_json(args.json, out)  # written after each part: a run cut short keeps what it measured
+    if not args.no_epochs:
+        for row in epochs(args, device):
+            out["epochs"].append(row)
+            write_json(args.json, out)
     print(f"wrote {args.json}")
     return 0
 
