@@ -54,7 +54,7 @@ from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused
+from gnn_treelstm.kernels import fused_triton
 
 logger = logging.getLogger(__name__)
 
@@ -207,12 +207,13 @@ class ChildSumTreeLSTM(TreeCell):
         return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The C++ level loops (with or without output gate, float32 CPU)."""
-        if not fused.available(x):
+        """The level loops (with or without output gate): the Triton kernels where selected
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), else the C++ loops (float32 CPU)."""
+        if not fused_triton.available(x):
             return None
         lv = prop.schedule_on(x.device).up
-        out = fused.childsum_levels(to_schedule_order(self.input_terms(x), lv),
-                                    self._U_in(), self.U_f.weight, lv)
+        out = fused_triton.childsum_levels(to_schedule_order(self.input_terms(x), lv),
+                                           self._U_in(), self.U_f.weight, lv)
         return to_node_order(out[0], lv), to_node_order(out[1], lv)
 
     def extra_repr(self) -> str:

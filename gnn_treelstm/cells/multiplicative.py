@@ -79,7 +79,7 @@ from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused
+from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -271,18 +271,31 @@ class MultiplicativeTreeLSTM(TreeCell):
         return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """Child-Sum's C++ level loops (float32 CPU): ``add`` on its input terms; ``mult``
+        """The Triton kernels where selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA;
+        ``mult`` and ``full`` through one recurrent matrix per relation), else Child-Sum's
+        C++ level loops (float32 CPU): ``add`` on its input terms; ``mult``
         with eq 4's transform (``s_jk = W_mr e_jk`` per edge gathered here from the
         relation table ``W_mr e_r``, one row per relation; the products with ``W_mh``,
         ``W_hm`` inside the loop); ``full`` with eq 2's ``W_hh[r]``."""
-        if not fused.available(x):
+        triton = fused_triton.selected(x)
+        if not (triton or fused.available(x)):
             return None
         lv = prop.schedule_on(x.device).up
         node_rel = self.node_relations(prop) if self.variant == "add" else None
         wx = to_schedule_order(self.input_terms(x, node_rel), lv)  # (N, 4h)
         U_iou, U_f = self.U_iou.weight, self.U_f.weight
-        if self.variant == "add":
-            out = fused.childsum_levels(wx, U_iou, U_f, lv)
+        if self.variant == "add":  # the Triton kernels where selected, else the C++ loops
+            out = fused_triton.childsum_levels(wx, U_iou, U_f, lv)
+        elif triton:
+            # U^(i,o,u) h~_j = Σ_k V_r h_k with one matrix per relation r (R, 3h, h):
+            # eq 4, V_r = U_iou W_hm diag(W_mr e_r) W_mh; eq 2, V_r = U_iou W_hh[r]
+            if self.variant == "mult":
+                s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
+                V = torch.matmul(U_iou @ self.W_hm.weight,
+                                 s_rel.unsqueeze(-1) * self.W_mh.weight)
+            else:
+                V = torch.matmul(U_iou, self.W_hh)
+            out = fused_triton.relation_childsum_levels(wx, V, U_f, lv)
         elif self.variant == "mult":
             s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
             s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)

@@ -67,7 +67,7 @@ from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused
+from gnn_treelstm.kernels import fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -289,9 +289,11 @@ class NaryTreeLSTM(TreeCell):
         return torch.cat([self._U_iou_tied().weight, *rows], dim=0)
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The C++ level loops with the input products inside (with or without output gate,
-        float32 CPU); ``x`` only at the rows with a word (``schedule.word_ids``)."""
-        if not fused.available(x):
+        """The level loops with the input products inside (with or without output gate): the
+        Triton kernels where selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), else
+        the C++ loops (float32 CPU); ``x`` only at the rows with a word
+        (``schedule.word_ids``)."""
+        if not fused_triton.available(x):
             return None
         sched = prop.schedule_on(x.device)
         lv = sched.up
@@ -303,8 +305,9 @@ class NaryTreeLSTM(TreeCell):
         slots = lv.slots
         if lv.width < k:
             slots = F.pad(slots, (0, k - lv.width), value=lv.num_nodes)
-        return fused.nary_levels(x.index_select(0, word_ids), self.W_x.weight, self.W_x.bias,
-                                 self.full_U(), slots, lv, rows_w, m0, (lv.rank, lv.order))
+        return fused_triton.nary_levels(x.index_select(0, word_ids), self.W_x.weight,
+                                        self.W_x.bias, self.full_U(), slots, lv, rows_w, m0,
+                                        (lv.rank, lv.order))
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}, "

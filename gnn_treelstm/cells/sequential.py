@@ -78,7 +78,7 @@ from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused
+from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -291,7 +291,7 @@ class SequentialLSTM(TreeCell):
         """N-ary's C++ level loops with N = 1 (with or without output gate, float32 CPU):
         forward direction on the up levels, backward direction on the down levels (the
         reversed chain)."""
-        if not fused.available(x):
+        if not fused_triton.available(x):
             return None
         sched = prop.schedule_on(x.device)
         dirs = [("up", sched.up)]
@@ -305,7 +305,7 @@ class SequentialLSTM(TreeCell):
             n0 = lv.node_offsets[1] if lv.num_levels > 1 else lv.num_nodes  # first words
             for layer in self.direction_layers(direction):
                 # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
-                h, c = fused.nary_levels(inp, layer.W_x.weight, layer.W_x.bias,
+                h, c = fused_triton.nary_levels(inp, layer.W_x.weight, layer.W_x.bias,
                                          layer.U.weight, slots, lv, None, n0, None)
                 dir_h.append(h)
                 dir_c.append(c)

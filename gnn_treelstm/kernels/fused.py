@@ -30,7 +30,7 @@ from gnn_treelstm.kernels.gemm import mm_nt
 
 __all__ = ["available", "state_buffers", "grad_buffers", "grad_matmul", "childsum_levels",
            "mtree_levels", "mtree_full_levels", "nary_levels", "gate_weight",
-           "single_source_slots"]
+           "nary_input_gates", "nary_param_grads", "single_source_slots"]
 
 
 def available(t: torch.Tensor) -> bool:
@@ -268,6 +268,38 @@ def gate_weight(W: torch.Tensor, hs: int, k: int) -> torch.Tensor:
 
 
 
+def nary_input_gates(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, hs: int, k: int,
+                     n: int, rows_w: torch.Tensor | None, m0: int, *,
+                     leaf_forget: bool = True) -> torch.Tensor:
+    """(N, (G+K) h) ``W x_j + b`` of every schedule row (arguments as
+    :class:`_NaryLevels`), gate columns ``i, (o,) u, f_1..f_K``: one product for the leaves'
+    ``i, (o,) u`` and one for the other rows with a word; rows without a word get ``b``.
+    ``leaf_forget=False`` (for a loop that never reads them) leaves the leaves' forget
+    columns unset when the word rows are contiguous."""
+    gh = W.shape[0] - hs  # G h: the columns of i, (o,) u
+    cols = gh + k * hs
+    m = xw.shape[0]
+    b_all = _gate_bias(b, hs, k)  # (C,)
+    if not leaf_forget and rows_w is None and m0 > 0:
+        gates = xw.new_empty(n, cols)
+        gates[m0:] = b_all
+    else:
+        gates = b_all.expand(n, cols).clone()
+    if m0:  # leaves: i, o, u only
+        p0 = mm_nt(xw[:m0], W[:gh], b[:gh])  # (m0, G h)
+        if rows_w is None:
+            gates[:m0, :gh] = p0
+        else:
+            gates[:, :gh].index_copy_(0, rows_w[:m0], p0)
+    if m > m0:
+        p1 = mm_nt(xw[m0:], gate_weight(W, hs, k), b_all)  # (M - m0, C)
+        if rows_w is None:
+            gates[m0:m] = p1
+        else:
+            gates.index_copy_(0, rows_w[m0:], p1)
+    return gates
+
+
 class _NaryLevels(torch.autograd.Function):
     """N-ary recurrence (Tai eqs 9-14) over all levels, input terms included.
 
@@ -291,30 +323,9 @@ class _NaryLevels(torch.autograd.Function):
     def forward(ctx, xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm):
         n, k = slots.shape
         hs = U.shape[1] // k
-        cols = U.shape[0]  # (G + K) h
-        gh = W.shape[0] - hs  # G h: the columns of i, (o,) u
-        m = xw.shape[0]
-        b_all = _gate_bias(b, hs, k)  # (C,)
-        use_native = True
         # (N, C) W x_j + b (eqs 9-12), then the activated gates. The native loop reads only
         # i, o, u of the leaves, so their forget columns need no value there.
-        if use_native and rows_w is None and m0 > 0:
-            gates = xw.new_empty(n, cols)
-            gates[m0:] = b_all
-        else:
-            gates = b_all.expand(n, cols).clone()
-        if m0:  # leaves: i, o, u only
-            p0 = mm_nt(xw[:m0], W[:gh], b[:gh])  # (m0, G h)
-            if rows_w is None:
-                gates[:m0, :gh] = p0
-            else:
-                gates[:, :gh].index_copy_(0, rows_w[:m0], p0)
-        if m > m0:
-            p1 = mm_nt(xw[m0:], gate_weight(W, hs, k), b_all)  # (M - m0, C)
-            if rows_w is None:
-                gates[m0:m] = p1
-            else:
-                gates.index_copy_(0, rows_w[m0:], p1)
+        gates = nary_input_gates(xw, W, b, hs, k, n, rows_w, m0, leaf_forget=False)
         h, c = state_buffers(xw, n, hs)
         tc = xw.new_empty(n, hs)  # tanh(c_j), kept for the backward
         torch.ops.gnn_treelstm.nary_forward(gates, h, c, tc, slots.contiguous(),
@@ -334,11 +345,13 @@ class _NaryLevels(torch.autograd.Function):
         dgates = torch.empty_like(gates)
         torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc, slots.contiguous(),
                                              lv.node_offsets, U.contiguous())
-        return _nary_param_grads(ctx, dgates, xw, W, h, slots, lv)
+        return nary_param_grads(ctx, dgates, xw, W, h, slots, lv)
 
 
 
-def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
+def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tensor,
+                     h: torch.Tensor, slots: torch.Tensor, lv: Levels,
+                     hk_rows: torch.Tensor | None = None) -> tuple:
     """Gradients of :class:`_NaryLevels`' inputs from the pre-activation gradients (N, C)
     (one product per weight over all nodes, not one per level)."""
     rows_w, m0 = ctx.rows_w, ctx.m0
@@ -348,7 +361,10 @@ def _nary_param_grads(ctx, dgates, xw, W, h, slots, lv: Levels):
     m = xw.shape[0]
     slots_flat = slots.reshape(-1)
     a0 = lv.node_offsets[1] if lv.num_levels > 1 else n
-    hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
+    if hk_rows is None:  # the children's h by slot, gathered from h (N + 1, h)
+        hk_all = h.index_select(0, slots_flat[a0 * k:]).view(n - a0, k * hs)
+    else:  # given: (N, K h), rows in schedule order
+        hk_all = hk_rows[a0:n]
     # ((G+K) h, K h): one product over all inner nodes
     dU = grad_matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)

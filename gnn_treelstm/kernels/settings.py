@@ -1,4 +1,5 @@
-"""Environment-variable settings of the engine (``GNN_TREELSTM_GEMM``, ``GNN_TREELSTM_NATIVE``)."""
+"""Environment-variable settings of the engine (``GNN_TREELSTM_GEMM``, ``GNN_TREELSTM_NATIVE``,
+``GNN_TREELSTM_KERNELS``)."""
 
 from __future__ import annotations
 

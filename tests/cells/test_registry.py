@@ -1,8 +1,9 @@
 """One test over the whole cell registry: for every registry name and every option that
 changes the math, the per-node reference (written from the paper's equations), the DGL
-engine, the general level driver and the level engine's fast kernel (where the cell names
-one: ``cell.has_kernel``) give the same node states and the same gradient of every
-parameter and of ``x``, in float32 and float64.
+engine, the general level driver, the level engine's C++ kernel (where the cell names
+one: ``cell.has_kernel``) and its Triton kernel (:data:`TRITON`, under triton's interpreter,
+``TRITON_INTERPRET=1``) give the same node states and the same gradient of every parameter
+and of ``x``, in float32 and float64.
 
 A kernel that drifts from its cell's declaration fails here
 (:func:`test_a_mutated_kernel_fails` shows the comparison catches a one-ulp-scale change).
@@ -17,9 +18,10 @@ import torch
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.engine.propagator import Propagator
-from gnn_treelstm.kernels import fused, native
+from gnn_treelstm.kernels import fused, fused_triton, native
 from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
 from tests.engine.compare import assert_same_run
+from tests.engine.count import OpCounter
 from tests.handbuilt import chain, random_batch, random_dependency_batch
 from tests.reference import tai, teng
 from tests.reference.tran import tran_forward
@@ -172,9 +174,18 @@ def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
     want = _run(cell, lambda gg, xx: ref(cell, gg, xx), g, x, wh, wc)
     assert_same_run(out["dgl"], want, tol=tol)
     assert_same_run(out["level"], want, tol=tol)
-    # the fast kernel, where the cell names one and it applies (float32 CPU, library built)
+    # the C++ kernel, where the cell names one and it applies (float32 CPU, library built)
     cell_fast = build_cell(name, X, H, engine="level", **kw).to(dtype)
     cell_fast.load_state_dict(cell.state_dict())
+    fused_triton.set_choice("native")
+    try:
+        _check_cpp_kernel(name, kw, cell_fast, g, x, wh, wc, want, dtype)
+    finally:
+        fused_triton.set_choice(None)
+
+
+def _check_cpp_kernel(name, kw, cell_fast, g, x, wh, wc, want, dtype):
+    tol = TOL[dtype]
     fast = cell_fast.level_kernel(Propagator("level", g), x)
     if dtype == torch.float32 and fused.available(x) and cell_fast.has_kernel:
         assert fast is not None, f"{name} {kw}: no fast kernel applies in float32 on the CPU"
@@ -185,12 +196,53 @@ def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
         assert_same_run(_run(cell_fast, cell_fast, g, x, wh, wc), want, tol=tol)
 
 
+#: the registry names whose level kernel has a Triton path
+#: (:mod:`gnn_treelstm.kernels.fused_triton`) and the custom ops it runs
+TRITON = {"nary": "nary", "lstm": "nary", "bilstm": "nary", "lstm2": "nary", "bilstm2": "nary",
+          "childsum": "childsum", "mtree-add": "childsum", "mtree": "childsum",
+          "mtree-full": "childsum"}
+
+
+def _triton_params():
+    return [p for p in _params() if p.values[0] in TRITON]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+@pytest.mark.parametrize("name,kw,trees,ref", _triton_params())
+def test_reference_and_triton_kernel_agree(name, kw, trees, ref, dtype):
+    """The Triton kernels on CPU tensors (triton's interpreter): the reference's states and
+    gradients, their forward and backward ops dispatched."""
+    pytest.importorskip("triton")
+    if not fused_triton.interpreted():
+        pytest.skip("the Triton kernels run on CPU tensors only under TRITON_INTERPRET=1")
+    g = trees()
+    torch.manual_seed(2)
+    x = torch.randn(g.num_nodes(), X, dtype=dtype)
+    torch.manual_seed(0)
+    cell = build_cell(name, X, H, engine="level", **kw).to(dtype)
+    torch.manual_seed(1)
+    wh = torch.randn(g.num_nodes(), cell.out_size, dtype=dtype)
+    wc = torch.randn(g.num_nodes(), cell.out_size, dtype=dtype)
+    want = _run(cell, lambda gg, xx: ref(cell, gg, xx), g, x, wh, wc)
+    fused_triton.set_choice("triton")
+    try:
+        with OpCounter() as count:
+            got = _run(cell, cell, g, x, wh, wc)
+    finally:
+        fused_triton.set_choice(None)
+    op = TRITON[name]
+    assert count.ops[f"gnn_treelstm_triton::{op}_forward"] > 0, count.ops
+    assert count.ops[f"gnn_treelstm_triton::{op}_backward"] > 0, count.ops
+    assert_same_run(got, want, tol=TOL[dtype])
+
+
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("name,kw,trees,ref", _params())
 def test_cuda_equals_cpu(name, kw, trees, ref):
-    """The level engine on CUDA, the graph left on the CPU (as the training loop runs it
-    with a CPU-only DGL build): the CPU's node states and gradients."""
+    """The level engine on CUDA (the Triton kernels where a cell has them and triton is
+    installed), the graph left on the CPU (as the training loop runs it with a CPU-only DGL
+    build): the CPU's node states and gradients."""
     g = trees()
     torch.manual_seed(2)
     x = torch.randn(g.num_nodes(), X)
@@ -247,7 +299,7 @@ def test_has_kernel_is_whether_the_cell_overrides_level_kernel():
 
 
 def test_gate_equations_live_in_cell_files_and_csrc_only():
-    """A grep-able fact: no module outside ``cells/`` and the C++ loops applies a
+    """A grep-able fact: no module outside ``cells/`` and the C++ and Triton loops applies a
     gate nonlinearity to cell state (the DGL-example anchor, a benchmark copy of DGL's own
     example, and the task heads are not cells)."""
     import re
@@ -257,7 +309,8 @@ def test_gate_equations_live_in_cell_files_and_csrc_only():
 
     root = Path(gnn_treelstm.__file__).parent
     call = re.compile(r"\b(torch\.|F\.)?(sigmoid|tanh)(_)?\(")
-    allowed = {"commands/dgl_example.py", "tasks/inference.py", "tasks/relatedness.py"}
+    allowed = {"commands/dgl_example.py", "tasks/inference.py", "tasks/relatedness.py",
+               "kernels/triton_levels.py"}  # the Triton kernels, as the C++ loops in csrc/
     offenders = []
     for path in root.rglob("*.py"):
         rel = path.relative_to(root).as_posix()

@@ -11,13 +11,21 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.kernels import gemm, native
+from gnn_treelstm.kernels import fused_triton, gemm, native
 from gnn_treelstm.trees.graph import make_tree
 from tests.engine.compare import assert_same_run
 from tests.handbuilt import chain, random_batch, random_dependency_batch
 
 needs_compiler = pytest.mark.skipif(shutil.which(native._compiler()) is None,
                                     reason="needs a C++ compiler")
+
+
+@pytest.fixture(autouse=True)
+def cpp_loops_not_triton():
+    """These tests are the C++ loops', also where ``GNN_TREELSTM_KERNELS=triton``."""
+    fused_triton.set_choice("native")
+    yield
+    fused_triton.set_choice(None)
 
 
 @pytest.fixture

@@ -1,0 +1,350 @@
+"""Triton level kernels behind ``torch.autograd.Function``: the level engine's device path.
+
+The design of the C++ loops (:mod:`.fused`) carried to the GPU: per level **one** matrix
+product (the children's states times the recurrent matrix) and **one** Triton kernel (the
+gates, the cell and the writes of :mod:`.triton_levels`), forward bottom-up and a
+hand-written backward top-down (one kernel and one product per level); the weight
+gradients are one product over all nodes or edges after the loop. Each kernel is a torch
+custom op (``torch.ops.gnn_treelstm_triton.*``, :func:`torch.library.custom_op`), so a
+launch is one dispatched operation, visible to a ``TorchDispatchMode`` counter.
+
+Every node has one parent, which removes the gathers and scatters of the general driver:
+a node writes its ``h`` into its parent's operand row (N-ary: the slot of its position;
+Child-Sum: the row of its parent edge), so a level's product reads one contiguous slice,
+and the backward pulls each node's gradient from its parent's row (no atomics).
+
+* :func:`nary_levels`: N-ary (Tai eqs 9-14), also the sequential LSTM (N = 1 on chains);
+  the arguments of :func:`.fused.nary_levels`.
+* :func:`childsum_levels`: Child-Sum (Tai eqs 2-8), also mTreeLSTM ``add``; the arguments
+  of :func:`.fused.childsum_levels`. :func:`relation_childsum_levels`: the same loop with
+  one recurrent matrix per relation, for mTreeLSTM ``mult`` and ``full`` (Tran & Cheng
+  eqs 4 and 2 composed with ``U^(i,o,u)`` in the cell's file).
+
+Both fall back to the C++ loops (or ``None``, the general level driver) where the Triton
+path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
+
+* ``auto`` (default): Triton for CUDA tensors when triton imports; the C++ loops for float32
+  CPU tensors; else the general level driver.
+* ``triton``: Triton also for CPU tensors, which triton's interpreter runs
+  (``TRITON_INTERPRET=1`` set before Python starts; slow, for tests); float32 and float64.
+* ``native``: never Triton.
+
+``GNN_TREELSTM_NATIVE=off`` switches every kernel off (the general level driver), Triton
+included. ``tests/cells/test_registry.py`` holds these kernels equal to the cells'
+declarations.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import torch
+from torch.nn import functional as F
+
+from gnn_treelstm.engine.schedule import Levels
+from gnn_treelstm.kernels import fused, native
+from gnn_treelstm.kernels.settings import env_choice
+
+if importlib.util.find_spec("triton") is not None:
+    from gnn_treelstm.kernels import triton_levels as tk
+else:  # triton is an optional dependency
+    tk = None
+
+__all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
+           "available", "nary_levels", "childsum_levels", "relation_childsum_levels", "OPS"]
+
+CHOICES = ("auto", "triton", "native")
+DTYPES = (torch.float32, torch.float64)
+#: the custom ops of this module, as ``torch.ops`` names
+OPS = ("gnn_treelstm_triton::nary_forward", "gnn_treelstm_triton::nary_backward",
+       "gnn_treelstm_triton::childsum_forward", "gnn_treelstm_triton::childsum_backward")
+_state: dict[str, str | None] = {"choice": None}
+
+
+def choice() -> str:
+    """The requested kernels: ``set_choice`` if called, else ``$GNN_TREELSTM_KERNELS``."""
+    if _state["choice"] is None:
+        _state["choice"] = env_choice("GNN_TREELSTM_KERNELS", CHOICES, "level-kernel choice")
+    return _state["choice"]  # type: ignore[return-value]
+
+
+def set_choice(value: str | None) -> None:
+    """Choose in-process (``None``: back to ``$GNN_TREELSTM_KERNELS``)."""
+    if value is not None and value not in CHOICES:
+        raise ValueError(f"unknown level-kernel choice {value!r}; use one of {CHOICES}")
+    _state["choice"] = value
+
+
+def installed() -> bool:
+    """Whether triton imports."""
+    return tk is not None
+
+
+def interpreted() -> bool:
+    """Whether the kernels were built for triton's interpreter (``TRITON_INTERPRET=1`` when
+    this module was imported), which runs them on CPU tensors."""
+    return tk is not None and type(tk.nary_forward).__name__ == "InterpretedFunction"
+
+
+def selected(t: torch.Tensor) -> bool:
+    """Whether the Triton kernels run for tensors like ``t`` (see the module docstring).
+
+    Raises:
+        RuntimeError: ``GNN_TREELSTM_KERNELS=triton`` without triton, or for CPU tensors
+            outside triton's interpreter.
+    """
+    if native.choice() == "off" or t.dtype not in DTYPES:
+        return False
+    want = choice()
+    if want == "native":
+        return False
+    if want == "auto":
+        return t.is_cuda and installed()
+    if not installed():
+        raise RuntimeError("GNN_TREELSTM_KERNELS=triton but triton is not installed; "
+                           "pip install triton, or unset GNN_TREELSTM_KERNELS")
+    if t.device.type == "cpu" and not interpreted():
+        raise RuntimeError("GNN_TREELSTM_KERNELS=triton runs CPU tensors only in triton's "
+                           "interpreter: set TRITON_INTERPRET=1 before starting Python")
+    return t.device.type in ("cpu", "cuda")
+
+
+def available(t: torch.Tensor) -> bool:
+    """Whether a level kernel runs for ``t``: Triton (:func:`selected`) or the C++ loops."""
+    return selected(t) or fused.available(t)
+
+
+# ============================================================== launches as custom ops
+def _blocks(n: int, hs: int, t: torch.Tensor) -> tuple[int, int, tuple[int, int]]:
+    """Rows and columns per program, and the grid, for ``n`` rows of ``hs`` columns."""
+    bn = min(triton_next_pow2(hs), 64 if t.is_cuda else 1024)
+    bm = 16 if t.is_cuda else max(1, min(triton_next_pow2(n), 256))
+    return bm, bn, (-(-n // bm), -(-hs // bn))
+
+
+def triton_next_pow2(v: int) -> int:
+    """The smallest power of two >= ``v`` (at least 1)."""
+    return 1 << max(0, int(v) - 1).bit_length()
+
+
+@torch.library.custom_op("gnn_treelstm_triton::nary_forward",
+                         mutates_args=("act", "c", "tc", "h", "hk"))
+def _nary_forward(pre: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
+                  pos: torch.Tensor, act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor,
+                  h: torch.Tensor, hk: torch.Tensor, a: int, n: int, g: int) -> None:
+    k, hs = slots.shape[1], c.shape[1]
+    bm, bn, grid = _blocks(n, hs, c)
+    tk.nary_forward[grid](pre, slots, par, pos, act, c, tc, h, hk, a, n, slots.shape[0],
+                          hs, G=g, K=k, BM=bm, BN=bn)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::nary_backward",
+                         mutates_args=("dct", "dg"))
+def _nary_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
+                   tc: torch.Tensor, slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor,
+                   dhk: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor, a: int, n: int,
+                   g: int) -> None:
+    k, hs = slots.shape[1], c.shape[1]
+    bm, bn, grid = _blocks(n, hs, c)
+    tk.nary_backward[grid](dh, dc, act, c, tc, slots, par, pos, dhk, dct, dg, a, n,
+                           slots.shape[0], hs, G=g, K=k, BM=bm, BN=bn)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::childsum_forward",
+                         mutates_args=("act", "c", "tc", "h", "he", "fe"))
+def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, rel: torch.Tensor, ea: int,
+                      estart: torch.Tensor, esrc: torch.Tensor, pe: torch.Tensor,
+                      act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
+                      he: torch.Tensor, fe: torch.Tensor, a: int, n: int, g: int,
+                      r: int) -> None:
+    hs = c.shape[1]
+    bm, bn, grid = _blocks(n, hs, c)
+    tk.childsum_forward[grid](wx, p, rel, ea, estart, esrc, pe, act, c, tc, h, he, fe, a, n,
+                              pe.shape[0], esrc.shape[0], hs, G=g, R=r, BM=bm, BN=bn)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::childsum_backward",
+                         mutates_args=("dp", "dct", "dg", "dwf", "d"))
+def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
+                       tc: torch.Tensor, fe: torch.Tensor, rel: torch.Tensor,
+                       estart: torch.Tensor, esrc: torch.Tensor, edst: torch.Tensor,
+                       pe: torch.Tensor, dp: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor,
+                       dwf: torch.Tensor, d: torch.Tensor, a: int, n: int, g: int,
+                       r: int) -> None:
+    hs = c.shape[1]
+    bm, bn, grid = _blocks(n, hs, c)
+    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, edst, pe, dp, dct,
+                               dg, dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, G=g, R=r,
+                               BM=bm, BN=bn)
+
+
+for _op in (_nary_forward, _nary_backward, _childsum_forward, _childsum_backward):
+    _op.register_fake(lambda *args: None)  # they only write into their buffers
+
+
+def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
+                             order: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """The output gradients (N, h) in schedule order: as given, or gathered by ``order``
+    from node order (a permutation's backward is a gather)."""
+    if order is None:
+        return dh_out.contiguous(), dc_out.contiguous()
+    return dh_out.index_select(0, order), dc_out.index_select(0, order)
+
+
+# ============================================================== N-ary (Tai eqs 9-14)
+def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N,) the row that reads each row's state (its parent up, its child down; N: none) and
+    the slot it takes there (the edge's position; 0 when there is one slot). Once per
+    batch, from the schedule's edges, no host synchronisation."""
+    dev = lv.edge_src.device
+    par = torch.full((n,), n, dtype=torch.int64, device=dev)
+    par.index_put_((lv.edge_src,), lv.edge_dst)
+    if k == 1:
+        return par, torch.zeros(n, dtype=torch.int64, device=dev)
+    pos = torch.zeros(n, dtype=torch.int64, device=dev)
+    return par, pos.index_put_((lv.edge_src,), lv.edge_pos)
+
+
+class _NaryLevels(torch.autograd.Function):
+    """N-ary recurrence (Tai eqs 9-14) over all levels with the Triton kernels; the
+    arguments and results of :class:`gnn_treelstm.kernels.fused._NaryLevels`."""
+
+    @staticmethod
+    def forward(ctx, xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm):
+        n, k = slots.shape
+        hs = U.shape[1] // k
+        g = U.shape[0] // hs - k  # 3 (i, o, u) or 2 (i, u)
+        slots = slots.contiguous()
+        gin = fused.nary_input_gates(xw, W, b, hs, k, n, rows_w, m0)  # (N, C) W x + b
+        h, c, tc = (xw.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
+        act = torch.empty_like(gin)  # activated gates
+        hk = xw.new_zeros(n, k * hs)  # [h_j1; ...; h_jK] per row, written by the children
+        par, pos = _parents(lv, n, k)
+        Ut = U.t()
+        for lvl in range(lv.num_levels):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            # level 0 has no children: its pre-activations are the input terms
+            pre = gin[a:bb] if lvl == 0 else torch.addmm(gin[a:bb], hk[a:bb], Ut)
+            torch.ops.gnn_treelstm_triton.nary_forward(pre, slots, par, pos, act, c, tc, h,
+                                                       hk, a, bb - a, g)
+        ctx.lv, ctx.rows_w, ctx.m0, ctx.perm, ctx.g = lv, rows_w, m0, perm, g
+        ctx.save_for_backward(xw, W, U, slots, par, pos, h, c, tc, act, hk)
+        if perm is None:
+            return h, c
+        rank = perm[0]
+        return h.index_select(0, rank), c.index_select(0, rank)
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        xw, W, U, slots, par, pos, h, c, tc, act, hk = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out,
+                                          None if ctx.perm is None else ctx.perm[1])
+        n, k = slots.shape
+        dg = torch.empty_like(act)  # pre-activation gradients (N, C)
+        dct = torch.empty_like(tc)  # δc_j
+        dhk = xw.new_empty(n, k * h.shape[1])  # δgates_j U: the children's dh by slot
+        for lvl in range(lv.num_levels - 1, -1, -1):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.ops.gnn_treelstm_triton.nary_backward(dh, dc, act, c, tc, slots, par, pos,
+                                                        dhk, dct, dg, a, bb - a, ctx.g)
+            if lvl:
+                torch.mm(dg[a:bb], U, out=dhk[a:bb])
+        return fused.nary_param_grads(ctx, dg, xw, W, h, slots, lv, hk)
+
+
+def nary_levels(xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm
+                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """N-ary ``(h, c)`` (arguments as :func:`gnn_treelstm.kernels.fused.nary_levels`) with
+    the Triton kernels where :func:`selected`, else the C++ loops, else ``None``."""
+    if not selected(xw):
+        return fused.nary_levels(xw, W, b, U, slots, lv, rows_w, m0, perm)
+    return _NaryLevels.apply(xw, W, b, U, slots, lv, rows_w, m0, perm)
+
+
+# ============================================================== Child-Sum (Tai eqs 2-8)
+class _ChildSumLevels(torch.autograd.Function):
+    """Child-Sum recurrence (Tai eqs 2-8) over all levels with the Triton kernels, the
+    children's contribution to ``U^(i,o,u) h~_j`` through one matrix per relation.
+
+    Inputs: ``wx`` (N, (G+1) h) ``W x + b`` in schedule order, gate columns ``i, (o,) u, f``;
+    ``V`` (R, G h, h): edge ``k -> j`` of relation ``r`` adds ``V_r h_k`` to the
+    pre-activations of ``i, (o,) u`` (Child-Sum: ``R = 1``, ``V_0 = U^(i,o,u)``); ``U_f``
+    (h, h); ``lv`` (up levels; ``lv.edge_rel`` picks ``V_r`` when R > 1). Outputs ``h, c``
+    (N, h) in schedule order."""
+
+    @staticmethod
+    def forward(ctx, wx, V, U_f, lv: Levels):
+        wx = wx.contiguous()
+        n, hs = wx.shape[0], U_f.shape[0]
+        r, gh = V.shape[0], V.shape[1]
+        g = gh // hs
+        e = lv.edge_src.shape[0]
+        # ((R G + 1) h, h): one product per edge for every relation's gates and f
+        u_all = torch.cat([V.reshape(r * gh, hs), U_f])
+        u_t = u_all.t()
+        rel = lv.edge_rel if r > 1 else lv.edge_src  # read only when R > 1
+        h, c, tc = (wx.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
+        act = wx.new_empty(n, g * hs)  # i, (o,) u activated
+        he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
+        fe = wx.new_empty(e, hs)  # f_jk per edge
+        dev = wx.device
+        estart = torch.searchsorted(lv.edge_dst, torch.arange(n + 1, device=dev))
+        pe = torch.full((n,), e, dtype=torch.int64, device=dev)  # parent edge (E: a root)
+        pe.index_put_((lv.edge_src,), torch.arange(e, device=dev))
+        for lvl in range(lv.num_levels):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
+            p = torch.mm(he[ea:eb], u_t) if eb > ea else wx  # (E_l, (RG+1) h); unread if none
+            torch.ops.gnn_treelstm_triton.childsum_forward(
+                wx, p, rel, ea, estart, lv.edge_src, pe, act, c, tc, h, he, fe, a, bb - a, g, r)
+        ctx.lv, ctx.g, ctx.r = lv, g, r
+        ctx.save_for_backward(u_all, rel, estart, pe, act, c, tc, he, fe)
+        return h, c
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        u_all, rel, estart, pe, act, c, tc, he, fe = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        g, r = ctx.g, ctx.r
+        n, hs = tc.shape
+        e = he.shape[0]
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
+        edst = F.pad(lv.edge_dst, (0, 1), value=n)  # parent row of each edge; E: none
+        dp = he.new_empty(e, hs)  # δ per edge into the child's h
+        dct = torch.empty_like(tc)
+        dg = torch.empty_like(act)
+        dwf = torch.empty_like(tc)  # Σ_k δf_jk: the gradient of W^(f) x_j + b^(f)
+        # per edge [δi, (δo,) δu of the parent in its relation's block, δf_jk]
+        d = he.new_empty(e, u_all.shape[0]) if r == 1 else he.new_zeros(e, u_all.shape[0])
+        for lvl in range(lv.num_levels - 1, -1, -1):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
+            torch.ops.gnn_treelstm_triton.childsum_backward(
+                dh, dc, act, c, tc, fe, rel, estart, lv.edge_src, edst, pe, dp, dct, dg, dwf,
+                d, a, bb - a, g, r)
+            if eb > ea:
+                torch.mm(d[ea:eb], u_all, out=dp[ea:eb])
+        # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
+        du = fused.grad_matmul(d.t(), he) if e else torch.zeros_like(u_all)
+        gr = g * hs * r
+        return torch.cat([dg, dwf], 1), du[:gr].view(r, g * hs, hs), du[gr:], None
+
+
+def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
+                    lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """Child-Sum ``(h, c)`` in schedule order (arguments as
+    :func:`gnn_treelstm.kernels.fused.childsum_levels`) with the Triton kernels where
+    :func:`selected`, else the C++ loops, else ``None``."""
+    if not selected(wx):
+        return fused.childsum_levels(wx, U_iou, U_f, lv)
+    return _ChildSumLevels.apply(wx, U_iou.unsqueeze(0), U_f, lv)
+
+
+def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tensor,
+                             lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Child-Sum's loop with one matrix ``V_r`` (G h, h) per relation in place of
+    ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): the mTreeLSTM
+    variants, ``(h, c)`` in schedule order. Triton only (the caller checks
+    :func:`selected`)."""
+    return _ChildSumLevels.apply(wx, V, U_f, lv)

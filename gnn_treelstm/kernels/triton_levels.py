@@ -1,0 +1,274 @@
+r"""Triton level kernels: the element-wise pass of one level, forward and backward.
+
+Each kernel runs the gate and cell equations of its cell for the nodes of one level
+(schedule rows ``a .. a + n - 1``); the level's recurrent matrix product comes before it
+as one matrix product (:mod:`.fused_triton` does the bookkeeping). A program covers
+``BM`` rows and ``BN`` state columns; every node has one parent, so a node writes its
+state into its parent's operand rows (forward) and reads its parent's gradients (backward)
+with plain loads and stores, no atomics. The equations:
+
+* :func:`nary_forward` / :func:`nary_backward`: N-ary Tree-LSTM, Tai et al. 2015
+  eqs 9-14 (``gnn_treelstm/cells/nary.py``; with ``G = 2`` the cell without output gate,
+  ``h_j = tanh(c_j)``), also the sequential LSTM (Tai eq 1 = N-ary with N = 1 on chains):
+  ``i, o, f_k = σ(·)``, ``u = tanh(·)``, ``c_j = i ⊙ u + Σ_k f_k ⊙ c_jk`` (eq 13),
+  ``h_j = o ⊙ tanh(c_j)`` (eq 14).
+* :func:`childsum_forward` / :func:`childsum_backward`: Child-Sum Tree-LSTM, Tai eqs 2-8
+  (``gnn_treelstm/cells/childsum.py``): the children's ``U^(i,o,u) h_k`` summed (eq 2 times
+  ``U``), ``f_jk = σ(W^(f) x_j + U^(f) h_k + b^(f))`` per child (eq 4),
+  ``c_j = i ⊙ u + Σ_k f_jk ⊙ c_k`` (eq 7), ``h_j = o ⊙ tanh(c_j)`` (eq 8); also the
+  mTreeLSTM variants (``gnn_treelstm/cells/multiplicative.py``, Tran & Cheng 2018), whose
+  ``h~_j`` (eq 4 ``mult``, eq 2 ``full``) is linear in each ``h_k`` for a given relation:
+  ``U^(i,o,u) h~_j = Σ_k V_r(k) h_k`` with one matrix ``V_r`` per relation.
+
+The backward kernels are the hand-written derivatives of the same equations: with
+``δc = dc_j + dh_j ⊙ o ⊙ (1 - tanh²c_j)``, the pre-activation gradients are
+``δi = δc ⊙ u ⊙ i(1-i)``, ``δo = dh_j ⊙ tanh c_j ⊙ o(1-o)``, ``δu = δc ⊙ i ⊙ (1-u²)``,
+``δf_k = δc ⊙ c_k ⊙ f_k(1-f_k)``, and a child receives ``δc ⊙ f_k`` into its ``dc``.
+
+This module imports triton; :mod:`.fused_triton` imports it only when triton is installed.
+On CPU tensors the kernels run under ``TRITON_INTERPRET=1`` (set before Python starts).
+"""
+
+from __future__ import annotations
+
+import triton
+import triton.language as tl
+
+__all__ = ["nary_forward", "nary_backward", "childsum_forward", "childsum_backward"]
+
+
+@triton.jit
+def _sig(x):
+    """The logistic function σ."""
+    return 1.0 / (1.0 + tl.exp(-x))
+
+
+@triton.jit
+def _th(x):
+    """tanh, as ``2 σ(2x) - 1``."""
+    return 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0
+
+
+# ============================================================== N-ary (Tai eqs 9-14)
+@triton.jit
+def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h_ptr, hk_ptr,
+                 a, n, N, HS, G: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
+                 BN: tl.constexpr):
+    """Eqs 9-14 for the level's rows from ``pre`` (n, (G+K) HS), the pre-activations
+    (``W x + b + U [h_j1; ...; h_jK]``). Writes the activated gates ``act`` (row j), ``c``,
+    ``tanh c``, ``h`` and ``h_j`` into the parent's operand row ``hk[par_j, pos_j]``."""
+    C = (G + K) * HS
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    rm = r < n
+    m = rm[:, None] & (cols < HS)[None, :]
+    j = a + r
+    pre = pre_ptr + r[:, None] * C + cols[None, :]
+    act = act_ptr + j[:, None] * C + cols[None, :]
+    i = _sig(tl.load(pre, mask=m, other=0.0))  # eq 9
+    tl.store(act, i, mask=m)
+    u = _th(tl.load(pre + (G - 1) * HS, mask=m, other=0.0))  # eq 12
+    tl.store(act + (G - 1) * HS, u, mask=m)
+    cj = i * u
+    for q in tl.static_range(K):
+        s = tl.load(slots_ptr + j * K + q, mask=rm, other=N)
+        f = _sig(tl.load(pre + (G + q) * HS, mask=m, other=0.0))  # eq 10
+        tl.store(act + (G + q) * HS, f, mask=m)
+        ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=m & (s < N)[:, None],
+                     other=0.0)
+        cj += f * ck  # eq 13
+    t = _th(cj)
+    if G == 3:
+        o = _sig(tl.load(pre + HS, mask=m, other=0.0))  # eq 11
+        tl.store(act + HS, o, mask=m)
+        hj = o * t  # eq 14
+    else:
+        hj = t  # eq 14 without o_j
+    st = j[:, None] * HS + cols[None, :]
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.store(tc_ptr + st, t, mask=m)
+    tl.store(h_ptr + st, hj, mask=m)
+    p = tl.load(par_ptr + j, mask=rm, other=N)
+    q0 = tl.load(pos_ptr + j, mask=rm, other=0)
+    tl.store(hk_ptr + p[:, None] * (K * HS) + q0[:, None] * HS + cols[None, :], hj,
+             mask=m & (p < N)[:, None])
+
+
+@triton.jit
+def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, pos_ptr,
+                  dhk_ptr, dct_ptr, dg_ptr, a, n, N, HS, G: tl.constexpr, K: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr):
+    """The derivative of :func:`nary_forward` for the level's rows: ``dh_j`` = its output
+    gradient + the parent's ``dhk[par_j, pos_j]`` (``δgates_par U``, the product after the
+    parent's level), ``dc_j`` = its output gradient + ``δc_par ⊙ f_par,pos_j``. Writes the
+    pre-activation gradients ``dg`` (row j, columns as ``act``) and ``δc`` (``dct``)."""
+    C = (G + K) * HS
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    rm = r < n
+    m = rm[:, None] & (cols < HS)[None, :]
+    j = a + r
+    p = tl.load(par_ptr + j, mask=rm, other=N)
+    q0 = tl.load(pos_ptr + j, mask=rm, other=0)
+    pm = m & (p < N)[:, None]
+    st = j[:, None] * HS + cols[None, :]
+    dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
+        dhk_ptr + p[:, None] * (K * HS) + q0[:, None] * HS + cols[None, :], mask=pm, other=0.0)
+    fpar = tl.load(act_ptr + p[:, None] * C + (G + q0[:, None]) * HS + cols[None, :],
+                   mask=pm, other=0.0)
+    dc = tl.load(dc_ptr + st, mask=m, other=0.0) + tl.load(
+        dct_ptr + p[:, None] * HS + cols[None, :], mask=pm, other=0.0) * fpar
+    act = act_ptr + j[:, None] * C + cols[None, :]
+    dg = dg_ptr + j[:, None] * C + cols[None, :]
+    i = tl.load(act, mask=m, other=0.0)
+    u = tl.load(act + (G - 1) * HS, mask=m, other=0.0)
+    t = tl.load(tc_ptr + st, mask=m, other=0.0)
+    if G == 3:
+        o = tl.load(act + HS, mask=m, other=0.0)
+        dct = dc + dh * o * (1.0 - t * t)
+        tl.store(dg + HS, dh * t * o * (1.0 - o), mask=m)
+    else:
+        dct = dc + dh * (1.0 - t * t)
+    tl.store(dg, dct * u * i * (1.0 - i), mask=m)
+    tl.store(dg + (G - 1) * HS, dct * i * (1.0 - u * u), mask=m)
+    for q in tl.static_range(K):
+        s = tl.load(slots_ptr + j * K + q, mask=rm, other=N)
+        ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=m & (s < N)[:, None],
+                     other=0.0)
+        f = tl.load(act + (G + q) * HS, mask=m, other=0.0)
+        tl.store(dg + (G + q) * HS, dct * ck * f * (1.0 - f), mask=m)
+    tl.store(dct_ptr + st, dct, mask=m)
+
+
+# ============================================================== Child-Sum (Tai eqs 2-8)
+@triton.jit
+def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c_ptr,
+                     tc_ptr, h_ptr, he_ptr, fe_ptr, a, n, N, E, HS, G: tl.constexpr,
+                     R: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
+    """Eqs 2-8 for the level's rows from ``wx`` (``W x + b``, (N, (G+1) HS)) and ``p``
+    (the level's edges from edge ``ea``: ``[V_0; ...; V_{R-1}; U^(f)] h_k`` per child edge,
+    ``V_r h_k`` the edge's contribution to ``U^(i,o,u) h~_j`` for relation ``r = rel[e]``:
+    ``V = U^(i,o,u)`` with ``R = 1`` for Child-Sum, Tran's eq 2 / eq 4 transforms composed
+    with it for fullTreeLSTM / mTreeLSTM). Writes ``act`` (i, (o,) u), ``c``, ``tanh c``,
+    ``h``, ``f_jk`` per edge (``fe``) and ``h_j`` into the row of its parent edge in ``he``."""
+    W = (R * G + 1) * HS
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    rm = r < n
+    m = rm[:, None] & (cols < HS)[None, :]
+    j = a + r
+    e0 = tl.load(estart_ptr + j, mask=rm, other=0)
+    deg = tl.load(estart_ptr + j + 1, mask=rm, other=0) - e0
+    x = wx_ptr + j[:, None] * ((G + 1) * HS) + cols[None, :]
+    pre_i = tl.load(x, mask=m, other=0.0)
+    pre_u = tl.load(x + (G - 1) * HS, mask=m, other=0.0)
+    pre_o = tl.load(x + HS, mask=m, other=0.0)
+    fx = tl.load(x + G * HS, mask=m, other=0.0)
+    fc = tl.zeros([BM, BN], dtype=pre_i.dtype)
+    for k in range(0, tl.max(deg, 0)):
+        em = rm & (k < deg)
+        e = e0 + k
+        me = m & em[:, None]
+        pf = p_ptr + (e - ea)[:, None] * W + cols[None, :]
+        if R == 1:
+            pr = pf
+        else:
+            rel = tl.load(rel_ptr + e, mask=em, other=0)
+            pr = pf + (rel * (G * HS))[:, None]
+        pre_i += tl.load(pr, mask=me, other=0.0)  # U^(i) h~_j, eq 2 inside eq 3
+        pre_u += tl.load(pr + (G - 1) * HS, mask=me, other=0.0)
+        pre_o += tl.load(pr + HS, mask=me, other=0.0)
+        f = _sig(fx + tl.load(pf + R * G * HS, mask=me, other=0.0))  # eq 4
+        tl.store(fe_ptr + e[:, None] * HS + cols[None, :], f, mask=me)
+        s = tl.load(esrc_ptr + e, mask=em, other=N)
+        ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=me, other=0.0)
+        fc += f * ck  # eq 7's sum
+    act = act_ptr + j[:, None] * (G * HS) + cols[None, :]
+    i = _sig(pre_i)  # eq 3
+    u = _th(pre_u)  # eq 6
+    tl.store(act, i, mask=m)
+    tl.store(act + (G - 1) * HS, u, mask=m)
+    cj = i * u + fc  # eq 7
+    t = _th(cj)
+    if G == 3:
+        o = _sig(pre_o)  # eq 5
+        tl.store(act + HS, o, mask=m)
+        hj = o * t  # eq 8
+    else:
+        hj = t  # eq 8 without o_j
+    st = j[:, None] * HS + cols[None, :]
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.store(tc_ptr + st, t, mask=m)
+    tl.store(h_ptr + st, hj, mask=m)
+    pe = tl.load(pe_ptr + j, mask=rm, other=E)
+    tl.store(he_ptr + pe[:, None] * HS + cols[None, :], hj, mask=m & (pe < E)[:, None])
+
+
+@triton.jit
+def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, estart_ptr,
+                      esrc_ptr, edst_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n,
+                      N, E, HS, G: tl.constexpr, R: tl.constexpr, BM: tl.constexpr,
+                      BN: tl.constexpr):
+    """The derivative of :func:`childsum_forward` for the level's rows: ``dh_j`` = its
+    output gradient + ``dp`` of its parent edge (``[δiou_par, δf_e] [U^(i,o,u); U^(f)]``,
+    the product after the parent's level), ``dc_j`` = its output gradient +
+    ``δc_par ⊙ f_par,j``. Writes ``δi, (δo,) δu`` (``dg``), ``δc`` (``dct``), the node's
+    ``Σ_k δf_jk`` (``dwf``) and per child edge the row of ``d``: ``δi, (δo,) δu`` in the
+    block of the edge's relation (``d`` comes zeroed), ``δf_jk`` in the last block."""
+    W = (R * G + 1) * HS
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    rm = r < n
+    m = rm[:, None] & (cols < HS)[None, :]
+    j = a + r
+    pe = tl.load(pe_ptr + j, mask=rm, other=E)
+    p = tl.load(edst_ptr + pe, mask=rm, other=N)
+    pm = m & (pe < E)[:, None]
+    st = j[:, None] * HS + cols[None, :]
+    dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
+        dp_ptr + pe[:, None] * HS + cols[None, :], mask=pm, other=0.0)
+    dc = tl.load(dc_ptr + st, mask=m, other=0.0) + tl.load(
+        dct_ptr + p[:, None] * HS + cols[None, :], mask=pm, other=0.0) * tl.load(
+        fe_ptr + pe[:, None] * HS + cols[None, :], mask=pm, other=0.0)
+    act = act_ptr + j[:, None] * (G * HS) + cols[None, :]
+    dg = dg_ptr + j[:, None] * (G * HS) + cols[None, :]
+    i = tl.load(act, mask=m, other=0.0)
+    u = tl.load(act + (G - 1) * HS, mask=m, other=0.0)
+    t = tl.load(tc_ptr + st, mask=m, other=0.0)
+    o = tl.load(act + HS, mask=m, other=0.0)
+    if G == 3:
+        dct = dc + dh * o * (1.0 - t * t)
+    else:
+        dct = dc + dh * (1.0 - t * t)
+    di = dct * u * i * (1.0 - i)
+    du = dct * i * (1.0 - u * u)
+    do = dh * t * o * (1.0 - o)
+    tl.store(dg, di, mask=m)
+    tl.store(dg + (G - 1) * HS, du, mask=m)
+    if G == 3:
+        tl.store(dg + HS, do, mask=m)
+    tl.store(dct_ptr + st, dct, mask=m)
+    e0 = tl.load(estart_ptr + j, mask=rm, other=0)
+    deg = tl.load(estart_ptr + j + 1, mask=rm, other=0) - e0
+    dwf = tl.zeros([BM, BN], dtype=dct.dtype)
+    for k in range(0, tl.max(deg, 0)):
+        em = rm & (k < deg)
+        e = e0 + k
+        me = m & em[:, None]
+        f = tl.load(fe_ptr + e[:, None] * HS + cols[None, :], mask=me, other=0.0)
+        s = tl.load(esrc_ptr + e, mask=em, other=N)
+        ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=me, other=0.0)
+        df = dct * ck * f * (1.0 - f)
+        dwf += df
+        rowf = d_ptr + e[:, None] * W + cols[None, :]
+        if R == 1:
+            row = rowf
+        else:
+            rel = tl.load(rel_ptr + e, mask=em, other=0)
+            row = rowf + (rel * (G * HS))[:, None]
+        tl.store(row, di, mask=me)
+        tl.store(row + (G - 1) * HS, du, mask=me)
+        if G == 3:
+            tl.store(row + HS, do, mask=me)
+        tl.store(rowf + R * G * HS, df, mask=me)
+    tl.store(dwf_ptr + st, dwf, mask=m)

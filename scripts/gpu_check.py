@@ -1,0 +1,228 @@
+"""The level engine on a GPU against the CPU's threads, in one run: writes ``docs/bench/cuda.json``.
+
+``python scripts/gpu_check.py --device cuda [--cpu-threads 16] [--data BUILT_SST]
+[--sick-data BUILT_SICK] [--src RAW] [--embeddings GLOVE] [--json docs/bench/cuda.json]``
+(``scripts/gpu_check.sh`` runs the CUDA tests first, then this.)
+
+1. Every registry cell at batch 25 (the workloads of ``gnn-treelstm bench``: SST train
+   constituency trees, SICK train dependency trees, SST chains), forward + backward trees/s
+   of the level engine on ``--device`` (there, ``GNN_TREELSTM_KERNELS=auto``: the Triton
+   kernels on CUDA) and on the CPU with ``--cpu-threads`` threads (the C++ level loops),
+   the two interleaved repeat by repeat; the ratio device/CPU per cell.
+2. The SST-5 N-ary epoch (``gnn-treelstm train --task sst-5 --model nary --tree
+   constituency --supervision phrase --hidden 150 --engine level --epochs 1``) on the CPU at
+   batch 25 and on the device at batch 25 and 256: training trees/s
+   (``train_seconds`` of ``metrics.jsonl``) and the dev evaluation's trees/s at the
+   evaluation batch (256), each as its own process.
+
+``--device cpu`` runs everything on the CPU with small sizes: a dry run of the code paths
+(the test suite runs it), not a measurement. Without ``--data``/``--src`` the package's
+embedded sample is read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+import gnn_treelstm
+from gnn_treelstm.cells import build_cell
+from gnn_treelstm.commands import bench
+from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.files import write_json
+from gnn_treelstm.kernels import fused_triton
+
+SAMPLE = Path(gnn_treelstm.__file__).parent / "sample_data"
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``) and core count."""
+    name = platform.processor() or platform.machine()
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                name = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{name}, {os.cpu_count()} cores"
+
+
+def workload_graphs(args) -> dict[str, tuple[list, int]]:
+    """Graphs per data set name of :data:`bench.WORKLOADS` (and SICK's relation count)."""
+    sst = bench._sst_graphs(args)
+    sick, nrel = bench._sick_graphs(args)
+    return {"sst": (sst, 0), "sick": (sick, nrel), "sst-chain": (bench._chain_graphs(sst), 0)}
+
+
+def _synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def one_pass(batches: list, run: tuple, threads: int) -> float:
+    """Seconds of one forward + backward pass over ``batches`` with ``run`` = (cell,
+    schedules, inputs, device)."""
+    cell, scheds, xs, dev = run
+    torch.set_num_threads(threads)
+    _synchronize(dev)
+    t0 = time.perf_counter()
+    for g, s, x in zip(batches, scheds, xs):
+        x.requires_grad_(True)
+        h, c = cell(g, x, schedule=s)
+        (h.sum() + c.sum()).backward()
+        x.grad = None
+        cell.zero_grad(set_to_none=True)
+    _synchronize(dev)
+    return time.perf_counter() - t0
+
+
+def cell_rates(args, device: torch.device) -> list[dict]:
+    """Forward + backward trees/s of every cell at ``args.batch`` on ``device`` and on
+    the CPU, interleaved repeat by repeat; the median of the repeats."""
+    data = workload_graphs(args)
+    rows = []
+    for name, dataset, kw, _ in bench.WORKLOADS:
+        if args.cells and name not in args.cells:
+            continue
+        graphs, nrel = data[dataset]
+        kw = {k: (nrel if v is None else v) for k, v in kw.items()}
+        batches = bench._batches(graphs, args.batch, args.trees, 0)
+        trees = sum(b.batch_size for b in batches)
+        torch.manual_seed(0)
+        cpu_cell = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
+        dev_cell = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
+        dev_cell.load_state_dict(cpu_cell.state_dict())
+        dev_cell.to(device)
+        runs = {}
+        for where, cell in (("cpu", cpu_cell), ("device", dev_cell)):
+            dev = torch.device("cpu") if where == "cpu" else device
+            scheds = [LevelSchedule.from_graph(b) for b in batches]
+            if dev.type == "cuda":  # moved once per batch, before the clock
+                scheds = [s.pin_memory().to(dev) for s in scheds]
+            xs = [torch.randn(b.num_nodes(), args.x_size, device=dev) for b in batches]
+            runs[where] = (cell, scheds, xs, dev)
+
+        for run in runs.values():  # warm-up: Triton compiles its kernels on first use
+            one_pass(batches, run, args.cpu_threads)
+        times: dict[str, list[float]] = {"cpu": [], "device": []}
+        for _ in range(args.repeats):
+            for where, run in runs.items():
+                times[where].append(one_pass(batches, run, args.cpu_threads))
+        cpu_rate = trees / statistics.median(times["cpu"])
+        dev_rate = trees / statistics.median(times["device"])
+        rows.append({"cell": name, "batch": args.batch, "trees": trees,
+                     "cpu_fwdbwd_trees_s": cpu_rate, "device_fwdbwd_trees_s": dev_rate,
+                     "device_over_cpu": dev_rate / cpu_rate,
+                     "device_triton": fused_triton.selected(torch.zeros(1, device=device))
+                     and name not in ("lex", "topdown", "bitree", "mean")})
+        print(f"{name:10s} batch {args.batch}: CPU {cpu_rate:8.0f} trees/s, "
+              f"{device.type} {dev_rate:8.0f} trees/s, x{dev_rate / cpu_rate:.2f}", flush=True)
+    return rows
+
+
+def epoch_command(args, device: str, batch: int, threads: int, runs_dir: str,
+                  k: int) -> list[str]:
+    """The ``gnn-treelstm train`` command of one SST-5 N-ary epoch."""
+    cmd = [sys.executable, "-m", "gnn_treelstm", "train", "--task", "sst-5", "--model", "nary",
+           "--tree", "constituency", "--supervision", "phrase", "--hidden", "150",
+           "--engine", "level", "--epochs", "1", "--device", device, "--batch-size",
+           str(batch), "--threads", str(threads), "--runs-dir", runs_dir, "--name",
+           f"run{k}", "-q"]
+    if args.data or Path(args.src) != SAMPLE:  # else train reads the embedded sample too
+        cmd += ["--data", str(args.data or args.src)]
+    if args.embeddings:
+        cmd += ["--embeddings", args.embeddings]
+    if args.max_train:
+        cmd += ["--max-train", str(args.max_train)]
+    return cmd
+
+
+def epochs(args, device: torch.device):
+    """One SST-5 N-ary training epoch per (device, batch), each its own process; yields
+    each row as it is measured."""
+    with tempfile.TemporaryDirectory() as runs_dir:
+        for k, (where, batch) in enumerate((("cpu", 25), (device.type, 25),
+                                            (device.type, 256))):
+            cmd = epoch_command(args, where, batch, args.cpu_threads, runs_dir, k)
+            t0 = time.perf_counter()
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.epoch_timeout)
+            wall = time.perf_counter() - t0
+            if proc.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+            line = (Path(runs_dir) / f"run{k}" / "metrics.jsonl").read_text()
+            m = json.loads(line.strip().splitlines()[-1])
+            dev_trees = m["dev"].get("count", 0)
+            row = {"device": where, "batch": batch, "command": " ".join(cmd[1:]),
+                   "process_s": wall, "train_seconds": m["train_seconds"],
+                   "train_trees": m["examples"], "train_trees_s": m["trees_per_second"],
+                   "eval_seconds": m["eval_seconds"], "eval_trees": dev_trees,
+                   "eval_trees_s": dev_trees / max(m["eval_seconds"], 1e-9),
+                   "dev_accuracy": m["dev"].get("accuracy")}
+            print(f"SST-5 N-ary epoch, {where}, batch {batch}: "
+                  f"{json.dumps({k: row[k] for k in row if k != 'command'})}", flush=True)
+            yield row
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--device", default="cuda", help="the device against the CPU (cpu: a dry run)")
+    p.add_argument("--cpu-threads", type=int, default=os.cpu_count() or 1)
+    p.add_argument("--data", help="built SST directory (as bench --data)")
+    p.add_argument("--sick-data", help="built SICK directory")
+    p.add_argument("--src", default=os.environ.get("GNN_TREELSTM_DATA") or str(SAMPLE),
+                   help="raw data (default: $GNN_TREELSTM_DATA, else the embedded sample)")
+    p.add_argument("--embeddings", help="word vectors for the epochs (as train --embeddings)")
+    p.add_argument("--cells", nargs="*", default=None, help="default: every registry cell")
+    p.add_argument("--batch", type=int, default=25)
+    p.add_argument("--trees", type=int, default=500, help="trees per cell and pass")
+    p.add_argument("--repeats", type=int, default=3)
+    p.add_argument("--x-size", type=int, default=300)
+    p.add_argument("--h-size", type=int, default=150)
+    p.add_argument("--max-train", type=int, default=None, help="epochs on the first N trees")
+    p.add_argument("--epoch-timeout", type=int, default=180)
+    p.add_argument("--no-epochs", action="store_true", help="skip the training epochs")
+    p.add_argument("--json", default="docs/bench/cuda.json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    device = torch.device(args.device)
+    if device.type == "cuda" and not torch.cuda.is_available():
+        print("gpu_check: --device cuda but torch sees no CUDA device", file=sys.stderr)
+        return 2
+    out = {
+        "machine": {"cpu": cpu_model(), "cpu_threads": args.cpu_threads,
+                    "device": torch.cuda.get_device_name(device) if device.type == "cuda"
+                    else "cpu (dry run)",
+                    "torch": torch.__version__, "python": platform.python_version(),
+                    "triton": fused_triton.installed(),
+                    "kernels": fused_triton.choice()},
+        "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None
+                                                       else sys.argv[1:])]),
+        "date": time.strftime("%Y-%m-%d", time.gmtime()),
+        "cells": cell_rates(args, device),
+        "epochs": [],
+    }
+    write_json(args.json, out)  # written after each part: a run cut short keeps what it measured
+    if not args.no_epochs:
+        for row in epochs(args, device):
+            out["epochs"].append(row)
+            write_json(args.json, out)
+    print(f"wrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,149 @@
+"""The level engine's Triton path (:mod:`gnn_treelstm.kernels.fused_triton`) on the CPU,
+under triton's interpreter: its choice (``GNN_TREELSTM_KERNELS``), and the operations one
+forward + backward step dispatches per level (the count that decides a GPU step's launch
+overhead). Equality with the cells' declarations is tests/cells/test_registry.py's."""
+
+from __future__ import annotations
+
+import dgl
+import pytest
+import torch
+
+from gnn_treelstm.cells import build_cell
+from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.kernels import fused_triton, native
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from tests.engine.count import OpCounter
+
+X, H = 6, 8
+#: the issue-level budget of dispatched operations per level of one training step
+PER_LEVEL = 8
+
+
+def _caterpillar(leaves: int) -> dgl.DGLGraph:
+    """A left-branching binary tree: ``leaves - 1`` levels above the leaves."""
+    n = 2 * leaves - 1
+    parents, pos = [-1] * n, [0] * n
+    for i in range(leaves - 1):
+        node = leaves + i
+        left = 0 if i == 0 else node - 1
+        parents[left], pos[left] = node, 0
+        parents[i + 1], pos[i + 1] = node, 1
+    words = [w % 40 for w in range(leaves)] + [NO_WORD] * (leaves - 1)
+    return make_tree(parents, words, positions=pos, rels=[p % 3 for p in pos])
+
+
+def _deep_batch() -> dgl.DGLGraph:
+    """25 trees, 3 to 32 leaves: 31 levels."""
+    return dgl.batch([_caterpillar(3 + (7 * i) % 30) for i in range(25)])
+
+
+def _step_ops(name: str, kernels: str, **kw) -> tuple[OpCounter, int]:
+    g = _deep_batch()
+    sched = LevelSchedule.from_graph(g)
+    torch.manual_seed(0)
+    cell = build_cell(name, X, H, engine="level", **kw)
+    x = torch.randn(g.num_nodes(), X, requires_grad=True)
+    fused_triton.set_choice(kernels)
+    try:
+        with OpCounter() as count:
+            h, c = cell(g, x, schedule=sched)
+            (h.sum() + c.sum()).backward()
+    finally:
+        fused_triton.set_choice(None)
+    return count, sched.up.num_levels
+
+
+needs_interpreter = pytest.mark.skipif(
+    not fused_triton.interpreted(),
+    reason="the Triton kernels run on CPU tensors only under TRITON_INTERPRET=1 (and triton)")
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", ["nary", "childsum"])
+def test_a_step_dispatches_at_most_8_operations_per_level(name):
+    count, levels = _step_ops(name, "triton")
+    assert levels >= 30
+    assert count.ops[f"gnn_treelstm_triton::{name}_forward"] == levels
+    assert count.ops[f"gnn_treelstm_triton::{name}_backward"] == levels
+    assert count.total <= PER_LEVEL * levels, (count.total / levels, count.ops)
+
+
+def test_the_general_driver_dispatches_more_than_8_per_level():
+    """The count has teeth: the general level driver (the path CUDA ran before the Triton
+    kernels) dispatches several times the budget."""
+    native.set_choice("off")
+    try:
+        count, levels = _step_ops("nary", "native")
+    finally:
+        native.set_choice(None)
+    assert count.total > 3 * PER_LEVEL * levels, count.total / levels
+
+
+def test_the_choice_is_read_from_the_environment(monkeypatch):
+    monkeypatch.setenv("GNN_TREELSTM_KERNELS", "cuda-please")
+    fused_triton.set_choice(None)
+    with pytest.raises(ValueError, match="GNN_TREELSTM_KERNELS='cuda-please'.*auto, triton"):
+        fused_triton.choice()
+    monkeypatch.setenv("GNN_TREELSTM_KERNELS", "Native")
+    assert fused_triton.choice() == "native"
+    assert not fused_triton.selected(torch.zeros(1))
+    fused_triton.set_choice(None)
+    with pytest.raises(ValueError, match="unknown level-kernel choice 'gpu'"):
+        fused_triton.set_choice("gpu")
+
+
+def test_auto_runs_triton_on_cuda_only():
+    fused_triton.set_choice("auto")
+    try:
+        assert not fused_triton.selected(torch.zeros(1))
+        assert not fused_triton.selected(torch.zeros(1, dtype=torch.float64))
+    finally:
+        fused_triton.set_choice(None)
+
+
+def test_native_off_switches_the_triton_kernels_off_too():
+    native.set_choice("off")
+    fused_triton.set_choice("triton")
+    try:
+        assert not fused_triton.selected(torch.zeros(1))
+    finally:
+        native.set_choice(None)
+        fused_triton.set_choice(None)
+
+
+def test_triton_on_the_cpu_without_the_interpreter_says_how(monkeypatch):
+    if fused_triton.interpreted():
+        pytest.skip("this process runs triton's interpreter")
+    fused_triton.set_choice("triton")
+    try:
+        with pytest.raises(RuntimeError, match="TRITON_INTERPRET=1|pip install triton"):
+            fused_triton.selected(torch.zeros(1))
+    finally:
+        fused_triton.set_choice(None)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available() or not fused_triton.installed(),
+                    reason="needs CUDA and triton")
+@pytest.mark.parametrize("name", ["nary", "childsum", "lstm"])
+def test_a_cuda_step_does_not_synchronise(name):
+    """One forward + backward step on CUDA: no host-device synchronisation inside
+    (``set_sync_debug_mode("error")``). The schedule is given in pinned CPU memory, checked
+    against the graph there, and moved once per forward (``Propagator.schedule_on``,
+    non-blocking copies)."""
+    g = _deep_batch() if name != "lstm" else dgl.batch(
+        [make_tree(list(range(1, n)) + [-1], list(range(n))) for n in (3, 9, 17)])
+    sched = LevelSchedule.from_graph(g).pin_memory()
+    torch.manual_seed(0)
+    cell = build_cell(name, X, H, engine="level").cuda()
+    x = torch.randn(g.num_nodes(), X, device="cuda", requires_grad=True)
+    cell(g, x, schedule=sched)  # compiles the kernels
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        h, c = cell(g, x, schedule=sched)
+        (h.sum() + c.sum()).backward()
+    finally:
+        torch.cuda.set_sync_debug_mode(0)
+    torch.cuda.synchronize()

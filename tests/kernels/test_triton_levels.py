@@ -1,0 +1,57 @@
+"""The Triton level kernels compile for a CUDA GPU (sm_90, to PTX; no GPU needed), in
+float32 and float64, for each variant the level engine launches: a kernel that only the
+interpreter has run could still fail to compile on its first GPU contact."""
+
+from __future__ import annotations
+
+import inspect
+
+import pytest
+
+triton = pytest.importorskip("triton")
+
+from gnn_treelstm.kernels import fused_triton  # noqa: E402
+
+if fused_triton.interpreted():
+    pytest.skip("this process runs triton's interpreter (TRITON_INTERPRET=1), which does not "
+                "compile", allow_module_level=True)
+
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+from gnn_treelstm.kernels import triton_levels as tk  # noqa: E402
+
+#: pointer arguments that hold int64 indices (the rest hold states of the dtype)
+INDEX_POINTERS = ("slots_ptr", "par_ptr", "pos_ptr", "estart_ptr", "esrc_ptr", "edst_ptr",
+                  "pe_ptr", "rel_ptr")
+
+
+def _signature(fn, consts: dict, dtype: str) -> dict:
+    out = {}
+    for name in inspect.signature(fn.fn).parameters:
+        if name in consts:
+            out[name] = "constexpr"
+        elif name.endswith("_ptr"):
+            out[name] = "*i64" if name in INDEX_POINTERS else f"*{dtype}"
+        else:
+            out[name] = "i32"
+    return out
+
+
+CASES = [
+    (tk.nary_forward, {"G": 3, "K": 2}), (tk.nary_backward, {"G": 3, "K": 2}),
+    (tk.nary_forward, {"G": 2, "K": 1}), (tk.nary_backward, {"G": 2, "K": 1}),
+    (tk.childsum_forward, {"G": 3, "R": 1}), (tk.childsum_backward, {"G": 3, "R": 1}),
+    (tk.childsum_forward, {"G": 2, "R": 4}), (tk.childsum_backward, {"G": 2, "R": 4}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["fp32", "fp64"])
+@pytest.mark.parametrize("fn,consts", CASES,
+                         ids=[f"{fn.fn.__name__}-{'-'.join(f'{k}{v}' for k, v in c.items())}"
+                              for fn, c in CASES])
+def test_the_kernel_compiles_for_a_cuda_gpu(fn, consts, dtype):
+    consts = {**consts, "BM": 16, "BN": 64}
+    kernel = triton.compile(ASTSource(fn=fn, signature=_signature(fn, consts, dtype),
+                                      constexprs=consts), target=GPUTarget("cuda", 90, 32))
+    assert ".entry " + fn.fn.__name__ in kernel.asm["ptx"]
