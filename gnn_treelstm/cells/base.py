@@ -30,6 +30,7 @@ import dgl
 import torch
 from torch import nn
 
+from gnn_treelstm.engine.eager import eager
 from gnn_treelstm.engine.propagator import ENGINES, Propagator
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees import graph as G
@@ -100,7 +101,7 @@ class TreeCell(nn.Module):
                 return fast
         return self.compute(prop, x, **kwargs)
 
-    @torch.compiler.disable(reason="host-side input checks and level schedule, run eagerly")
+    @eager(reason="host-side input checks and level schedule, run eagerly")
     def _prepare(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None,
                  kwargs: dict) -> Propagator:
         """The preamble of :meth:`forward`: validate the input, and bind the engine to the
