@@ -90,6 +90,16 @@ class TreeCell(nn.Module):
         """Size of the per-node output ``h`` (e.g. 2*h_size for bidirectional cells)."""
         return self.h_size
 
+    def reset_parameters(self) -> None:
+        """(Re)initialise every parameter. This default resets each submodule that has a
+        ``reset_parameters`` (``nn.Linear``, ``nn.Embedding``, ...: PyTorch's own
+        initialisation); cells with an initialisation of their own override it, and
+        constructors end by calling it."""
+        for module in self.children():
+            reset = getattr(module, "reset_parameters", None)
+            if callable(reset):
+                reset()
+
     # ------------------------------------------------------------ the one preamble
     def forward(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None = None,
                 **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
