@@ -68,7 +68,7 @@ def _forest() -> dgl.DGLGraph:
 def _run(engine, graph, x, aggregate, direction="up"):
     x = x.detach().clone().requires_grad_(True)
     h = Propagator(engine, graph)(_recurrence(aggregate, direction), x=x).h
-    weights = torch.linspace(-1, 1, h.numel(), dtype=h.dtype).view_as(h)
+    weights = torch.linspace(-1, 1, h.numel(), dtype=h.dtype, device=h.device).view_as(h)
     (h * weights).sum().backward()
     return h.detach(), x.grad
 
@@ -130,3 +130,16 @@ def test_a_wrong_aggregation_is_refused():
                    update=upd, aggregate="min")
     with pytest.raises(ValueError, match="aggregate applies to messages"):
         Recurrence(state={"h": W}, inputs=("x",), slots=2, update=upd, aggregate="max")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("aggregate", ["sum", "mean", "max"])
+def test_level_engine_on_cuda_equals_the_cpu(aggregate):
+    graph = _forest()
+    torch.manual_seed(1)
+    x = torch.randn(graph.num_nodes(), W, dtype=torch.float64)
+    h_cpu, g_cpu = _run("level", graph, x, aggregate)
+    h_gpu, g_gpu = _run("level", graph, x.cuda(), aggregate)
+    torch.testing.assert_close(h_gpu.cpu(), h_cpu, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(g_gpu.cpu(), g_cpu, rtol=1e-10, atol=1e-10)
