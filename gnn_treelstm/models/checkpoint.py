@@ -186,8 +186,9 @@ def _upgrade_format_3(payload: dict[str, Any]) -> dict[str, Any]:
 
 def import_cell_module(payload: dict[str, Any], path: str | os.PathLike = "checkpoint") -> None:
     """Register the checkpoint's cell where it is not yet: import the module the checkpoint
-    records as defining it (``cell_module``); ``ValueError`` naming that module where it
-    cannot be imported."""
+    records as defining it (``cell_module``), by name from the Python path (a module
+    installed or put there by the user: nothing of the file itself runs); ``ValueError``
+    naming that module where it cannot be imported."""
     name = (payload.get("model_config") or {}).get("cell")
     module = payload.get("cell_module")
     if not isinstance(name, str) or name in cells:
