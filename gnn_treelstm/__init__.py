@@ -33,7 +33,7 @@ _LAZY = {
     "TreeDataset": ("gnn_treelstm.trees.data", "TreeDataset"),
     "Vocab": ("gnn_treelstm.trees.vocab", "Vocab"),
     "Relations": ("gnn_treelstm.trees.vocab", "Relations"),
-    "build_embedding_matrix": ("data_prep.vectors", "build_embedding_matrix"),
+    "build_embedding_matrix": ("gnn_treelstm.trees.vectors", "build_embedding_matrix"),
     "from_dgl_sst": ("gnn_treelstm.trees.adapters", "from_dgl_sst"),
     "vocab_from_dgl_sst": ("gnn_treelstm.trees.adapters", "vocab_from_dgl_sst"),
     "drawing": ("gnn_treelstm.trees.drawing", None),

@@ -142,6 +142,7 @@ def apply() -> list[str]:
         sys.modules["dgl.graphbolt"] = GraphboltUnavailable(problem)
         PATCHES.append("graphbolt")
         logger.debug("dgl.graphbolt replaced by a stand-in: %s", problem)
+        _attach_when_dgl_loads()
     if _setuptools_packaging_missing() and "setuptools.extern.packaging" not in PATCHES:
         try:
             packaging = importlib.import_module("packaging")
@@ -164,6 +165,49 @@ def attach() -> None:
     dgl = sys.modules.get("dgl")
     if isinstance(stub, GraphboltUnavailable) and dgl is not None:
         dgl.graphbolt = stub  # type: ignore[attr-defined]
+
+
+class _AttachLoader:
+    """DGL's own loader, then :func:`attach` once ``dgl/__init__`` has run, so that
+    ``dgl.graphbolt`` reached as an attribute is the stand-in with its reason, not a bare
+    ``AttributeError``. Anything else is the wrapped loader's."""
+
+    def __init__(self, inner) -> None:  # noqa: ANN001 - any importlib loader
+        self._inner = inner
+
+    def create_module(self, spec):  # noqa: ANN001, ANN201 - importlib's loader protocol
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module) -> None:  # noqa: ANN001
+        self._inner.exec_module(module)
+        attach()
+
+    def __getattr__(self, name: str):  # noqa: ANN204
+        return getattr(self._inner, name)
+
+
+class _AttachAfterDglImport:
+    """A one-shot finder for ``dgl``: the spec the other finders give, its loader wrapped
+    in :class:`_AttachLoader`; it leaves :data:`sys.meta_path` on first use."""
+
+    def find_spec(self, fullname: str, path=None, target=None):  # noqa: ANN001, ANN201
+        if fullname != "dgl":
+            return None
+        try:
+            sys.meta_path.remove(self)
+        except ValueError:
+            pass
+        spec = importlib.util.find_spec("dgl")
+        if spec is not None and spec.loader is not None:
+            spec.loader = _AttachLoader(spec.loader)
+        return spec
+
+
+def _attach_when_dgl_loads() -> None:
+    if "dgl" in sys.modules:
+        attach()
+    elif not any(isinstance(f, _AttachAfterDglImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AttachAfterDglImport())
 
 
 apply()

@@ -20,9 +20,12 @@ class UnknownNameError(KeyError, ValueError):
 class Registry(Generic[T]):
     """Maps names to objects; an unknown name raises ``KeyError`` listing the choices."""
 
-    def __init__(self, kind: str) -> None:
+    def __init__(self, kind: str, loader: Callable[[str], None] | None = None) -> None:
         self.kind = kind
         self._items: dict[str, T] = {}
+        #: called with a name not registered yet, before :meth:`get` gives up: it may
+        #: register the name (e.g. from an installed package's entry point)
+        self._loader = loader
 
     def register(self, name: str) -> Callable[[T], T]:
         def deco(obj: T) -> T:
@@ -37,6 +40,8 @@ class Registry(Generic[T]):
         return self.register(name)(obj)
 
     def get(self, name: str) -> T:
+        if name not in self._items and self._loader is not None:
+            self._loader(name)
         try:
             return self._items[name]
         except KeyError:

@@ -54,6 +54,26 @@ def test_graphbolt_standin_matches_library_presence():
     assert not hasattr(dgl.graphbolt, "torch")  # probes (pickle.whichmodule) see no name
 
 
+def test_graphbolt_as_an_attribute_of_a_freshly_imported_dgl_says_why():
+    """``import gnn_treelstm; import dgl``, then ``dgl.graphbolt.X`` with nothing of the
+    package's graph code imported: the stand-in's reason, not a bare AttributeError."""
+    lib = _dgl_compat.graphbolt_library_path()
+    if lib is not None and lib.exists():
+        pytest.skip("this DGL ships graphbolt for the running torch")
+    out = _run("""
+        import sys
+        import gnn_treelstm, dgl
+        assert "gnn_treelstm.trees.graph" not in sys.modules
+        try:
+            dgl.graphbolt.ItemSampler
+        except AttributeError as exc:
+            print(type(exc).__name__, exc)
+        print(any(type(f).__name__ == "_AttachAfterDglImport" for f in sys.meta_path))
+    """)
+    assert out.startswith("GraphboltUnavailableError dgl.graphbolt.ItemSampler is unavailable")
+    assert out.endswith("False")  # the one-shot finder left sys.meta_path
+
+
 def test_standin_is_a_quiet_module_for_dunder_lookups():
     stub = _dgl_compat.GraphboltUnavailable("reason")
     assert not hasattr(stub, "__wrapped__")

@@ -1,10 +1,20 @@
-"""pyproject.toml and environment.yml install the same package set."""
+"""pyproject.toml declares ranges, constraints.txt the project's exact versions, environment.yml
+the same package set; installing the wheel into an existing torch/DGL stack keeps that stack."""
 
+import base64
+import hashlib
+import json
 import re
+import subprocess
 import sys
+import zipfile
+from email.parser import Parser
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -13,13 +23,31 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
+# a stack a DGL user may already have, other versions than constraints.txt's inside the declared
+# ranges: a CUDA build of torch (what DGL's own CUDA wheels come with) and a newer DGL
+USER_STACK = {"torch": "2.11.0+cu126", "dgl": "2.4.0"}
+
 
 def _norm(req: str) -> str:
     return re.sub(r"\s+", "", req).lower().replace("_", "-")
 
 
+def _project() -> dict:
+    return tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+
+
+def _constraints() -> dict[str, Requirement]:
+    reqs = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        line = line.split("#")[0].strip()
+        if line:
+            req = Requirement(line)
+            reqs[canonicalize_name(req.name)] = req
+    return reqs
+
+
 def test_environment_yml_matches_pyproject():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    project = _project()
     wanted = {_norm(r) for r in project["dependencies"] + project["optional-dependencies"]["dev"]}
     pip_lines = []
     in_pip = False
@@ -32,12 +60,148 @@ def test_environment_yml_matches_pyproject():
             if not m:
                 break
             pip_lines.append(m.group(1).split(" #")[0].strip())
-    got = {_norm(x) for x in pip_lines if x != "-e ."}
+    got = {_norm(x) for x in pip_lines if x not in ("-e .", "-c constraints.txt")}
     assert got == wanted, f"pyproject only: {wanted - got}; environment.yml only: {got - wanted}"
     assert "-e ." in pip_lines
+    assert "-c constraints.txt" in pip_lines, "environment.yml installs without constraints.txt"
 
 
-def test_torch_is_pinned():
-    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
-    assert "torch==2.13.0" in project["dependencies"]
-    assert "dgl==2.1.0" in project["dependencies"]
+def test_torch_and_dgl_are_ranges_and_the_constraints_pin_them():
+    deps = {canonicalize_name(Requirement(r).name): Requirement(r)
+            for r in _project()["dependencies"]}
+    pins = _constraints()
+    for name in ("torch", "dgl"):
+        spec = deps[name].specifier
+        assert not any(s.operator in ("==", "===", "~=") for s in spec), f"{name}: {spec}"
+        pin = [s for s in pins[name].specifier if s.operator == "=="]
+        assert len(pin) == 1, f"constraints.txt pins no exact {name}: {pins[name]}"
+        assert spec.contains(pin[0].version), f"constraints.txt {pins[name]} outside {spec}"
+    # torch 2.11 ran with CUDA, 2.13 on the CPU: both inside the declared range
+    assert deps["torch"].specifier.contains("2.11.0")
+    assert deps["dgl"].specifier.contains("2.1.0")
+    # every pin names a declared dependency and lies inside its range
+    for name, pin in pins.items():
+        assert name in deps, f"constraints.txt pins {name}, which pyproject does not declare"
+        version = next(iter(pin.specifier)).version
+        assert deps[name].specifier.contains(version), f"{pin} outside {deps[name]}"
+
+
+def test_make_install_and_ci_use_the_constraints():
+    makefile = (REPO / "Makefile").read_text()
+    assert "-c constraints.txt" in makefile
+    assert "constraints.txt" in makefile.split("$(STAMP):")[1].splitlines()[0]
+    wheel = (REPO / ".ci" / "wheel").read_text()
+    assert wheel.count('-c "$REPO/constraints.txt"') == 2
+    assert "torch==" not in makefile + wheel
+
+
+# -- the wheel installs into an existing stack without replacing it ------------------------
+
+
+def _record_line(name: str, data: bytes) -> str:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{name},sha256={digest},{len(data)}"
+
+
+def _wheel(folder: Path, name: str, version: str, metadata: str | None = None) -> Path:
+    """A stand-in wheel: metadata only (``metadata`` replaces the generated METADATA)."""
+    dist = f"{name.replace('-', '_')}-{version}"
+    plain = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
+    files = {
+        f"{dist}.dist-info/METADATA": metadata or plain,
+        f"{dist}.dist-info/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+                                   "Tag: py3-none-any\n",
+    }
+    path = folder / f"{dist}-py3-none-any.whl"
+    with zipfile.ZipFile(path, "w") as zf:
+        record = []
+        for arc, text in files.items():
+            zf.writestr(arc, text)
+            record.append(_record_line(arc, text.encode()))
+        record.append(f"{dist}.dist-info/RECORD,,")
+        zf.writestr(f"{dist}.dist-info/RECORD", "\n".join(record) + "\n")
+    return path
+
+
+def _installed(site: Path, name: str, version: str) -> None:
+    """A stand-in installed distribution: a .dist-info folder in the venv's site-packages."""
+    info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    (info / "INSTALLER").write_text("pip\n")
+    (info / "RECORD").write_text("")
+
+
+def _lowest(req: Requirement) -> str:
+    """A version inside ``req``'s range (its lower bound, or 1.0 where it has none)."""
+    lower = [s.version for s in req.specifier if s.operator in (">=", "==")]
+    version = lower[0] if lower else "1.0"
+    assert req.specifier.contains(version), req
+    return version
+
+
+@pytest.fixture(scope="module")
+def project_metadata(tmp_path_factory) -> str:
+    """The METADATA that ``pip wheel .`` writes, from setuptools' own metadata hook."""
+    out = tmp_path_factory.mktemp("metadata")
+    subprocess.run([sys.executable, "-c",
+                    "import sys; from setuptools import build_meta;"
+                    "build_meta.prepare_metadata_for_build_wheel(sys.argv[1])", str(out)],
+                   cwd=REPO, check=True, capture_output=True)
+    (info,) = out.glob("gnn_treelstm-*.dist-info")
+    return (info / "METADATA").read_text()
+
+
+def test_wheel_requires_no_exact_torch_or_dgl(project_metadata):
+    meta = Parser().parsestr(project_metadata)
+    requires = {canonicalize_name(Requirement(r).name): r for r in meta.get_all("Requires-Dist")
+                if "extra ==" not in r}
+    assert "==" not in requires["torch"] and "==" not in requires["dgl"], requires
+
+
+def _dry_run(tmp: Path, metadata: str, label: str) -> dict[str, str]:
+    """pip's install plan for a gnn_treelstm wheel with ``metadata`` into a venv that already
+    holds USER_STACK's torch and DGL (and every other requirement at its lowest version), offline,
+    with the project's own pinned versions on offer too: {name: version to install}."""
+    venv = tmp / f"venv-{label}"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    (site,) = venv.glob("lib/python*/site-packages")
+    wheels = tmp / "wheels"
+    if not wheels.exists():
+        wheels.mkdir()
+        for name, pin in _constraints().items():   # the project's versions, on offer
+            _wheel(wheels, name, next(iter(pin.specifier)).version)
+    requires = [Requirement(r) for r in Parser().parsestr(metadata).get_all("Requires-Dist")
+                if "extra ==" not in r]
+    for req in requires:
+        name = canonicalize_name(req.name)
+        _installed(site, name, USER_STACK.get(name) or _lowest(req))
+    version = Parser().parsestr(metadata)["Version"]
+    project_wheel = _wheel(tmp / f"venv-{label}", "gnn_treelstm", version, metadata)
+    report = tmp / f"report-{label}.json"
+    subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
+                    "install", "--dry-run", "--quiet", "--report", str(report), "--no-index",
+                    "--find-links", str(wheels), "--disable-pip-version-check",
+                    str(project_wheel)], check=True, capture_output=True, text=True)
+    plan = json.loads(report.read_text())["install"]
+    return {canonicalize_name(p["metadata"]["name"]): p["metadata"]["version"] for p in plan}
+
+
+def test_wheel_install_keeps_an_existing_torch_and_dgl(tmp_path, project_metadata):
+    plan = _dry_run(tmp_path, project_metadata, "ranges")
+    assert plan == {"gnn-treelstm": Parser().parsestr(project_metadata)["Version"]}, (
+        f"installing the wheel into torch {USER_STACK['torch']} / DGL {USER_STACK['dgl']} "
+        f"would install {plan}")
+
+
+def test_exact_pins_would_replace_the_stack(tmp_path, project_metadata):
+    """The same dry run tells pinned metadata apart: it plans to replace torch and DGL."""
+    pinned = "".join(f"Requires-Dist: {name}{next(iter(pin.specifier))}\n"
+                     for name, pin in _constraints().items())
+    kept = "".join(line + "\n" for line in project_metadata.splitlines()
+                   if not re.match(r"Requires-Dist: (torch|dgl)\b", line))
+    metadata = kept.replace("Requires-Dist:", pinned + "Requires-Dist:", 1)
+    plan = _dry_run(tmp_path, metadata, "pinned")
+    for name, pin in _constraints().items():
+        assert plan.get(name) == next(iter(pin.specifier)).version, plan
+    assert Version(plan["torch"]) > Version(USER_STACK["torch"])

@@ -4,8 +4,8 @@ import os
 
 import pytest
 
-from data_prep import vectors as V
 from gnn_treelstm import files as F
+from gnn_treelstm.trees import vectors as V
 
 
 def test_cache_dir_follows_the_environment(monkeypatch, tmp_path):

@@ -17,13 +17,16 @@ from gnn_treelstm.cells import (  # noqa: F401  (each module registers its cells
 )
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import (
+    ENTRY_POINT_GROUP,
     build_cell,
+    cell_module,
     cell_options,
     cells,
     check_cell_options,
+    import_cell_modules,
     run_defaults,
 )
 from gnn_treelstm.engine.propagator import ENGINES
 
 __all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults", "TreeCell",
-           "ENGINES"]
+           "ENGINES", "ENTRY_POINT_GROUP", "import_cell_modules", "cell_module"]

@@ -30,6 +30,7 @@ import dgl
 import torch
 from torch import nn
 
+from gnn_treelstm.engine.eager import eager
 from gnn_treelstm.engine.propagator import ENGINES, Propagator
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees import graph as G
@@ -89,6 +90,16 @@ class TreeCell(nn.Module):
         """Size of the per-node output ``h`` (e.g. 2*h_size for bidirectional cells)."""
         return self.h_size
 
+    def reset_parameters(self) -> None:
+        """(Re)initialise every parameter. This default resets each submodule that has a
+        ``reset_parameters`` (``nn.Linear``, ``nn.Embedding``, ...: PyTorch's own
+        initialisation); cells with an initialisation of their own override it, and
+        constructors end by calling it."""
+        for module in self.children():
+            reset = getattr(module, "reset_parameters", None)
+            if callable(reset):
+                reset()
+
     # ------------------------------------------------------------ the one preamble
     def forward(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None = None,
                 **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
@@ -100,7 +111,7 @@ class TreeCell(nn.Module):
                 return fast
         return self.compute(prop, x, **kwargs)
 
-    @torch.compiler.disable(reason="host-side input checks and level schedule, run eagerly")
+    @eager(reason="host-side input checks and level schedule, run eagerly")
     def _prepare(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None,
                  kwargs: dict) -> Propagator:
         """The preamble of :meth:`forward`: validate the input, and bind the engine to the

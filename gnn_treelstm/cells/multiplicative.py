@@ -309,10 +309,7 @@ class MultiplicativeTreeLSTM(TreeCell):
         name = type(self).__name__
         if isinstance(graph, dgl.DGLGraph) and graph.num_edges():
             if G.REL not in graph.edata:
-                raise ValueError(
-                    f"{name}: graph has no edge field 'rel' (relation ids) but the cell reads "
-                    "relations; build graphs with gnn_treelstm.trees.graph.make_tree(..., rels=...)"
-                )
+                raise ValueError(G.missing_field(G.REL, "edge", name))
             rel = graph.edata[G.REL]
             if rel.dtype.is_floating_point or rel.dtype == torch.bool or rel.dim() != 1:
                 raise ValueError(

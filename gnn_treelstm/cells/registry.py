@@ -1,19 +1,79 @@
-"""The ``cells`` registry: name -> cell constructor, and the checks of a cell's options."""
+"""The ``cells`` registry: name -> cell constructor, and the checks of a cell's options.
+
+Cells of other packages join it in two ways (``docs/write-a-cell.md``):
+
+* an entry point in the group ``gnn_treelstm.cells`` (:data:`ENTRY_POINT_GROUP`) named as
+  the cell, whose value is the module that registers it (``"mypkg.childmax"``) or its
+  class (``"mypkg.childmax:ChildMaxTreeLSTM"``), loaded the first time the name is asked
+  for;
+* the module imported before the name is used: in Python, or ``--cell-module MODULE`` of
+  ``train``, ``evaluate``, ``predict`` and ``serve`` (:func:`import_cell_modules`).
+
+A checkpoint records the module that defines its cell (:func:`cell_module`) and
+:func:`gnn_treelstm.models.checkpoint.load_model` imports it.
+"""
 
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import numbers
-from collections.abc import Callable, Mapping
+import types
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.registry import Registry
 
-__all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults"]
+__all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults",
+           "ENTRY_POINT_GROUP", "CELL_MODULE_HELP", "import_cell_modules", "cell_module"]
 
-cells: Registry[Callable[..., TreeCell]] = Registry("cell")
+#: the entry-point group through which an installed package registers its cells
+ENTRY_POINT_GROUP = "gnn_treelstm.cells"
+#: ``--help`` of the commands' ``--cell-module``
+CELL_MODULE_HELP = ("import MODULE first: a module of your own that registers a cell "
+                    "(@cells.register(NAME)), for --model NAME or a checkpoint of it; "
+                    "repeatable (installed packages may use the entry-point group "
+                    f"{ENTRY_POINT_GROUP} instead)")
+
+
+def _load_entry_point(name: str) -> None:
+    """Register the cell ``name`` from an installed package's entry point, if one has it."""
+    from importlib.metadata import entry_points
+
+    for ep in entry_points(group=ENTRY_POINT_GROUP):
+        if ep.name != name:
+            continue
+        try:
+            obj = ep.load()
+        except Exception as exc:
+            raise ValueError(f"cell {name!r}: the entry point {ep.name} = {ep.value!r} of "
+                             f"group {ENTRY_POINT_GROUP} failed to load ({exc})") from exc
+        if name not in cells and callable(obj) and not isinstance(obj, types.ModuleType):
+            cells.add(name, obj)   # the entry point names the class itself
+        return
+
+
+cells: Registry[Callable[..., TreeCell]] = Registry("cell", loader=_load_entry_point)
+
+
+def import_cell_modules(modules: Iterable[str]) -> None:
+    """Import each module, which registers its cells; ``ValueError`` naming one that cannot
+    be imported."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except ImportError as exc:
+            raise ValueError(f"--cell-module {module}: cannot import it ({exc}); put the "
+                             "directory holding it on PYTHONPATH or install its package"
+                             ) from exc
+
+
+def cell_module(name: str) -> str:
+    """The module that defines the cell registered as ``name`` (where its factory lives)."""
+    factory = cells.get(name)
+    return getattr(factory, "__module__", None) or type(factory).__module__
 
 
 #: arguments of every cell that are not options: sizes are build_cell's own, the engine is

@@ -259,6 +259,7 @@ class SequentialLSTM(TreeCell):
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
         name = type(self).__name__
         if isinstance(graph, dgl.DGLGraph) and graph.num_edges():
+            G.check_direction(graph, who=name)  # self-loops, both ways: before "not a chain"
             deg = graph.in_degrees()
             if int(deg.max()) > 1:
                 node = int(deg.argmax())

@@ -17,7 +17,9 @@ command        what it does                               also runs as
 
 ``gnn-treelstm COMMAND --help`` lists a command's options. This module imports neither
 torch nor dgl: it sets the process-wide OpenMP wait policy first (torch's libgomp reads it
-when it loads), then imports the command.
+when it loads) and points ``torch.compile``'s cache into the project's cache directory, then
+imports the command. These are the command lines' settings: importing the library or running
+a cell sets nothing process-wide (``tests/test_side_effects.py``).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "main", "set_openmp_wait_policy", "progress_bar"]
+__all__ = ["COMMANDS", "main", "set_openmp_wait_policy", "set_compile_cache", "progress_bar"]
 
 #: command -> (module with ``main(argv) -> int``, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -57,6 +59,17 @@ def set_openmp_wait_policy() -> None:
     """
     if not any(k in os.environ for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")):
         os.environ["GOMP_SPINCOUNT"] = "300"
+
+
+def set_compile_cache() -> None:
+    """``torch.compile``'s cache (``TORCHINDUCTOR_CACHE_DIR``) under the project's cache
+    directory (``$GNN_TREELSTM_CACHE/inductor``), unless the user set one. Without it,
+    Inductor picks ``/tmp/torchinductor_$USER`` and writes that into ``os.environ`` itself
+    when it loads; the library never imports Inductor unless something compiles."""
+    if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
+        from gnn_treelstm.files import cache_dir
+
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor"))
 
 
 def progress_bar(quiet: bool = False, unit: str = "batch"):
@@ -96,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{', '.join(COMMANDS)}", file=sys.stderr)
         return 2
     set_openmp_wait_policy()
+    set_compile_cache()
     module = importlib.import_module(COMMANDS[command][0])
     return int(module.main(rest) or 0)
 

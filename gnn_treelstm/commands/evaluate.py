@@ -21,6 +21,7 @@ from pathlib import Path
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.analyze.length import length_curve_of, plot_length
 from gnn_treelstm.argtypes import non_negative_int, positive_int
+from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.models.checkpoint import checkpoint_path
 from gnn_treelstm.training.data import DataError
@@ -113,6 +114,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="= --log-level INFO")
     ap.add_argument("--json", action="store_true",
                     help="metrics as JSON lines")
+    ap.add_argument("--cell-module", action="append", default=[], metavar="MODULE",
+                    help=CELL_MODULE_HELP)
     return ap
 
 
@@ -121,6 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     split = a.split or "test"
     try:
+        import_cell_modules(a.cell_module)
         if a.table:
             if not a.paths:
                 raise ValueError("--table needs run directories: evaluate.py --table runs/A ...")

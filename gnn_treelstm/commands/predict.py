@@ -57,6 +57,7 @@ from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
 
+from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules  # noqa: E402
 from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE  # noqa: E402
 from gnn_treelstm.models.predictor import Predictor, format_text, read_lines  # noqa: E402
 
@@ -91,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
                     help=f"longest sentence accepted, in characters (default {MAX_CHARS})")
     ap.add_argument("--batch-size", type=positive_int, default=64)
+    ap.add_argument("--cell-module", action="append", default=[], metavar="MODULE",
+                    help=CELL_MODULE_HELP)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
@@ -142,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if a.nodes and not a.json:
             raise ValueError("--nodes needs --json (per-node output is JSON only)")
+        import_cell_modules(a.cell_module)
         predictor = Predictor.from_pretrained(a.run, engine=a.engine,
                                               spacy_model=a.spacy_model)
         lines, source = _lines(a)

@@ -63,6 +63,7 @@ from gnn_treelstm.commands.cli import set_openmp_wait_policy
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
+from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules  # noqa: E402
 from gnn_treelstm.models import predictor as P  # noqa: E402
 from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE, checkpoint_path  # noqa: E402
 from gnn_treelstm.trees import treesvg  # noqa: E402
@@ -609,6 +610,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="connections served at once; more get a 503 answer (default "
                          f"{MAX_CONNECTIONS})")
     ap.add_argument("--threads", type=positive_int, default=None, help="torch CPU threads")
+    ap.add_argument("--cell-module", action="append", default=[], metavar="MODULE",
+                    help=CELL_MODULE_HELP)
     ap.add_argument("--log-level", default="WARNING",
                     choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
@@ -624,6 +627,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             import torch
 
             torch.set_num_threads(a.threads)
+        import_cell_modules(a.cell_module)
         explorer = load_explorer(a.run, checkpoint=a.checkpoint, spacy_model=a.spacy_model,
                                  engine=a.engine, max_chars=a.max_chars)
         try:

@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
+from gnn_treelstm.cells.registry import import_cell_modules
 from gnn_treelstm.commands import heap, process
 from gnn_treelstm.files import NoSpaceError
 from gnn_treelstm.metrics import format_metrics
@@ -81,6 +82,7 @@ def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
+        import_cell_modules(a.cell_module)
         cfg = config_from_args(a)
         cfg.check()
         process.setup_training(a.threads)

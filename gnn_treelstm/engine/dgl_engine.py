@@ -1,13 +1,14 @@
 """The DGL engine: a cell's :class:`~.recurrence.Recurrence` under ``dgl.prop_nodes_topo``.
 
-Summed recurrences send one edge-UDF message per edge and reduce with DGL's built-in
-``sum`` (no mailbox, no degree bucketing); slotted ones place the source's state in the
-slot of its position with the built-in ``u_mul_e`` (a one-hot of ``edata['pos']``) and sum
-the same way, so the reduce never runs Python. The apply function is the recurrence's
-update. The packed state lives in ``ndata``; the recurrence's functions see it unpacked
-into named views (:class:`~.recurrence.Layout`) and read the inputs they name.
-``direction="down"`` runs on ``dgl.reverse(graph)`` (edge fields copied), so the caller's
-graph is never touched.
+Message recurrences send one edge-UDF message per edge and reduce with DGL's built-in
+``sum`` or ``mean`` (no mailbox, no degree bucketing; ``max`` reduces the mailbox with
+``torch.amax``, whose gradient splits evenly between equal maxima, as the level
+engine's); slotted ones place the source's state in the slot of its position with the
+built-in ``u_mul_e`` (a one-hot of ``edata['pos']``) and sum the same way, so the reduce
+never runs Python. The apply function is the recurrence's update. The packed state lives
+in ``ndata``; the recurrence's functions see it unpacked into named views
+(:class:`~.recurrence.Layout`) and read the inputs they name. ``direction="down"`` runs on
+``dgl.reverse(graph)`` (edge fields copied), so the caller's graph is never touched.
 """
 
 from __future__ import annotations
@@ -65,6 +66,8 @@ def propagate(graph: dgl.DGLGraph, rec: Recurrence, inputs: Inputs) -> torch.Ten
             return g.ndata["_s"][:, 0]
 
         g.ndata["_s"] = like.new_zeros(n, rec.width)
+        if rec.aggregate == "max":  # a mailbox reduce skips the leaf frontier: zeros there
+            g.ndata["_k"] = like.new_zeros(n, rec.source_layout.width)
         uses_rel = rec.uses_rel
 
         def message(edges):
@@ -78,5 +81,19 @@ def propagate(graph: dgl.DGLGraph, rec: Recurrence, inputs: Inputs) -> torch.Ten
             x = lazy_parts(names, lambda k: data[field[k]])
             return {"_s": rec.run_update(x, data["_k"])}
 
-        prop_nodes_topo(g, message, fn.sum("_m", "_k"), apply)
+        prop_nodes_topo(g, message, _reduce(rec.aggregate), apply)
         return g.ndata["_s"]
+
+
+def _max_reduce(nodes):
+    return {"_k": torch.amax(nodes.mailbox["_m"], dim=1)}
+
+
+def _reduce(aggregate: str):
+    """DGL's reduce of the messages ``_m`` into ``_k`` for :attr:`Recurrence.aggregate`
+    (nodes without messages get zeros from each)."""
+    if aggregate == "sum":
+        return fn.sum("_m", "_k")
+    if aggregate == "mean":
+        return fn.mean("_m", "_k")
+    return _max_reduce

@@ -4,7 +4,8 @@ r"""The level engine: a cell's :class:`~.recurrence.Recurrence` on a precomputed
 :class:`~.schedule.LevelSchedule` (built once per batch, usually in the data loader's
 collate function): the inputs are permuted once into *schedule order* (nodes sorted by
 level, so a level is a contiguous block of rows), and each level gathers its sources'
-states, applies the cell's message (summed with one ``index_add``) or slots them by
+states, applies the cell's message (aggregated with one ``index_add`` or
+``scatter_reduce``: :attr:`~.recurrence.Recurrence.aggregate`) or slots them by
 position, and applies the cell's update. States and messages stay packed, one tensor each
 per level; the cell's functions see them as named views (:class:`~.recurrence.Layout`).
 Autograd sees each level through a :class:`_Tape` whose custom write / gather functions
@@ -112,10 +113,25 @@ def propagate(sched: LevelSchedule, rec: Recurrence, inputs: Inputs) -> torch.Te
                 # the receivers' inputs, gathered per edge only where the message reads them
                 dst_x = lazy_parts(names, lambda name: by_name[name].index_select(0, dst))
                 m = rec.run_message(gather(lv.edge_src[ea:eb]), dst_x, rel)
-                msum = msum.index_add(0, lv.edge_seg[ea:eb], m)
+                msum = _aggregate(rec.aggregate, msum, lv.edge_seg[ea:eb], m)
             return rec.run_update(rec.input_parts([t[a:b] for t in ins]), msum)
 
     return to_node_order(run_levels(lv, rec.width, like, step), lv)
+
+
+def _aggregate(how: str, zeros: torch.Tensor, seg: torch.Tensor, m: torch.Tensor
+               ) -> torch.Tensor:
+    """The messages ``m`` (E, w) of a level aggregated per receiving row ``seg`` (E,) into
+    ``zeros`` (rows, w): :attr:`Recurrence.aggregate`; rows without a message stay zero."""
+    if how == "sum":
+        return zeros.index_add(0, seg, m)
+    if how == "mean":
+        count = torch.bincount(seg, minlength=zeros.shape[0]).clamp(min=1)
+        return zeros.index_add(0, seg, m) / count.to(m.dtype).unsqueeze(-1)
+    # max: torch.amax's gradient rule (equal maxima share it evenly); include_self=False
+    # keeps the zeros of rows without a message
+    return zeros.scatter_reduce(0, seg.unsqueeze(-1).expand_as(m), m, reduce="amax",
+                                include_self=False)
 
 
 # ============================================================== autograd over levels

@@ -22,6 +22,7 @@ import dgl
 import torch
 
 from gnn_treelstm.engine import dgl_engine, level
+from gnn_treelstm.engine.eager import eager
 from gnn_treelstm.engine.recurrence import Inputs, Parts, Recurrence
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees import graph as G
@@ -74,7 +75,7 @@ DGL_EAGER_REASON = (
 _dgl_eager_logged = [False]
 
 
-@torch.compiler.disable(reason="DGL's prop_nodes_topo runs in DGL's C library")
+@eager(reason="DGL's prop_nodes_topo runs in DGL's C library")
 def _run_dgl_eagerly(prop: Propagator, rec: Recurrence, inputs: Inputs) -> torch.Tensor:
     """The DGL engine under ``torch.compile``: the same propagation, run eagerly (a graph
     break), with one logged warning per process (:data:`DGL_EAGER_REASON`)."""
@@ -84,12 +85,12 @@ def _run_dgl_eagerly(prop: Propagator, rec: Recurrence, inputs: Inputs) -> torch
     return dgl_engine.propagate(prop.graph, rec, inputs)
 
 
-@torch.compiler.disable(reason="DGL's graph code runs in DGL's C library")
+@eager(reason="DGL's graph code runs in DGL's C library")
 def _dgl_leaves(graph: dgl.DGLGraph) -> torch.Tensor:
     return graph.in_degrees() == 0
 
 
-@torch.compiler.disable(reason="DGL's graph code runs in DGL's C library")
+@eager(reason="DGL's graph code runs in DGL's C library")
 def _dgl_parent_edge_data(graph: dgl.DGLGraph, field: str, root: int) -> torch.Tensor:
     out = torch.full((graph.num_nodes(),), root, dtype=torch.int64, device=graph.device)
     if graph.num_edges():
@@ -138,7 +139,7 @@ def engine_named(name: str) -> Engine:
                          f"{', '.join(ENGINES)}") from None
 
 
-@torch.compiler.disable  # host-side check: eager under torch.compile, never traced
+@eager  # host-side check: eager under torch.compile, never traced
 def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> None:
     """A precomputed schedule must describe ``graph``: same nodes, and every edge of the
     graph where the schedule has it (child -> parent)."""

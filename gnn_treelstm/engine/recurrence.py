@@ -7,7 +7,14 @@ A Tree-LSTM cell is three kinds of math (PyG's ``MessagePassing`` split, for tre
 * **message**: what one source node (a child, or for top-down cells the parent) sends
   over its edge, as a function of the source's state, the receiving node's input terms
   and the edge's relation id; the engine sums the messages of a node's sources;
-* **update**: the node's new state from its input terms and the summed messages.
+* **update**: the node's new state from its input terms and the aggregated messages.
+
+The messages of a node's sources are aggregated by ``aggregate`` (PyTorch Geometric's
+``MessagePassing(aggr=...)`` names): ``"sum"`` (the default, every Tree-LSTM of the papers),
+``"mean"`` (the sum over the number of sources) or ``"max"`` (the element-wise maximum).
+A node without sources (a leaf going up, a root going down) gets zeros under each of them.
+The gradient of ``max`` goes to the maximal message of each element, split evenly between
+equal maxima (``torch.amax``'s rule), on both engines.
 
 Cells whose update needs its sources *by position* (N-ary, Teng & Zhang's binary cells)
 declare ``slots=K`` and no message: the engine hands the update the sources' states
@@ -56,9 +63,11 @@ from dataclasses import dataclass, field
 
 import torch
 
-__all__ = ["Recurrence", "Parts", "Layout", "DIRECTIONS", "lazy_parts"]
+__all__ = ["Recurrence", "Parts", "Layout", "DIRECTIONS", "AGGREGATIONS", "lazy_parts"]
 
 DIRECTIONS = ("up", "down")
+#: how a node's messages are aggregated (:attr:`Recurrence.aggregate`)
+AGGREGATIONS = ("sum", "mean", "max")
 
 #: per-node input tensors in the order of :attr:`Recurrence.inputs` (the engines' form)
 Inputs = tuple[torch.Tensor, ...]
@@ -241,6 +250,8 @@ class Recurrence:
         direction: ``"up"`` (children -> parent, leaves first) or ``"down"`` (parent ->
             children, roots first; the slot is the node's own position under its parent).
         uses_rel: the message reads the edge's relation id (``edata['rel']``).
+        aggregate: how a node's messages are combined (message recurrences): ``"sum"``,
+            ``"mean"`` or ``"max"``, element-wise; zeros where a node has no sources.
     """
 
     state: Mapping[str, int]
@@ -251,6 +262,7 @@ class Recurrence:
     slots: int = 0
     direction: str = "up"
     uses_rel: bool = False
+    aggregate: str = "sum"
     #: the packed layout of a state
     state_layout: Layout = field(init=False, repr=False, compare=False)
     #: what the update receives: the message layout (summed) or the state's (slotted)
@@ -262,6 +274,11 @@ class Recurrence:
         if (self.message is None) == (self.slots <= 0):
             raise ValueError("Recurrence: declare either a message (summed sources) or "
                              "slots=K (sources by position), not both or neither")
+        if self.aggregate not in AGGREGATIONS:
+            raise ValueError(f"Recurrence: aggregate {self.aggregate!r} not in {AGGREGATIONS}")
+        if self.message is None and self.aggregate != "sum":
+            raise ValueError("Recurrence: aggregate applies to messages; a slotted recurrence "
+                             "gets its sources by position (leave aggregate='sum')")
         if self.message is None and self.msg is not None:
             raise ValueError("Recurrence: msg declares a message's parts, but there is no "
                              "message (slotted recurrences get the sources' states)")

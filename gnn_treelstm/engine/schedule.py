@@ -44,6 +44,7 @@ import dgl
 import numpy as np
 import torch
 
+from gnn_treelstm.engine.eager import eager
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["Levels", "LevelSchedule", "heights", "depths"]
@@ -241,7 +242,7 @@ class LevelSchedule:
     word_rows_contiguous: bool = False
 
     @classmethod
-    @torch.compiler.disable  # host-side numpy work: eager under torch.compile, never traced
+    @eager  # host-side numpy work: eager under torch.compile, never traced
     def from_graph(cls, graph: dgl.DGLGraph, *, top_down: bool = True) -> LevelSchedule:
         """Compute the schedule of ``graph`` (edges child -> parent, one parent per node).
 

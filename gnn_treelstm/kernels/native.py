@@ -42,6 +42,7 @@ from pathlib import Path
 
 import torch
 
+from gnn_treelstm.engine.eager import eager
 from gnn_treelstm.files import atomic_path, cache_dir
 from gnn_treelstm.kernels.settings import env_choice
 
@@ -155,7 +156,7 @@ def _ops_loaded() -> bool:
     return hasattr(torch.ops.gnn_treelstm, "nary_forward")
 
 
-@torch.compiler.disable  # building / loading is host work: never traced by torch.compile
+@eager  # building / loading is host work: never traced by torch.compile
 def _load() -> bool:
     if _state["loaded"] is None:
         try:

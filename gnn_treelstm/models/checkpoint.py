@@ -11,6 +11,8 @@ A checkpoint is one ``torch.save`` file holding a plain dictionary::
     run_config    the training run's resolved configuration (a dict)
     meta          free-form: epoch, dev metrics, data set meta.json, ...
     digest        "sha256:..." of the weights (:func:`tensor_digest`)
+    cell_module   the module that defines the cell (imported on loading, for cells of
+                  other packages)
 
 It is written to a temporary file in the same directory and renamed over the target
 (:func:`os.replace`), so a crash never leaves a half-written checkpoint.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import importlib
 import logging
 import os
 import pickle
@@ -38,7 +41,7 @@ from typing import Any
 
 import torch
 
-from gnn_treelstm.cells import build_cell
+from gnn_treelstm.cells import build_cell, cell_module, cells
 from gnn_treelstm.files import atomic_write
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel, cell_accepts
 from gnn_treelstm.trees.vocab import Vocab
@@ -113,6 +116,7 @@ def save_checkpoint(
         "run_config": dict(run_config or {}),
         "meta": dict(meta or {}),
         DIGEST_KEY: tensor_digest(state),
+        "cell_module": cell_module(model.config.cell),
     }
     return atomic_write(path, lambda f: torch.save(payload, f))
 
@@ -198,6 +202,31 @@ def _upgrade_format_3(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "model_config": mc, "format": 4}
 
 
+def import_cell_module(payload: dict[str, Any], path: str | os.PathLike = "checkpoint") -> None:
+    """Register the checkpoint's cell where it is not yet: import the module the checkpoint
+    records as defining it (``cell_module``), by name from the Python path (a module
+    installed or put there by the user: nothing of the file itself runs); ``ValueError``
+    naming that module where it cannot be imported."""
+    name = (payload.get("model_config") or {}).get("cell")
+    module = payload.get("cell_module")
+    if not isinstance(name, str) or name in cells:
+        return
+    if not isinstance(module, str) or not module:
+        return  # written before cell_module was recorded: the registry's own error follows
+    try:
+        cells.get(name)   # an installed package's entry point
+        return
+    except KeyError:
+        pass
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        raise ValueError(
+            f"{path}: the model's cell {name!r} is defined in the module {module!r}, which "
+            f"cannot be imported ({exc}); put the directory holding it on PYTHONPATH or "
+            f"install its package (command line: --cell-module {module})") from exc
+
+
 def _unpickling_reason(exc: BaseException) -> str:
     """The line of torch's refusal that names the offending object."""
     lines = [ln.strip() for ln in str(exc).splitlines() if ln.strip()]
@@ -216,6 +245,7 @@ def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
     """
     path = checkpoint_path(path)
     payload = load_checkpoint(path)
+    import_cell_module(payload, path)
     try:
         config = ModelConfig.from_dict(payload["model_config"])
     except (TypeError, ValueError) as exc:

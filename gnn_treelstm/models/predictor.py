@@ -5,6 +5,7 @@
     predictor = Predictor.from_pretrained("runs/sst")      # a run, a checkpoint or a saved model
     predictor.predict(["a gorgeous, witty film", "a dull one"])   # -> list of records
     predictor.save_pretrained("models/sst")                # one self-contained directory
+    predictor.draw("a gorgeous, witty film", "tree.png")   # the tree it predicted on
 
 Sentences are parsed with spaCy into the model's tree kind, through the same functions as
 ``data_prep.build``: dependency trees, binarized for constituency models, chains for the
@@ -520,6 +521,33 @@ class Predictor:
         """One record per input, batch by batch (see :meth:`predict`)."""
         yield from predict_records(self.checkpoint, self.inputs(texts), self.nlp, nodes=nodes,
                                    batch_size=batch_size, progress=progress)
+
+    def trees(self, text: str | tuple[str, str] | Input) -> tuple[dict, list]:
+        """The record of one input (:meth:`predict`'s) and the graphs it was predicted
+        from, one per side (sentence A; then B for a pair), in the model's tree kind."""
+        inputs = self.inputs([text])
+        rec, sides = next(iter(predict_with_trees(self.checkpoint, inputs, self.nlp,
+                                                  batch_size=1)))
+        return rec, [graph for _, graph in sides]
+
+    def draw(self, text: str | tuple[str, str] | Input, path: str | os.PathLike, *,
+             side: int = 0, **kwargs: Any) -> Path:
+        """Draw the tree the model predicted on for ``text`` (``side=1``: sentence B of a
+        pair) to ``path`` (PNG, or SVG for a ``.svg`` name), with its words, relation names
+        and, for a sentence label, the predicted label in the title;
+        :func:`gnn_treelstm.trees.drawing.draw_tree`'s keyword arguments pass through."""
+        from gnn_treelstm.trees.drawing import draw_tree
+
+        rec, graphs = self.trees(text)
+        if side not in range(len(graphs)):
+            raise ValueError(f"side={side}: this input has {len(graphs)} sentence(s) "
+                             "(0: sentence A, 1: sentence B of a pair)")
+        tokens = rec["tokens"] if side == 0 else rec["tokens_b"]
+        verdict = rec.get("label", rec.get("score"))
+        kwargs.setdefault("title", " ".join(tokens) + ("" if verdict is None
+                                                        else f"  [{verdict}]"))
+        return draw_tree(graphs[side], path, vocab=self.checkpoint.vocab,
+                         relations=self.checkpoint.relations or None, **kwargs)
 
     def predict(self, texts: str | Sequence[str | tuple[str, str] | Input], *,
                 nodes: bool = False, batch_size: int = 64) -> list[dict]:

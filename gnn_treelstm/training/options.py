@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from gnn_treelstm.cells.registry import CELL_MODULE_HELP
 from gnn_treelstm.training.config import RunConfig, RunOption, run_options
 
 __all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args"]
@@ -99,6 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="console log level (train.log in the run directory gets INFO)")
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO")
+    ap.add_argument("--cell-module", action="append", default=[], metavar="MODULE",
+                    help=CELL_MODULE_HELP)
     groups: dict[str, argparse._ArgumentGroup] = {}
     for opt in run_options():
         if opt.group not in groups:

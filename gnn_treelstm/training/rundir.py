@@ -153,8 +153,9 @@ def _record_failure(path: Path, exc: BaseException, keep: Sequence[str]) -> None
 
 def _refusal(path: Path, names: list[str]) -> RunDirError:
     shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
-    return RunDirError(f"{path} already holds a run ({shown}); pass --overwrite to replace "
-                       "it, or --name NAME for a new run directory")
+    return RunDirError(f"{path} already holds a run ({shown}); replace it with --overwrite "
+                       "(Python: overwrite=True), or name a new run directory with --name "
+                       "NAME (RunConfig.name)")
 
 
 def check_free(path: str | os.PathLike, *, overwrite: bool = False,
@@ -239,7 +240,8 @@ def _clear(path: Path, names: list[str], *, overwrite: bool) -> None:
             log.info("removing %s, left by a run that failed before finishing an epoch "
                      "(%s)", target, path / STATUS_NAME)
         else:
-            log.warning("--overwrite: removing %s of an earlier run", target)
+            log.warning("overwriting the run in %s: removing %s of an earlier run", path,
+                        target)
         if target.is_dir() and not target.is_symlink():
             shutil.rmtree(target)
         else:

@@ -295,7 +295,8 @@ class Trainer:
                 written (a full disk): the message names it, the free space and what the
                 run directory still holds to resume from."""
         if not self.cfg.distributed:
-            with rundir.claim(self.out, overwrite=overwrite, keep=keep, resume=resume):
+            with rundir.claim(self.out, overwrite=overwrite, keep=keep, resume=resume), \
+                    self._run_log(keep, resume):
                 return self._train_seeds(resume)
         created = DIST.init(self.device)
         self.world, self.writes = DIST.world_size(), DIST.is_main()
@@ -305,12 +306,36 @@ class Trainer:
         claim = functools.partial(rundir.claim, self.out, overwrite=overwrite, keep=keep,
                                   resume=resume)
         try:
-            with DIST.claimed_by_main(claim, self.out, self.device):
+            with DIST.claimed_by_main(claim, self.out, self.device), \
+                    self._run_log(keep, resume):
                 return self._train_seeds(resume)
         finally:
             if created:  # the group this run joined; a caller's own stays
                 self.net = None  # DDP's reducer goes first, while the group is still there
                 DIST.shutdown()
+
+    @contextlib.contextmanager
+    def _run_log(self, keep: Sequence[str], resume: bool):  # noqa: ANN202 - a context
+        """``train.log`` in the run directory, for a run started from Python: a handler on
+        the ``gnn_treelstm`` logger for the run's duration, taken off afterwards. It gets
+        the records the logging configuration lets through (WARNING by default; INFO, the
+        command line's, with ``logging.getLogger("gnn_treelstm").setLevel(logging.INFO)``).
+        A caller that writes its own (``keep`` holds ``train.log``: the command line) and
+        ranks > 0 write none."""
+        if rundir.LOG_NAME in keep or not self.writes:
+            yield
+            return
+        handler = logging.FileHandler(self.out / rundir.LOG_NAME, mode="a" if resume else "w",
+                                      encoding="utf-8")
+        handler.setFormatter(logging.Formatter(
+            "%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        library = logging.getLogger("gnn_treelstm")
+        library.addHandler(handler)
+        try:
+            yield
+        finally:
+            library.removeHandler(handler)
+            handler.close()
 
     def _train_seeds(self, resume: bool) -> dict:
         """The body of :meth:`fit`, inside the claimed run directory."""

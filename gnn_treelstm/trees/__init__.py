@@ -3,6 +3,8 @@
 * :mod:`~gnn_treelstm.trees.graph` — the graph schema every part agrees on (edges child ->
   parent, node and edge fields) and :func:`~gnn_treelstm.trees.graph.make_tree`.
 * :mod:`~gnn_treelstm.trees.vocab` — word and relation vocabularies.
+* :mod:`~gnn_treelstm.trees.vectors` — pre-trained word vectors (GloVe / word2vec text, a
+  binary cache, the unknown-word rule) as an embedding matrix over a vocabulary.
 * :mod:`~gnn_treelstm.trees.data` — the built data sets ``gnn-treelstm build`` writes.
 * :mod:`~gnn_treelstm.trees.phrases` — every labelled phrase of a treebank as its own
   chain (``--supervision phrase-sequences``).

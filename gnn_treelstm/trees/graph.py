@@ -51,6 +51,8 @@ __all__ = [
     "POS",
     "make_tree",
     "validate_tree",
+    "check_direction",
+    "missing_field",
     "topological_levels",
     "batch_roots",
     "batch_leaves",
@@ -210,6 +212,28 @@ def num_children(graph: dgl.DGLGraph) -> torch.Tensor:
     return graph.in_degrees()
 
 
+#: how to provide each field a cell may read, for graphs built without make_tree
+FIELD_HELP = {
+    WORD: ("set graph.ndata['word'] (int64, one per node) to each node's word id, or to any "
+           f"value other than NO_WORD ({NO_WORD}) where the node's row of x is an input and "
+           f"to {NO_WORD} where it is not (every node has features: "
+           "torch.zeros(graph.num_nodes(), dtype=torch.int64)); make_tree sets it from its "
+           "words"),
+    POS: ("set graph.edata['pos'] (int64, one per edge) to each child's position among its "
+          "parent's children, 0, 1, ... in order; make_tree sets it"),
+    REL: ("set graph.edata['rel'] (int64, one per edge) to each edge's relation id, "
+          "0..num_relations-1; make_tree(..., rels=...) sets it"),
+}
+
+
+def missing_field(field: str, kind: str, who: str = "cell") -> str:
+    """The message for a graph without the ``kind`` (``"node"`` / ``"edge"``) field
+    ``field`` that ``who`` reads (docs/trees.md tabulates them per cell)."""
+    store = "ndata" if kind == "node" else "edata"
+    fix = FIELD_HELP.get(field, f"set graph.{store}[{field!r}] or build graphs with make_tree")
+    return f"{who}: graph has no {kind} field {field!r}, which the cell reads; {fix}"
+
+
 def validate_tree(
     graph: dgl.DGLGraph,
     *,
@@ -224,16 +248,15 @@ def validate_tree(
         raise ValueError(f"{who}: expected a dgl.DGLGraph, got {type(graph).__name__}")
     for f in edge_fields:
         if graph.num_edges() and f not in graph.edata:
-            raise ValueError(
-                f"{who}: graph has no edge field {f!r}; build graphs with "
-                "gnn_treelstm.trees.graph.make_tree (or set graph.edata[%r])" % f
-            )
+            raise ValueError(missing_field(f, "edge", who))
     for f in node_fields:
         if f not in graph.ndata:
-            raise ValueError(f"{who}: graph has no node field {f!r}; build graphs with make_tree")
+            raise ValueError(missing_field(f, "node", who))
     n, e = graph.num_nodes(), graph.num_edges()
     # the edges once, as host arrays: DGL's degree queries cost ~60 µs each in Python
     src, dst = (t.cpu().numpy() for t in graph.edges()) if e else (None, None)
+    if e:
+        _check_direction(graph, n, src, dst, who)
     if max_children is not None and e:
         in_deg = np.bincount(dst)
         deg = int(in_deg.max())
@@ -259,9 +282,97 @@ def validate_tree(
                 "relation vocabulary"
             )
     if e and int(np.bincount(src).max()) > 1:
-        raise ValueError(f"{who}: a node has more than one parent; the graph is not a tree")
+        out_deg = np.bincount(src)
+        node = int(out_deg.argmax())
+        raise ValueError(
+            f"{who}: node {node} has {int(out_deg[node])} outgoing edges: a node has more than "
+            "one parent, so the graph is not a tree (edges point child -> parent, one per "
+            "child)")
     if e:
         _check_forest_acyclic(n, src, dst, who)
+
+
+def check_direction(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
+    """The most common ways a graph built by hand misses the schema's edge direction, each
+    with its own ``ValueError``: self-loops (``dgl.add_self_loop``), edges both ways
+    (``dgl.add_reverse_edges``, ``dgl.to_bidirected``), and edges pointing parent -> child
+    (a reversed tree: a node with several outgoing edges where none has several incoming;
+    or, where the graph carries ``ndata['root']`` / ``ndata['leaf']``, a marked root with
+    an outgoing edge or a marked leaf with an incoming one). :func:`validate_tree` runs it
+    before its other structural checks.
+
+    A reversed chain (each node with at most one edge in and one out) is still a chain: its
+    shape alone cannot tell its direction, since any end may be the root. Only the marks
+    of :func:`make_tree` (``root``, ``leaf``) can; without them it is taken as given."""
+    if graph.num_edges():
+        src, dst = (t.cpu().numpy() for t in graph.edges())
+        _check_direction(graph, graph.num_nodes(), src, dst, who)
+
+
+def _edges_word(k: int) -> str:
+    return f"{k} outgoing edge{'s' if k != 1 else ''}"
+
+
+def _incoming(k: int) -> str:
+    return "no incoming" if k == 0 else f"{k} incoming"
+
+
+def _check_direction(graph: dgl.DGLGraph, n: int, src: np.ndarray, dst: np.ndarray,
+                     who: str) -> None:
+    loops = np.flatnonzero(src == dst)
+    if len(loops):
+        looped = np.unique(src[loops])
+        if len(looped) == n and n > 1:
+            raise ValueError(
+                f"{who}: every node has an edge to itself, as dgl.add_self_loop adds; tree "
+                "graphs have edges from each child to its parent only: drop them with "
+                "dgl.remove_self_loop(graph) (the cells' update already reads a node's own "
+                "input)")
+        raise ValueError(
+            f"{who}: node {int(looped[0])} has an edge to itself (self-loop); tree graphs "
+            "have edges from each child to its parent only (dgl.remove_self_loop(graph) "
+            "drops them)")
+    key = src.astype(np.int64) * n + dst
+    back = np.isin(dst.astype(np.int64) * n + src, key)
+    if back.any():
+        i = int(np.flatnonzero(back)[0])
+        raise ValueError(
+            f"{who}: nodes {int(src[i])} and {int(dst[i])} are joined by edges both ways (a "
+            "cycle of two), as dgl.add_reverse_edges and dgl.to_bidirected make; tree graphs "
+            "have one edge per "
+            "child, pointing child -> parent: keep the graph from before the reverse edges "
+            "were added (or build it with make_tree)")
+    out_deg = np.bincount(src, minlength=n)
+    in_deg = np.bincount(dst, minlength=n)
+    fix = ("reverse it with dgl.reverse(graph, copy_ndata=True, copy_edata=True) and fix "
+           "ndata['root'] / ndata['leaf'] if it has them, or build it with make_tree")
+    if out_deg.max() > 1 and in_deg.max() <= 1:
+        node = int(out_deg.argmax())
+        raise ValueError(
+            f"{who}: edges must point child -> parent; this graph looks reversed: node {node} "
+            f"has {_edges_word(int(out_deg[node]))} and {_incoming(int(in_deg[node]))}; "
+            + fix)
+    for field, wrong, what in ((ROOT, out_deg, "root"), (LEAF, in_deg, "leaf")):
+        mark = graph.ndata.get(field) if field in graph.ndata else None
+        if mark is None or mark.dim() != 1 or mark.dtype.is_floating_point:
+            continue
+        marked = np.flatnonzero(mark.cpu().numpy().astype(bool) & (wrong > 0))
+        if not len(marked):
+            continue
+        node = int(marked[0])
+        if field == ROOT:
+            state = f"{_edges_word(int(out_deg[node]))} and {_incoming(int(in_deg[node]))}"
+        else:
+            state = f"{int(in_deg[node])} incoming edge{'s' if in_deg[node] != 1 else ''}"
+        if (field == ROOT and in_deg[node] == 0) or (field == LEAF and out_deg[node] == 0):
+            raise ValueError(
+                f"{who}: edges must point child -> parent; this graph looks reversed: node "
+                f"{node} is marked {what} (ndata[{field!r}]) but has {state}; " + fix)
+        raise ValueError(
+            f"{who}: node {node} is marked {what} (ndata[{field!r}]) but has {state}: the "
+            f"marks do not match the edges (a {what} has "
+            f"{'no parent' if field == ROOT else 'no children'}); fix ndata[{field!r}] or "
+            "the edges (make_tree sets both)")
 
 
 def check_words(graph: dgl.DGLGraph, *, who: str = "cell") -> None:

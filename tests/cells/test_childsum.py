@@ -194,9 +194,9 @@ def test_bad_input_raises_before_computation():
     cyc = dgl.graph(([0, 1, 2], [1, 2, 0]), num_nodes=3)
     with pytest.raises(ValueError, match="cycle"):
         cell(cyc, torch.randn(3, X))
-    two_parents = dgl.graph(([0, 0], [1, 2]), num_nodes=3)
+    two_parents = dgl.graph(([0, 0, 1, 2], [3, 4, 3, 3]), num_nodes=5)
     with pytest.raises(ValueError, match="more than one parent"):
-        cell(two_parents, torch.randn(3, X))
+        cell(two_parents, torch.randn(5, X))
     # Child-Sum needs no edge fields: a bare graph works
     bare = dgl.graph(([0, 1], [2, 2]), num_nodes=3)
     h, _ = cell(bare, torch.randn(3, X))

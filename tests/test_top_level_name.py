@@ -1,0 +1,59 @@
+"""A ``data_prep.py`` of the user's in the working directory changes nothing: the README's
+example imports nothing of the top-level ``data_prep`` (word vectors live in
+``gnn_treelstm.trees.vectors``), and ``python -m gnn_treelstm`` does not look for modules
+in the working directory when the package is installed elsewhere."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from tests.test_readme import PYTHON_BLOCKS
+
+REPO = Path(__file__).resolve().parent.parent
+STRAY = "raise ImportError('the user data_prep.py was imported')\n"
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def _stray_dir(tmp_path: Path) -> Path:
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "data_prep.py").write_text(STRAY)
+    return work
+
+
+def test_the_readme_example_runs_beside_a_stray_data_prep(tmp_path):
+    work = _stray_dir(tmp_path)
+    script = work / "example.py"
+    script.write_text(PYTHON_BLOCKS[0] + "\nimport sys\n"
+                      "assert 'data_prep' not in sys.modules, sorted(sys.modules)\n")
+    proc = subprocess.run([sys.executable, str(script)], cwd=work, env=_env(),
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+
+
+def test_the_stray_file_would_break_an_import_of_data_prep(tmp_path):
+    """What the test above guards against: in that directory ``import data_prep`` is the
+    user's file."""
+    work = _stray_dir(tmp_path)
+    proc = subprocess.run([sys.executable, "-c", "import data_prep"], cwd=work, env=_env(),
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode != 0 and "the user data_prep.py was imported" in proc.stderr
+
+
+def test_python_m_demo_runs_beside_a_stray_data_prep(tmp_path):
+    work = _stray_dir(tmp_path)
+    env = _env() | {"GNN_TREELSTM_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "gnn_treelstm", "demo", "--epochs", "1",
+                           "--hidden", "8"], cwd=work, env=env, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "[4/4] test" in proc.stdout
+    assert (work / "runs" / "demo" / "best.pt").is_file()
