@@ -16,7 +16,7 @@ from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from tests.engine.count import OpCounter
 
 X, H = 6, 8
-#: the issue-level budget of dispatched operations per level of one training step
+#: the most operations one training step may dispatch per level on the Triton path
 PER_LEVEL = 8
 
 
