@@ -8,6 +8,8 @@
   directory, is flushed, and is renamed over the target (:func:`os.replace`), so a reader
   (or a crash) sees the old file or the new one, never half of one. The temporary file is
   removed if writing fails.
+* :func:`atomic_dir`: the same for a directory of files (a packed split): written into a
+  temporary directory beside the target and renamed into place whole.
 * :func:`append_whole`: append text to a log-like file (``metrics.jsonl``) whole or not at
   all: a write that fails part-way (a full disk) is cut back to where it began.
 * :func:`jsonable` and :func:`write_json`: standard JSON (NaN/inf as null, numpy scalars as
@@ -37,8 +39,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO
 
-__all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "append_whole", "jsonable",
-           "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size"]
+__all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "atomic_dir", "append_whole",
+           "jsonable", "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
@@ -200,6 +202,47 @@ def atomic_write(
         if fsync:
             os.fsync(f.fileno())
     return path
+
+
+def _tree_size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+@contextmanager
+def atomic_dir(path: str | os.PathLike) -> Iterator[Path]:
+    """A temporary directory beside ``path`` to write a directory's files into: it replaces
+    ``path`` (an old directory there is removed) when the block ends normally, and is
+    removed when the block raises, so a reader sees the old directory or the whole new one.
+
+    Raises:
+        NoSpaceError: the block failed for want of space, whatever its writer raised (see
+            the module docstring); it names ``path`` and the bytes written before the stop.
+    """
+    path = Path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    except OSError as exc:
+        if exc.errno in _NO_SPACE_ERRNOS:
+            raise NoSpaceError(path, written=0) from exc
+        raise
+    try:
+        yield tmp
+        os.chmod(tmp, 0o777 & ~_umask())
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    except Exception as exc:  # not on Ctrl-C: then the error is no write's
+        if isinstance(exc, NoSpaceError) or not _for_want_of_space(exc, path.parent):
+            raise
+        written = _tree_size(tmp)
+        shutil.rmtree(tmp, ignore_errors=True)  # before the free space is read
+        reported = None if isinstance(exc, OSError) and exc.errno in _NO_SPACE_ERRNOS \
+            else exc
+        raise NoSpaceError(path, written=written, reported=reported) from exc
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def append_whole(path: str | os.PathLike, text: str, *, encoding: str = "utf-8") -> None:

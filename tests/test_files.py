@@ -148,3 +148,33 @@ def test_a_real_full_disk_raises_no_space_error(tmp_path):
             F.atomic_write(disk / "keep.bin", b"\1" * 100_000)
         assert (disk / "keep.bin").read_bytes() == b"old"
         assert sorted(p.name for p in disk.iterdir()) == ["filler", "keep.bin"]
+
+
+def test_atomic_dir_replaces_a_directory_whole_or_not_at_all(tmp_path):
+    target = tmp_path / "train"
+    with F.atomic_dir(target) as tmp:
+        (tmp / "a.npy").write_bytes(b"old")
+    assert [p.name for p in target.iterdir()] == ["a.npy"]
+    with pytest.raises(ValueError, match="bad field"), F.atomic_dir(target) as tmp:
+        (tmp / "a.npy").write_bytes(b"new")
+        raise ValueError("bad field")
+    assert (target / "a.npy").read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["train"]
+    with F.atomic_dir(target) as tmp:
+        (tmp / "b.npy").write_bytes(b"new")
+    assert [p.name for p in target.iterdir()] == ["b.npy"]
+
+
+def test_atomic_dir_failing_for_want_of_space_is_no_space_error(tmp_path):
+    target = tmp_path / "train"
+    with F.atomic_dir(target) as tmp:
+        (tmp / "a.npy").write_bytes(b"old")
+    with pytest.raises(F.NoSpaceError) as info, F.atomic_dir(target) as tmp:
+        (tmp / "a.npy").write_bytes(b"x" * 700)
+        with open(tmp / "b.npy", "wb") as f:
+            _zip_writer_failure(300)(f)
+    msg = str(info.value)
+    assert msg.startswith(f"cannot write {target}: no space left on the disk that holds it (")
+    assert "the write stopped after 1000 B" in msg and "RuntimeError" in msg
+    assert (target / "a.npy").read_bytes() == b"old"
+    assert [p.name for p in tmp_path.iterdir()] == ["train"]
