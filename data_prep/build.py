@@ -68,7 +68,9 @@ from data_prep.sources import (  # noqa: F401  (re-exported: the build API names
     relations_for,
 )
 from gnn_treelstm.argtypes import finite_float, positive_int
-from gnn_treelstm.files import atomic_path, atomic_write
+from gnn_treelstm.files import atomic_write
+from gnn_treelstm.trees import packed
+from gnn_treelstm.trees.data import split_paths
 from gnn_treelstm.trees.vocab import Vocab
 
 logger = logging.getLogger(__name__)
@@ -103,8 +105,8 @@ def _write_text(path: Path, text: str) -> None:
 
 def _save_graphs(path: Path, graphs: list[dgl.DGLGraph],
                  labels: dict[str, torch.Tensor] | None) -> None:
-    with atomic_path(path) as tmp:
-        dgl.save_graphs(str(tmp), graphs, labels)
+    arrays, dtypes = packed.pack_graphs(graphs)
+    packed.write_packed(path, arrays, dtypes, labels)
 
 
 def _targets(exs: list[Example]) -> dict[str, torch.Tensor] | None:
@@ -119,9 +121,8 @@ def _targets(exs: list[Example]) -> dict[str, torch.Tensor] | None:
 
 
 def graph_files(out: Path, tree: str, split: str, pair: bool) -> list[Path]:
-    if pair:
-        return [out / tree / f"{split}.a.bin", out / tree / f"{split}.b.bin"]
-    return [out / tree / f"{split}.bin"]
+    """The packed directories of a split (:func:`gnn_treelstm.trees.data.split_paths`)."""
+    return split_paths(out, tree, split, pair)
 
 
 def _versions(nlp=None) -> dict:

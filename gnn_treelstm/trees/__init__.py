@@ -4,6 +4,7 @@
   parent, node and edge fields) and :func:`~gnn_treelstm.trees.graph.make_tree`.
 * :mod:`~gnn_treelstm.trees.vocab` — word and relation vocabularies.
 * :mod:`~gnn_treelstm.trees.data` — the built data sets ``gnn-treelstm build`` writes.
+* :mod:`~gnn_treelstm.trees.packed` — a split's trees as memory-mapped flat arrays.
 * :mod:`~gnn_treelstm.trees.phrases` — every labelled phrase of a treebank as its own
   chain (``--supervision phrase-sequences``).
 * :mod:`~gnn_treelstm.trees.drawing` — networkx conversion and tree drawing (matplotlib).
