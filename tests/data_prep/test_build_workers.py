@@ -63,3 +63,37 @@ def test_an_interrupted_build_resumes_from_its_shards(nlp, tmp_path, monkeypatch
     assert got["splits"] == ref["splits"]
     for f in _files(tmp_path / "ref"):
         assert filecmp.cmp(tmp_path / "ref" / f, tmp_path / "run" / f, shallow=False), f
+
+
+def test_packed_shards_any_workers_and_resumed(tmp_path, monkeypatch):
+    """The trees are packed in shards by ``--workers`` processes: the same files for one
+    or two, and a build killed part-way reuses the shards it finished."""
+    monkeypatch.setattr(B, "PACK_SHARD", 16)
+    trees = ["dependency", "constituency", "chain"]
+    ref = B.build("sick", SAMPLE_SRC, tmp_path / "one", trees=trees, workers=1)
+    B.build("sick", SAMPLE_SRC, tmp_path / "two", trees=trees, workers=2)
+    files = _files(tmp_path / "one")
+    assert files == _files(tmp_path / "two") and any(f.suffix == ".npy" for f in files)
+    for f in files:
+        assert filecmp.cmp(tmp_path / "one" / f, tmp_path / "two" / f, shallow=False), f
+    real, calls, kill = B.shard_graphs, [], [True]
+
+    def killed(job, split, lo, hi, relations):
+        calls.append((job.tree, split, lo))
+        if kill[0] and len(calls) == 5:
+            raise KeyboardInterrupt  # as a kill while the fifth shard is built
+        return real(job, split, lo, hi, relations)
+
+    monkeypatch.setattr(B, "shard_graphs", killed)
+    with pytest.raises(KeyboardInterrupt):
+        B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
+    assert len(list((tmp_path / "run" / B.PACK_DIR).rglob("*.npz"))) == 4
+    calls.clear()
+    kill[0] = False
+    B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
+    assert calls[0] == ("dependency", "train", 4 * 16)  # the first four were reused
+    assert not (tmp_path / "run" / B.PACK_DIR).exists()
+    assert _files(tmp_path / "run") == files
+    for f in files:
+        assert filecmp.cmp(tmp_path / "one" / f, tmp_path / "run" / f, shallow=False), f
+    assert ref["splits"] == {"train": 150, "dev": 50, "test": 100}

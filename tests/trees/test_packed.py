@@ -68,25 +68,29 @@ def assert_batches_equal(old: D.Split, new: D.Split, seed: int = 0) -> None:
 
 
 def _capture_build(monkeypatch, dataset, src, out, trees, **kw):
-    """Build with the builder's graphs kept: the graphs the old format saved."""
+    """Build with the builder's graphs kept (the graphs the format before packed trees
+    saved): per (tree, split) the graphs of each side, shard after shard."""
     made: dict = {}
-    save = B._save_graphs
+    make = B.shard_graphs
 
-    def keep(path, graphs, labels):
-        made[path] = (list(graphs), labels)
-        save(path, graphs, labels)
+    def keep(job, split, lo, hi, relations):
+        sides = make(job, split, lo, hi, relations)
+        got = made.setdefault((job.tree, split), [[] for _ in sides])
+        for mine, theirs in zip(got, sides):
+            mine.extend(theirs)
+        return sides
 
-    monkeypatch.setattr(B, "_save_graphs", keep)
+    monkeypatch.setattr(B, "shard_graphs", keep)
+    monkeypatch.setattr(B, "PACK_SHARD", 64)  # several shards a split
     meta = B.build(dataset, src, out, trees=trees, **kw)
     monkeypatch.undo()
     return meta, made
 
 
 def _old_split(made, out, tree, split, pair, meta):
-    paths = D.split_paths(out, tree, split, pair)
-    graphs, labels = made[paths[0]]
-    graphs_b = made[paths[1]][0] if pair else None
-    return D.Split(graphs, graphs_b, dict(labels or {}), split, tree, meta)
+    sides = made[(tree, split)]
+    targets = D.load_split(out, split, tree).targets  # the builder's, as before
+    return D.Split(sides[0], sides[1] if pair else None, targets, split, tree, meta)
 
 
 @pytest.mark.parametrize("dataset,src,trees,kw", [
