@@ -26,7 +26,7 @@ from gnn_treelstm.models.treelstm import cell_accepts
 from gnn_treelstm.tasks import Task
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import graph as G
-from gnn_treelstm.trees.packed import PackedTrees
+from gnn_treelstm.trees.packed import TreeStore
 from gnn_treelstm.trees.phrases import phrase_sequences
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ def as_phrase_sequences(task: Task, data_dir: Path, chains: D.Split,
 
 
 def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],
-               start: int = 0, *, packed: Callable[[PackedTrees], tuple[int, int]] | None = None
+               start: int = 0, *, packed: Callable[[TreeStore], tuple[int, int]] | None = None
                ) -> tuple[int, str]:
     """The largest ``stat(graph)`` over the graphs with edges of ``splits`` (``start`` if
     none is larger) and where it first occurs (``"train example 12 (sentence B)"``);
@@ -254,7 +254,7 @@ def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],
     best, where = start, ""
     for sp in splits:
         for side, graphs in (("", sp.graphs), (" (sentence B)", sp.graphs_b or [])):
-            if isinstance(graphs, PackedTrees) and packed is not None:
+            if isinstance(graphs, TreeStore) and packed is not None:
                 v, i = packed(graphs)
                 if i >= 0 and v > best:
                     best, where = v, f"{sp.name} example {i}{side}"
@@ -267,7 +267,7 @@ def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],
     return best, where
 
 
-def _packed_max_rel(trees: PackedTrees) -> tuple[int, int]:
+def _packed_max_rel(trees: TreeStore) -> tuple[int, int]:
     if "e." + G.REL not in trees.dtypes:
         return -1, -1
     rel = trees.field_values("e." + G.REL)
@@ -281,7 +281,7 @@ def _packed_max_rel(trees: PackedTrees) -> tuple[int, int]:
 
 def _max_children(splits: Iterable[D.Split]) -> tuple[int, str]:
     return _graph_max(splits, lambda g: int(g.in_degrees().max()),
-                      packed=PackedTrees.max_children)
+                      packed=lambda trees: trees.max_children())
 
 
 def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None:

@@ -36,7 +36,13 @@ import torch
 from gnn_treelstm import _dgl_compat
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
-from gnn_treelstm.trees.packed import PackedTrees, load_packed, pack_graphs, packed_exists
+from gnn_treelstm.trees.packed import (
+    PackedTrees,
+    TreeStore,
+    load_packed,
+    pack_graphs,
+    packed_exists,
+)
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
 _dgl_compat.attach()
@@ -132,12 +138,13 @@ class Split:
 
     @property
     def packed(self) -> bool:
-        """The trees are :class:`PackedTrees` (batches built from arrays)."""
-        return isinstance(self.graphs, PackedTrees)
+        """The trees are held as arrays (:class:`PackedTrees`, phrase chains): batches are
+        built from them."""
+        return isinstance(self.graphs, TreeStore)
 
 
 def _take(graphs: Sequence[dgl.DGLGraph], idx: torch.Tensor) -> Sequence[dgl.DGLGraph]:
-    if isinstance(graphs, PackedTrees):
+    if isinstance(graphs, TreeStore):
         return graphs.take(idx.numpy())
     return [graphs[i] for i in idx.tolist()]
 
@@ -249,7 +256,7 @@ def remap_split(split: Split, word_map: torch.Tensor | None,
     def fix(graphs: Sequence[dgl.DGLGraph] | None) -> Sequence[dgl.DGLGraph] | None:
         if graphs is None:
             return None
-        if isinstance(graphs, PackedTrees):
+        if isinstance(graphs, TreeStore):
             if word_map is not None:
                 graphs = graphs.remap("n." + WORD, word_map)
             if rel_map is not None and "e." + REL in graphs.dtypes:
@@ -356,7 +363,7 @@ class TreeDataset(torch.utils.data.Dataset):
         ``__getitem__`` per example): targets are gathered with one index per key."""
         s = self.split
         idx = torch.as_tensor(indices, dtype=torch.int64)
-        if isinstance(s.graphs, PackedTrees):
+        if isinstance(s.graphs, TreeStore):
             return _Examples(idx, s.graphs, s.graphs_b,
                              {k: v[idx] for k, v in s.targets.items()})
         il = idx.tolist()
@@ -370,8 +377,8 @@ class _Examples(NamedTuple):
     or the :class:`PackedTrees` of the whole split (the batch is built from its arrays)."""
 
     index: torch.Tensor
-    graphs: list[dgl.DGLGraph] | PackedTrees
-    graphs_b: list[dgl.DGLGraph] | PackedTrees | None
+    graphs: list[dgl.DGLGraph] | TreeStore
+    graphs_b: list[dgl.DGLGraph] | TreeStore | None
     targets: dict[str, torch.Tensor]
 
 
@@ -386,7 +393,7 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         top_down: the schedule includes the top-down levels (cells of Teng & Zhang §4.3 and
             the backward sequential LSTM need them).
     """
-    if isinstance(examples, _Examples) and isinstance(examples.graphs, PackedTrees):
+    if isinstance(examples, _Examples) and isinstance(examples.graphs, TreeStore):
         if not len(examples.index):
             raise ValueError("collate: empty batch")
         graph = examples.graphs.batch(examples.index.numpy())

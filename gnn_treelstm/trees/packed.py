@@ -45,8 +45,8 @@ from gnn_treelstm import _dgl_compat
 
 _dgl_compat.attach()
 
-__all__ = ["FORMAT", "PackedTrees", "pack_graphs", "concat_packed", "write_packed",
-           "load_packed", "packed_exists"]
+__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "pack_graphs", "concat_packed",
+           "write_packed", "load_packed", "packed_exists"]
 
 #: version of the on-disk layout, in ``header.json``
 FORMAT = 1
@@ -66,7 +66,7 @@ def _small(arr: np.ndarray) -> np.ndarray:
     return arr
 
 
-def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + n)`` for every (s, n), vectorised."""
     total = int(lens.sum())
     if total == 0:
@@ -76,7 +76,50 @@ def _ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     return np.arange(total, dtype=np.int64) + shift
 
 
-class PackedTrees(Sequence):
+class TreeStore(Sequence):
+    """Trees held as arrays, built as graphs on access: ``store[i]`` is a ``DGLGraph``,
+    :meth:`batch` the batched graph of several (what ``collate`` calls), :meth:`take` a
+    selection (no copy), :meth:`remap` a field read through a table."""
+
+    dtypes: dict[str, str]
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        n = len(self)
+        i = int(i)
+        if not -n <= i < n:
+            raise IndexError(f"tree {i} out of range for {n} trees")
+        return self.batch([i % n])
+
+    def __iter__(self) -> Iterator[dgl.DGLGraph]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def batch(self, positions: Sequence[int] | np.ndarray | torch.Tensor) -> dgl.DGLGraph:
+        raise NotImplementedError
+
+    def take(self, index: Sequence[int] | np.ndarray | torch.Tensor) -> TreeStore:
+        raise NotImplementedError
+
+    def remap(self, field: str, table: torch.Tensor) -> TreeStore:
+        raise NotImplementedError
+
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes and edges of every tree."""
+        raise NotImplementedError
+
+    def field_values(self, field: str) -> np.ndarray:
+        """Every value of ``field`` over the trees, in order (maps applied)."""
+        raise NotImplementedError
+
+    def max_children(self) -> tuple[int, int]:
+        """The largest number of children of a node, and the first tree that has it;
+        ``(0, -1)`` without edges."""
+        raise NotImplementedError
+
+
+class PackedTrees(TreeStore):
     """Trees held as flat arrays (see the module); ``trees[i]`` is a ``DGLGraph``.
 
     Args:
@@ -100,19 +143,6 @@ class PackedTrees(Sequence):
     # ------------------------------------------------------------------ sequence
     def __len__(self) -> int:
         return self._stored if self.index is None else len(self.index)
-
-    def __getitem__(self, i):  # type: ignore[override]
-        if isinstance(i, slice):
-            return self.take(np.arange(len(self))[i])
-        n = len(self)
-        i = int(i)
-        if not -n <= i < n:
-            raise IndexError(f"tree {i} out of range for {n} trees")
-        return self.batch([i % n])
-
-    def __iter__(self) -> Iterator[dgl.DGLGraph]:
-        for i in range(len(self)):
-            yield self[i]
 
     @property
     def num_stored(self) -> int:
@@ -157,7 +187,7 @@ class PackedTrees(Sequence):
         if self.index is not None:
             key = "node_offsets" if field.startswith("n.") else "edge_offsets"
             off = self.arrays[key]
-            arr = arr[_ranges(off[self.index], off[self.index + 1] - off[self.index])]
+            arr = arr[ranges(off[self.index], off[self.index + 1] - off[self.index])]
         out = torch.from_numpy(np.asarray(arr).astype(np.int64))
         table = self.maps.get(field)
         if table is not None:
@@ -173,7 +203,7 @@ class PackedTrees(Sequence):
         if ne.sum() == 0:
             return 0, -1
         tree_of = np.repeat(np.arange(len(ids)), ne)
-        dst = np.asarray(self.arrays["dst"][_ranges(eo[ids], ne)]).astype(np.int64)
+        dst = np.asarray(self.arrays["dst"][ranges(eo[ids], ne)]).astype(np.int64)
         key = dst + np.repeat(np.cumsum(no[ids + 1] - no[ids]) - (no[ids + 1] - no[ids]), ne)
         deg = np.bincount(key)
         best = int(deg.max())
@@ -190,7 +220,7 @@ class PackedTrees(Sequence):
         no, eo = a["node_offsets"], a["edge_offsets"]
         n0, e0 = no[ids], eo[ids]
         nn, ne = no[ids + 1] - n0, eo[ids + 1] - e0
-        nidx, eidx = _ranges(n0, nn), _ranges(e0, ne)
+        nidx, eidx = ranges(n0, nn), ranges(e0, ne)
         base = np.repeat(np.cumsum(nn) - nn, ne)
         src = torch.from_numpy(a["src"][eidx].astype(np.int64) + base)
         dst = torch.from_numpy(a["dst"][eidx].astype(np.int64) + base)
@@ -202,13 +232,17 @@ class PackedTrees(Sequence):
         g.set_batch_num_edges(torch.from_numpy(ne))
         return g
 
-    def _gather(self, key: str, idx: np.ndarray, dtype: str) -> torch.Tensor:
-        arr = self.arrays[key][idx]
-        out = torch.from_numpy(np.ascontiguousarray(arr)).to(getattr(torch, dtype))
+    def gather_values(self, key: str, idx: np.ndarray) -> torch.Tensor:
+        """``field[idx]`` (stored node or edge numbers), in its stored type, maps applied."""
+        return self._gather(key, idx, None)
+
+    def _gather(self, key: str, idx: np.ndarray, dtype: str | None) -> torch.Tensor:
+        out = torch.from_numpy(np.ascontiguousarray(self.arrays[key][idx]))
         table = self.maps.get(key)
         if table is not None:
-            out = torch.where(out >= 0, table[out.clamp(min=0)].to(out.dtype), out)
-        return out
+            out = out.to(torch.int64)
+            out = torch.where(out >= 0, table[out.clamp(min=0)].to(torch.int64), out)
+        return out if dtype is None else out.to(getattr(torch, dtype))
 
     @property
     def nbytes(self) -> int:

@@ -170,3 +170,44 @@ def test_damaged_packed_directory_names_the_rebuild(tmp_path):
     (path / "n.word.npy").unlink()
     with pytest.raises(FileNotFoundError, match="n.word.npy missing.*gnn-treelstm build"):
         D.load_split(out, "dev", "chain")
+
+
+def _lists(split: D.Split) -> D.Split:
+    return D.Split(list(split.graphs), None, split.targets, split.name, split.tree, split.meta)
+
+
+@pytest.fixture(scope="module")
+def sst_sample(tmp_path_factory):
+    out = tmp_path_factory.mktemp("phrases") / "sst"
+    B.build("sst", SAMPLE, out, trees=["constituency", "chain"])
+    return out
+
+
+@pytest.mark.parametrize("sst2", [False, True])
+def test_phrase_chains_from_packed_trees(sst_sample, sst2):
+    """Phrase sequences of packed trees (sentence, span, label per phrase) batch as the
+    chains ``phrase_chain`` builds, SST's sample and a view of its first sentences."""
+    from gnn_treelstm.trees.phrases import PhraseChains, phrase_sequences
+
+    out = sst_sample
+    for split, limit in (("train", None), ("dev", 37)):
+        chains, cons = (D.load_split(out, split, t).head(limit)
+                        for t in ("chain", "constituency"))
+        if sst2:
+            chains, cons = D.to_sst2(chains), D.to_sst2(cons)
+        new = phrase_sequences(chains, cons)
+        old = phrase_sequences(_lists(chains), _lists(cons))
+        assert isinstance(new.graphs, PhraseChains) and len(new) > len(chains)
+        assert new.graphs.nbytes < 16 * len(new)
+        assert torch.equal(old.targets["sentence"], new.targets["sentence"])
+        assert_batches_equal(old, new)
+        assert new.graphs.max_children() == (1, next(
+            i for i, g in enumerate(old.graphs) if g.num_edges()))
+
+
+def test_phrase_chains_refuse_other_sentences(sst_sample):
+    from gnn_treelstm.trees.phrases import phrase_sequences
+
+    chains, cons = (D.load_split(sst_sample, "dev", t) for t in ("chain", "constituency"))
+    with pytest.raises(ValueError, match="example 0 of split 'dev'.*not the chain's"):
+        phrase_sequences(chains.subset([1, 0, 2]), cons.subset([0, 1, 2]))
