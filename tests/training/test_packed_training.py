@@ -65,3 +65,26 @@ def test_loader_workers_same_batches(tmp_path):
             assert_graphs_equal(a.graph, b.graph)
             assert_graphs_equal(a.graph_b, b.graph_b)
             assert_schedules_equal(a.schedule, b.schedule)
+
+
+def test_distributed_sampler_over_packed_trees(tmp_path):
+    """``DistributedSampler`` shares a packed split out over ranks: every example once,
+    each rank's batches those of the same split held as lists of graphs."""
+    from torch.utils.data import DataLoader, DistributedSampler
+
+    split = D.load_split(build_tiny(tmp_path, "snli"), "train", "dependency")
+    lists = _as_lists(lambda: split)()
+    seen = []
+    for rank in range(2):
+        got = []
+        for sp in (split, lists):
+            ds = D.TreeDataset(sp)
+            sampler = DistributedSampler(ds, num_replicas=2, rank=rank, shuffle=True, seed=4)
+            got.append(list(DataLoader(ds, batch_size=3, sampler=sampler,
+                                       collate_fn=D.collate)))
+        for a, b in zip(*got, strict=True):
+            assert torch.equal(a.index, b.index)
+            assert_graphs_equal(a.graph, b.graph)
+            assert_graphs_equal(a.graph_b, b.graph_b)
+            seen += a.index.tolist()
+    assert sorted(seen) == list(range(len(split)))
