@@ -13,10 +13,11 @@ A split of ``T`` trees, ``N`` nodes and ``E`` edges is stored in a directory
 
 Integers are stored in the smallest signed type that holds their range (a word id in
 ``int32``, a child position in ``int8``) and read back as the type the graphs had, so a
-node of an SST tree costs about 17 bytes on disk instead of the 454 a ``DGLGraph`` holds
-in memory. :func:`load_packed` maps the files (``np.load(mmap_mode="r")``): loading is
-O(1) in the corpus, pages are read when a batch first touches them, and the loader
-workers of one machine share them through the page cache.
+node of SST's training trees takes 11.6 bytes on disk and 12.8 resident once read, against
+454 in memory as ``DGLGraph`` objects (``docs/speed.md``, Scale). :func:`load_packed`
+maps the files (``np.load(mmap_mode="r")``): loading is O(1) in the corpus, pages are read
+when a batch first touches them, and the loader workers of one machine share them through
+the page cache.
 
 :class:`PackedTrees` is a read-only sequence of trees: ``trees[i]`` builds the
 ``DGLGraph`` of tree ``i`` (the same graph :func:`gnn_treelstm.trees.graph.make_tree`
