@@ -36,17 +36,23 @@ check is skipped with a warning.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import hashlib
 import json
 import logging
+import multiprocessing
 import os
 import platform
 import shutil
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import dgl
+import numpy as np
 import torch
 
 import gnn_treelstm
@@ -68,8 +74,10 @@ from data_prep.sources import (  # noqa: F401  (re-exported: the build API names
     relations_for,
 )
 from gnn_treelstm.argtypes import finite_float, positive_int
-from gnn_treelstm.files import NoSpaceError, atomic_path, atomic_write
-from gnn_treelstm.trees.vocab import Vocab
+from gnn_treelstm.files import NoSpaceError, atomic_write
+from gnn_treelstm.trees import packed
+from gnn_treelstm.trees.data import split_paths
+from gnn_treelstm.trees.vocab import Relations, Vocab
 
 logger = logging.getLogger(__name__)
 
@@ -81,8 +89,10 @@ __all__ = [
     "SST2_COUNTS",
     "SAMPLE_MARKER",
     "CountMismatchError",
+    "BuildOptions",
     "build",
     "build_parser",
+    "shard_graphs",
     "main",
 ]
 
@@ -101,12 +111,6 @@ def _write_text(path: Path, text: str) -> None:
     atomic_write(path, text)
 
 
-def _save_graphs(path: Path, graphs: list[dgl.DGLGraph],
-                 labels: dict[str, torch.Tensor] | None) -> None:
-    with atomic_path(path) as tmp:
-        dgl.save_graphs(str(tmp), graphs, labels)
-
-
 def _targets(exs: list[Example]) -> dict[str, torch.Tensor] | None:
     if not exs[0].targets:
         return None  # an AMR bank: no targets
@@ -119,9 +123,8 @@ def _targets(exs: list[Example]) -> dict[str, torch.Tensor] | None:
 
 
 def graph_files(out: Path, tree: str, split: str, pair: bool) -> list[Path]:
-    if pair:
-        return [out / tree / f"{split}.a.bin", out / tree / f"{split}.b.bin"]
-    return [out / tree / f"{split}.bin"]
+    """The packed directories of a split (:func:`gnn_treelstm.trees.data.split_paths`)."""
+    return split_paths(out, tree, split, pair)
 
 
 def _versions(nlp=None) -> dict:
@@ -132,51 +135,53 @@ def _versions(nlp=None) -> dict:
     return info
 
 
-def build(
-    dataset: str,
-    src: str | os.PathLike | Sequence[str | os.PathLike],
-    out: str | os.PathLike,
-    *,
-    force: bool = False,
-    check: bool = False,
-    spacy_model: str | None = None,
-    trees: Sequence[str] | None = None,
-    batch_size: int = 512,
-    progress: bool | Callable = False,
-    workers: int = 1,
-    name: str | None = None,
-    labels: Sequence[str] | None = None,
-    score_range: Sequence[float] | None = None,
-    amr_options: dict | None = None,
-) -> dict:
+@dataclass
+class BuildOptions:
+    """How :func:`build` builds (the command's flags)."""
+
+    force: bool = False
+    check: bool = False
+    spacy_model: str | None = None
+    trees: Sequence[str] | None = None
+    batch_size: int = 512
+    progress: bool | Callable = False
+    workers: int = 1
+    name: str | None = None
+    labels: Sequence[str] | None = None
+    score_range: Sequence[float] | None = None
+    amr_options: dict | None = None
+
+
+def build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
+          out: str | os.PathLike, options: BuildOptions | None = None, **flags: Any) -> dict:
     """Build (or complete) the cached graphs of ``dataset`` and return the meta dict.
 
     ``src``: the data mirror root, or for ``amr``/``jsonl`` the files (or directories)
-    of the data set, one path or several. ``jsonl`` only: ``name`` (``meta.json``'s
-    ``dataset``, default ``jsonl``; ``sick`` makes a SICK-like pair set usable by the
-    ``sick-e``/``sick-r`` tasks), ``labels`` (class order), ``score_range``
+    of the data set, one path or several. ``options`` (or the same names as keywords,
+    ``flags``, which override them): :class:`BuildOptions`. ``jsonl`` only: ``name``
+    (``meta.json``'s ``dataset``, default ``jsonl``; ``sick`` makes a SICK-like pair set
+    usable by the ``sick-e``/``sick-r`` tasks), ``labels`` (class order), ``score_range``
     (``[LO, HI]``). ``amr_options``: :data:`data_prep.amr_data.AMR_OPTIONS` for AMR trees.
 
-    ``workers``: spaCy parser processes; the graphs are byte-identical for any number.
-    spaCy's parses are kept in shards (:func:`parse_sharded`) until the build completes,
-    so a killed build resumes without parsing the finished shards again.
+    ``workers``: spaCy parser processes, and processes building the trees in shards of
+    :data:`PACK_SHARD` examples; the files are byte-identical for any number. spaCy's
+    parses and the packed shards are kept (:func:`parse_sharded`, :data:`PACK_DIR`) until
+    the build completes, so a killed build resumes without redoing the finished shards.
 
     A build that fails (bad input) into a directory it created removes that directory, so
     no half-built data set is left behind (an existing directory being completed keeps
-    what it had); an interrupted one (Ctrl-C, a kill) keeps its parse shards for the rerun.
+    what it had); an interrupted one (Ctrl-C, a kill) keeps its shards for the rerun.
 
     Raises:
         ValueError: unknown data set or tree kind; malformed input (errors name file and
             line); :class:`CountMismatchError` when ``check`` and the counts differ.
     """
+    opts = dataclasses.replace(options or BuildOptions(), **flags)
     out = Path(out)
     created = not out.exists()
     try:
-        return _build(dataset, src, out, force=force, check=check, spacy_model=spacy_model,
-                      trees=trees, batch_size=batch_size, progress=progress, workers=workers,
-                      extra={"name": name, "labels": labels, "score_range": score_range,
-                             "amr_options": amr_options})
-    except Exception:  # not on Ctrl-C / a kill: the finished parse shards are kept
+        return _build(dataset, src, out, opts)
+    except Exception:  # not on Ctrl-C / a kill: the finished shards are kept
         if created and out.exists():
             shutil.rmtree(out, ignore_errors=True)
             logger.info("removed the partly built %s", out)
@@ -221,155 +226,303 @@ def parse_sharded(nlp, sentences: Sequence[Sequence[str]], cache: Path, *,
     return out
 
 
-def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: Path, *,
-           force: bool, check: bool, spacy_model: str | None, trees: Sequence[str] | None,
-           batch_size: int, progress: bool | Callable, workers: int = 1,
-           extra: dict | None = None) -> dict:
-    t_start = time.perf_counter()
-    extra = extra or {}
+def _read(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
+          opts: BuildOptions) -> tuple[Path, dict, dict, float]:
+    """The examples per split, the file data set's info and the reading seconds."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
-    all_trees = TREES[dataset]
-    bad = [t for t in trees or () if t not in all_trees]
+    bad = [t for t in opts.trees or () if t not in TREES[dataset]]
     if bad:
-        raise ValueError(f"{dataset} has no tree kind {bad}; choose from {all_trees}")
+        raise ValueError(f"{dataset} has no tree kind {bad}; choose from {TREES[dataset]}")
     srcs = [Path(p) for p in ([src] if isinstance(src, (str, os.PathLike)) else src)]
     if dataset not in FILE_DATASETS and len(srcs) != 1:
         raise ValueError(f"--dataset {dataset} reads one data root, got --src "
                          f"{' '.join(map(str, srcs))}")
-    src, out = srcs[0], Path(out)
-    sample = is_sample(src) if dataset not in FILE_DATASETS else False
-    info: dict = {}
-    old_meta: dict = {}
-    if (out / "meta.json").exists() and not force:
-        try:
-            old_meta = json.loads((out / "meta.json").read_text(encoding="utf-8"))
-        except json.JSONDecodeError:
-            old_meta = {}
-
     t0 = time.perf_counter()
+    info: dict = {}
     if dataset in FILE_DATASETS:
+        extra = {"name": opts.name, "labels": opts.labels, "score_range": opts.score_range,
+                 "amr_options": opts.amr_options}
         data, info = load_files(dataset, srcs, extra)
     else:
-        data = LOADERS[dataset](src)
+        data = LOADERS[dataset](srcs[0])
     t_read = time.perf_counter() - t0
-    pair = info.get("pair", dataset in ("sick", "snli"))
-    trees = list(trees) if trees else list(info.get("default_trees", all_trees))
-    counts = {s: len(v) for s, v in data.items()}
-    logger.info("%s: read %s from %s in %.1fs", dataset, counts, src, t_read)
-    if check:
+    logger.info("%s: read %s from %s in %.1fs", dataset, {s: len(v) for s, v in data.items()},
+                srcs[0], t_read)
+    sample = is_sample(srcs[0]) if dataset not in FILE_DATASETS else False
+    if opts.check:
         if sample:
             logger.warning("%s is the embedded sample (it holds %s): skipping --check-counts",
-                           src, SAMPLE_MARKER)
+                           srcs[0], SAMPLE_MARKER)
         else:
             check_counts(dataset, data)
-    splits = list(data)
+    return srcs[0], data, {**info, "sample": sample}, t_read
 
+
+def _old_meta(out: Path, force: bool) -> dict:
+    if (out / "meta.json").exists() and not force:
+        try:
+            return json.loads((out / "meta.json").read_text(encoding="utf-8"))
+        except json.JSONDecodeError:
+            return {}
+    return {}
+
+
+def _vocab_and_text(out: Path, data: dict, info: dict, old_meta: dict,
+                    force: bool) -> tuple[Vocab, bool]:
+    """The vocabulary (written when it changed) and whether everything built is stale;
+    the text files written where missing or stale."""
     vocab = Vocab()
-    for split in splits:
+    for split in data:
         for ex in data[split]:
             for s in ex.words():
                 vocab.update(s)
     vocab_path = out / "vocab.json"
+    counts = {s: len(v) for s, v in data.items()}
     stale = force or not vocab_path.exists() or Vocab.load(vocab_path) != vocab \
-        or old_meta.get("splits") != counts or old_meta.get("sample") != sample
+        or old_meta.get("splits") != counts or old_meta.get("sample") != info["sample"]
     if stale and vocab_path.exists() and not force:
         logger.info("%s: the source changed since the last build; rebuilding everything", out)
     keys = ("label_names", "score_range", "amr_options")
-    if info and old_meta and ({k: old_meta.get(k) for k in keys} != {k: info.get(k) for k in keys}
-                              or old_meta.get("src") != info["files"]):
+    if "files" in info and old_meta and (
+            {k: old_meta.get(k) for k in keys} != {k: info.get(k) for k in keys}
+            or old_meta.get("src") != info["files"]):
         stale = True  # other classes, scores, AMR options or files: the old graphs differ
     if stale:
         vocab.save(vocab_path)
-        old_meta = {}
-    for split in splits:
+    for split in data:
         path = out / "text" / f"{split}.jsonl"
         if stale or not path.exists():
             _write_text(path, "".join(json.dumps(ex.text, ensure_ascii=False) + "\n"
                                       for ex in data[split]))
+    return vocab, stale
+
+
+def _spacy_parses(dataset: str, data: dict, todo: list[str], out: Path,
+                  opts: BuildOptions) -> tuple[Any, dict, float]:
+    """spaCy's parse of every unique sentence a tree kind of ``todo`` needs (none if no
+    kind needs one): the pipeline, the parses and the seconds."""
+    if not any(needs_spacy(dataset, t, data) for t in todo):
+        return None, {}, 0.0
+    t0 = time.perf_counter()
+    nlp = dependency.load_pipeline(opts.spacy_model)
+    unique = list(dict.fromkeys(
+        tuple(s) for split in data for ex in data[split] for side, s in
+        enumerate(ex.sents) if not ex.sources or wants_parse(ex.sources[side], todo)))
+    got = parse_sharded(nlp, unique, out / SHARD_DIR, batch_size=opts.batch_size,
+                        progress=opts.progress, desc=f"spaCy {dataset}", workers=opts.workers)
+    seconds = time.perf_counter() - t0
+    logger.info("%s: parsed %d unique sentences with spaCy in %.1fs", dataset, len(unique),
+                seconds)
+    return nlp, dict(zip(unique, got)), seconds
+
+
+def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: Path,
+           opts: BuildOptions) -> dict:
+    t_start = time.perf_counter()
+    old_meta = _old_meta(out, opts.force)
+    src, data, info, t_read = _read(dataset, src, opts)
+    pair = info.get("pair", dataset in ("sick", "snli"))
+    all_trees = TREES[dataset]
+    trees = list(opts.trees) if opts.trees else list(info.get("default_trees", all_trees))
+    splits = list(data)
+    vocab, stale = _vocab_and_text(out, data, info, old_meta, opts.force)
+    if stale:
+        old_meta = {}
 
     def done(tree: str) -> bool:
         files = [f for s in splits for f in graph_files(out, tree, s, pair)]
-        return (not stale and tree in old_meta.get("trees", [])
+        return (tree in old_meta.get("trees", [])
                 and (out / "relations" / f"{tree}.json").exists()
-                and all(f.exists() for f in files))
+                and all(packed.packed_exists(f) for f in files))
 
     todo = [t for t in trees if not done(t)]
-    seconds = dict(old_meta.get("build_seconds", {})) if not stale else {}
+    seconds = dict(old_meta.get("build_seconds", {}))
     seconds["read"] = round(t_read, 2)
-    nlp, parses = None, {}
-    if any(needs_spacy(dataset, t, data) for t in todo):
-        t0 = time.perf_counter()
-        nlp = dependency.load_pipeline(spacy_model)
-        unique = list(dict.fromkeys(
-            tuple(s) for split in splits for ex in data[split] for side, s in
-            enumerate(ex.sents) if not ex.sources or wants_parse(ex.sources[side], todo)))
-        got = parse_sharded(nlp, unique, out / SHARD_DIR, batch_size=batch_size,
-                            progress=progress, desc=f"spaCy {dataset}", workers=workers)
-        parses = dict(zip(unique, got))
-        seconds["spacy_parse"] = round(time.perf_counter() - t0, 2)
-        logger.info("%s: parsed %d unique sentences with spaCy in %.1fs", dataset,
-                    len(unique), seconds["spacy_parse"])
+    nlp, parses, t_parse = _spacy_parses(dataset, data, todo, out, opts)
+    if nlp is not None:
+        seconds["spacy_parse"] = round(t_parse, 2)
     num_relations = dict(old_meta.get("num_relations", {}))
     for tree in trees:
         if tree not in todo:
             logger.info("%s/%s: already built, skipping (use --force to rebuild)", out, tree)
             continue
         t0 = time.perf_counter()
-        relations = relations_for(tree, dataset, src)
-        use_spacy = needs_spacy(dataset, tree, data)
+        job = _TreeJob(tree, data, parses if needs_spacy(dataset, tree, data) else None,
+                       relations_for(tree, dataset, src), vocab, pair)
         for split in splits:
-            exs = data[split]
-            sides: list[list[dgl.DGLGraph]] = [[] for _ in range(2 if pair else 1)]
-            for ex in exs:
-                for side, sent in enumerate(ex.sents):
-                    parse = parses.get(tuple(sent)) if use_spacy else None
-                    sides[side].append(sentence_graph(tree, ex, side, vocab.lookup(sent),
-                                                   relations, parse, vocab))
-            files = graph_files(out, tree, split, pair)
-            _save_graphs(files[0], sides[0], _targets(exs))
-            if pair:
-                _save_graphs(files[1], sides[1], None)
-        relations.save(out / "relations" / f"{tree}.json")
-        num_relations[tree] = len(relations)
+            _build_split(out, job, split, opts)
+        job.relations.save(out / "relations" / f"{tree}.json")
+        num_relations[tree] = len(job.relations)
         seconds[tree] = round(time.perf_counter() - t0, 2)
         logger.info("%s/%s: built in %.1fs (%d relations)", out, tree, seconds[tree],
-                    len(relations))
+                    len(job.relations))
     built_trees = [t for t in all_trees if t in trees or t in old_meta.get("trees", [])]
     seconds["total_last_run"] = round(time.perf_counter() - t_start, 2)
+    meta = _meta(dataset, data, info, built_trees, num_relations, opts)
+    meta.update(vocab_size=len(vocab), src=str(src), build_seconds=seconds,
+                counts_checked=bool(opts.check and not info["sample"])
+                or old_meta.get("counts_checked", False),
+                built_with=old_meta.get("built_with", {}) if nlp is None and old_meta
+                else _versions(nlp))
+    if info.get("files"):
+        meta["src"] = info["files"]
+    _write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete
+    shutil.rmtree(out / PACK_DIR, ignore_errors=True)
+    return meta
+
+
+def _meta(dataset: str, data: dict, info: dict, built_trees: list[str],
+          num_relations: dict, opts: BuildOptions) -> dict:
+    """``meta.json`` less the build's own record (vocabulary size, source, seconds)."""
+    counts = {s: len(v) for s, v in data.items()}
     meta = {
         "dataset": info.get("name") or dataset,
-        "pair": pair,
+        "pair": info.get("pair", dataset in ("sick", "snli")),
         "trees": built_trees,
         "splits": counts,
-        "label_names": info["label_names"] if info else LABEL_NAMES[dataset],
+        "label_names": info["label_names"] if "files" in info else LABEL_NAMES[dataset],
         "targets": list(next(iter(data.values()))[0].targets),
         "num_relations": {t: num_relations[t] for t in built_trees if t in num_relations},
-        "vocab_size": len(vocab),
-        "sample": sample,
-        "counts_checked": bool(check and not sample) or old_meta.get("counts_checked", False),
-        "src": str(src),
-        "build_seconds": seconds,
-        "built_with": old_meta.get("built_with", {}) if nlp is None and old_meta
-        else _versions(nlp),
+        "vocab_size": 0,
+        "sample": info["sample"],
     }
     if dataset == "sst":
         meta["sst2_splits"] = {s: sum(ex.targets["label"] != 2 for ex in data[s])
-                               for s in splits}
+                               for s in data}
     if dataset == "trec":
         meta["dev_split"] = {"from": "train_5500.label", "seed": TREC_DEV_SEED,
                              "size": counts["dev"]}
-    if info:
+    if "files" in info:
         meta["source_format"] = dataset
-        meta["src"] = info["files"]
         for key in ("score_range", "amr_options"):
             if key in info:
                 meta[key] = info[key]
         if "amr_options" in info:
             meta["amr"] = amr_data.amr_stats(data)
-    _write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
-    shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete
     return meta
+
+
+# ----------------------------------------------------------------------------- trees
+#: examples per packed shard: the unit of the parallel build and of resuming it
+PACK_SHARD = 4096
+#: where a build keeps its finished packed shards until it completes
+PACK_DIR = ".pack-shards"
+
+
+@dataclass
+class _TreeJob:
+    """What building the trees of one kind reads (forked workers inherit it)."""
+
+    tree: str
+    data: dict[str, list[Example]]
+    parses: dict | None
+    relations: Relations
+    vocab: Vocab
+    pair: bool
+
+
+_JOB: _TreeJob | None = None  # the job of the worker processes (set before they fork)
+
+
+def shard_graphs(job: _TreeJob, split: str, lo: int, hi: int,
+                 relations: Relations) -> list[list[dgl.DGLGraph]]:
+    """The graphs of examples ``lo:hi`` of ``split``, per side, relation ids from
+    ``relations`` (grown with the names met)."""
+    sides: list[list[dgl.DGLGraph]] = [[] for _ in range(2 if job.pair else 1)]
+    for ex in job.data[split][lo:hi]:
+        for side, sent in enumerate(ex.sents):
+            parse = job.parses.get(tuple(sent)) if job.parses is not None else None
+            sides[side].append(sentence_graph(job.tree, ex, side, job.vocab.lookup(sent),
+                                              relations, parse, job.vocab))
+    return sides
+
+
+def _pack_shard(task: tuple[str, int, int]) -> dict[str, np.ndarray]:
+    """One shard packed: its sides' arrays (``<side>:<key>``), their dtypes and the
+    relation names it met, its relation ids numbered from the job's relations."""
+    assert _JOB is not None
+    split, lo, hi = task
+    relations = Relations(list(_JOB.relations.names))
+    out: dict[str, np.ndarray] = {}
+    for side, graphs in enumerate(shard_graphs(_JOB, split, lo, hi, relations)):
+        arrays, dtypes = packed.pack_graphs(graphs)
+        out.update({f"{side}:{k}": v for k, v in arrays.items()})
+        out[f"{side}:dtypes"] = np.array(json.dumps(dtypes))
+    out["relations"] = np.array(json.dumps(relations.names))
+    return out
+
+
+def _shard_key(job: _TreeJob, split: str) -> str:
+    """A name for the shards of ``split`` that changes with its input."""
+    digest = hashlib.sha256(json.dumps([job.tree, split, PACK_SHARD, job.relations.names,
+                                        list(job.vocab.itos)]).encode())
+    for ex in job.data[split]:
+        digest.update(json.dumps(ex.text, ensure_ascii=False, sort_keys=True).encode())
+    return f"{job.tree}-{split}-{digest.hexdigest()[:12]}"
+
+
+def _shards(out: Path, job: _TreeJob, split: str, opts: BuildOptions
+            ) -> Iterator[dict[str, np.ndarray]]:
+    """The packed shards of ``split`` in order: reused from an interrupted build, else
+    built (by ``opts.workers`` processes) and kept until the build completes."""
+    global _JOB
+    n = len(job.data[split])
+    tasks = [(split, lo, min(lo + PACK_SHARD, n)) for lo in range(0, n, PACK_SHARD)]
+    cache = out / PACK_DIR / _shard_key(job, split)
+    paths = [cache / f"{k:05d}.npz" for k in range(len(tasks))]
+    todo = [t for t, p in zip(tasks, paths) if not p.is_file()]
+    _JOB = job
+    pool = None
+    if opts.workers > 1 and len(todo) > 1:
+        pool = multiprocessing.get_context("fork").Pool(opts.workers)
+    try:
+        made = pool.imap(_pack_shard, todo) if pool else map(_pack_shard, todo)
+        bar = _progress(range(len(tasks)), opts.progress, f"{job.tree} {split}")
+        for _, path in zip(bar, paths):
+            if path.is_file():
+                with np.load(path) as z:
+                    yield dict(z)
+                continue
+            shard = next(made)
+            atomic_write(path, lambda f, s=shard: np.savez(f, **s), fsync=False)
+            yield shard
+    finally:
+        _JOB = None
+        if pool is not None:
+            pool.terminate()
+
+
+def _progress(it: Sequence, progress: bool | Callable, desc: str) -> Iterable:
+    if callable(progress):
+        return progress(it, total=len(it), desc=desc)
+    if progress:
+        from tqdm import tqdm
+
+        return tqdm(it, desc=desc, unit="shard")
+    return it
+
+
+def _build_split(out: Path, job: _TreeJob, split: str, opts: BuildOptions) -> None:
+    """Pack the trees of one split shard by shard and write them (the relation ids of
+    every shard renumbered into ``job.relations`` in shard order, so any number of
+    workers writes the same files as one)."""
+    parts: list[list[tuple[dict, dict]]] = [[] for _ in range(2 if job.pair else 1)]
+    for shard in _shards(out, job, split, opts):
+        names = json.loads(str(shard["relations"]))
+        table = np.array([job.relations.id(r) for r in names], dtype=np.int64)
+        for side, side_parts in enumerate(parts):
+            arrays = {k.split(":", 1)[1]: v for k, v in shard.items()
+                      if k.startswith(f"{side}:") and not k.endswith(":dtypes")}
+            if "e.rel" in arrays and len(arrays["e.rel"]):
+                arrays["e.rel"] = table[arrays["e.rel"]]
+            side_parts.append((arrays, json.loads(str(shard[f"{side}:dtypes"]))))
+    files = graph_files(out, job.tree, split, job.pair)
+    for side, side_parts in enumerate(parts):
+        arrays, dtypes = packed.concat_packed(side_parts)
+        targets = _targets(job.data[split]) if side == 0 else None
+        packed.write_packed(files[side], arrays, dtypes, targets)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -16,11 +16,15 @@ __all__ = ["make_loader", "ShardedBatches", "to_device"]
 
 
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
-                schedule: bool = False, shard: tuple[int, int] | None = None) -> DataLoader:
+                schedule: bool = False, shard: tuple[int, int] | None = None,
+                workers: int = 0) -> DataLoader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
     collate function (for ``engine="level"``; see :func:`gnn_treelstm.trees.data.collate`).
     ``shard=(rank, world)``: this process's share of the same batches under data
-    parallelism, ``batch_size`` being the global batch (:class:`ShardedBatches`)."""
+    parallelism, ``batch_size`` being the global batch (:class:`ShardedBatches`).
+    ``workers``: loader processes building the batches (the same batches for any number:
+    the order is drawn in this process; packed trees are shared with them page by page)."""
+    extra = {"num_workers": workers}  # a new iterator each epoch: the same draws as 0
     collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
     gen = torch.Generator()
     gen.manual_seed(seed)
@@ -30,9 +34,9 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
         data = D.TreeDataset(split)
         order = RandomSampler(data, generator=gen) if shuffle else SequentialSampler(data)
         return DataLoader(data, batch_sampler=ShardedBatches(order, batch_size, *shard),
-                          collate_fn=collate, generator=gen if shuffle else None)
+                          collate_fn=collate, generator=gen if shuffle else None, **extra)
     return DataLoader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
-                      collate_fn=collate, generator=gen if shuffle else None)
+                      collate_fn=collate, generator=gen if shuffle else None, **extra)
 
 
 class ShardedBatches:

@@ -209,6 +209,11 @@ class RunConfig:
                             metavar="DIR", in_command=False)
     name: str | None = _option(None, "--name", OUTPUT,
                                "run name (default: task-model-tree-time)", in_command=False)
+    workers: int = _option(
+        0, "--workers", OPTIMIZATION,
+        "data loader processes building the training batches (default 0: built in the "
+        "training process; the batches are the same for any number)", type=int,
+        metavar="N", in_command=False)
     max_train: int | None = _option(None, "--max-train", OUTPUT,
                                     "use only the first N training examples", type=int)
     max_eval: int | None = _option(None, "--max-eval", OUTPUT,

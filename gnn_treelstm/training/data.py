@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import dgl
+import numpy as np
 import torch
 
 from gnn_treelstm.cells import build_cell
@@ -25,6 +26,7 @@ from gnn_treelstm.models.treelstm import cell_accepts
 from gnn_treelstm.tasks import Task
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.packed import TreeStore
 from gnn_treelstm.trees.phrases import phrase_sequences
 
 if TYPE_CHECKING:
@@ -244,12 +246,19 @@ def as_phrase_sequences(task: Task, data_dir: Path, chains: D.Split,
 
 
 def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],
-               start: int = 0) -> tuple[int, str]:
+               start: int = 0, *, packed: Callable[[TreeStore], tuple[int, int]] | None = None
+               ) -> tuple[int, str]:
     """The largest ``stat(graph)`` over the graphs with edges of ``splits`` (``start`` if
-    none is larger) and where it first occurs (``"train example 12 (sentence B)"``)."""
+    none is larger) and where it first occurs (``"train example 12 (sentence B)"``);
+    ``packed`` computes the same from the arrays of packed trees (largest, first tree)."""
     best, where = start, ""
     for sp in splits:
         for side, graphs in (("", sp.graphs), (" (sentence B)", sp.graphs_b or [])):
+            if isinstance(graphs, TreeStore) and packed is not None:
+                v, i = packed(graphs)
+                if i >= 0 and v > best:
+                    best, where = v, f"{sp.name} example {i}{side}"
+                continue
             for i, g in enumerate(graphs):
                 if g.num_edges():
                     v = stat(g)
@@ -258,8 +267,21 @@ def _graph_max(splits: Iterable[D.Split], stat: Callable[[dgl.DGLGraph], int],
     return best, where
 
 
+def _packed_max_rel(trees: TreeStore) -> tuple[int, int]:
+    if "e." + G.REL not in trees.dtypes:
+        return -1, -1
+    rel = trees.field_values("e." + G.REL)
+    if not len(rel):
+        return -1, -1
+    top = int(rel.max())
+    ne = trees.sizes()[1]
+    first = int(np.searchsorted(np.cumsum(ne), int(np.argmax(rel == top)), side="right"))
+    return top, first
+
+
 def _max_children(splits: Iterable[D.Split]) -> tuple[int, str]:
-    return _graph_max(splits, lambda g: int(g.in_degrees().max()))
+    return _graph_max(splits, lambda g: int(g.in_degrees().max()),
+                      packed=lambda trees: trees.max_children())
 
 
 def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None:
@@ -273,7 +295,8 @@ def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None
                         f"directory is damaged: {rebuild}")
     top, where = _graph_max(
         rd.splits.values(),
-        lambda g: int(g.edata[G.REL].max()) if G.REL in g.edata else -1, start=-1)
+        lambda g: int(g.edata[G.REL].max()) if G.REL in g.edata else -1, start=-1,
+        packed=_packed_max_rel)
     if top >= max(num_relations, 1):
         raise DataError(f"the {cfg.tree} graphs of {rd.data_dir} use relation id {top} (first "
                         f"in {where}) but the relation vocabulary ({rel_file}) has "

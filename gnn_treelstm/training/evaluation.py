@@ -161,20 +161,7 @@ def check_vocabularies(ck: Checkpoint, data_dir: Path, sp: D.Split, *,
                               "relation", rel_file)
     if word_map is None and rel_map is None:
         return sp
-    from gnn_treelstm.trees import graph as G
-
-    def fix(graphs: list | None) -> list | None:
-        if graphs is None:
-            return None
-        for g in graphs:
-            if word_map is not None:
-                w = g.ndata[G.WORD]
-                g.ndata[G.WORD] = torch.where(w >= 0, word_map[w.clamp(min=0)], w)
-            if rel_map is not None and g.num_edges():
-                g.edata[G.REL] = rel_map[g.edata[G.REL]]
-        return graphs
-
-    return D.Split(fix(sp.graphs), fix(sp.graphs_b), sp.targets, sp.name, sp.tree, sp.meta)
+    return D.remap_split(sp, word_map, rel_map)
 
 
 def evaluate_checkpoint(path: str | Path, *, split: str = "test", data: str | None = None,

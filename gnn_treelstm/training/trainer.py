@@ -415,7 +415,8 @@ class Trainer:
         self.zero_watch = ZeroWatch(model)
         self.loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
                                   seed=seed, schedule=cfg.engine == "level",
-                                  shard=(DIST.rank(), self.world) if cfg.distributed else None)
+                                  shard=(DIST.rank(), self.world) if cfg.distributed else None,
+                                  workers=cfg.workers)
         self.net = model
         if cfg.distributed:  # gradients averaged over the ranks in backward
             from torch.nn.parallel import DistributedDataParallel

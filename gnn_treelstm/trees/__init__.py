@@ -6,6 +6,7 @@
 * :mod:`~gnn_treelstm.trees.vectors` — pre-trained word vectors (GloVe / word2vec text, a
   binary cache, the unknown-word rule) as an embedding matrix over a vocabulary.
 * :mod:`~gnn_treelstm.trees.data` — the built data sets ``gnn-treelstm build`` writes.
+* :mod:`~gnn_treelstm.trees.packed` — a split's trees as memory-mapped flat arrays.
 * :mod:`~gnn_treelstm.trees.phrases` — every labelled phrase of a treebank as its own
   chain (``--supervision phrase-sequences``).
 * :mod:`~gnn_treelstm.trees.drawing` — networkx conversion and tree drawing (matplotlib).

@@ -1,8 +1,11 @@
 """Loading the cached sentence graphs written by ``python -m data_prep.build``.
 
 A built data directory holds ``meta.json``, ``vocab.json``, ``relations/<tree>.json``,
-``<tree>/<split>.bin`` (or ``.a.bin``/``.b.bin`` for pair data sets, targets in the
-``.a.bin`` labels) and ``text/<split>.jsonl`` (see ``docs/design.md``)::
+``<tree>/<split>.packed/`` (or ``.a.packed/``/``.b.packed/`` for pair data sets, targets in
+the A side; :mod:`gnn_treelstm.trees.packed`) and ``text/<split>.jsonl`` (see
+``docs/design.md``). A split's trees are memory-mapped arrays (:class:`PackedTrees`);
+``collate`` builds a batch's graph from them directly. A directory built before the packed
+format (``<split>.bin``, ``dgl.save_graphs``) is converted on load, in memory::
 
     split = load_split("data/built/sst", "train", "constituency")
     loader = DataLoader(TreeDataset(split), batch_size=25, shuffle=True, collate_fn=collate)
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,10 +35,18 @@ import torch
 
 from gnn_treelstm import _dgl_compat
 from gnn_treelstm.engine.schedule import LevelSchedule
-from gnn_treelstm.trees.graph import IGNORE, LABEL
+from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
+from gnn_treelstm.trees.packed import (
+    PackedTrees,
+    TreeStore,
+    load_packed,
+    pack_graphs,
+    packed_exists,
+)
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
 _dgl_compat.attach()
+log = logging.getLogger(__name__)
 
 __all__ = [
     "Split",
@@ -50,6 +62,8 @@ __all__ = [
     "load_relations",
     "load_text",
     "collate",
+    "remap_split",
+    "split_paths",
     "sst2_labels",
     "to_sst2",
 ]
@@ -83,8 +97,10 @@ def sst2_labels(labels: torch.Tensor, *, neutral_class: bool = False) -> torch.T
 class Split:
     """One split of one tree kind."""
 
-    graphs: list[dgl.DGLGraph]  # sentence / premise / sentence A
-    graphs_b: list[dgl.DGLGraph] | None  # hypothesis / sentence B (pair data sets)
+    #: sentence / premise / sentence A: memory-mapped :class:`PackedTrees` (a sequence of
+    #: graphs built on access) as loaded, or a list of graphs
+    graphs: Sequence[dgl.DGLGraph]
+    graphs_b: Sequence[dgl.DGLGraph] | None  # hypothesis / sentence B (pair data sets)
     targets: dict[str, torch.Tensor]  # graph-level targets aligned with graphs
     name: str = ""
     tree: str = ""
@@ -115,11 +131,22 @@ class Split:
     def subset(self, index: Sequence[int] | torch.Tensor) -> Split:
         """The examples at ``index`` (in that order)."""
         idx = torch.as_tensor(index, dtype=torch.int64)
-        il = idx.tolist()
-        return Split([self.graphs[i] for i in il],
-                     None if self.graphs_b is None else [self.graphs_b[i] for i in il],
+        return Split(_take(self.graphs, idx), None if self.graphs_b is None
+                     else _take(self.graphs_b, idx),
                      {k: v[idx] for k, v in self.targets.items()}, self.name, self.tree,
                      self.meta)
+
+    @property
+    def packed(self) -> bool:
+        """The trees are held as arrays (:class:`PackedTrees`, phrase chains): batches are
+        built from them."""
+        return isinstance(self.graphs, TreeStore)
+
+
+def _take(graphs: Sequence[dgl.DGLGraph], idx: torch.Tensor) -> Sequence[dgl.DGLGraph]:
+    if isinstance(graphs, TreeStore):
+        return graphs.take(idx.numpy())
+    return [graphs[i] for i in idx.tolist()]
 
 
 def _dir(data_dir: str | os.PathLike) -> Path:
@@ -197,13 +224,54 @@ def load_split(data_dir: str | os.PathLike, split: str, tree: str) -> Split:
         raise ValueError(f"{d}: tree kind {tree!r} not built; built: {meta.get('trees')}")
     if split not in meta.get("splits", {}):
         raise ValueError(f"{d}: no split {split!r}; splits: {list(meta.get('splits', {}))}")
-    if meta.get("pair"):
-        graphs, labels = load_graphs(d / tree / f"{split}.a.bin")
-        graphs_b, _ = load_graphs(d / tree / f"{split}.b.bin")
-    else:
-        graphs, labels = load_graphs(d / tree / f"{split}.bin")
-        graphs_b = None
-    return Split(graphs, graphs_b, dict(labels), split, tree, meta)
+    paths = split_paths(d, tree, split, bool(meta.get("pair")))
+    if any(packed_exists(p) for p in paths) or not any(
+            p.with_suffix(".bin").exists() for p in paths):
+        hint = _rebuild_hint(d)
+        graphs, targets = load_packed(paths[0], rebuild=hint)
+        graphs_b = load_packed(paths[1], rebuild=hint)[0] if len(paths) == 2 else None
+        return Split(graphs, graphs_b, targets, split, tree, meta)
+    # a directory built before the packed format: converted here, in memory
+    log.info("%s: %s/%s is in the graph format before packed trees (.bin), converted in "
+             "memory; %s to map it instead", d, tree, split, _rebuild_hint(d))
+    sides = [load_graphs(p.with_suffix(".bin")) for p in paths]
+    packed = [PackedTrees(*pack_graphs(graphs)) for graphs, _ in sides]
+    return Split(packed[0], packed[1] if len(packed) == 2 else None, dict(sides[0][1]),
+                 split, tree, meta)
+
+
+def split_paths(data_dir: str | os.PathLike, tree: str, split: str, pair: bool) -> list[Path]:
+    """The packed directories of one split of one tree kind (two for a pair data set)."""
+    d = Path(data_dir) / tree
+    if pair:
+        return [d / f"{split}.a.packed", d / f"{split}.b.packed"]
+    return [d / f"{split}.packed"]
+
+
+def remap_split(split: Split, word_map: torch.Tensor | None,
+                rel_map: torch.Tensor | None) -> Split:
+    """``split`` with word ids (``>= 0``) read through ``word_map`` and relation ids through
+    ``rel_map`` (either may be None): a view of packed trees, or for a list of graphs the
+    graphs changed in place."""
+    def fix(graphs: Sequence[dgl.DGLGraph] | None) -> Sequence[dgl.DGLGraph] | None:
+        if graphs is None:
+            return None
+        if isinstance(graphs, TreeStore):
+            if word_map is not None:
+                graphs = graphs.remap("n." + WORD, word_map)
+            if rel_map is not None and "e." + REL in graphs.dtypes:
+                graphs = graphs.remap("e." + REL, rel_map)
+            return graphs
+        for g in graphs:
+            if word_map is not None:
+                w = g.ndata[WORD]
+                g.ndata[WORD] = torch.where(w >= 0, word_map[w.clamp(min=0)], w)
+            if rel_map is not None and g.num_edges():
+                g.edata[REL] = rel_map[g.edata[REL]]
+        return graphs
+
+    return Split(fix(split.graphs), fix(split.graphs_b), split.targets, split.name,
+                 split.tree, split.meta)
 
 
 def to_sst2(split: Split, *, neutral_class: bool = False) -> Split:
@@ -213,11 +281,17 @@ def to_sst2(split: Split, *, neutral_class: bool = False) -> Split:
     label = split.targets["label"]
     keep = torch.nonzero(label != 2, as_tuple=True)[0]
     sub = split.subset(keep)
-    graphs = []
-    for g in sub.graphs:
-        g = g.clone()
-        g.ndata[LABEL] = sst2_labels(g.ndata[LABEL], neutral_class=neutral_class)
-        graphs.append(g)
+    if isinstance(sub.graphs, PackedTrees):
+        # the labels are mapped as batches are built; checked here, once, vectorised
+        sst2_labels(torch.from_numpy(sub.graphs.field_values("n." + LABEL)))
+        table = SST2_NEUTRAL_MAP if neutral_class else SST2_MAP
+        graphs: Sequence[dgl.DGLGraph] = sub.graphs.remap("n." + LABEL, table)
+    else:
+        graphs = []
+        for g in sub.graphs:
+            g = g.clone()
+            g.ndata[LABEL] = sst2_labels(g.ndata[LABEL], neutral_class=neutral_class)
+            graphs.append(g)
     targets = dict(sub.targets)
     targets["label"] = sst2_labels(targets["label"])
     return Split(graphs, sub.graphs_b, targets, split.name, split.tree, split.meta)
@@ -289,6 +363,9 @@ class TreeDataset(torch.utils.data.Dataset):
         ``__getitem__`` per example): targets are gathered with one index per key."""
         s = self.split
         idx = torch.as_tensor(indices, dtype=torch.int64)
+        if isinstance(s.graphs, TreeStore):
+            return _Examples(idx, s.graphs, s.graphs_b,
+                             {k: v[idx] for k, v in s.targets.items()})
         il = idx.tolist()
         return _Examples(idx, [s.graphs[i] for i in il],
                          None if s.graphs_b is None else [s.graphs_b[i] for i in il],
@@ -296,11 +373,12 @@ class TreeDataset(torch.utils.data.Dataset):
 
 
 class _Examples(NamedTuple):
-    """Several examples, as :meth:`TreeDataset.__getitems__` fetches them."""
+    """Several examples, as :meth:`TreeDataset.__getitems__` fetches them: their graphs,
+    or the :class:`PackedTrees` of the whole split (the batch is built from its arrays)."""
 
     index: torch.Tensor
-    graphs: list[dgl.DGLGraph]
-    graphs_b: list[dgl.DGLGraph] | None
+    graphs: list[dgl.DGLGraph] | TreeStore
+    graphs_b: list[dgl.DGLGraph] | TreeStore | None
     targets: dict[str, torch.Tensor]
 
 
@@ -315,7 +393,14 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         top_down: the schedule includes the top-down levels (cells of Teng & Zhang §4.3 and
             the backward sequential LSTM need them).
     """
-    if isinstance(examples, _Examples):
+    if isinstance(examples, _Examples) and isinstance(examples.graphs, TreeStore):
+        if not len(examples.index):
+            raise ValueError("collate: empty batch")
+        graph = examples.graphs.batch(examples.index.numpy())
+        graph_b = None if examples.graphs_b is None else examples.graphs_b.batch(
+            examples.index.numpy())
+        targets, index = dict(examples.targets), examples.index
+    elif isinstance(examples, _Examples):
         if not examples.graphs:
             raise ValueError("collate: empty batch")
         graph = dgl.batch(examples.graphs)

@@ -1,11 +1,11 @@
 import json
 import shutil
 
-import dgl
 import pytest
 import torch
 
 from data_prep import build as B
+from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.graph import IGNORE, NO_WORD, validate_tree
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
@@ -37,7 +37,8 @@ def test_sst_graphs(sst_built):
     vocab = Vocab.load(out / "vocab.json")
     text = [json.loads(x) for x in (out / "text" / "dev.jsonl").open()]
     for tree in meta["trees"]:
-        graphs, labels = dgl.load_graphs(str(out / tree / "dev.bin"))
+        sp = D.load_split(out, "dev", tree)
+        graphs, labels = list(sp.graphs), sp.targets
         assert len(graphs) == 100
         assert labels["label"].tolist() == [t["label"] for t in text]
         for g, t, y in zip(graphs[:20], text, labels["label"].tolist()):
@@ -47,22 +48,23 @@ def test_sst_graphs(sst_built):
             words = g.ndata["word"][g.ndata["word"] != NO_WORD].tolist()
             assert sorted(words) == sorted(vocab.lookup(t["tokens"]))
             assert g.ndata["span"][root].tolist() == [0, len(t["tokens"])]
-    g = dgl.load_graphs(str(out / "constituency" / "dev.bin"))[0][0]
+    g = D.load_split(out, "dev", "constituency").graphs[0]
     assert bool((g.ndata["label"] >= 0).all())  # gold labels on every node
-    deps = dgl.load_graphs(str(out / "dependency" / "dev.bin"))[0]
+    deps = list(D.load_split(out, "dev", "dependency").graphs)
     lab = torch.cat([g.ndata["label"] for g in deps])
     assert 0 < int((lab != IGNORE).sum()) < len(lab)  # only span-matching nodes
 
 
 def test_second_run_skips_then_force(sst_built, sample_data, caplog):
     out, _ = sst_built
-    stamp = {p: p.stat().st_mtime_ns for p in out.rglob("*.bin")}
+    stamp = {p: p.stat().st_mtime_ns for p in out.rglob("header.json")}
     caplog.set_level("INFO")
     B.build("sst", sample_data, out, trees=["chain"])
-    assert {p: p.stat().st_mtime_ns for p in out.rglob("*.bin")} == stamp
+    assert {p: p.stat().st_mtime_ns for p in out.rglob("header.json")} == stamp
     assert "already built" in caplog.text
     B.build("sst", sample_data, out, trees=["chain"], force=True)
-    assert (out / "chain" / "dev.bin").stat().st_mtime_ns != stamp[out / "chain" / "dev.bin"]
+    header = out / "chain" / "dev.packed" / "header.json"
+    assert header.stat().st_mtime_ns != stamp[header]
 
 
 def test_check_counts(sample_data, tmp_path, caplog):
@@ -79,9 +81,11 @@ def test_sick_pairs(sample_data, tmp_path):
     meta = B.build("sick", sample_data, tmp_path, trees=["dependency", "constituency"])
     assert meta["pair"] and meta["splits"] == {"train": 150, "dev": 50, "test": 100}
     assert meta["num_relations"]["dependency"] == 37  # Stanford rels_set
-    a, labels = dgl.load_graphs(str(tmp_path / "constituency" / "dev.a.bin"))
-    b, nolabels = dgl.load_graphs(str(tmp_path / "constituency" / "dev.b.bin"))
-    assert len(a) == len(b) == 50 and not nolabels
+    sp = D.load_split(tmp_path, "dev", "constituency")
+    a, b, labels = sp.graphs, sp.graphs_b, sp.targets
+    assert len(a) == len(b) == 50
+    assert not (tmp_path / "constituency" / "dev.b.packed" / "header.json").read_text().count(
+        "target.")
     assert labels["score"].dtype == torch.float32 and labels["label"].dtype == torch.int64
     text = [json.loads(x) for x in (tmp_path / "text" / "dev.jsonl").open()]
     assert labels["score"].tolist() == pytest.approx([t["score"] for t in text])
@@ -93,7 +97,7 @@ def test_sick_pairs(sample_data, tmp_path):
 def test_trec_and_snli(sample_data, tmp_path):
     meta = B.build("trec", sample_data, tmp_path / "trec")
     assert meta["splits"] == {"train": 225, "dev": 25, "test": 60}
-    g = dgl.load_graphs(str(tmp_path / "trec" / "constituency" / "dev.bin"))[0][0]
+    g = D.load_split(tmp_path / "trec", "dev", "constituency").graphs[0]
     validate_tree(g, max_children=2)
     meta = B.build("snli", sample_data, tmp_path / "snli", trees=["dependency"])
     assert meta["splits"] == {"dev": 10, "test": 10} and meta["pair"]

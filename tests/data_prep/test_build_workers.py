@@ -1,16 +1,13 @@
 """``data_prep.build --workers``: the same data set for any number of spaCy processes, and
 a killed build resumes from its finished parse shards.
 
-The ``.bin`` graph files are compared tensor by tensor: ``dgl.save_graphs`` does not write
-the same bytes twice even for the same graphs in one process (measured), so byte equality
-holds for every other file only."""
+Every file but ``meta.json`` (build times) is compared byte for byte, the packed trees'
+arrays included."""
 
 import filecmp
 from pathlib import Path
 
-import dgl
 import pytest
-import torch
 
 from data_prep import build as B
 from data_prep import dependency
@@ -25,25 +22,6 @@ def nlp():
         pytest.skip(f"no spaCy pipeline: {e}")
 
 
-def _same(a: Path, b: Path) -> bool:
-    if a.suffix != ".bin":
-        return filecmp.cmp(a, b, shallow=False)
-    (ga, la), (gb, lb) = dgl.load_graphs(str(a)), dgl.load_graphs(str(b))
-    if len(ga) != len(gb) or la.keys() != lb.keys():
-        return False
-    if not all(torch.equal(la[k], lb[k]) for k in la):
-        return False
-    for x, y in zip(ga, gb):
-        if x.num_nodes() != y.num_nodes() or any(
-                not torch.equal(u, v) for u, v in zip(x.edges(), y.edges())):
-            return False
-        for mine, theirs in ((x.ndata, y.ndata), (x.edata, y.edata)):
-            if mine.keys() != theirs.keys() or any(not torch.equal(mine[k], theirs[k])
-                                                    for k in mine):
-                return False
-    return True
-
-
 def _files(d: Path) -> list[Path]:
     return sorted(p.relative_to(d) for p in d.rglob("*")
                   if p.is_file() and p.name != "meta.json")
@@ -55,9 +33,9 @@ def test_two_workers_give_byte_identical_graphs(nlp, tmp_path):
     two = B.build("sick", SAMPLE_SRC, tmp_path / "two", trees=trees, workers=2)
     assert one["splits"] == two["splits"]
     files = _files(tmp_path / "one")
-    assert files == _files(tmp_path / "two") and any(f.suffix == ".bin" for f in files)
+    assert files == _files(tmp_path / "two") and any(f.suffix == ".npy" for f in files)
     for f in files:
-        assert _same(tmp_path / "one" / f, tmp_path / "two" / f), f
+        assert filecmp.cmp(tmp_path / "one" / f, tmp_path / "two" / f, shallow=False), f
     assert not (tmp_path / "two" / B.SHARD_DIR).exists()  # shards dropped when complete
 
 
@@ -84,4 +62,38 @@ def test_an_interrupted_build_resumes_from_its_shards(nlp, tmp_path, monkeypatch
     got = B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
     assert got["splits"] == ref["splits"]
     for f in _files(tmp_path / "ref"):
-        assert _same(tmp_path / "ref" / f, tmp_path / "run" / f), f
+        assert filecmp.cmp(tmp_path / "ref" / f, tmp_path / "run" / f, shallow=False), f
+
+
+def test_packed_shards_any_workers_and_resumed(tmp_path, monkeypatch):
+    """The trees are packed in shards by ``--workers`` processes: the same files for one
+    or two, and a build killed part-way reuses the shards it finished."""
+    monkeypatch.setattr(B, "PACK_SHARD", 16)
+    trees = ["dependency", "constituency", "chain"]
+    ref = B.build("sick", SAMPLE_SRC, tmp_path / "one", trees=trees, workers=1)
+    B.build("sick", SAMPLE_SRC, tmp_path / "two", trees=trees, workers=2)
+    files = _files(tmp_path / "one")
+    assert files == _files(tmp_path / "two") and any(f.suffix == ".npy" for f in files)
+    for f in files:
+        assert filecmp.cmp(tmp_path / "one" / f, tmp_path / "two" / f, shallow=False), f
+    real, calls, kill = B.shard_graphs, [], [True]
+
+    def killed(job, split, lo, hi, relations):
+        calls.append((job.tree, split, lo))
+        if kill[0] and len(calls) == 5:
+            raise KeyboardInterrupt  # as a kill while the fifth shard is built
+        return real(job, split, lo, hi, relations)
+
+    monkeypatch.setattr(B, "shard_graphs", killed)
+    with pytest.raises(KeyboardInterrupt):
+        B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
+    assert len(list((tmp_path / "run" / B.PACK_DIR).rglob("*.npz"))) == 4
+    calls.clear()
+    kill[0] = False
+    B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
+    assert calls[0] == ("dependency", "train", 4 * 16)  # the first four were reused
+    assert not (tmp_path / "run" / B.PACK_DIR).exists()
+    assert _files(tmp_path / "run") == files
+    for f in files:
+        assert filecmp.cmp(tmp_path / "one" / f, tmp_path / "run" / f, shallow=False), f
+    assert ref["splits"] == {"train": 150, "dev": 50, "test": 100}

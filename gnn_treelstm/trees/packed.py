@@ -1,0 +1,373 @@
+"""Packed tree storage: the trees of one side of a split as a few flat arrays, memory-mapped.
+
+A split of ``T`` trees, ``N`` nodes and ``E`` edges is stored in a directory
+(``<tree>/<split>.packed/``, pairs ``<split>.a.packed/`` and ``<split>.b.packed/``)::
+
+    header.json          format, counts, every field's file and the dtype it is read as
+    node_offsets.npy     (T + 1,) int64: tree t owns nodes node_offsets[t]:node_offsets[t+1]
+    edge_offsets.npy     (T + 1,) int64: and edges edge_offsets[t]:edge_offsets[t+1]
+    src.npy, dst.npy     (E,) child and parent of every edge, numbered within the tree
+    n.<field>.npy        (N, ...) every ndata field (word, leaf, label, span, root, ...)
+    e.<field>.npy        (E, ...) every edata field (rel, pos)
+    target.<key>.npy     (T,) graph-level targets (the A side of a pair)
+
+Integers are stored in the smallest signed type that holds their range (a word id in
+``int32``, a child position in ``int8``) and read back as the type the graphs had, so a
+node of SST's training trees takes 11.6 bytes on disk and 12.8 resident once read, against
+454 in memory as ``DGLGraph`` objects (``docs/speed.md``, Scale). :func:`load_packed`
+maps the files (``np.load(mmap_mode="r")``): loading is O(1) in the corpus, pages are read
+when a batch first touches them, and the loader workers of one machine share them through
+the page cache.
+
+:class:`PackedTrees` is a read-only sequence of trees: ``trees[i]`` builds the
+``DGLGraph`` of tree ``i`` (the same graph :func:`gnn_treelstm.trees.graph.make_tree`
+made when the data was built), :meth:`PackedTrees.batch` builds the batched graph of a
+list of trees directly from the arrays (the same graph as ``dgl.batch`` of those
+trees: node and edge order, every field, ``batch_num_nodes``/``batch_num_edges``),
+:meth:`PackedTrees.take` selects trees without copying them, and
+:meth:`PackedTrees.remap` maps a field through a table (SST-2 labels, a checkpoint's
+vocabulary) as batches are built.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable, Iterator, Sequence
+from pathlib import Path
+
+import dgl
+import numpy as np
+import torch
+
+from gnn_treelstm import _dgl_compat
+
+_dgl_compat.attach()
+
+__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "pack_graphs", "concat_packed",
+           "write_packed", "load_packed", "packed_exists"]
+
+#: version of the on-disk layout, in ``header.json``
+FORMAT = 1
+_OFFSETS = ("node_offsets", "edge_offsets")
+_INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+
+
+def _small(arr: np.ndarray) -> np.ndarray:
+    """An integer array in the smallest signed type that holds its values."""
+    if arr.dtype.kind not in "iu" or arr.size == 0:
+        return arr
+    lo, hi = int(arr.min()), int(arr.max())
+    for t in _INT_TYPES:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return arr.astype(t, copy=False)
+    return arr
+
+
+def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """Concatenation of ``arange(s, s + n)`` for every (s, n), vectorised."""
+    total = int(lens.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    ends = np.cumsum(lens)
+    shift = np.repeat(starts - (ends - lens), lens)
+    return np.arange(total, dtype=np.int64) + shift
+
+
+class TreeStore(Sequence):
+    """Trees held as arrays, built as graphs on access: ``store[i]`` is a ``DGLGraph``,
+    :meth:`batch` the batched graph of several (what ``collate`` calls), :meth:`take` a
+    selection (no copy), :meth:`remap` a field read through a table."""
+
+    dtypes: dict[str, str]
+
+    def __getitem__(self, i):  # type: ignore[override]
+        if isinstance(i, slice):
+            return self.take(np.arange(len(self))[i])
+        n = len(self)
+        i = int(i)
+        if not -n <= i < n:
+            raise IndexError(f"tree {i} out of range for {n} trees")
+        return self.batch([i % n])
+
+    def __iter__(self) -> Iterator[dgl.DGLGraph]:
+        for i in range(len(self)):
+            yield self[i]
+
+    def batch(self, positions: Sequence[int] | np.ndarray | torch.Tensor) -> dgl.DGLGraph:
+        raise NotImplementedError
+
+    def take(self, index: Sequence[int] | np.ndarray | torch.Tensor) -> TreeStore:
+        raise NotImplementedError
+
+    def remap(self, field: str, table: torch.Tensor) -> TreeStore:
+        raise NotImplementedError
+
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes and edges of every tree."""
+        raise NotImplementedError
+
+    def field_values(self, field: str) -> np.ndarray:
+        """Every value of ``field`` over the trees, in order (maps applied)."""
+        raise NotImplementedError
+
+    def max_children(self) -> tuple[int, int]:
+        """The largest number of children of a node, and the first tree that has it;
+        ``(0, -1)`` without edges."""
+        raise NotImplementedError
+
+
+class PackedTrees(TreeStore):
+    """Trees held as flat arrays (see the module); ``trees[i]`` is a ``DGLGraph``.
+
+    Args:
+        arrays: ``node_offsets``, ``edge_offsets``, ``src``, ``dst``, ``n.<field>``,
+            ``e.<field>`` (numpy arrays, memory-mapped or in memory).
+        dtypes: the torch dtype name each ``n.``/``e.`` field is read as.
+        index: which stored trees this sequence holds, in order (None: all of them).
+        maps: ``{field: table}``: values ``v >= 0`` of the field read as ``table[v]``
+            (-1, i.e. ``NO_WORD``/``IGNORE``, stays -1).
+    """
+
+    def __init__(self, arrays: dict[str, np.ndarray], dtypes: dict[str, str], *,
+                 index: np.ndarray | None = None,
+                 maps: dict[str, torch.Tensor] | None = None) -> None:
+        self.arrays = arrays
+        self.dtypes = dtypes
+        self.index = index
+        self.maps = dict(maps or {})
+        self._stored = len(arrays["node_offsets"]) - 1
+
+    # ------------------------------------------------------------------ sequence
+    def __len__(self) -> int:
+        return self._stored if self.index is None else len(self.index)
+
+    @property
+    def num_stored(self) -> int:
+        """Trees in the arrays (a :meth:`take` view may hold fewer)."""
+        return self._stored
+
+    def stored_ids(self) -> np.ndarray:
+        """The stored tree of each tree of this sequence."""
+        return np.arange(self._stored) if self.index is None else self.index
+
+    def take(self, index: Sequence[int] | np.ndarray | torch.Tensor) -> PackedTrees:
+        """The trees at ``index`` (in that order), sharing the arrays (no copy)."""
+        idx = np.asarray(index, dtype=np.int64).reshape(-1)
+        if len(idx) and (idx.min() < -len(self) or idx.max() >= len(self)):
+            raise IndexError(f"take: index out of range for {len(self)} trees")
+        idx = idx % max(len(self), 1)
+        ids = idx if self.index is None else self.index[idx]
+        return PackedTrees(self.arrays, self.dtypes, index=ids, maps=self.maps)
+
+    def remap(self, field: str, table: torch.Tensor) -> PackedTrees:
+        """A view whose ``field`` (``n.label``, ``n.word``, ``e.rel``) reads as ``table[v]``
+        where ``v >= 0`` (composed with an earlier map of the field)."""
+        if field not in self.dtypes:
+            raise KeyError(f"remap: no field {field!r}; fields: {sorted(self.dtypes)}")
+        table = torch.as_tensor(table)
+        old = self.maps.get(field)
+        if old is not None:  # v -> old[v] -> table[old[v]] (where old[v] >= 0)
+            table = torch.where(old >= 0, table[old.clamp(min=0)], old)
+        return PackedTrees(self.arrays, self.dtypes, index=self.index,
+                           maps={**self.maps, field: table})
+
+    # ------------------------------------------------------------------ statistics
+    def sizes(self) -> tuple[np.ndarray, np.ndarray]:
+        """Nodes and edges of every tree of this sequence."""
+        no, eo = self.arrays["node_offsets"], self.arrays["edge_offsets"]
+        ids = self.stored_ids()
+        return no[ids + 1] - no[ids], eo[ids + 1] - eo[ids]
+
+    def field_values(self, field: str) -> np.ndarray:
+        """Every value of ``field`` over the trees of this sequence (maps applied)."""
+        arr = self.arrays[field]
+        if self.index is not None:
+            key = "node_offsets" if field.startswith("n.") else "edge_offsets"
+            off = self.arrays[key]
+            arr = arr[ranges(off[self.index], off[self.index + 1] - off[self.index])]
+        out = torch.from_numpy(np.asarray(arr).astype(np.int64))
+        table = self.maps.get(field)
+        if table is not None:
+            out = torch.where(out >= 0, table[out.clamp(min=0)], out)
+        return out.numpy()
+
+    def max_children(self) -> tuple[int, int]:
+        """The largest number of children of a node, and the first tree (position in this
+        sequence) that has it; ``(0, -1)`` without edges."""
+        no, eo = self.arrays["node_offsets"], self.arrays["edge_offsets"]
+        ids = self.stored_ids()
+        ne = eo[ids + 1] - eo[ids]
+        if ne.sum() == 0:
+            return 0, -1
+        tree_of = np.repeat(np.arange(len(ids)), ne)
+        dst = np.asarray(self.arrays["dst"][ranges(eo[ids], ne)]).astype(np.int64)
+        key = dst + np.repeat(np.cumsum(no[ids + 1] - no[ids]) - (no[ids + 1] - no[ids]), ne)
+        deg = np.bincount(key)
+        best = int(deg.max())
+        first = int(tree_of[np.flatnonzero(deg[key] == best)[0]])
+        return best, first
+
+    # ------------------------------------------------------------------ batching
+    def batch(self, positions: Sequence[int] | np.ndarray | torch.Tensor) -> dgl.DGLGraph:
+        """The batched graph of the trees at ``positions``: the graph ``dgl.batch`` makes
+        of those trees, built from the arrays in one pass."""
+        pos = np.asarray(positions, dtype=np.int64).reshape(-1)
+        ids = pos if self.index is None else self.index[pos]
+        a = self.arrays
+        no, eo = a["node_offsets"], a["edge_offsets"]
+        n0, e0 = no[ids], eo[ids]
+        nn, ne = no[ids + 1] - n0, eo[ids + 1] - e0
+        nidx, eidx = ranges(n0, nn), ranges(e0, ne)
+        base = np.repeat(np.cumsum(nn) - nn, ne)
+        src = torch.from_numpy(a["src"][eidx].astype(np.int64) + base)
+        dst = torch.from_numpy(a["dst"][eidx].astype(np.int64) + base)
+        g = dgl.graph((src, dst), num_nodes=int(nn.sum()))
+        for key, dtype in self.dtypes.items():
+            vals = self._gather(key, nidx if key[0] == "n" else eidx, dtype)
+            (g.ndata if key[0] == "n" else g.edata)[key[2:]] = vals
+        g.set_batch_num_nodes(torch.from_numpy(nn))
+        g.set_batch_num_edges(torch.from_numpy(ne))
+        return g
+
+    def gather_values(self, key: str, idx: np.ndarray) -> torch.Tensor:
+        """``field[idx]`` (stored node or edge numbers), in its stored type, maps applied."""
+        return self._gather(key, idx, None)
+
+    def _gather(self, key: str, idx: np.ndarray, dtype: str | None) -> torch.Tensor:
+        out = torch.from_numpy(np.ascontiguousarray(self.arrays[key][idx]))
+        table = self.maps.get(key)
+        if table is not None:
+            out = out.to(torch.int64)
+            out = torch.where(out >= 0, table[out.clamp(min=0)].to(torch.int64), out)
+        return out if dtype is None else out.to(getattr(torch, dtype))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the arrays (on disk, or in memory once every page was read)."""
+        return int(sum(v.nbytes for v in self.arrays.values()))
+
+
+# ---------------------------------------------------------------------- packing
+def pack_graphs(graphs: Iterable[dgl.DGLGraph]) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Arrays and dtypes (see :class:`PackedTrees`) of ``graphs``, which must share their
+    field names (as the graphs of one built split do)."""
+    graphs = list(graphs)
+    nn = np.array([g.num_nodes() for g in graphs], dtype=np.int64)
+    ne = np.array([g.num_edges() for g in graphs], dtype=np.int64)
+    arrays: dict[str, np.ndarray] = {
+        "node_offsets": np.concatenate([[0], np.cumsum(nn)]).astype(np.int64),
+        "edge_offsets": np.concatenate([[0], np.cumsum(ne)]).astype(np.int64),
+    }
+    dtypes: dict[str, str] = {}
+    if not graphs:
+        arrays["src"] = arrays["dst"] = np.zeros(0, dtype=np.int64)
+        return arrays, dtypes
+    edges = [g.edges() for g in graphs]
+    arrays["src"] = np.concatenate([s.numpy() for s, _ in edges]).astype(np.int64)
+    arrays["dst"] = np.concatenate([d.numpy() for _, d in edges]).astype(np.int64)
+    first = graphs[0]
+    for prefix, names in (("n.", list(first.ndata.keys())), ("e.", list(first.edata.keys()))):
+        for name in names:
+            parts = [(g.ndata if prefix == "n." else g.edata)[name] for g in graphs]
+            dtypes[prefix + name] = str(parts[0].dtype).replace("torch.", "")
+            arrays[prefix + name] = torch.cat(parts).numpy()
+    if any(set(g.ndata.keys()) != set(first.ndata.keys())
+           or set(g.edata.keys()) != set(first.edata.keys()) for g in graphs):
+        raise ValueError("pack_graphs: the graphs do not all have the same node and edge "
+                         "fields; build them all with make_tree")
+    return arrays, dtypes
+
+
+def concat_packed(parts: Sequence[tuple[dict[str, np.ndarray], dict[str, str]]]
+                  ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """One set of arrays from several (:func:`pack_graphs` of consecutive chunks)."""
+    parts = [p for p in parts if len(p[0]["node_offsets"]) > 1] or list(parts[:1])
+    if not parts:
+        return pack_graphs([])
+    dtypes = parts[0][1]
+    out: dict[str, np.ndarray] = {}
+    for key in _OFFSETS:
+        offs, base = [np.zeros(1, dtype=np.int64)], 0
+        for arrays, _ in parts:
+            offs.append(arrays[key][1:] + base)
+            base += int(arrays[key][-1])
+        out[key] = np.concatenate(offs)
+    for key in parts[0][0]:
+        if key not in _OFFSETS:
+            out[key] = np.concatenate([arrays[key] for arrays, _ in parts])
+    return out, dtypes
+
+
+def write_packed(path: str | os.PathLike, arrays: dict[str, np.ndarray], dtypes: dict[str, str],
+                 targets: dict[str, torch.Tensor] | None = None) -> Path:
+    """Write a packed directory atomically (a temporary directory renamed into place)."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
+    try:
+        files = {}
+        for key, arr in arrays.items():
+            np.save(tmp / f"{key}.npy", _small(np.asarray(arr)) if key not in _OFFSETS
+                    else np.asarray(arr, dtype=np.int64))
+            files[key] = f"{key}.npy"
+        target_dtypes = {}
+        for key, val in (targets or {}).items():
+            np.save(tmp / f"target.{key}.npy", val.numpy())
+            target_dtypes[key] = str(val.dtype).replace("torch.", "")
+        header = {"format": FORMAT, "trees": len(arrays["node_offsets"]) - 1,
+                  "nodes": int(arrays["node_offsets"][-1]),
+                  "edges": int(arrays["edge_offsets"][-1]),
+                  "files": files, "dtypes": dtypes, "targets": target_dtypes}
+        (tmp / "header.json").write_text(json.dumps(header, indent=1) + "\n")
+        os.chmod(tmp, 0o755)
+        if path.exists():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            shutil.rmtree(tmp, ignore_errors=True)
+    return path
+
+
+def packed_exists(path: str | os.PathLike) -> bool:
+    return (Path(path) / "header.json").is_file()
+
+
+def load_packed(path: str | os.PathLike, *, rebuild: str = ""
+                ) -> tuple[PackedTrees, dict[str, torch.Tensor]]:
+    """Map a packed directory: the trees and the graph-level targets (read into memory).
+
+    Raises:
+        FileNotFoundError: the directory or one of its files is missing.
+        ValueError: a damaged or foreign directory; the message names ``rebuild``.
+    """
+    path = Path(path)
+    fix = f"; {rebuild}" if rebuild else ""
+    if not packed_exists(path):
+        raise FileNotFoundError(f"{path}: missing from the built data{fix}")
+    try:
+        header = json.loads((path / "header.json").read_text(encoding="utf-8"))
+        if header.get("format") != FORMAT:
+            raise ValueError(f"format {header.get('format')!r}, this version reads {FORMAT}")
+        arrays = {k: np.load(path / f, mmap_mode="r") for k, f in header["files"].items()}
+        targets = {k: torch.from_numpy(np.array(np.load(path / f"target.{k}.npy")))
+                   for k in header.get("targets", {})}
+    except FileNotFoundError as exc:
+        raise FileNotFoundError(f"{path}: {Path(exc.filename or '').name} missing{fix}") \
+            from None
+    except (ValueError, KeyError, OSError) as exc:
+        raise ValueError(f"{path}: damaged packed trees ({exc}){fix}") from None
+    t, n, e = header["trees"], header["nodes"], header["edges"]
+    sizes = {"node_offsets": t + 1, "edge_offsets": t + 1, "src": e, "dst": e}
+    for key, arr in arrays.items():
+        want = sizes.get(key, n if key.startswith("n.") else e)
+        if len(arr) != want:
+            raise ValueError(f"{path}: {key}.npy holds {len(arr)} entries, the header says "
+                             f"{want}{fix}")
+    if any(len(v) != t for v in targets.values()):
+        raise ValueError(f"{path}: targets do not match its {t} trees{fix}")
+    return PackedTrees(arrays, dict(header["dtypes"])), targets

@@ -1,0 +1,61 @@
+"""The scale scripts under ``scripts/`` run: the synthetic SNLI-shaped corpus builds into a
+data set whose trees are the dev set's shapes, and the load/collate measurement reports."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import numpy as np
+
+from data_prep import build as B
+from gnn_treelstm.trees import data as D
+from tests.tiny_data import build_tiny
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _load(name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def _shapes(trees) -> set:
+    out = set()
+    for g in trees:
+        par = np.full(g.num_nodes(), -1)
+        par[g.edges()[0].numpy()] = g.edges()[1].numpy()
+        out.add(tuple(par.tolist()))
+    return out
+
+
+def test_synthetic_snli_has_the_dev_shapes_and_builds(tmp_path, capsys):
+    dev = build_tiny(tmp_path, "snli")
+    synth = _load("synthetic_snli")
+    assert synth.main([str(dev), str(tmp_path / "synth"), "--pairs", "60",
+                       "--eval-pairs", "7", "--seed", "2"]) == 0
+    rows = [json.loads(x) for x in (tmp_path / "synth" / "train.jsonl").open()]
+    assert len(rows) == 60 and {r["label"] for r in rows} <= set(synth.LABELS)
+    out = tmp_path / "built"
+    meta = B.build("jsonl", [tmp_path / "synth" / f"{s}.jsonl" for s in ("train", "dev", "test")],
+                   out, trees=["dependency"], name="snli", labels=synth.LABELS, workers=2)
+    assert meta["dataset"] == "snli" and meta["splits"] == {"train": 60, "dev": 7, "test": 7}
+    real = D.load_split(dev, "dev", "dependency")
+    made = D.load_split(out, "train", "dependency")
+    assert _shapes(made.graphs) <= _shapes(real.graphs)
+    assert _shapes(made.graphs_b) <= _shapes(real.graphs_b)
+    assert len(_shapes(made.graphs)) > 1
+
+
+def test_packed_bench_reports(tmp_path, capsys):
+    data = build_tiny(tmp_path, "sst")
+    bench = _load("packed_bench")
+    assert bench.main(["load", str(data), "--tree", "dependency"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["trees"] == 16 and got["nodes"] > 16 and got["load_s"] >= 0
+    assert bench.main(["collate", str(data), "--batch-size", "5", "--schedule"]) == 0
+    assert json.loads(capsys.readouterr().out)["trees_per_s"] > 0
+    assert bench.main(["load", str(tmp_path / "none")]) == 2

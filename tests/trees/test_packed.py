@@ -1,0 +1,213 @@
+"""Packed trees (gnn_treelstm/trees/packed.py): the batches built from the memory-mapped
+arrays are the batches ``dgl.batch`` makes of the graphs the builder made (node and edge
+order, every node and edge field, the batch sizes) with the same level schedule."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from data_prep import build as B
+from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.training.batching import make_loader
+from gnn_treelstm.trees import data as D
+from gnn_treelstm.trees import packed as P
+from gnn_treelstm.trees.packed import PackedTrees
+from tests.tiny_data import build_tiny
+
+SAMPLE = D.Path(B.__file__).resolve().parents[1] / "gnn_treelstm" / "sample_data"
+
+
+def assert_graphs_equal(a: dgl.DGLGraph, b: dgl.DGLGraph) -> None:
+    assert a.num_nodes() == b.num_nodes() and a.num_edges() == b.num_edges()
+    for x, y in zip(a.edges(), b.edges()):
+        assert torch.equal(x, y)
+    assert torch.equal(a.batch_num_nodes(), b.batch_num_nodes())
+    assert torch.equal(a.batch_num_edges(), b.batch_num_edges())
+    for da, db in ((a.ndata, b.ndata), (a.edata, b.edata)):
+        assert sorted(da.keys()) == sorted(db.keys())
+        for k in da.keys():
+            assert da[k].dtype == db[k].dtype and torch.equal(da[k], db[k]), k
+
+
+def assert_schedules_equal(a: LevelSchedule, b: LevelSchedule) -> None:
+    for f in dataclasses.fields(a):
+        x, y = getattr(a, f.name), getattr(b, f.name)
+        if f.name in ("up", "down"):
+            for g in dataclasses.fields(x):
+                u, v = getattr(x, g.name), getattr(y, g.name)
+                assert torch.equal(u, v) if isinstance(u, torch.Tensor) else u == v, g.name
+        else:
+            assert torch.equal(x, y) if isinstance(x, torch.Tensor) else x == y, f.name
+
+
+def assert_batches_equal(old: D.Split, new: D.Split, seed: int = 0) -> None:
+    """Every batch of a shuffled epoch (batch 5, schedules on) is the same both ways."""
+    assert new.packed and not old.packed and len(old) == len(new)
+    for k in old.targets:
+        assert torch.equal(old.targets[k], new.targets[k])
+    batches = 0
+    for bo, bn in zip(make_loader(old, 5, shuffle=True, seed=seed, schedule=True),
+                      make_loader(new, 5, shuffle=True, seed=seed, schedule=True)):
+        assert torch.equal(bo.index, bn.index)
+        assert_graphs_equal(bo.graph, bn.graph)
+        if bo.graph_b is not None:
+            assert_graphs_equal(bo.graph_b, bn.graph_b)
+        assert bn.graph_b is None or bo.graph_b is not None
+        for k in bo.targets:
+            assert torch.equal(bo.targets[k], bn.targets[k])
+        assert_schedules_equal(bo.schedule, bn.schedule)
+        batches += 1
+    assert batches == -(-len(old) // 5)
+    for i in (0, len(old) - 1):  # one tree at a time too
+        assert_graphs_equal(old.graphs[i], new.graphs[i])
+
+
+def _capture_build(monkeypatch, dataset, src, out, trees, **kw):
+    """Build with the builder's graphs kept (the graphs the format before packed trees
+    saved): per (tree, split) the graphs of each side, shard after shard."""
+    made: dict = {}
+    make = B.shard_graphs
+
+    def keep(job, split, lo, hi, relations):
+        sides = make(job, split, lo, hi, relations)
+        got = made.setdefault((job.tree, split), [[] for _ in sides])
+        for mine, theirs in zip(got, sides):
+            mine.extend(theirs)
+        return sides
+
+    monkeypatch.setattr(B, "shard_graphs", keep)
+    monkeypatch.setattr(B, "PACK_SHARD", 64)  # several shards a split
+    meta = B.build(dataset, src, out, trees=trees, **kw)
+    monkeypatch.undo()
+    return meta, made
+
+
+def _old_split(made, out, tree, split, pair, meta):
+    sides = made[(tree, split)]
+    targets = D.load_split(out, split, tree).targets  # the builder's, as before
+    return D.Split(sides[0], sides[1] if pair else None, targets, split, tree, meta)
+
+
+@pytest.mark.parametrize("dataset,src,trees,kw", [
+    ("sst", SAMPLE, ["constituency", "chain"], {}),
+    ("sick", SAMPLE, ["dependency", "constituency"], {}),
+    ("trec", SAMPLE, ["chain"], {}),
+    ("jsonl", [SAMPLE / "sick_amr" / f"{s}.jsonl" for s in ("train", "dev", "test")],
+     ["amr"], {"name": "sick"}),
+])
+def test_sample_batches_old_path_equal_packed(tmp_path, monkeypatch, dataset, src, trees, kw):
+    out = tmp_path / dataset
+    meta, made = _capture_build(monkeypatch, dataset, src, out, trees, **kw)
+    for tree in trees:
+        for split in meta["splits"]:
+            old = _old_split(made, out, tree, split, meta["pair"], meta)
+            new = D.load_split(out, split, tree)
+            assert isinstance(new.graphs, PackedTrees)
+            assert isinstance(new.graphs.arrays["src"], np.memmap)
+            assert_batches_equal(old, new)
+    if dataset == "sst":  # the SST-2 view: labels mapped as batches are built
+        for neutral in (False, True):
+            old = D.to_sst2(_old_split(made, out, "constituency", "train", False, meta),
+                            neutral_class=neutral)
+            new = D.to_sst2(D.load_split(out, "train", "constituency"), neutral_class=neutral)
+            assert_batches_equal(old, new, seed=3)
+
+
+@pytest.mark.parametrize("dataset", ["sst", "sick", "trec", "snli"])
+def test_old_directories_converted_on_load(tmp_path, dataset):
+    """A directory of ``.bin`` files (the format before packed trees) loads as packed
+    trees, in memory, with the same batches; writing it packed maps the same batches."""
+    out = build_tiny(tmp_path, dataset)
+    meta = D.load_meta(out)
+    for tree in meta["trees"]:
+        paths = D.split_paths(out, tree, "train", meta["pair"])
+        sides = [D.load_graphs(p.with_suffix(".bin")) for p in paths]
+        old = D.Split(sides[0][0], sides[1][0] if meta["pair"] else None,
+                      dict(sides[0][1]), "train", tree, meta)
+        converted = D.load_split(out, "train", tree)
+        assert_batches_equal(old, converted)
+        for p, (graphs, labels) in zip(paths, sides):
+            P.write_packed(p, *P.pack_graphs(graphs), labels or None)
+        mapped = D.load_split(out, "train", tree)
+        assert isinstance(mapped.graphs.arrays["src"], np.memmap)
+        assert_batches_equal(old, mapped, seed=1)
+        sub = [5, 0, 7, 7]  # a view: take, remap, subset
+        assert_batches_equal(old.subset(sub), mapped.subset(sub))
+
+
+def test_remap_and_statistics(tmp_path):
+    out = build_tiny(tmp_path, "sst")
+    old = D.load_split(out, "train", "dependency")
+    graphs = [old.graphs[i] for i in range(len(old))]
+    table = torch.arange(100) * 3
+    new = D.remap_split(old, table, torch.arange(10) + 1)
+    g = new.graphs[2]
+    w = graphs[2].ndata["word"]
+    assert torch.equal(g.ndata["word"], torch.where(w >= 0, w * 3, w))
+    assert torch.equal(g.edata["rel"], graphs[2].edata["rel"] + 1)
+    deg = max(int(x.in_degrees().max()) for x in graphs if x.num_edges())
+    first = next(i for i, x in enumerate(graphs) if x.num_edges()
+                 and int(x.in_degrees().max()) == deg)
+    assert old.graphs.max_children() == (deg, first)
+    nn, ne = old.graphs.sizes()
+    assert nn.tolist() == [x.num_nodes() for x in graphs]
+    assert ne.tolist() == [x.num_edges() for x in graphs]
+
+
+def test_damaged_packed_directory_names_the_rebuild(tmp_path):
+    out = build_tiny(tmp_path, "trec")
+    graphs, labels = D.load_graphs(out / "chain" / "dev.bin")
+    path = out / "chain" / "dev.packed"
+    P.write_packed(path, *P.pack_graphs(graphs), labels)
+    (path / "n.word.npy").write_bytes((path / "n.word.npy").read_bytes()[:90])
+    with pytest.raises(ValueError, match="damaged packed trees.*gnn-treelstm build"):
+        D.load_split(out, "dev", "chain")
+    (path / "n.word.npy").unlink()
+    with pytest.raises(FileNotFoundError, match="n.word.npy missing.*gnn-treelstm build"):
+        D.load_split(out, "dev", "chain")
+
+
+def _lists(split: D.Split) -> D.Split:
+    return D.Split(list(split.graphs), None, split.targets, split.name, split.tree, split.meta)
+
+
+@pytest.fixture(scope="module")
+def sst_sample(tmp_path_factory):
+    out = tmp_path_factory.mktemp("phrases") / "sst"
+    B.build("sst", SAMPLE, out, trees=["constituency", "chain"])
+    return out
+
+
+@pytest.mark.parametrize("sst2", [False, True])
+def test_phrase_chains_from_packed_trees(sst_sample, sst2):
+    """Phrase sequences of packed trees (sentence, span, label per phrase) batch as the
+    chains ``phrase_chain`` builds, SST's sample and a view of its first sentences."""
+    from gnn_treelstm.trees.phrases import PhraseChains, phrase_sequences
+
+    out = sst_sample
+    for split, limit in (("train", None), ("dev", 37)):
+        chains, cons = (D.load_split(out, split, t).head(limit)
+                        for t in ("chain", "constituency"))
+        if sst2:
+            chains, cons = D.to_sst2(chains), D.to_sst2(cons)
+        new = phrase_sequences(chains, cons)
+        old = phrase_sequences(_lists(chains), _lists(cons))
+        assert isinstance(new.graphs, PhraseChains) and len(new) > len(chains)
+        assert new.graphs.nbytes < 16 * len(new)
+        assert torch.equal(old.targets["sentence"], new.targets["sentence"])
+        assert_batches_equal(old, new)
+        assert new.graphs.max_children() == (1, next(
+            i for i, g in enumerate(old.graphs) if g.num_edges()))
+
+
+def test_phrase_chains_refuse_other_sentences(sst_sample):
+    from gnn_treelstm.trees.phrases import phrase_sequences
+
+    chains, cons = (D.load_split(sst_sample, "dev", t) for t in ("chain", "constituency"))
+    with pytest.raises(ValueError, match="example 0 of split 'dev'.*not the chain's"):
+        phrase_sequences(chains.subset([1, 0, 2]), cons.subset([0, 1, 2]))
