@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -43,6 +41,7 @@ import numpy as np
 import torch
 
 from gnn_treelstm import _dgl_compat
+from gnn_treelstm.files import atomic_dir
 
 _dgl_compat.attach()
 
@@ -304,11 +303,11 @@ def concat_packed(parts: Sequence[tuple[dict[str, np.ndarray], dict[str, str]]]
 
 def write_packed(path: str | os.PathLike, arrays: dict[str, np.ndarray], dtypes: dict[str, str],
                  targets: dict[str, torch.Tensor] | None = None) -> Path:
-    """Write a packed directory atomically (a temporary directory renamed into place)."""
+    """Write a packed directory atomically (:func:`gnn_treelstm.files.atomic_dir`: a
+    temporary directory renamed into place; a full disk is a ``NoSpaceError`` naming
+    ``path``)."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", dir=path.parent))
-    try:
+    with atomic_dir(path) as tmp:
         files = {}
         for key, arr in arrays.items():
             np.save(tmp / f"{key}.npy", _small(np.asarray(arr)) if key not in _OFFSETS
@@ -323,13 +322,6 @@ def write_packed(path: str | os.PathLike, arrays: dict[str, np.ndarray], dtypes:
                   "edges": int(arrays["edge_offsets"][-1]),
                   "files": files, "dtypes": dtypes, "targets": target_dtypes}
         (tmp / "header.json").write_text(json.dumps(header, indent=1) + "\n")
-        os.chmod(tmp, 0o755)
-        if path.exists():
-            shutil.rmtree(path)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return path
 
 
