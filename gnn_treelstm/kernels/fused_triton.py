@@ -19,9 +19,13 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
   of :func:`.fused.childsum_levels`. :func:`relation_childsum_levels`: the same loop with
   one recurrent matrix per relation, for mTreeLSTM ``mult`` and ``full`` (Tran & Cheng
   eqs 4 and 2 composed with ``U^(i,o,u)`` in the cell's file).
+* :func:`lex_levels`: Teng & Zhang's lex cell (eqs 9-12, 5, 1, and the ConTree baseline)
+  with its head lexicons in one level loop; one matrix (:func:`lex_matrix`) holds the
+  recurrent, input and head-gate weights. The cell's ``level_kernel`` calls it where
+  :func:`selected` (else the C++ loops of :mod:`.fused_teng`).
 
-Both fall back to the C++ loops (or ``None``, the general level driver) where the Triton
-path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
+N-ary's and Child-Sum's fall back to the C++ loops (or ``None``, the general level driver)
+where the Triton path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
 
 * ``auto`` (default): Triton for CUDA tensors when triton imports; the C++ loops for float32
   CPU tensors; else the general level driver.
@@ -51,13 +55,15 @@ else:  # triton is an optional dependency
     tk = None
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
-           "available", "nary_levels", "childsum_levels", "relation_childsum_levels", "OPS"]
+           "available", "nary_levels", "childsum_levels", "relation_childsum_levels",
+           "lex_levels", "lex_matrix", "LEX_MODES", "OPS"]
 
 CHOICES = ("auto", "triton", "native")
 DTYPES = (torch.float32, torch.float64)
 #: the custom ops of this module, as ``torch.ops`` names
 OPS = ("gnn_treelstm_triton::nary_forward", "gnn_treelstm_triton::nary_backward",
-       "gnn_treelstm_triton::childsum_forward", "gnn_treelstm_triton::childsum_backward")
+       "gnn_treelstm_triton::childsum_forward", "gnn_treelstm_triton::childsum_backward",
+       "gnn_treelstm_triton::lex_forward", "gnn_treelstm_triton::lex_backward")
 _state: dict[str, str | None] = {"choice": None}
 
 
@@ -348,3 +354,154 @@ def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tenso
     variants, ``(h, c)`` in schedule order. Triton only (the caller checks
     :func:`selected`)."""
     return _ChildSumLevels.apply(wx, V, U_f, lv)
+
+
+# ============================================================== Teng & Zhang lex (eqs 9-12, 5, 1)
+#: head mode -> the lex kernels' MODE (4: every row's x_t given, no head lexicon loop)
+LEX_MODES = {"gate": 0, "left": 1, "right": 2, "average": 3, "given": 4}
+
+
+def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor) -> dict[str, int]:
+    """Block sizes of the lex kernels: whole rows per program (the in-kernel peephole
+    product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s minimum)."""
+    bh = max(16, triton_next_pow2(hs))
+    bm = 16 if t.is_cuda else max(16, min(triton_next_pow2(n), 256))
+    return {"BM": bm, "BH": bh, "BX": max(16, triton_next_pow2(xs)), "CK": 32 if bh >= 32 else 16}
+
+
+@torch.library.custom_op("gnn_treelstm_triton::lex_forward",
+                         mutates_args=("op", "act", "c", "tc", "h", "z"))
+def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.Tensor,
+                 slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor, op: torch.Tensor,
+                 act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
+                 z: torch.Tensor, a: int, n: int, mode: int) -> None:
+    hs, xs = c.shape[1], op.shape[1] - 4 * c.shape[1]
+    blk = _row_blocks(n, hs, xs, c)
+    tk.lex_forward[(-(-n // blk["BM"]),)](p, b, bz, wco, slots, par, pos, op, act, c, tc, h, z,
+                                         a, n, par.shape[0], hs, xs, MODE=mode, **blk)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::lex_backward",
+                         mutates_args=("dp", "dct", "dxt", "dz"))
+def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: torch.Tensor,
+                  op: torch.Tensor, z: torch.Tensor, wco: torch.Tensor, slots: torch.Tensor,
+                  par: torch.Tensor, pos: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
+                  dct: torch.Tensor, dxt: torch.Tensor, dz: torch.Tensor, a: int, n: int,
+                  mode: int) -> None:
+    hs, xs = tc.shape[1], op.shape[1] - 4 * tc.shape[1]
+    blk = _row_blocks(n, hs, xs, tc)
+    tk.lex_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
+                                          dp, dct, dxt, dz, a, n, par.shape[0], hs, xs,
+                                          MODE=mode, **blk)
+
+
+for _op in (_lex_forward, _lex_backward):
+    _op.register_fake(lambda *args: None)
+
+
+def lex_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
+               W_z: torch.Tensor | None, lexicalized: bool) -> torch.Tensor:
+    """The lex cell's one matrix ``M`` (5h [+ 2x], 4h + x): a row of ``[h^L, h^R, c^L, c^R,
+    x_t] M^T`` holds, in gate order i, f^L, f^R, g, o, ``U_h [h^L; h^R] + U_c [c^L; c^R]
+    + W_x* x_t`` (the terms of :func:`~gnn_treelstm.cells.lexicalized.lex_node_update` and
+    :func:`~gnn_treelstm.cells.lexicalized.lex_input_terms` before the biases: ``W_xf`` in
+    both forget gates, no ``x`` term in them for the baseline), and with a head gate
+    ``W_zx^L x_t``, ``W_zx^R x_t`` (the node's share of its parent's eq 10)."""
+    hs = U_h.shape[1] // 2
+    blocks = list(torch.split(W_x, hs))
+    zero = W_x.new_zeros(hs, W_x.shape[1])
+    wx5 = ([blocks[0], blocks[1], blocks[1], blocks[2], blocks[3]] if lexicalized
+           else [blocks[0], zero, zero, blocks[1], blocks[2]])
+    top = torch.cat([U_h, torch.cat([U_c, U_h.new_zeros(2 * hs, 2 * hs)]), torch.cat(wx5)], 1)
+    if W_z is None:
+        return top
+    xs = W_z.shape[0]
+    zx = torch.cat([W_z[:, :xs], W_z[:, xs:]])  # (2x, x): [W_zx^L; W_zx^R]
+    return torch.cat([top, torch.cat([zx.new_zeros(2 * xs, 4 * hs), zx], 1)])
+
+
+class _LexLevels(torch.autograd.Function):
+    """Teng & Zhang's lex cell over the up levels with the Triton kernels: per level one
+    product ``op M^T`` (children's states, the node's head lexicon) and one kernel
+    (gates, cell, peephole, the parent's head lexicon), backward one kernel and one
+    product ``dp M``; the weight gradients one product each after the loop.
+
+    Inputs: ``x0`` (N, x) in up-schedule order (``MODE`` < 4: the leaves' words, other rows
+    ignored; 4: every row's ``x_t``); ``M`` (:func:`lex_matrix`); ``b`` (5h,); ``b_z``
+    (x,) or an empty tensor; ``W_co`` (h, h); ``slots`` (N, 2); ``par``, ``pos`` (N,);
+    ``lv``; ``mode``. Outputs ``h, c`` (N, h) in node order."""
+
+    @staticmethod
+    def forward(ctx, x0, M, b, b_z, W_co, slots, par, pos, lv: Levels, mode: int):
+        n, xs = x0.shape
+        hs = W_co.shape[0]
+        op = x0.new_zeros(n, 4 * hs + xs)  # [h^L, h^R, c^L, c^R, x_t], written by the children
+        op[:, 4 * hs:] = x0
+        p = x0.new_empty(n, M.shape[0])
+        act = x0.new_empty(n, 5 * hs)
+        h, c, tc = (x0.new_empty(n, hs) for _ in range(3))
+        z = x0.new_zeros(n + 1, xs) if mode == 0 else x0.new_empty(0)
+        Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
+        for lvl in range(lv.num_levels):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.mm(op[a:bb], Mt, out=p[a:bb])
+            torch.ops.gnn_treelstm_triton.lex_forward(p, b, b_z, W_co, slots, par, pos, op,
+                                                      act, c, tc, h, z, a, bb - a, mode)
+        ctx.lv, ctx.mode = lv, mode
+        ctx.save_for_backward(M, W_co, slots, par, pos, op, act, c, tc, z)
+        return h.index_select(0, lv.rank), c.index_select(0, lv.rank)
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        M, W_co, slots, par, pos, op, act, c, tc, z = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        mode = ctx.mode
+        n, hs = tc.shape
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out, lv.order)
+        dp = op.new_empty(n, M.shape[0])
+        dop = torch.empty_like(op)
+        dct = torch.empty_like(tc)
+        xs = op.shape[1] - 4 * hs
+        dxt = op.new_zeros(n + 1, xs) if mode < 4 else op.new_empty(0)
+        dz = op.new_zeros(n + 1, xs) if mode == 0 else op.new_empty(0)
+        for lvl in range(lv.num_levels - 1, -1, -1):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.ops.gnn_treelstm_triton.lex_backward(dh, dc, act, tc, op, z, W_co, slots, par,
+                                                       pos, dop, dp, dct, dxt, dz, a, bb - a,
+                                                       mode)
+            torch.mm(dp[a:bb], M, out=dop[a:bb])
+        dx0 = dop[:, 4 * hs:]
+        if mode < 4:  # a leaf's x also reaches its parent's head lexicon (eq 9)
+            if mode == 0:
+                zp = z.index_select(0, par)
+                coef = torch.where(pos.unsqueeze(1) == 0, zp, 1.0 - zp)
+            elif mode == 3:
+                coef = 0.5
+            else:
+                coef = (pos == mode - 1).to(op.dtype).unsqueeze(1)
+            dx0 = dx0 + coef * dxt.index_select(0, par)
+            dx0[lv.node_offsets[1]:] = 0  # internal rows of x0 are not read
+        dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
+        dW_co = fused.grad_matmul(dp[:, 4 * hs:5 * hs].t(), c)
+        db_z = dz[:n].sum(0) if mode == 0 else None
+        return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None, None, None, None, None
+
+
+def lex_levels(x0: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.Tensor,
+               U_c: torch.Tensor, W_co: torch.Tensor, W_z: torch.Tensor | None,
+               b_z: torch.Tensor | None, lexicalized: bool, mode: str, lv: Levels
+               ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teng & Zhang's lex cell (eqs 9-12, 5, 1; the ConTree baseline with
+    ``lexicalized=False``) bottom-up with the Triton kernels: ``(h, c)`` in node order from
+    ``x0`` (N, x) in ``lv``'s (up) schedule order: the leaves' words for a head ``mode``
+    (:data:`LEX_MODES`), or with ``mode="given"`` every node's ``x_t``. The caller checks
+    :func:`selected`."""
+    n = lv.num_nodes
+    par, pos = _parents(lv, n, 2)
+    slots = lv.slots if lv.width >= 2 else F.pad(lv.slots, (0, 2 - lv.width), value=n)
+    gate = mode == "gate"
+    M = lex_matrix(W_x, U_h, U_c, W_z if gate else None, lexicalized)
+    bz = b_z if gate else x0.new_empty(0)
+    return _LexLevels.apply(x0, M, b, bz, W_co, slots.contiguous(), par, pos, lv,
+                            LEX_MODES[mode])
+

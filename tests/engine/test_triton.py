@@ -60,7 +60,7 @@ needs_interpreter = pytest.mark.skipif(
 
 
 @needs_interpreter
-@pytest.mark.parametrize("name", ["nary", "childsum"])
+@pytest.mark.parametrize("name", ["nary", "childsum", "lex"])
 def test_a_step_dispatches_at_most_8_operations_per_level(name):
     count, levels = _step_ops(name, "triton")
     assert levels >= 30
