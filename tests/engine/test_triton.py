@@ -69,6 +69,19 @@ def test_a_step_dispatches_at_most_8_operations_per_level(name):
     assert count.total <= PER_LEVEL * levels, (count.total / levels, count.ops)
 
 
+@needs_interpreter
+def test_a_two_sweep_step_dispatches_at_most_8_operations_per_level_and_sweep():
+    """The top-down cell runs two level loops a step (its head lexicons bottom-up, then its
+    cell top-down): at most 8 operations per level of each."""
+    count, levels = _step_ops("topdown", "triton")
+    assert levels >= 30
+    for op in ("topdown_forward", "topdown_backward"):
+        assert count.ops[f"gnn_treelstm_triton::{op}"] == levels
+    for op in ("head_forward", "head_backward"):  # the top level holds roots only
+        assert count.ops[f"gnn_treelstm_triton::{op}"] == levels - 1
+    assert count.total <= PER_LEVEL * 2 * levels, (count.total / levels, count.ops)
+
+
 def test_the_general_driver_dispatches_more_than_8_per_level():
     """The count has teeth: the general level driver (the path CUDA ran before the Triton
     kernels) dispatches several times the budget."""

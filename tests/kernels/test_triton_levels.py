@@ -23,7 +23,7 @@ from gnn_treelstm.kernels import triton_levels as tk  # noqa: E402
 
 #: pointer arguments that hold int64 indices (the rest hold states of the dtype)
 INDEX_POINTERS = ("slots_ptr", "par_ptr", "pos_ptr", "estart_ptr", "esrc_ptr", "edst_ptr",
-                  "pe_ptr", "rel_ptr")
+                  "pe_ptr", "rel_ptr", "side_ptr", "kids_ptr")
 
 
 def _signature(fn, consts: dict, dtype: str) -> dict:
@@ -48,6 +48,10 @@ CASES = [
     (tk.lex_backward, {"MODE": 0, "BH": 256, "BX": 512, "CK": 32}),
     (tk.lex_forward, {"MODE": 4, "BH": 256, "BX": 512, "CK": 32}),
     (tk.lex_backward, {"MODE": 4, "BH": 256, "BX": 512, "CK": 32}),
+    (tk.head_forward, {"MODE": 0, "BX": 512}), (tk.head_backward, {"MODE": 0, "BX": 512}),
+    (tk.head_forward, {"MODE": 3, "BX": 512}), (tk.head_backward, {"MODE": 3, "BX": 512}),
+    (tk.topdown_forward, {"S": 2, "BH": 256, "CK": 32}),
+    (tk.topdown_backward, {"BH": 256, "CK": 32}),
 ]
 
 
