@@ -36,11 +36,11 @@ import dgl
 import torch
 
 from gnn_treelstm.cells.base import TreeCell
-from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM
+from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM, leaf_word_inputs
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
 from gnn_treelstm.engine.propagator import Propagator
-from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -107,8 +107,25 @@ class BidirectionalTreeLSTM(TreeCell):
     def level_kernel(self, prop: Propagator, x: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The C++ level loops (float32 CPU): the head lexicons once, then the two cells'
-        kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15)."""
-        if not fused.available(x) or prop.graph.num_nodes() == 0:
+        kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15). Where the Triton kernels
+        are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the three loops run
+        as Triton kernels."""
+        if prop.graph.num_nodes() == 0:
+            return None
+        if fused_triton.selected(x):
+            sched = prop.schedule_on(x.device)
+            up, down = sched.up, sched.require_down()
+            lex, td, hl = self.up, self.down, self.up.head_lexicon_module
+            heads = fused_triton.head_levels(  # (N, x) up order, eqs 9-10, once
+                fused_teng.to_levels(leaf_word_inputs(prop, x), up), up, hl.mode,
+                getattr(hl, "W_z", None), getattr(hl, "b_z", None))
+            h_up, c_up = fused_triton.lex_levels(heads, lex.W_x, lex.b, lex.U_h, lex.U_c,
+                                                 lex.W_co, None, None, True, "given", up)
+            h_dn, c_dn = fused_triton.topdown_levels(
+                fused_teng.up_to_down(heads, up, down), td.W_x, td.b, td.U_h, td.U_c, td.W_co,
+                fused_teng.down_sides(down), down)
+            return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
+        if not fused.available(x):
             return None
         sched = prop.schedule_on(x.device)
         up, down = sched.up, sched.require_down()

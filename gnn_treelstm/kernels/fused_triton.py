@@ -26,7 +26,7 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
 * :func:`head_levels`: head lexicons (Teng eqs 9-10) alone, bottom-up;
   :func:`topdown_levels`: Teng's top-down cell (eqs 14-15) over the down levels, each node
   writing its state into its children's operand rows (one matrix,
-  :func:`topdown_matrix`).
+  :func:`topdown_matrix`). The bidirectional cell composes the three loops.
 
 N-ary's and Child-Sum's fall back to the C++ loops (or ``None``, the general level driver)
 where the Triton path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:

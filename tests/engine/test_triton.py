@@ -70,16 +70,22 @@ def test_a_step_dispatches_at_most_8_operations_per_level(name):
 
 
 @needs_interpreter
-def test_a_two_sweep_step_dispatches_at_most_8_operations_per_level_and_sweep():
+@pytest.mark.parametrize("name,loops", [("topdown", 2), ("bitree", 3)])
+def test_a_step_of_several_loops_dispatches_at_most_8_operations_per_level_of_each(name,
+                                                                                   loops):
     """The top-down cell runs two level loops a step (its head lexicons bottom-up, then its
-    cell top-down): at most 8 operations per level of each."""
-    count, levels = _step_ops("topdown", "triton")
+    cell top-down), the bidirectional cell three (head lexicons, the lex cell given them,
+    the top-down cell): at most 8 operations per level of each."""
+    count, levels = _step_ops(name, "triton")
     assert levels >= 30
+    if name == "bitree":
+        for op in ("lex_forward", "lex_backward"):
+            assert count.ops[f"gnn_treelstm_triton::{op}"] == levels
     for op in ("topdown_forward", "topdown_backward"):
         assert count.ops[f"gnn_treelstm_triton::{op}"] == levels
     for op in ("head_forward", "head_backward"):  # the top level holds roots only
         assert count.ops[f"gnn_treelstm_triton::{op}"] == levels - 1
-    assert count.total <= PER_LEVEL * 2 * levels, (count.total / levels, count.ops)
+    assert count.total <= PER_LEVEL * loops * levels, (count.total / levels, count.ops)
 
 
 def test_the_general_driver_dispatches_more_than_8_per_level():
