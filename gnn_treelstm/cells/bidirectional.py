@@ -109,18 +109,17 @@ class BidirectionalTreeLSTM(TreeCell):
         """The C++ level loops (float32 CPU): the head lexicons once, then the two cells'
         kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15). Where the Triton kernels
         are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the three loops run
-        as Triton kernels."""
+        as Triton kernels: the lex cell's loop also yields the head lexicons, so two loops."""
         if prop.graph.num_nodes() == 0:
             return None
         if fused_triton.selected(x):
             sched = prop.schedule_on(x.device)
             up, down = sched.up, sched.require_down()
             lex, td, hl = self.up, self.down, self.up.head_lexicon_module
-            heads = fused_triton.head_levels(  # (N, x) up order, eqs 9-10, once
-                fused_teng.to_levels(leaf_word_inputs(prop, x), up), up, hl.mode,
-                getattr(hl, "W_z", None), getattr(hl, "b_z", None))
-            h_up, c_up = fused_triton.lex_levels(heads, lex.W_x, lex.b, lex.U_h, lex.U_c,
-                                                 lex.W_co, None, None, True, "given", up)
+            h_up, c_up, heads = fused_triton.lex_levels(  # heads: (N, x) up order, eqs 9-10
+                fused_teng.to_levels(leaf_word_inputs(prop, x), up), lex.W_x, lex.b, lex.U_h,
+                lex.U_c, lex.W_co, getattr(hl, "W_z", None), getattr(hl, "b_z", None), True,
+                hl.mode, up, heads=True)
             h_dn, c_dn = fused_triton.topdown_levels(
                 fused_teng.up_to_down(heads, up, down), td.W_x, td.b, td.U_h, td.U_c, td.W_co,
                 fused_teng.down_sides(down), down)

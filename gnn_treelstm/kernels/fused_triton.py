@@ -26,7 +26,8 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
 * :func:`head_levels`: head lexicons (Teng eqs 9-10) alone, bottom-up;
   :func:`topdown_levels`: Teng's top-down cell (eqs 14-15) over the down levels, each node
   writing its state into its children's operand rows (one matrix,
-  :func:`topdown_matrix`). The bidirectional cell composes the three loops.
+  :func:`topdown_matrix`). The bidirectional cell runs :func:`lex_levels`, which also
+  yields the head lexicons, then :func:`topdown_levels`.
 
 N-ary's and Child-Sum's fall back to the C++ loops (or ``None``, the general level driver)
 where the Triton path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
@@ -393,13 +394,13 @@ def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.
 def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: torch.Tensor,
                   op: torch.Tensor, z: torch.Tensor, wco: torch.Tensor, slots: torch.Tensor,
                   par: torch.Tensor, pos: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
-                  dct: torch.Tensor, dxt: torch.Tensor, dz: torch.Tensor, a: int, n: int,
-                  mode: int) -> None:
+                  dct: torch.Tensor, dxt: torch.Tensor, dz: torch.Tensor, dxo: torch.Tensor,
+                  a: int, n: int, mode: int) -> None:
     hs, xs = tc.shape[1], op.shape[1] - 4 * tc.shape[1]
     blk = _row_blocks(n, hs, xs, tc)
     tk.lex_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
-                                          dp, dct, dxt, dz, a, n, par.shape[0], hs, xs,
-                                          MODE=mode, **blk)
+                                          dp, dct, dxt, dz, dxo, a, n, par.shape[0], hs, xs,
+                                          MODE=mode, XO=dxo.numel() > 0, **blk)
 
 
 for _op in (_lex_forward, _lex_backward):
@@ -436,10 +437,13 @@ class _LexLevels(torch.autograd.Function):
     Inputs: ``x0`` (N, x) in up-schedule order (``MODE`` < 4: the leaves' words, other rows
     ignored; 4: every row's ``x_t``); ``M`` (:func:`lex_matrix`); ``b`` (5h,); ``b_z``
     (x,) or an empty tensor; ``W_co`` (h, h); ``slots`` (N, 2); ``par``, ``pos`` (N,);
-    ``lv``; ``mode``. Outputs ``h, c`` (N, h) in node order."""
+    ``lv``; ``mode``; ``heads``: also output the head lexicons. Outputs ``h, c`` (N, h) in
+    node order, and every node's head lexicon (N, x) in up-schedule order (an empty tensor
+    unless ``heads``)."""
 
     @staticmethod
-    def forward(ctx, x0, M, b, b_z, W_co, slots, par, pos, lv: Levels, mode: int):
+    def forward(ctx, x0, M, b, b_z, W_co, slots, par, pos, lv: Levels, mode: int,
+                heads: bool):
         n, xs = x0.shape
         hs = W_co.shape[0]
         op = x0.new_zeros(n, 4 * hs + xs)  # [h^L, h^R, c^L, c^R, x_t], written by the children
@@ -456,11 +460,17 @@ class _LexLevels(torch.autograd.Function):
                                                       act, c, tc, h, z, a, bb - a, mode)
         ctx.lv, ctx.mode = lv, mode
         ctx.save_for_backward(M, W_co, slots, par, pos, op, act, c, tc, z)
-        return h.index_select(0, lv.rank), c.index_select(0, lv.rank)
+        ctx.set_materialize_grads(False)
+        xo = op[:, 4 * hs:].clone() if heads else op.new_empty(0)
+        return h.index_select(0, lv.rank), c.index_select(0, lv.rank), xo
 
     @staticmethod
-    def backward(ctx, dh_out, dc_out):
+    def backward(ctx, dh_out, dc_out, dheads):
         M, W_co, slots, par, pos, op, act, c, tc, z = ctx.saved_tensors
+        if dh_out is None:
+            dh_out = torch.zeros_like(tc)
+        if dc_out is None:
+            dc_out = torch.zeros_like(tc)
         lv: Levels = ctx.lv
         mode = ctx.mode
         n, hs = tc.shape
@@ -471,13 +481,16 @@ class _LexLevels(torch.autograd.Function):
         xs = op.shape[1] - 4 * hs
         dxt = op.new_zeros(n + 1, xs) if mode < 4 else op.new_empty(0)
         dz = op.new_zeros(n + 1, xs) if mode == 0 else op.new_empty(0)
+        dxo = dheads.contiguous() if dheads is not None and mode < 4 else op.new_empty(0)
         for lvl in range(lv.num_levels - 1, -1, -1):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             torch.ops.gnn_treelstm_triton.lex_backward(dh, dc, act, tc, op, z, W_co, slots, par,
-                                                       pos, dop, dp, dct, dxt, dz, a, bb - a,
-                                                       mode)
+                                                       pos, dop, dp, dct, dxt, dz, dxo, a,
+                                                       bb - a, mode)
             torch.mm(dp[a:bb], M, out=dop[a:bb])
         dx0 = dop[:, 4 * hs:]
+        if dheads is not None:
+            dx0 = dx0 + dheads
         if mode < 4:  # a leaf's x also reaches its parent's head lexicon (eq 9)
             if mode == 0:
                 zp = z.index_select(0, par)
@@ -491,17 +504,18 @@ class _LexLevels(torch.autograd.Function):
         dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
         dW_co = fused.grad_matmul(dp[:, 4 * hs:5 * hs].t(), c)
         db_z = dz[:n].sum(0) if mode == 0 else None
-        return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None, None, None, None, None
+        return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None, None, None, None, None, None
 
 
 def lex_levels(x0: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.Tensor,
                U_c: torch.Tensor, W_co: torch.Tensor, W_z: torch.Tensor | None,
-               b_z: torch.Tensor | None, lexicalized: bool, mode: str, lv: Levels
-               ) -> tuple[torch.Tensor, torch.Tensor]:
+               b_z: torch.Tensor | None, lexicalized: bool, mode: str, lv: Levels,
+               heads: bool = False) -> tuple[torch.Tensor, ...]:
     """Teng & Zhang's lex cell (eqs 9-12, 5, 1; the ConTree baseline with
     ``lexicalized=False``) bottom-up with the Triton kernels: ``(h, c)`` in node order from
     ``x0`` (N, x) in ``lv``'s (up) schedule order: the leaves' words for a head ``mode``
-    (:data:`LEX_MODES`), or with ``mode="given"`` every node's ``x_t``. The caller checks
+    (:data:`LEX_MODES`), or with ``mode="given"`` every node's ``x_t``; with ``heads``
+    also every node's head lexicon (N, x) in the up schedule's order. The caller checks
     :func:`selected`."""
     n = lv.num_nodes
     par, pos = _parents(lv, n, 2)
@@ -509,8 +523,9 @@ def lex_levels(x0: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.
     gate = mode == "gate"
     M = lex_matrix(W_x, U_h, U_c, W_z if gate else None, lexicalized)
     bz = b_z if gate else x0.new_empty(0)
-    return _LexLevels.apply(x0, M, b, bz, W_co, slots.contiguous(), par, pos, lv,
-                            LEX_MODES[mode])
+    out = _LexLevels.apply(x0, M, b, bz, W_co, slots.contiguous(), par, pos, lv,
+                           LEX_MODES[mode], heads)
+    return out if heads else out[:2]
 
 # ============================================================== head lexicons (eqs 9-10)
 def _x_blocks(n: int, xs: int, t: torch.Tensor) -> dict[str, int]:

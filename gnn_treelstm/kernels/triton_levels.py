@@ -383,9 +383,9 @@ def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_p
 
 @triton.jit
 def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_ptr, par_ptr,
-                 pos_ptr, dop_ptr, dp_ptr, dct_ptr, dxt_ptr, dz_ptr, a, n, N, HS, XS,
-                 MODE: tl.constexpr, BM: tl.constexpr, BH: tl.constexpr, BX: tl.constexpr,
-                 CK: tl.constexpr):
+                 pos_ptr, dop_ptr, dp_ptr, dct_ptr, dxt_ptr, dz_ptr, dxo_ptr, a, n, N, HS, XS,
+                 MODE: tl.constexpr, XO: tl.constexpr, BM: tl.constexpr, BH: tl.constexpr,
+                 BX: tl.constexpr, CK: tl.constexpr):
     """The derivative of :func:`lex_forward` for the level's rows: ``dh_t``, ``dc_t`` = the
     output gradients + the parent's ``dop[par, pos]`` (``dp_par M``, the product after the
     parent's level) + ``δc_par ⊙ f^pos_par``. Writes the row's ``dp`` (pre-activation
@@ -393,7 +393,8 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
     side, zeros in the other) and ``δc`` (``dct``); ``W_co^T δo`` is a product inside the
     kernel. Head lexicons: the gradient of the parent's ``x_par`` is ``dop[par, x]`` + the
     grandparent's ``coef ⊙ dxt[gp]`` (coef: ``z`` / ``1 - z`` by side, or the fixed
-    mode's); the finishing child writes it to ``dxt[par]`` and ``δz_par`` to ``dz[par]``."""
+    mode's) + with ``XO`` the output gradient of the head lexicons ``dxo[par]``; the
+    finishing child writes it to ``dxt[par]`` and ``δz_par`` to ``dz[par]``."""
     OW = 4 * HS + XS
     PW = 5 * HS + (2 * XS if MODE == 0 else 0)
     r = tl.program_id(0) * BM + tl.arange(0, BM)
@@ -459,6 +460,8 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
             coef = tl.full([BM, 1], 0.5, dtype=dct.dtype)
         dxp = tl.load(dop_ptr + p[:, None] * OW + 4 * HS + cx[None, :], mask=pmx, other=0.0) \
             + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+        if XO:
+            dxp += tl.load(dxo_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
         s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
         s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
         last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))

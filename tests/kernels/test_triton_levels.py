@@ -45,9 +45,9 @@ CASES = [
     (tk.childsum_forward, {"G": 2, "R": 4}), (tk.childsum_backward, {"G": 2, "R": 4}),
     # whole rows of h = 150 (the papers' size) and x = 300, gate and given head lexicons
     (tk.lex_forward, {"MODE": 0, "BH": 256, "BX": 512, "CK": 32}),
-    (tk.lex_backward, {"MODE": 0, "BH": 256, "BX": 512, "CK": 32}),
+    (tk.lex_backward, {"MODE": 0, "XO": 1, "BH": 256, "BX": 512, "CK": 32}),
     (tk.lex_forward, {"MODE": 4, "BH": 256, "BX": 512, "CK": 32}),
-    (tk.lex_backward, {"MODE": 4, "BH": 256, "BX": 512, "CK": 32}),
+    (tk.lex_backward, {"MODE": 4, "XO": 0, "BH": 256, "BX": 512, "CK": 32}),
     (tk.head_forward, {"MODE": 0, "BX": 512}), (tk.head_backward, {"MODE": 0, "BX": 512}),
     (tk.head_forward, {"MODE": 3, "BX": 512}), (tk.head_backward, {"MODE": 3, "BX": 512}),
     (tk.topdown_forward, {"S": 2, "BH": 256, "CK": 32}),
