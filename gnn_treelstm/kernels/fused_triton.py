@@ -370,11 +370,14 @@ LEX_MODES = {"gate": 0, "left": 1, "right": 2, "average": 3, "given": 4}
 
 
 def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor) -> dict[str, int]:
-    """Block sizes of the lex kernels: whole rows per program (the in-kernel peephole
-    product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s minimum)."""
+    """Block sizes of the Teng & Zhang kernels: whole rows per program (the in-kernel
+    peephole product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s
+    minimum); ``CK`` columns of the peephole matrix at a time (16 in float64, which keeps
+    the top-down kernels' two matrices within an sm_90 block's shared memory at h 150)."""
     bh = max(16, triton_next_pow2(hs))
     bm = 16 if t.is_cuda else max(16, min(triton_next_pow2(n), 256))
-    return {"BM": bm, "BH": bh, "BX": max(16, triton_next_pow2(xs)), "CK": 32 if bh >= 32 else 16}
+    ck = 32 if bh >= 32 and t.dtype != torch.float64 else 16
+    return {"BM": bm, "BH": bh, "BX": max(16, triton_next_pow2(xs)), "CK": ck}
 
 
 @torch.library.custom_op("gnn_treelstm_triton::lex_forward",
