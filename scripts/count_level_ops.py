@@ -29,7 +29,8 @@ from tests.engine.count import OpCounter  # noqa: E402
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--src", required=True, help="raw data (SST PTB trees under sst/trees)")
-    p.add_argument("--cell", default="nary", choices=["nary", "childsum"])
+    p.add_argument("--cell", default="nary",
+                   choices=["nary", "childsum", "lex", "topdown", "bitree"])
     p.add_argument("--trees", type=int, default=25)
     args = p.parse_args(argv)
     graphs = bench._sst_graphs(types.SimpleNamespace(data=None, src=args.src))

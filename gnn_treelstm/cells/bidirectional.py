@@ -36,11 +36,11 @@ import dgl
 import torch
 
 from gnn_treelstm.cells.base import TreeCell
-from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM
+from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM, leaf_word_inputs
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
 from gnn_treelstm.engine.propagator import Propagator
-from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -107,8 +107,24 @@ class BidirectionalTreeLSTM(TreeCell):
     def level_kernel(self, prop: Propagator, x: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The C++ level loops (float32 CPU): the head lexicons once, then the two cells'
-        kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15)."""
-        if not fused.available(x) or prop.graph.num_nodes() == 0:
+        kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15). Where the Triton kernels
+        are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the three loops run
+        as Triton kernels: the lex cell's loop also yields the head lexicons, so two loops."""
+        if prop.graph.num_nodes() == 0:
+            return None
+        if fused_triton.selected(x):
+            sched = prop.schedule_on(x.device)
+            up, down = sched.up, sched.require_down()
+            lex, td, hl = self.up, self.down, self.up.head_lexicon_module
+            h_up, c_up, heads = fused_triton.lex_levels(  # heads: (N, x) up order, eqs 9-10
+                fused_teng.to_levels(leaf_word_inputs(prop, x), up), lex.W_x, lex.b, lex.U_h,
+                lex.U_c, lex.W_co, getattr(hl, "W_z", None), getattr(hl, "b_z", None), True,
+                hl.mode, up, heads=True)
+            h_dn, c_dn = fused_triton.topdown_levels(
+                fused_teng.up_to_down(heads, up, down), td.W_x, td.b, td.U_h, td.U_c, td.W_co,
+                fused_teng.down_sides(down), down)
+            return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
+        if not fused.available(x):
             return None
         sched = prop.schedule_on(x.device)
         up, down = sched.up, sched.require_down()

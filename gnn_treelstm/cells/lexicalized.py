@@ -75,7 +75,7 @@ from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -401,8 +401,21 @@ class LexicalizedTreeLSTM(TreeCell):
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """The C++ level loops (float32 CPU): head lexicons (:meth:`HeadLexicon.level_kernel`,
         unless ``heads`` are given), then eqs 11, 12, 5, 1 bottom-up; the input terms are one
-        product (:meth:`input_terms`) in the up schedule's order."""
-        if not fused.available(x) or prop.graph.num_nodes() == 0:
+        product (:meth:`input_terms`) in the up schedule's order. Where the Triton kernels
+        are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the head lexicons and
+        the cell run in one level loop."""
+        if prop.graph.num_nodes() == 0:
+            return None
+        if fused_triton.selected(x):
+            lv = prop.schedule_on(x.device).up
+            mode = "given" if not self.lexicalized or heads is not None else self.head_mode
+            x0 = leaf_word_inputs(prop, x) if heads is None else heads  # eqs 6-8 / 9-10
+            hl = self.head_lexicon_module
+            return fused_triton.lex_levels(fused_teng.to_levels(x0, lv), self.W_x, self.b,
+                                           self.U_h, self.U_c, self.W_co,
+                                           getattr(hl, "W_z", None), getattr(hl, "b_z", None),
+                                           self.lexicalized, mode, lv)
+        if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up
         if not self.lexicalized:

@@ -66,11 +66,11 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm.cells.base import TreeCell
-from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_
+from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_, leaf_word_inputs
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused, fused_teng
+from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -294,8 +294,24 @@ class TopDownTreeLSTM(TreeCell):
         """The C++ level loops (float32 CPU): head lexicons bottom-up (own
         :class:`HeadLexicon` unless ``heads`` are given), then eqs 14-15 over the down
         levels; the input terms are one product (:meth:`input_terms`) in the down schedule's
-        order."""
-        if not fused.available(x) or prop.graph.num_nodes() == 0:
+        order. Where the Triton kernels are selected
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), both loops run as Triton kernels."""
+        if prop.graph.num_nodes() == 0:
+            return None
+        if fused_triton.selected(x):
+            sched = prop.schedule_on(x.device)
+            up, down = sched.up, sched.require_down()
+            if heads is None:
+                hl = self.head_lexicon_module
+                heads_up = fused_triton.head_levels(  # eqs 9-10
+                    fused_teng.to_levels(leaf_word_inputs(prop, x), up), up, hl.mode,
+                    getattr(hl, "W_z", None), getattr(hl, "b_z", None))
+                heads_dn = fused_teng.up_to_down(heads_up, up, down)
+            else:
+                heads_dn = fused_teng.to_levels(heads, down)
+            return fused_triton.topdown_levels(heads_dn, self.W_x, self.b, self.U_h, self.U_c,
+                                               self.W_co, fused_teng.down_sides(down), down)
+        if not fused.available(x):
             return None
         sched = prop.schedule_on(x.device)
         up, down = sched.up, sched.require_down()

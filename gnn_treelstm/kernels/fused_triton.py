@@ -19,9 +19,18 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
   of :func:`.fused.childsum_levels`. :func:`relation_childsum_levels`: the same loop with
   one recurrent matrix per relation, for mTreeLSTM ``mult`` and ``full`` (Tran & Cheng
   eqs 4 and 2 composed with ``U^(i,o,u)`` in the cell's file).
+* :func:`lex_levels`: Teng & Zhang's lex cell (eqs 9-12, 5, 1, and the ConTree baseline)
+  with its head lexicons in one level loop; one matrix (:func:`lex_matrix`) holds the
+  recurrent, input and head-gate weights. The cell's ``level_kernel`` calls it where
+  :func:`selected` (else the C++ loops of :mod:`.fused_teng`).
+* :func:`head_levels`: head lexicons (Teng eqs 9-10) alone, bottom-up;
+  :func:`topdown_levels`: Teng's top-down cell (eqs 14-15) over the down levels, each node
+  writing its state into its children's operand rows (one matrix,
+  :func:`topdown_matrix`). The bidirectional cell runs :func:`lex_levels`, which also
+  yields the head lexicons, then :func:`topdown_levels`.
 
-Both fall back to the C++ loops (or ``None``, the general level driver) where the Triton
-path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
+N-ary's and Child-Sum's fall back to the C++ loops (or ``None``, the general level driver)
+where the Triton path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
 
 * ``auto`` (default): Triton for CUDA tensors when triton imports; the C++ loops for float32
   CPU tensors; else the general level driver.
@@ -51,13 +60,18 @@ else:  # triton is an optional dependency
     tk = None
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
-           "available", "nary_levels", "childsum_levels", "relation_childsum_levels", "OPS"]
+           "available", "nary_levels", "childsum_levels", "relation_childsum_levels",
+           "lex_levels", "lex_matrix", "LEX_MODES", "head_levels", "topdown_levels",
+           "topdown_matrix", "OPS"]
 
 CHOICES = ("auto", "triton", "native")
 DTYPES = (torch.float32, torch.float64)
 #: the custom ops of this module, as ``torch.ops`` names
 OPS = ("gnn_treelstm_triton::nary_forward", "gnn_treelstm_triton::nary_backward",
-       "gnn_treelstm_triton::childsum_forward", "gnn_treelstm_triton::childsum_backward")
+       "gnn_treelstm_triton::childsum_forward", "gnn_treelstm_triton::childsum_backward",
+       "gnn_treelstm_triton::lex_forward", "gnn_treelstm_triton::lex_backward",
+       "gnn_treelstm_triton::head_forward", "gnn_treelstm_triton::head_backward",
+       "gnn_treelstm_triton::topdown_forward", "gnn_treelstm_triton::topdown_backward")
 _state: dict[str, str | None] = {"choice": None}
 
 
@@ -348,3 +362,396 @@ def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tenso
     variants, ``(h, c)`` in schedule order. Triton only (the caller checks
     :func:`selected`)."""
     return _ChildSumLevels.apply(wx, V, U_f, lv)
+
+
+# ============================================================== Teng & Zhang lex (eqs 9-12, 5, 1)
+#: head mode -> the lex kernels' MODE (4: every row's x_t given, no head lexicon loop)
+LEX_MODES = {"gate": 0, "left": 1, "right": 2, "average": 3, "given": 4}
+
+
+def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor) -> dict[str, int]:
+    """Block sizes of the Teng & Zhang kernels: whole rows per program (the in-kernel
+    peephole product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s
+    minimum); ``CK`` columns of the peephole matrix at a time (16 in float64, which keeps
+    the top-down kernels' two matrices within an sm_90 block's shared memory at h 150)."""
+    bh = max(16, triton_next_pow2(hs))
+    bm = 16 if t.is_cuda else max(16, min(triton_next_pow2(n), 256))
+    ck = 32 if bh >= 32 and t.dtype != torch.float64 else 16
+    return {"BM": bm, "BH": bh, "BX": max(16, triton_next_pow2(xs)), "CK": ck}
+
+
+@torch.library.custom_op("gnn_treelstm_triton::lex_forward",
+                         mutates_args=("op", "act", "c", "tc", "h", "z"))
+def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.Tensor,
+                 slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor, op: torch.Tensor,
+                 act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
+                 z: torch.Tensor, a: int, n: int, mode: int) -> None:
+    hs, xs = c.shape[1], op.shape[1] - 4 * c.shape[1]
+    blk = _row_blocks(n, hs, xs, c)
+    tk.lex_forward[(-(-n // blk["BM"]),)](p, b, bz, wco, slots, par, pos, op, act, c, tc, h, z,
+                                         a, n, par.shape[0], hs, xs, MODE=mode, **blk)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::lex_backward",
+                         mutates_args=("dp", "dct", "dxt", "dz"))
+def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: torch.Tensor,
+                  op: torch.Tensor, z: torch.Tensor, wco: torch.Tensor, slots: torch.Tensor,
+                  par: torch.Tensor, pos: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
+                  dct: torch.Tensor, dxt: torch.Tensor, dz: torch.Tensor, dxo: torch.Tensor,
+                  a: int, n: int, mode: int) -> None:
+    hs, xs = tc.shape[1], op.shape[1] - 4 * tc.shape[1]
+    blk = _row_blocks(n, hs, xs, tc)
+    tk.lex_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
+                                          dp, dct, dxt, dz, dxo, a, n, par.shape[0], hs, xs,
+                                          MODE=mode, XO=dxo.numel() > 0, **blk)
+
+
+for _op in (_lex_forward, _lex_backward):
+    _op.register_fake(lambda *args: None)
+
+
+def lex_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
+               W_z: torch.Tensor | None, lexicalized: bool) -> torch.Tensor:
+    """The lex cell's one matrix ``M`` (5h [+ 2x], 4h + x): a row of ``[h^L, h^R, c^L, c^R,
+    x_t] M^T`` holds, in gate order i, f^L, f^R, g, o, ``U_h [h^L; h^R] + U_c [c^L; c^R]
+    + W_x* x_t`` (the terms of :func:`~gnn_treelstm.cells.lexicalized.lex_node_update` and
+    :func:`~gnn_treelstm.cells.lexicalized.lex_input_terms` before the biases: ``W_xf`` in
+    both forget gates, no ``x`` term in them for the baseline), and with a head gate
+    ``W_zx^L x_t``, ``W_zx^R x_t`` (the node's share of its parent's eq 10)."""
+    hs = U_h.shape[1] // 2
+    blocks = list(torch.split(W_x, hs))
+    zero = W_x.new_zeros(hs, W_x.shape[1])
+    wx5 = ([blocks[0], blocks[1], blocks[1], blocks[2], blocks[3]] if lexicalized
+           else [blocks[0], zero, zero, blocks[1], blocks[2]])
+    top = torch.cat([U_h, torch.cat([U_c, U_h.new_zeros(2 * hs, 2 * hs)]), torch.cat(wx5)], 1)
+    if W_z is None:
+        return top
+    xs = W_z.shape[0]
+    zx = torch.cat([W_z[:, :xs], W_z[:, xs:]])  # (2x, x): [W_zx^L; W_zx^R]
+    return torch.cat([top, torch.cat([zx.new_zeros(2 * xs, 4 * hs), zx], 1)])
+
+
+class _LexLevels(torch.autograd.Function):
+    """Teng & Zhang's lex cell over the up levels with the Triton kernels: per level one
+    product ``op M^T`` (children's states, the node's head lexicon) and one kernel
+    (gates, cell, peephole, the parent's head lexicon), backward one kernel and one
+    product ``dp M``; the weight gradients one product each after the loop.
+
+    Inputs: ``x0`` (N, x) in up-schedule order (``MODE`` < 4: the leaves' words, other rows
+    ignored; 4: every row's ``x_t``); ``M`` (:func:`lex_matrix`); ``b`` (5h,); ``b_z``
+    (x,) or an empty tensor; ``W_co`` (h, h); ``slots`` (N, 2); ``par``, ``pos`` (N,);
+    ``lv``; ``mode``; ``heads``: also output the head lexicons. Outputs ``h, c`` (N, h) in
+    node order, and every node's head lexicon (N, x) in up-schedule order (an empty tensor
+    unless ``heads``)."""
+
+    @staticmethod
+    def forward(ctx, x0, M, b, b_z, W_co, slots, par, pos, lv: Levels, mode: int,
+                heads: bool):
+        n, xs = x0.shape
+        hs = W_co.shape[0]
+        op = x0.new_zeros(n, 4 * hs + xs)  # [h^L, h^R, c^L, c^R, x_t], written by the children
+        op[:, 4 * hs:] = x0
+        p = x0.new_empty(n, M.shape[0])
+        act = x0.new_empty(n, 5 * hs)
+        h, c, tc = (x0.new_empty(n, hs) for _ in range(3))
+        z = x0.new_zeros(n + 1, xs) if mode == 0 else x0.new_empty(0)
+        Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
+        for lvl in range(lv.num_levels):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.mm(op[a:bb], Mt, out=p[a:bb])
+            torch.ops.gnn_treelstm_triton.lex_forward(p, b, b_z, W_co, slots, par, pos, op,
+                                                      act, c, tc, h, z, a, bb - a, mode)
+        ctx.lv, ctx.mode = lv, mode
+        ctx.save_for_backward(M, W_co, slots, par, pos, op, act, c, tc, z)
+        ctx.set_materialize_grads(False)
+        xo = op[:, 4 * hs:].clone() if heads else op.new_empty(0)
+        return h.index_select(0, lv.rank), c.index_select(0, lv.rank), xo
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out, dheads):
+        M, W_co, slots, par, pos, op, act, c, tc, z = ctx.saved_tensors
+        if dh_out is None:
+            dh_out = torch.zeros_like(tc)
+        if dc_out is None:
+            dc_out = torch.zeros_like(tc)
+        lv: Levels = ctx.lv
+        mode = ctx.mode
+        n, hs = tc.shape
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out, lv.order)
+        dp = op.new_empty(n, M.shape[0])
+        dop = torch.empty_like(op)
+        dct = torch.empty_like(tc)
+        xs = op.shape[1] - 4 * hs
+        dxt = op.new_zeros(n + 1, xs) if mode < 4 else op.new_empty(0)
+        dz = op.new_zeros(n + 1, xs) if mode == 0 else op.new_empty(0)
+        dxo = dheads.contiguous() if dheads is not None and mode < 4 else op.new_empty(0)
+        for lvl in range(lv.num_levels - 1, -1, -1):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.ops.gnn_treelstm_triton.lex_backward(dh, dc, act, tc, op, z, W_co, slots, par,
+                                                       pos, dop, dp, dct, dxt, dz, dxo, a,
+                                                       bb - a, mode)
+            torch.mm(dp[a:bb], M, out=dop[a:bb])
+        dx0 = dop[:, 4 * hs:]
+        if dheads is not None:
+            dx0 = dx0 + dheads
+        if mode < 4:  # a leaf's x also reaches its parent's head lexicon (eq 9)
+            if mode == 0:
+                zp = z.index_select(0, par)
+                coef = torch.where(pos.unsqueeze(1) == 0, zp, 1.0 - zp)
+            elif mode == 3:
+                coef = 0.5
+            else:
+                coef = (pos == mode - 1).to(op.dtype).unsqueeze(1)
+            dx0 = dx0 + coef * dxt.index_select(0, par)
+            dx0[lv.node_offsets[1]:] = 0  # internal rows of x0 are not read
+        dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
+        dW_co = fused.grad_matmul(dp[:, 4 * hs:5 * hs].t(), c)
+        db_z = dz[:n].sum(0) if mode == 0 else None
+        return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None, None, None, None, None, None
+
+
+def lex_levels(x0: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.Tensor,
+               U_c: torch.Tensor, W_co: torch.Tensor, W_z: torch.Tensor | None,
+               b_z: torch.Tensor | None, lexicalized: bool, mode: str, lv: Levels,
+               heads: bool = False) -> tuple[torch.Tensor, ...]:
+    """Teng & Zhang's lex cell (eqs 9-12, 5, 1; the ConTree baseline with
+    ``lexicalized=False``) bottom-up with the Triton kernels: ``(h, c)`` in node order from
+    ``x0`` (N, x) in ``lv``'s (up) schedule order: the leaves' words for a head ``mode``
+    (:data:`LEX_MODES`), or with ``mode="given"`` every node's ``x_t``; with ``heads``
+    also every node's head lexicon (N, x) in the up schedule's order. The caller checks
+    :func:`selected`."""
+    n = lv.num_nodes
+    par, pos = _parents(lv, n, 2)
+    slots = lv.slots if lv.width >= 2 else F.pad(lv.slots, (0, 2 - lv.width), value=n)
+    gate = mode == "gate"
+    M = lex_matrix(W_x, U_h, U_c, W_z if gate else None, lexicalized)
+    bz = b_z if gate else x0.new_empty(0)
+    out = _LexLevels.apply(x0, M, b, bz, W_co, slots.contiguous(), par, pos, lv,
+                           LEX_MODES[mode], heads)
+    return out if heads else out[:2]
+
+# ============================================================== head lexicons (eqs 9-10)
+def _x_blocks(n: int, xs: int, t: torch.Tensor) -> dict[str, int]:
+    """Block sizes of the head kernels: whole rows of ``x`` per program."""
+    bm = 16 if t.is_cuda else max(1, min(triton_next_pow2(n), 256))
+    return {"BM": bm, "BX": triton_next_pow2(xs)}
+
+
+@torch.library.custom_op("gnn_treelstm_triton::head_forward", mutates_args=("x", "z"))
+def _head_forward(pz: torch.Tensor, bz: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
+                  x: torch.Tensor, z: torch.Tensor, a: int, n: int, mode: int) -> None:
+    blk = _x_blocks(n, x.shape[1], x)
+    tk.head_forward[(-(-n // blk["BM"]),)](pz, bz, slots, par, x, z, a, n, par.shape[0],
+                                          x.shape[1], MODE=mode, **blk)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::head_backward",
+                         mutates_args=("dxt", "dpz", "dz"))
+def _head_backward(dx: torch.Tensor, dpx: torch.Tensor, x: torch.Tensor, z: torch.Tensor,
+                   slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor,
+                   dxt: torch.Tensor, dpz: torch.Tensor, dz: torch.Tensor, a: int, n: int,
+                   mode: int) -> None:
+    blk = _x_blocks(n, x.shape[1], x)
+    tk.head_backward[(-(-n // blk["BM"]),)](dx, dpx, x, z, slots, par, pos, dxt, dpz, dz, a, n,
+                                           par.shape[0], x.shape[1], MODE=mode, **blk)
+
+
+class _HeadLevels(torch.autograd.Function):
+    """Head lexicons (eqs 9-10) over the up levels with the Triton kernels: per level one
+    product ``x [W_zx^L; W_zx^R]^T`` (gate mode only) and one kernel, backward one kernel
+    and one product; the gate's weight gradient one product after the loop.
+
+    Inputs: ``x0`` (N, x) up-schedule order, the leaves' words (other rows ignored);
+    ``Wz2`` (2x, x) ``[W_zx^L; W_zx^R]`` and ``b_z`` (gate) or empty tensors; ``slots``
+    (N, 2); ``par``, ``pos`` (N,); ``lv``; ``mode`` (:data:`LEX_MODES`, 0-3). Output: every
+    node's head lexicon (N, x) in up-schedule order."""
+
+    @staticmethod
+    def forward(ctx, x0, Wz2, b_z, slots, par, pos, lv: Levels, mode: int):
+        n, xs = x0.shape
+        x = x0.contiguous().clone()
+        gate = mode == 0
+        pz = x.new_empty(n, 2 * xs) if gate else x.new_empty(0)
+        z = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
+        for lvl in range(lv.num_levels - 1):  # the top level holds roots only
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            if gate:
+                torch.mm(x[a:bb], Wz2.t(), out=pz[a:bb])
+            torch.ops.gnn_treelstm_triton.head_forward(pz, b_z, slots, par, x, z, a, bb - a,
+                                                       mode)
+        ctx.lv, ctx.mode = lv, mode
+        ctx.save_for_backward(Wz2, slots, par, pos, x, z)
+        return x
+
+    @staticmethod
+    def backward(ctx, dx_out):
+        Wz2, slots, par, pos, x, z = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        mode = ctx.mode
+        n, xs = x.shape
+        gate = mode == 0
+        dx = dx_out.contiguous()
+        dxt = x.new_zeros(n + 1, xs)  # total gradient of each internal node's head
+        dpz = x.new_empty(n, 2 * xs) if gate else x.new_empty(0)
+        dpx = x.new_zeros(n, xs) if gate else x.new_empty(0)
+        dz = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
+        for lvl in range(lv.num_levels - 2, -1, -1):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.ops.gnn_treelstm_triton.head_backward(dx, dpx, x, z, slots, par, pos, dxt,
+                                                        dpz, dz, a, bb - a, mode)
+            if gate:
+                torch.mm(dpz[a:bb], Wz2, out=dpx[a:bb])
+        n0 = lv.node_offsets[1] if lv.num_levels > 1 else n
+        dx0 = dx + dxt.index_select(0, par) * _head_coef(z, par, pos, mode, x.dtype)
+        if gate:
+            dx0 = dx0 + dpx
+        dx0[n0:] = 0  # internal rows of x0 are not read
+        if not gate:
+            return dx0, None, None, None, None, None, None, None
+        nt = lv.node_offsets[-2]  # the rows below the top level
+        dW = fused.grad_matmul(dpz[:nt].t(), x[:nt]) if nt else torch.zeros_like(Wz2)
+        return dx0, dW, dz[:n].sum(0), None, None, None, None, None
+
+
+def _head_coef(z: torch.Tensor, par: torch.Tensor, pos: torch.Tensor, mode: int,
+               dtype: torch.dtype) -> torch.Tensor | float:
+    """``∂x_par / ∂x_j`` per row (eq 9): ``z_par`` (left) or ``1 - z_par`` (right) for the
+    gate, 1 / 0 by side for left and right heads, 1/2 for the average."""
+    if mode == 0:
+        zp = z.index_select(0, par)
+        return torch.where(pos.unsqueeze(1) == 0, zp, 1.0 - zp)
+    if mode == 3:
+        return 0.5
+    return (pos == mode - 1).to(dtype).unsqueeze(1)
+
+
+def head_levels(x0: torch.Tensor, lv: Levels, mode: str, W_z: torch.Tensor | None = None,
+                b_z: torch.Tensor | None = None) -> torch.Tensor:
+    """Head lexicons (eqs 9-10, Table 3 modes) of every node, (N, x) in ``lv``'s (up)
+    schedule order, from ``x0`` (N, x) in that order (the leaves' words), with the Triton
+    kernels. The caller checks :func:`selected`."""
+    n = lv.num_nodes
+    par, pos = _parents(lv, n, 2)
+    slots = lv.slots if lv.width >= 2 else F.pad(lv.slots, (0, 2 - lv.width), value=n)
+    gate = mode == "gate"
+    xs = x0.shape[1]
+    Wz2 = torch.cat([W_z[:, :xs], W_z[:, xs:]]) if gate else x0.new_empty(0)
+    return _HeadLevels.apply(x0, Wz2, b_z if gate else x0.new_empty(0), slots.contiguous(),
+                             par, pos, lv, LEX_MODES[mode])
+
+
+# ============================================================== Teng & Zhang top-down (eqs 14-15)
+@torch.library.custom_op("gnn_treelstm_triton::topdown_forward",
+                         mutates_args=("op", "act", "c", "tc", "h"))
+def _topdown_forward(p: torch.Tensor, b: torch.Tensor, side: torch.Tensor, wco: torch.Tensor,
+                     kids: torch.Tensor, op: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
+                     tc: torch.Tensor, h: torch.Tensor, a: int, n: int) -> None:
+    hs = c.shape[1]
+    blk = _row_blocks(n, hs, 1, c)
+    del blk["BX"]
+    tk.topdown_forward[(-(-n // blk["BM"]),)](p, b, side, wco, kids, op, act, c, tc, h, a, n,
+                                             side.shape[0], hs, op.shape[1] - 4 * hs,
+                                             S=b.shape[0] // (4 * hs), **blk)
+
+
+@torch.library.custom_op("gnn_treelstm_triton::topdown_backward",
+                         mutates_args=("dp", "dct"))
+def _topdown_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: torch.Tensor,
+                      op: torch.Tensor, side: torch.Tensor, wco: torch.Tensor,
+                      kids: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
+                      dct: torch.Tensor, a: int, n: int) -> None:
+    hs = tc.shape[1]
+    blk = _row_blocks(n, hs, 1, tc)
+    del blk["BX"]
+    tk.topdown_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, side, wco, kids, dop, dp,
+                                              dct, a, n, side.shape[0], hs,
+                                              op.shape[1] - 4 * hs, **blk)
+
+
+for _op in (_head_forward, _head_backward, _topdown_forward, _topdown_backward):
+    _op.register_fake(lambda *args: None)
+
+
+class _TopDownLevels(torch.autograd.Function):
+    """Teng & Zhang's top-down cell (eqs 14-15) over the down levels with the Triton
+    kernels: per level one product ``op M^T`` (the parent's ``h, c`` in the slot of the
+    node's side, the node's input ``x_t``) and one kernel (gates, cell, the side's
+    peephole), backward one kernel and one product ``dp M``; the weight gradients one
+    product each after the loop.
+
+    Inputs: ``x_in`` (N, S x) down-schedule order (``S = 2``: ``x_t`` in the block of the
+    node's side, zeros in the other); ``M`` (4h, 4h + S x) ``[U_h | U_c (rows i, f) | W_x]``;
+    ``b`` (S 4h,); ``W_co`` (2, h, h); ``side`` (N,); ``kids`` (N, 2) children rows by side
+    (N: none); ``lv`` (down levels). Outputs ``h, c`` (N, h) in node order."""
+
+    @staticmethod
+    def forward(ctx, x_in, M, b, W_co, side, kids, lv: Levels):
+        n = x_in.shape[0]
+        hs = W_co.shape[1]
+        op = x_in.new_zeros(n, M.shape[1])  # [h_{t-1} by side, c_{t-1} by side, x_t]
+        op[:, 4 * hs:] = x_in
+        p = x_in.new_empty(n, 4 * hs)
+        act = torch.empty_like(p)
+        h, c, tc = (x_in.new_empty(n, hs) for _ in range(3))
+        Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
+        for lvl in range(lv.num_levels):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.mm(op[a:bb], Mt, out=p[a:bb])
+            torch.ops.gnn_treelstm_triton.topdown_forward(p, b, side, W_co, kids, op, act, c,
+                                                          tc, h, a, bb - a)
+        ctx.lv, ctx.s = lv, b.shape[0] // (4 * hs)
+        ctx.save_for_backward(M, W_co, side, kids, op, act, c, tc)
+        return h.index_select(0, lv.rank), c.index_select(0, lv.rank)
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        M, W_co, side, kids, op, act, c, tc = ctx.saved_tensors
+        lv: Levels = ctx.lv
+        n, hs = tc.shape
+        dh, dc = _grads_in_schedule_order(dh_out, dc_out, lv.order)
+        dp = torch.empty_like(act)
+        dop = torch.empty_like(op)
+        dct = torch.empty_like(tc)
+        for lvl in range(lv.num_levels - 1, -1, -1):
+            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
+            torch.ops.gnn_treelstm_triton.topdown_backward(dh, dc, act, tc, op, side, W_co,
+                                                           kids, dop, dp, dct, a, bb - a)
+            torch.mm(dp[a:bb], M, out=dop[a:bb])
+        right = side.unsqueeze(1).to(dp.dtype)
+        onehot = torch.cat([1.0 - right, right], 1)  # (N, 2) the node's side
+        dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
+        d_o = dp[:, 3 * hs:]
+        dW_co = fused.grad_matmul(torch.cat([d_o * onehot[:, :1], d_o * onehot[:, 1:]], 1).t(),
+                                  c).view(2, hs, hs)  # W_co^N over the nodes of side N
+        db = dp.sum(0) if ctx.s == 1 else fused.grad_matmul(onehot.t(), dp).reshape(-1)
+        return dop[:, 4 * hs:], dM, db, dW_co, None, None, None
+
+
+def topdown_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor) -> torch.Tensor:
+    """The top-down cell's one matrix ``M`` (4h, 4h + S x): a row of ``[h_{t-1} by side,
+    c_{t-1} by side, x_t by side] M^T`` holds, in gate order i, f, g, o, the terms of
+    :func:`~gnn_treelstm.cells.topdown.topdown_node_update` and
+    :func:`~gnn_treelstm.cells.topdown.topdown_input_terms` before the biases."""
+    hs = U_h.shape[1] // 2
+    return torch.cat([U_h, torch.cat([U_c, U_h.new_zeros(2 * hs, 2 * hs)]),
+                      torch.cat(list(W_x), 1)], 1)
+
+
+def topdown_levels(heads: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.Tensor,
+                   U_c: torch.Tensor, W_co: torch.Tensor, side: torch.Tensor, lv: Levels
+                   ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teng & Zhang's top-down cell (eqs 14-15) with the Triton kernels: ``(h, c)`` in node
+    order from the head lexicons ``heads`` (N, x) in ``lv``'s (down) schedule order and
+    ``side`` (N,) (:func:`gnn_treelstm.kernels.fused_teng.down_sides`). The caller checks
+    :func:`selected`."""
+    n = lv.num_nodes
+    parent = lv.slots[:, 0]
+    kids = torch.full((n + 1, 2), n, dtype=torch.int64, device=side.device)
+    kids.index_put_((parent, side), torch.arange(n, device=side.device))  # roots: row n
+    if W_x.shape[0] == 1:
+        x_in = heads
+    else:  # untied: x_t in the block of the node's side
+        right = side.unsqueeze(1).to(heads.dtype)
+        x_in = torch.cat([heads * (1.0 - right), heads * right], 1)
+    return _TopDownLevels.apply(x_in, topdown_matrix(W_x, U_h, U_c), b.reshape(-1), W_co, side,
+                                kids[:n].contiguous(), lv)

@@ -19,6 +19,19 @@ with plain loads and stores, no atomics. The equations:
   mTreeLSTM variants (``gnn_treelstm/cells/multiplicative.py``, Tran & Cheng 2018), whose
   ``h~_j`` (eq 4 ``mult``, eq 2 ``full``) is linear in each ``h_k`` for a given relation:
   ``U^(i,o,u) h~_j = Σ_k V_r(k) h_k`` with one matrix ``V_r`` per relation.
+* :func:`lex_forward` / :func:`lex_backward`: Teng & Zhang's lexicalized binary
+  Tree-LSTM (``gnn_treelstm/cells/lexicalized.py``, eqs 11, 12, 5, 1; the ConTree baseline,
+  eqs 5-8) with its head lexicons (eqs 9-10) in the same loop: a node's input term
+  ``W_x x_t`` and its share of its parent's head gate ``W_zx^N x_t`` come from the level's
+  product, and the child that finishes a parent's children writes the parent's
+  ``x_par = z ⊙ x^L + (1 - z) ⊙ x^R`` before the parent's level. The output gate peeps at
+  the node's new cell (``W_co c_t``), a product inside the kernel (``tl.dot``, whole rows
+  per program).
+* :func:`head_forward` / :func:`head_backward`: the head lexicons alone (eqs 9-10), for
+  the top-down cell. :func:`topdown_forward` / :func:`topdown_backward`: Teng & Zhang's
+  top-down cell (``gnn_treelstm/cells/topdown.py``, eqs 14-15) over the down levels: a
+  node writes ``h_t, c_t`` into its children's operand rows in the slot of the child's
+  side; the side's peephole ``W_co^N c_t`` is a product inside the kernel.
 
 The backward kernels are the hand-written derivatives of the same equations: with
 ``δc = dc_j + dh_j ⊙ o ⊙ (1 - tanh²c_j)``, the pre-activation gradients are
@@ -34,7 +47,9 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-__all__ = ["nary_forward", "nary_backward", "childsum_forward", "childsum_backward"]
+__all__ = ["nary_forward", "nary_backward", "childsum_forward", "childsum_backward",
+           "lex_forward", "lex_backward", "head_forward", "head_backward", "topdown_forward",
+           "topdown_backward"]
 
 
 @triton.jit
@@ -272,3 +287,407 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, e
             tl.store(row + HS, do, mask=me)
         tl.store(rowf + R * G * HS, df, mask=me)
     tl.store(dwf_ptr + st, dwf, mask=m)
+
+
+# ============================================================== Teng & Zhang lex (eqs 9-12, 5, 1)
+@triton.jit
+def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_ptr, act_ptr,
+                c_ptr, tc_ptr, h_ptr, z_ptr, a, n, N, HS, XS, MODE: tl.constexpr,
+                BM: tl.constexpr, BH: tl.constexpr, BX: tl.constexpr, CK: tl.constexpr):
+    """Eqs 11, 12, 5, 1 for the level's rows from ``p`` (N, 5h [+ 2x]): the rows' product
+    ``[h^L, h^R, c^L, c^R, x_t] M^T`` (recurrent, peephole and input terms of i, f^L, f^R,
+    g, o; with ``MODE`` 0 also ``W_zx^L x_t``, ``W_zx^R x_t``). A program holds whole rows
+    (``BH >= h``): the output gate's peephole ``W_co c_t`` on the new cell is a product
+    inside the kernel. Writes ``act`` (i, f^L, f^R, g, o), ``c``, ``tanh c``, ``h`` and
+    ``h_t, c_t`` into the parent's operand row ``op[par, pos]``. The child that finishes its
+    parent's children (the larger row) also writes the parent's head lexicon ``x_par``
+    (eqs 9-10; ``MODE`` 0 gate, 1 left, 2 right, 3 average; 4: every ``x_t`` given) into
+    ``op[par]`` and its gate ``z`` (MODE 0)."""
+    OW = 4 * HS + XS
+    PW = 5 * HS + (2 * XS if MODE == 0 else 0)
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    ch = tl.arange(0, BH)
+    rm = r < n
+    m = rm[:, None] & (ch < HS)[None, :]
+    j = a + r
+    pr = p_ptr + j[:, None] * PW + ch[None, :]
+    bb = b_ptr + ch
+    i = _sig(tl.load(pr, mask=m, other=0.0) + tl.load(bb, mask=ch < HS, other=0.0)[None, :])
+    fl = _sig(tl.load(pr + HS, mask=m, other=0.0)
+              + tl.load(bb + HS, mask=ch < HS, other=0.0)[None, :])
+    fr = _sig(tl.load(pr + 2 * HS, mask=m, other=0.0)
+              + tl.load(bb + 2 * HS, mask=ch < HS, other=0.0)[None, :])
+    g = _th(tl.load(pr + 3 * HS, mask=m, other=0.0)
+            + tl.load(bb + 3 * HS, mask=ch < HS, other=0.0)[None, :])  # eq 12
+    orow = op_ptr + j[:, None] * OW + ch[None, :]
+    cl = tl.load(orow + 2 * HS, mask=m, other=0.0)
+    cr = tl.load(orow + 3 * HS, mask=m, other=0.0)
+    cj = fl * cl + fr * cr + i * g  # eq 5
+    t = _th(cj)
+    st = j[:, None] * HS + ch[None, :]
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.debug_barrier()
+    acc = tl.zeros([BM, BH], dtype=cj.dtype)  # W_co c_t, over column blocks of c_t
+    for k0 in range(0, HS, CK):
+        kk = k0 + tl.arange(0, CK)
+        ck = tl.load(c_ptr + j[:, None] * HS + kk[None, :],
+                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
+        w = tl.load(wco_ptr + ch[None, :] * HS + kk[:, None],
+                    mask=(kk < HS)[:, None] & (ch < HS)[None, :], other=0.0)
+        acc += tl.dot(ck, w, input_precision="ieee")
+    o = _sig(tl.load(pr + 4 * HS, mask=m, other=0.0)
+             + tl.load(bb + 4 * HS, mask=ch < HS, other=0.0)[None, :] + acc)  # eq 11 (o)
+    hj = o * t  # eq 1
+    ar = act_ptr + j[:, None] * (5 * HS) + ch[None, :]
+    tl.store(ar, i, mask=m)
+    tl.store(ar + HS, fl, mask=m)
+    tl.store(ar + 2 * HS, fr, mask=m)
+    tl.store(ar + 3 * HS, g, mask=m)
+    tl.store(ar + 4 * HS, o, mask=m)
+    tl.store(tc_ptr + st, t, mask=m)
+    tl.store(h_ptr + st, hj, mask=m)
+    p = tl.load(par_ptr + j, mask=rm, other=N)
+    q = tl.load(pos_ptr + j, mask=rm, other=0)
+    pm = m & (p < N)[:, None]
+    prow = op_ptr + p[:, None] * OW + ch[None, :]
+    tl.store(prow + q[:, None] * HS, hj, mask=pm)
+    tl.store(prow + 2 * HS + q[:, None] * HS, cj, mask=pm)
+    if MODE < 4:  # the head lexicon of the parent, eqs 9-10
+        s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
+        s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
+        last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
+        fin = rm & (p < N) & (last == j)
+        cx = tl.arange(0, BX)
+        fm = fin[:, None] & (cx < XS)[None, :]
+        xl = tl.load(op_ptr + s0[:, None] * OW + 4 * HS + cx[None, :],
+                     mask=fm & (s0 < N)[:, None], other=0.0)
+        xr = tl.load(op_ptr + s1[:, None] * OW + 4 * HS + cx[None, :],
+                     mask=fm & (s1 < N)[:, None], other=0.0)
+        if MODE == 0:
+            zp = tl.load(p_ptr + s0[:, None] * PW + 5 * HS + cx[None, :],
+                         mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
+                p_ptr + s1[:, None] * PW + 5 * HS + XS + cx[None, :],
+                mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
+                bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
+            z = _sig(zp)  # eq 10
+            tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
+            xp = z * xl + (1.0 - z) * xr  # eq 9
+        elif MODE == 1:
+            xp = xl
+        elif MODE == 2:
+            xp = xr
+        else:
+            xp = 0.5 * (xl + xr)
+        tl.store(op_ptr + p[:, None] * OW + 4 * HS + cx[None, :], xp, mask=fm)
+
+
+@triton.jit
+def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_ptr, par_ptr,
+                 pos_ptr, dop_ptr, dp_ptr, dct_ptr, dxt_ptr, dz_ptr, dxo_ptr, a, n, N, HS, XS,
+                 MODE: tl.constexpr, XO: tl.constexpr, BM: tl.constexpr, BH: tl.constexpr,
+                 BX: tl.constexpr, CK: tl.constexpr):
+    """The derivative of :func:`lex_forward` for the level's rows: ``dh_t``, ``dc_t`` = the
+    output gradients + the parent's ``dop[par, pos]`` (``dp_par M``, the product after the
+    parent's level) + ``δc_par ⊙ f^pos_par``. Writes the row's ``dp`` (pre-activation
+    gradients of i, f^L, f^R, g, o; with ``MODE`` 0 ``δz_par`` in the block of the row's
+    side, zeros in the other) and ``δc`` (``dct``); ``W_co^T δo`` is a product inside the
+    kernel. Head lexicons: the gradient of the parent's ``x_par`` is ``dop[par, x]`` + the
+    grandparent's ``coef ⊙ dxt[gp]`` (coef: ``z`` / ``1 - z`` by side, or the fixed
+    mode's) + with ``XO`` the output gradient of the head lexicons ``dxo[par]``; the
+    finishing child writes it to ``dxt[par]`` and ``δz_par`` to ``dz[par]``."""
+    OW = 4 * HS + XS
+    PW = 5 * HS + (2 * XS if MODE == 0 else 0)
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    ch = tl.arange(0, BH)
+    rm = r < n
+    m = rm[:, None] & (ch < HS)[None, :]
+    j = a + r
+    p = tl.load(par_ptr + j, mask=rm, other=N)
+    q = tl.load(pos_ptr + j, mask=rm, other=0)
+    pm = m & (p < N)[:, None]
+    st = j[:, None] * HS + ch[None, :]
+    prow = dop_ptr + p[:, None] * OW + ch[None, :]
+    dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(prow + q[:, None] * HS, mask=pm,
+                                                           other=0.0)
+    fpar = tl.load(act_ptr + p[:, None] * (5 * HS) + (1 + q[:, None]) * HS + ch[None, :],
+                   mask=pm, other=0.0)
+    dc = (tl.load(dc_ptr + st, mask=m, other=0.0)
+          + tl.load(prow + 2 * HS + q[:, None] * HS, mask=pm, other=0.0)
+          + tl.load(dct_ptr + p[:, None] * HS + ch[None, :], mask=pm, other=0.0) * fpar)
+    ar = act_ptr + j[:, None] * (5 * HS) + ch[None, :]
+    i = tl.load(ar, mask=m, other=0.0)
+    fl = tl.load(ar + HS, mask=m, other=0.0)
+    fr = tl.load(ar + 2 * HS, mask=m, other=0.0)
+    g = tl.load(ar + 3 * HS, mask=m, other=0.0)
+    o = tl.load(ar + 4 * HS, mask=m, other=0.0)
+    t = tl.load(tc_ptr + st, mask=m, other=0.0)
+    dpo = dh * t * o * (1.0 - o)
+    dr = dp_ptr + j[:, None] * PW + ch[None, :]
+    tl.store(dr + 4 * HS, dpo, mask=m)
+    tl.debug_barrier()
+    acc = tl.zeros([BM, BH], dtype=dpo.dtype)  # W_co^T δo, over column blocks of δo
+    for k0 in range(0, HS, CK):
+        kk = k0 + tl.arange(0, CK)
+        dk = tl.load(dp_ptr + j[:, None] * PW + 4 * HS + kk[None, :],
+                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
+        w = tl.load(wco_ptr + kk[:, None] * HS + ch[None, :],
+                    mask=(kk < HS)[:, None] & (ch < HS)[None, :], other=0.0)
+        acc += tl.dot(dk, w, input_precision="ieee")
+    dct = dc + dh * o * (1.0 - t * t) + acc
+    tl.store(dct_ptr + st, dct, mask=m)
+    orow = op_ptr + j[:, None] * OW + ch[None, :]
+    cl = tl.load(orow + 2 * HS, mask=m, other=0.0)
+    cr = tl.load(orow + 3 * HS, mask=m, other=0.0)
+    tl.store(dr, dct * g * i * (1.0 - i), mask=m)
+    tl.store(dr + HS, dct * cl * fl * (1.0 - fl), mask=m)
+    tl.store(dr + 2 * HS, dct * cr * fr * (1.0 - fr), mask=m)
+    tl.store(dr + 3 * HS, dct * i * (1.0 - g * g), mask=m)
+    if MODE < 4:
+        cx = tl.arange(0, BX)
+        xm = rm[:, None] & (cx < XS)[None, :]
+        pmx = xm & (p < N)[:, None]
+        gp = tl.load(par_ptr + p, mask=rm & (p < N), other=N)
+        qp = tl.load(pos_ptr + p, mask=rm & (p < N), other=0)
+        gm = pmx & (gp < N)[:, None]
+        if MODE == 0:
+            zg = tl.load(z_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+            coef = tl.where((qp == 0)[:, None], zg, 1.0 - zg)
+        elif MODE == 1:
+            coef = tl.where((qp == 0)[:, None], 1.0, 0.0)
+        elif MODE == 2:
+            coef = tl.where((qp == 1)[:, None], 1.0, 0.0)
+        else:
+            coef = tl.full([BM, 1], 0.5, dtype=dct.dtype)
+        dxp = tl.load(dop_ptr + p[:, None] * OW + 4 * HS + cx[None, :], mask=pmx, other=0.0) \
+            + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+        if XO:
+            dxp += tl.load(dxo_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+        s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
+        s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
+        last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
+        fm = pmx & (last == j)[:, None]
+        tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
+        if MODE == 0:
+            xl = tl.load(op_ptr + s0[:, None] * OW + 4 * HS + cx[None, :],
+                         mask=pmx & (s0 < N)[:, None], other=0.0)
+            xr = tl.load(op_ptr + s1[:, None] * OW + 4 * HS + cx[None, :],
+                         mask=pmx & (s1 < N)[:, None], other=0.0)
+            zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+            dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
+            tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
+            zr = dp_ptr + j[:, None] * PW + 5 * HS + cx[None, :]
+            tl.store(zr + q[:, None] * XS, dz, mask=xm)
+            tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
+
+# ============================================================== head lexicons (eqs 9-10)
+@triton.jit
+def head_forward(pz_ptr, bz_ptr, slots_ptr, par_ptr, x_ptr, z_ptr, a, n, N, XS,
+                 MODE: tl.constexpr, BM: tl.constexpr, BX: tl.constexpr):
+    """Eqs 9-10 bottom-up: for the level's rows, the child that finishes its parent's
+    children (the larger row) writes the parent's head lexicon ``x[par]`` from the
+    children's ``x`` (``MODE`` 0 gate with ``z = σ(pz[L, :x] + pz[R, x:] + b_z)``, ``pz``
+    the rows' product ``x_t [W_zx^L; W_zx^R]^T``; 1 left, 2 right, 3 average) and ``z``."""
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    rm = r < n
+    j = a + r
+    p = tl.load(par_ptr + j, mask=rm, other=N)
+    s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
+    s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
+    last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
+    fin = rm & (p < N) & (last == j)
+    cx = tl.arange(0, BX)
+    fm = fin[:, None] & (cx < XS)[None, :]
+    xl = tl.load(x_ptr + s0[:, None] * XS + cx[None, :], mask=fm & (s0 < N)[:, None], other=0.0)
+    xr = tl.load(x_ptr + s1[:, None] * XS + cx[None, :], mask=fm & (s1 < N)[:, None], other=0.0)
+    if MODE == 0:
+        zp = tl.load(pz_ptr + s0[:, None] * (2 * XS) + cx[None, :],
+                     mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
+            pz_ptr + s1[:, None] * (2 * XS) + XS + cx[None, :],
+            mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
+            bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
+        z = _sig(zp)  # eq 10
+        tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
+        xp = z * xl + (1.0 - z) * xr  # eq 9
+    elif MODE == 1:
+        xp = xl
+    elif MODE == 2:
+        xp = xr
+    else:
+        xp = 0.5 * (xl + xr)
+    tl.store(x_ptr + p[:, None] * XS + cx[None, :], xp, mask=fm)
+
+
+@triton.jit
+def head_backward(dx_ptr, dpx_ptr, x_ptr, z_ptr, slots_ptr, par_ptr, pos_ptr, dxt_ptr, dpz_ptr,
+                  dz_ptr, a, n, N, XS, MODE: tl.constexpr, BM: tl.constexpr, BX: tl.constexpr):
+    """The derivative of :func:`head_forward` for the level's rows (top-down over the up
+    levels): the parent's total ``δx_par`` = its output gradient ``dx[par]`` + ``dpx[par]``
+    (``dpz_par [W_zx^L; W_zx^R]``, the product after the parent's level) + the
+    grandparent's ``coef ⊙ dxt[gp]`` (coef ``z`` / ``1 - z`` by side, or the fixed mode's),
+    written by the finishing child to ``dxt[par]``; with ``MODE`` 0 the row's ``dpz`` holds
+    ``δz_par`` in the block of its side (zeros in the other), the finishing child also in
+    ``dz[par]``."""
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    rm = r < n
+    j = a + r
+    p = tl.load(par_ptr + j, mask=rm, other=N)
+    q = tl.load(pos_ptr + j, mask=rm, other=0)
+    cx = tl.arange(0, BX)
+    xm = rm[:, None] & (cx < XS)[None, :]
+    pmx = xm & (p < N)[:, None]
+    gp = tl.load(par_ptr + p, mask=rm & (p < N), other=N)
+    qp = tl.load(pos_ptr + p, mask=rm & (p < N), other=0)
+    gm = pmx & (gp < N)[:, None]
+    if MODE == 0:
+        zg = tl.load(z_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+        coef = tl.where((qp == 0)[:, None], zg, 1.0 - zg)
+    elif MODE == 1:
+        coef = tl.where((qp == 0)[:, None], 1.0, 0.0)
+    elif MODE == 2:
+        coef = tl.where((qp == 1)[:, None], 1.0, 0.0)
+    else:
+        coef = tl.full([BM, 1], 0.5, dtype=tl.float32)
+    dxp = tl.load(dx_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0) \
+        + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+    if MODE == 0:
+        dxp += tl.load(dpx_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+    s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
+    s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
+    last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
+    fm = pmx & (last == j)[:, None]
+    tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
+    if MODE == 0:
+        xl = tl.load(x_ptr + s0[:, None] * XS + cx[None, :], mask=pmx & (s0 < N)[:, None],
+                     other=0.0)
+        xr = tl.load(x_ptr + s1[:, None] * XS + cx[None, :], mask=pmx & (s1 < N)[:, None],
+                     other=0.0)
+        zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+        dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
+        tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
+        zr = dpz_ptr + j[:, None] * (2 * XS) + cx[None, :]
+        tl.store(zr + q[:, None] * XS, dz, mask=xm)
+        tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
+
+
+# ============================================================== Teng & Zhang top-down (eqs 14-15)
+@triton.jit
+def topdown_forward(p_ptr, b_ptr, side_ptr, wco_ptr, kids_ptr, op_ptr, act_ptr, c_ptr, tc_ptr,
+                    h_ptr, a, n, N, HS, XW, S: tl.constexpr, BM: tl.constexpr, BH: tl.constexpr,
+                    CK: tl.constexpr):
+    """Eqs 14-15 for the level's rows (down levels) from ``p`` (N, 4h): the rows' product
+    ``[h_{t-1} in the slot of the side, c_{t-1} likewise, x_t] M^T`` (i, f, g, o); ``b``
+    (S, 4h) by side; the peephole ``W_co^N c_t`` (``wco`` (2, h, h)) a product inside the
+    kernel (whole rows per program). Writes ``act`` (i, f, g, o), ``c``, ``tanh c``, ``h``
+    and ``h_t, c_t`` into each child's operand row, in the slot of the child's side."""
+    PW = 4 * HS
+    OW = 4 * HS + XW
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    ch = tl.arange(0, BH)
+    rm = r < n
+    m = rm[:, None] & (ch < HS)[None, :]
+    j = a + r
+    sd = tl.load(side_ptr + j, mask=rm, other=0)
+    pr = p_ptr + j[:, None] * PW + ch[None, :]
+    if S == 2:
+        bb = b_ptr + (sd * PW)[:, None] + ch[None, :]
+    else:
+        bb = b_ptr + ch[None, :] + 0 * j[:, None]
+    i = _sig(tl.load(pr, mask=m, other=0.0) + tl.load(bb, mask=m, other=0.0))  # eq 15 (i)
+    f = _sig(tl.load(pr + HS, mask=m, other=0.0) + tl.load(bb + HS, mask=m, other=0.0))
+    g = _th(tl.load(pr + 2 * HS, mask=m, other=0.0)
+            + tl.load(bb + 2 * HS, mask=m, other=0.0))  # eq 14 (g)
+    orow = op_ptr + j[:, None] * OW + ch[None, :]
+    cprev = tl.load(orow + 2 * HS, mask=m, other=0.0) + tl.load(orow + 3 * HS, mask=m,
+                                                                 other=0.0)
+    cj = f * cprev + i * g  # eq 14 (c)
+    t = _th(cj)
+    st = j[:, None] * HS + ch[None, :]
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.debug_barrier()
+    acc0 = tl.zeros([BM, BH], dtype=cj.dtype)  # W_co^L c_t
+    acc1 = tl.zeros([BM, BH], dtype=cj.dtype)  # W_co^R c_t
+    for k0 in range(0, HS, CK):
+        kk = k0 + tl.arange(0, CK)
+        ck = tl.load(c_ptr + j[:, None] * HS + kk[None, :],
+                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
+        wm = (kk < HS)[:, None] & (ch < HS)[None, :]
+        w0 = tl.load(wco_ptr + ch[None, :] * HS + kk[:, None], mask=wm, other=0.0)
+        w1 = tl.load(wco_ptr + HS * HS + ch[None, :] * HS + kk[:, None], mask=wm, other=0.0)
+        acc0 += tl.dot(ck, w0, input_precision="ieee")
+        acc1 += tl.dot(ck, w1, input_precision="ieee")
+    peep = tl.where((sd == 0)[:, None], acc0, acc1)
+    o = _sig(tl.load(pr + 3 * HS, mask=m, other=0.0) + tl.load(bb + 3 * HS, mask=m, other=0.0)
+             + peep)  # eq 15 (o)
+    hj = o * t  # eq 14 (as eq 1)
+    ar = act_ptr + j[:, None] * PW + ch[None, :]
+    tl.store(ar, i, mask=m)
+    tl.store(ar + HS, f, mask=m)
+    tl.store(ar + 2 * HS, g, mask=m)
+    tl.store(ar + 3 * HS, o, mask=m)
+    tl.store(tc_ptr + st, t, mask=m)
+    tl.store(h_ptr + st, hj, mask=m)
+    for q in tl.static_range(2):
+        k = tl.load(kids_ptr + j * 2 + q, mask=rm, other=N)
+        km = m & (k < N)[:, None]
+        krow = op_ptr + k[:, None] * OW + ch[None, :]
+        tl.store(krow + q * HS, hj, mask=km)
+        tl.store(krow + 2 * HS + q * HS, cj, mask=km)
+
+
+@triton.jit
+def topdown_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, side_ptr, wco_ptr, kids_ptr,
+                     dop_ptr, dp_ptr, dct_ptr, a, n, N, HS, XW, BM: tl.constexpr,
+                     BH: tl.constexpr, CK: tl.constexpr):
+    """The derivative of :func:`topdown_forward` for the level's rows: ``dh_t``, ``dc_t`` =
+    the output gradients + over the children ``k`` (side ``q``) ``dop[k, q]`` (``dp_k M``,
+    the product after the child's level) and ``δc_k ⊙ f_k``. Writes the row's ``dp``
+    (pre-activation gradients of i, f, g, o) and ``δc`` (``dct``); ``W_co^N^T δo`` is a
+    product inside the kernel."""
+    PW = 4 * HS
+    OW = 4 * HS + XW
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    ch = tl.arange(0, BH)
+    rm = r < n
+    m = rm[:, None] & (ch < HS)[None, :]
+    j = a + r
+    st = j[:, None] * HS + ch[None, :]
+    dh = tl.load(dh_ptr + st, mask=m, other=0.0)
+    dc = tl.load(dc_ptr + st, mask=m, other=0.0)
+    for q in tl.static_range(2):
+        k = tl.load(kids_ptr + j * 2 + q, mask=rm, other=N)
+        km = m & (k < N)[:, None]
+        krow = dop_ptr + k[:, None] * OW + ch[None, :]
+        dh += tl.load(krow + q * HS, mask=km, other=0.0)
+        fk = tl.load(act_ptr + k[:, None] * PW + HS + ch[None, :], mask=km, other=0.0)
+        dc += tl.load(krow + 2 * HS + q * HS, mask=km, other=0.0) + fk * tl.load(
+            dct_ptr + k[:, None] * HS + ch[None, :], mask=km, other=0.0)
+    sd = tl.load(side_ptr + j, mask=rm, other=0)
+    ar = act_ptr + j[:, None] * PW + ch[None, :]
+    i = tl.load(ar, mask=m, other=0.0)
+    f = tl.load(ar + HS, mask=m, other=0.0)
+    g = tl.load(ar + 2 * HS, mask=m, other=0.0)
+    o = tl.load(ar + 3 * HS, mask=m, other=0.0)
+    t = tl.load(tc_ptr + st, mask=m, other=0.0)
+    dpo = dh * t * o * (1.0 - o)
+    dr = dp_ptr + j[:, None] * PW + ch[None, :]
+    tl.store(dr + 3 * HS, dpo, mask=m)
+    tl.debug_barrier()
+    acc0 = tl.zeros([BM, BH], dtype=dpo.dtype)  # W_co^L^T δo
+    acc1 = tl.zeros([BM, BH], dtype=dpo.dtype)  # W_co^R^T δo
+    for k0 in range(0, HS, CK):
+        kk = k0 + tl.arange(0, CK)
+        dk = tl.load(dp_ptr + j[:, None] * PW + 3 * HS + kk[None, :],
+                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
+        wm = (kk < HS)[:, None] & (ch < HS)[None, :]
+        w0 = tl.load(wco_ptr + kk[:, None] * HS + ch[None, :], mask=wm, other=0.0)
+        w1 = tl.load(wco_ptr + HS * HS + kk[:, None] * HS + ch[None, :], mask=wm, other=0.0)
+        acc0 += tl.dot(dk, w0, input_precision="ieee")
+        acc1 += tl.dot(dk, w1, input_precision="ieee")
+    dct = dc + dh * o * (1.0 - t * t) + tl.where((sd == 0)[:, None], acc0, acc1)
+    tl.store(dct_ptr + st, dct, mask=m)
+    orow = op_ptr + j[:, None] * OW + ch[None, :]
+    cprev = tl.load(orow + 2 * HS, mask=m, other=0.0) + tl.load(orow + 3 * HS, mask=m,
+                                                                 other=0.0)
+    tl.store(dr, dct * g * i * (1.0 - i), mask=m)
+    tl.store(dr + HS, dct * cprev * f * (1.0 - f), mask=m)
+    tl.store(dr + 2 * HS, dct * i * (1.0 - g * g), mask=m)

@@ -200,7 +200,8 @@ def _check_cpp_kernel(name, kw, cell_fast, g, x, wh, wc, want, dtype):
 #: (:mod:`gnn_treelstm.kernels.fused_triton`) and the custom ops it runs
 TRITON = {"nary": "nary", "lstm": "nary", "bilstm": "nary", "lstm2": "nary", "bilstm2": "nary",
           "childsum": "childsum", "mtree-add": "childsum", "mtree": "childsum",
-          "mtree-full": "childsum"}
+          "mtree-full": "childsum", "lex": "lex", "topdown": "topdown",
+          "bitree": "topdown"}
 
 
 def _triton_params():

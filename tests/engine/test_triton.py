@@ -60,13 +60,33 @@ needs_interpreter = pytest.mark.skipif(
 
 
 @needs_interpreter
-@pytest.mark.parametrize("name", ["nary", "childsum"])
+@pytest.mark.parametrize("name", ["nary", "childsum", "lex"])
 def test_a_step_dispatches_at_most_8_operations_per_level(name):
     count, levels = _step_ops(name, "triton")
     assert levels >= 30
     assert count.ops[f"gnn_treelstm_triton::{name}_forward"] == levels
     assert count.ops[f"gnn_treelstm_triton::{name}_backward"] == levels
     assert count.total <= PER_LEVEL * levels, (count.total / levels, count.ops)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name,loops", [("topdown", 2), ("bitree", 2)])
+def test_a_step_of_several_loops_dispatches_at_most_8_operations_per_level_of_each(name,
+                                                                                   loops):
+    """The top-down cell runs two level loops a step (its head lexicons bottom-up, then its
+    cell top-down), the bidirectional cell two (the lex cell with the head lexicons, the
+    top-down cell): at most 8 operations per level of each."""
+    count, levels = _step_ops(name, "triton")
+    assert levels >= 30
+    if name == "bitree":
+        for op in ("lex_forward", "lex_backward"):
+            assert count.ops[f"gnn_treelstm_triton::{op}"] == levels
+    for op in ("topdown_forward", "topdown_backward"):
+        assert count.ops[f"gnn_treelstm_triton::{op}"] == levels
+    if name == "topdown":
+        for op in ("head_forward", "head_backward"):  # the top level holds roots only
+            assert count.ops[f"gnn_treelstm_triton::{op}"] == levels - 1
+    assert count.total <= PER_LEVEL * loops * levels, (count.total / levels, count.ops)
 
 
 def test_the_general_driver_dispatches_more_than_8_per_level():
