@@ -566,7 +566,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--amr-cycles", choices=("split", "error"), default="split",
                     help="AMR graphs with a cycle: broken by the re-entrancy split, or an "
                     "error")
-    ap.add_argument("--no-progress", action="store_true", help="no progress bar")
+    ap.add_argument("--no-progress", action="store_true",
+                    help="no progress bar (none is drawn where standard error is no terminal)")
     ap.add_argument("-q", "--quiet", action="store_true")
     return ap
 
@@ -589,7 +590,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         meta = build(args.dataset, src, args.out, force=args.force,
                      check=args.check_counts, spacy_model=args.spacy_model, trees=args.trees,
                      batch_size=args.batch_size, workers=args.workers,
-                     progress=not (args.no_progress or args.quiet), name=args.name,
+                     progress=not (args.no_progress or args.quiet) and sys.stderr.isatty(),
+                     name=args.name,
                      labels=args.labels, score_range=args.score_range,
                      amr_options=amr_options)
     except (ValueError, FileNotFoundError, NoSpaceError) as e:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gnn_treelstm.argtypes import positive_int
+from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import ENGINES, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig
@@ -212,8 +212,8 @@ class RunConfig:
     workers: int = _option(
         0, "--workers", OPTIMIZATION,
         "data loader processes building the training batches (default 0: built in the "
-        "training process; the batches are the same for any number)", type=int,
-        metavar="N", in_command=False)
+        "training process; the batches are the same for any number)",
+        type=non_negative_int, metavar="N", in_command=False)
     max_train: int | None = _option(None, "--max-train", OUTPUT,
                                     "use only the first N training examples", type=int)
     max_eval: int | None = _option(None, "--max-eval", OUTPUT,
@@ -295,6 +295,9 @@ class RunConfig:
             raise ValueError(f"unknown device {self.device!r}; choose one of: "
                              f"{', '.join(DEVICES)}")
         build_task(self.task, supervision=self.supervision)  # valid supervision
+        if self.workers < 0:
+            raise ValueError(f"--workers {self.workers}: must be >= 0 (0: the batches are "
+                             "built in the training process)")
         if self.checkpoint_every < 0:
             raise ValueError(f"--checkpoint-every {self.checkpoint_every}: must be >= 0 "
                              "(0: at the end of every epoch only)")

@@ -41,6 +41,7 @@ ACCEPTS: dict[tuple[str, str], set[str]] = {
     ("train", "--lr-warmup-epochs"): {"0"},          # no warm-up
     ("train", "--lr-plateau-patience"): {"0"},       # decay after one epoch without gain
     ("train", "--checkpoint-every"): {"0"},          # no mid-epoch checkpoints
+    ("train", "--workers"): {"0"},                   # batches built in the training process
 }
 SWEEP = ("0", "-1", "abc")
 

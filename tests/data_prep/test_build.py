@@ -115,3 +115,10 @@ def test_cli_errors(sample_data, tmp_path, capsys):
 def test_full_counts(shared_data):
     for ds in ("sst", "sick", "trec"):
         B.check_counts(ds, B.LOADERS[ds](shared_data))
+
+
+def test_the_command_draws_no_bar_where_stderr_is_no_terminal(sample_data, tmp_path, capsys):
+    assert B.main(["--dataset", "sst", "--src", str(sample_data), "--out",
+                   str(tmp_path / "sst"), "--trees", "chain"]) == 0
+    err = capsys.readouterr().err
+    assert "shard/s" not in err and "\r" not in err, err
