@@ -133,7 +133,8 @@ class PhraseChains(TreeStore):
     Args:
         chains: the sentence chains (packed).
         tree: per phrase the position of its sentence in ``chains``.
-        start, end: the phrase's span ``[start, end)`` in its sentence.
+        start: where the phrase's span ``[start, end)`` in its sentence begins.
+        end: where that span ends (exclusive).
         label: the phrase's label (its chain's root label).
     """
 
