@@ -1,9 +1,6 @@
-"""Data preparation: raw benchmark files -> cached DGL sentence graphs.
+"""The checkout's data-building entry points: ``python -m data_prep.build`` and
+``python -m data_prep.fetch`` run ``gnn-treelstm build`` and ``gnn-treelstm fetch``.
 
-Modules: :mod:`.ptb` (SST PTB trees), :mod:`.dependency` (spaCy parses),
-:mod:`.binarize` (binary trees from dependency parses), :mod:`.chain` (chains),
-:mod:`.preparsed` (Stanford ``.toks/.parents/.rels/.cparents``), :mod:`.readers`
-(SICK, TREC, SNLI files) and the CLI :mod:`.build` (``python -m data_prep.build``).
+The readers, parsers and the build itself are :mod:`gnn_treelstm.datasets`, part of the
+installed package; nothing of the library imports this folder.
 """
-
-import gnn_treelstm  # noqa: F401  (dgl compat before anything imports dgl)

@@ -5,7 +5,7 @@ value, before the command loads anything::
 
     gnn-treelstm evaluate: error: argument --batch-size: expected a positive integer, got 0
 
-Shared by :mod:`gnn_treelstm.commands` and by ``data_prep``'s ``build`` and ``fetch``
+Shared by :mod:`gnn_treelstm.commands` (``build`` and ``fetch`` among them)
 command lines (library modules too, which may not import the commands package).
 """
 

@@ -1,14 +1,14 @@
 """How far spaCy's dependency parses of SICK agree with the Stanford parses shipped with it.
 
-Reads a built SICK directory (``python -m data_prep.build --dataset sick --src RAW --out
+Reads a built SICK directory (``gnn-treelstm build --dataset sick --src RAW --out
 DIR``), whose ``dependency`` trees are the Stanford parses and ``dependency-spacy`` trees are
 spaCy's parses of the same tokens, and prints per split and over all splits:
 
 * ``attachment``: share of Stanford edges (child, head) whose child has the same head in
   spaCy's parse;
 * ``label agreement``: share of those same-head edges whose spaCy label, mapped by
-  :mod:`data_prep.labels` (and sent to ``dep`` when outside SICK's 37 Stanford relations,
-  as a model trained on them sees it), equals the Stanford label; and the same share with
+  :mod:`gnn_treelstm.datasets.labels` (and sent to ``dep`` when outside SICK's 37 Stanford
+  relations, as a model trained on them sees it), equals the Stanford label; and the same share with
   the labels compared by name, without the map;
 * ``labelled attachment``: same head and same mapped label, over all Stanford edges;
 * the commonest disagreements on same-head edges, and the labels that fell back to ``dep``.
@@ -30,14 +30,14 @@ import json
 import sys
 from pathlib import Path
 
-from data_prep.labels import ParsedSentence, agreement, built_parses
+from gnn_treelstm.datasets.labels import ParsedSentence, agreement, built_parses
 
 SPLITS = ("train", "dev", "test")
 
 
 def raw_tokens(src: Path, split: str) -> list[list[str]]:
     """spaCy's tokens of the raw sentences of one split, sentence A then B per pair."""
-    from data_prep.dependency import load_pipeline
+    from gnn_treelstm.datasets.dependency import load_pipeline
 
     nlp = load_pipeline(None)
     d = src / "sick" / "stanford_parsed" / split

@@ -9,7 +9,7 @@ sentences and targets each time:
     the Stanford trees it was trained on (``dependency``): what ``evaluate`` reports;
 ``spacy``
     spaCy's trees of the same tokens (``dependency-spacy``), each label translated by
-    :mod:`data_prep.labels` into the model's relations (outside them: ``dep``), as
+    :mod:`gnn_treelstm.datasets.labels` into the model's relations (outside them: ``dep``), as
     ``predict`` now does;
 ``spacy-by-name``
     the same trees with the labels looked up by name and every other label sent to
@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from data_prep.dependency import load_pipeline, parse_texts
+from gnn_treelstm.datasets.dependency import load_pipeline, parse_texts
 from gnn_treelstm.models.checkpoint import Checkpoint, load_model
 from gnn_treelstm.models.predictor import RelationMap, relation_map, text_graphs
 from gnn_treelstm.training.evaluation import evaluate

@@ -4,13 +4,13 @@ Every generated pair takes the dependency trees (head of every token, relation o
 arc) of a pair of the real SNLI dev set, drawn uniformly with replacement, so the lengths
 and depths of premises and hypotheses (and how the two go together) follow the dev set's;
 the words are drawn from a Zipf law over a vocabulary of SNLI's size (``w0``, ``w1``, ...)
-and the labels uniformly. The rows are what ``data_prep.build --dataset jsonl`` reads
+and the labels uniformly. The rows are what ``gnn_treelstm.datasets.build --dataset jsonl`` reads
 (``tokens`` + ``heads`` + ``deprels``, so nothing is parsed)::
 
-    python -m data_prep.build --dataset snli --src ../shared/data --out /tmp/snli-dev \\
+    gnn-treelstm build --dataset snli --src ../shared/data --out /tmp/snli-dev \\
         --trees dependency
     python scripts/synthetic_snli.py /tmp/snli-dev /tmp/synth --pairs 550000
-    python -m data_prep.build --dataset jsonl --name snli \\
+    gnn-treelstm build --dataset jsonl --name snli \\
         --labels entailment neutral contradiction --trees dependency \\
         --src /tmp/synth/train.jsonl /tmp/synth/dev.jsonl /tmp/synth/test.jsonl \\
         --out /tmp/synth-built --workers 2

@@ -27,7 +27,8 @@ PACKAGES = {"gnn_treelstm": PACKAGE, "data_prep": Path(data_prep.__file__).resol
 #: at most this many modules at the top level of gnn_treelstm/ (folders hold the rest)
 MAX_TOP_LEVEL = 10
 
-#: the command-line package; ``__main__`` modules are command lines too
+#: the command-line package; ``__main__`` modules and the checkout's ``data_prep`` entry
+#: points are command lines too
 COMMANDS = "gnn_treelstm.commands"
 
 
@@ -146,7 +147,7 @@ def cycle_path(graph: dict[str, set[str]], component: frozenset[str]) -> list[st
 
 def is_command(module: str) -> bool:
     return (module == COMMANDS or module.startswith(COMMANDS + ".")
-            or module.endswith(".__main__"))
+            or module.endswith(".__main__") or module.split(".")[0] == "data_prep")
 
 
 @pytest.mark.parametrize("module", _modules(gnn_treelstm) + _modules(data_prep))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from data_prep import build as B
+from gnn_treelstm.datasets import build as B
 from gnn_treelstm.trees import data as D
 from tests.tiny_data import build_tiny
 

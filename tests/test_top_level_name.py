@@ -1,7 +1,8 @@
-"""A ``data_prep.py`` of the user's in the working directory changes nothing: the README's
-example imports nothing of the top-level ``data_prep`` (word vectors live in
-``gnn_treelstm.trees.vectors``), and ``python -m gnn_treelstm`` does not look for modules
-in the working directory when the package is installed elsewhere."""
+"""A ``data_prep.py`` of the user's in the working directory changes nothing: no module of
+the package imports the checkout's top-level ``data_prep`` (the readers, parsers and build
+are :mod:`gnn_treelstm.datasets`, word vectors :mod:`gnn_treelstm.trees.vectors`), the wheel
+does not install it, and ``python -m gnn_treelstm`` does not look for modules in the working
+directory when the package is installed elsewhere."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.test_imports import import_graph
 from tests.test_readme import PYTHON_BLOCKS
 
 REPO = Path(__file__).resolve().parent.parent
@@ -57,3 +59,27 @@ def test_python_m_demo_runs_beside_a_stray_data_prep(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "[4/4] test" in proc.stdout
     assert (work / "runs" / "demo" / "best.pt").is_file()
+
+
+def test_no_module_of_the_package_imports_data_prep():
+    graph = import_graph()
+    users = {m: sorted(d for d in deps if d.split(".")[0] == "data_prep")
+             for m, deps in graph.items() if m.startswith("gnn_treelstm")}
+    assert not {m: d for m, d in users.items() if d}, users
+    assert graph["data_prep.build"] == {"gnn_treelstm", "gnn_treelstm.commands",
+                                        "gnn_treelstm.commands.build"}  # the check sees
+
+
+def test_the_wheel_installs_only_gnn_treelstm():
+    import tomllib
+
+    meta = tomllib.loads((REPO / "pyproject.toml").read_text())
+    assert meta["tool"]["setuptools"]["packages"]["find"]["include"] == ["gnn_treelstm*"]
+
+
+def test_the_checkout_entry_points_run_the_commands():
+    for command in ("build", "fetch"):
+        proc = subprocess.run([sys.executable, "-m", f"data_prep.{command}", "--help"],
+                              cwd=REPO, env=_env(), capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.startswith(f"usage: gnn-treelstm {command}"), proc.stdout[:200]

@@ -29,7 +29,7 @@ ROLE = re.compile(
     r":(?:py:)?(?P<kind>func|class|mod|data|attr|meth|exc|obj|const|type):`(?P<body>[^`]+)`"
 )
 API_PAGES = Path(__file__).resolve().parent.parent / "api"
-ROOTS = ("gnn_treelstm", "data_prep")
+ROOTS = ("gnn_treelstm",)
 
 logger = griffe.get_logger(__name__)
 Target = griffe.Object | griffe.Alias
@@ -60,7 +60,7 @@ class SphinxRoles(griffe.Extension):
         self.documented = documented_modules()
 
     def on_package(self, *, pkg: griffe.Module, loader: griffe.GriffeLoader, **kwargs: Any) -> None:
-        for root in ROOTS:  # names cross between the two packages
+        for root in ROOTS:
             if root not in loader.modules_collection:
                 loader.load(root)
         self._walk(pkg, loader)

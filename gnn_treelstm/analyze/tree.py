@@ -75,7 +75,7 @@ def _colour(label: int, num_classes: int) -> str:
 def _sentence(ck: Checkpoint, data: str | None, split: str, index: int | None,
               text: str | None) -> tuple[object, list[str], str]:
     if text is not None:
-        from data_prep.dependency import load_pipeline, parse_texts
+        from gnn_treelstm.datasets.dependency import load_pipeline, parse_texts
         from gnn_treelstm.models.predictor import text_graphs
 
         parse = parse_texts(load_pipeline(None), [text])

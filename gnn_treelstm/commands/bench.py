@@ -24,7 +24,8 @@ all ran at that peak and nothing else took time (:func:`ceiling`; a speed-up tar
 cannot be met on the machine). Prints a markdown table and writes JSON.
 
 Data: ``--data DIR`` / ``--sick-data DIR`` as built by ``gnn-treelstm build``; else the
-raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with ``data_prep``.
+raw files under ``--src`` (default ``$GNN_TREELSTM_DATA``) are parsed with
+:mod:`gnn_treelstm.datasets`.
 """
 
 from __future__ import annotations
@@ -77,7 +78,7 @@ WORKLOADS: list[tuple[str, str, dict, type | None]] = [
 def _sst_graphs(args) -> list[dgl.DGLGraph]:
     if args.data:
         return list(load_split(args.data, "train", "constituency").graphs)
-    from data_prep.ptb import read_ptb_file, tree_to_graph
+    from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
 
     vocab: dict[str, int] = {}
     trees = read_ptb_file(Path(args.src) / "sst" / "trees" / "train.txt")
@@ -89,7 +90,7 @@ def _sick_graphs(args) -> tuple[list[dgl.DGLGraph], int]:
         split = load_split(args.sick_data, "train", "dependency")
         nrel = int(load_meta(args.sick_data)["num_relations"]["dependency"])
         return list(split.graphs) + list(split.graphs_b or []), nrel
-    from data_prep.preparsed import (
+    from gnn_treelstm.datasets.preparsed import (
         preparsed_dependency_graph,
         read_preparsed,
         read_relation_set,

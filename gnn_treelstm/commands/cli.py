@@ -8,8 +8,8 @@ command        what it does                               also runs as
 ``predict``    label raw sentences with a checkpoint      ``python -m gnn_treelstm predict``
 ``serve``      a tree explorer web page for a checkpoint  ``python -m gnn_treelstm serve``
 ``analyze``    the papers' analyses as pictures           ``python -m gnn_treelstm analyze``
-``build``      parse a data set into DGL graphs           ``python -m data_prep.build``
-``fetch``      lay out or verify the raw data mirror      ``python -m data_prep.fetch``
+``build``      parse a data set into DGL graphs           ``python -m gnn_treelstm build``
+``fetch``      lay out or verify the raw data mirror      ``python -m gnn_treelstm fetch``
 ``bench``      time the engines                           ``python -m gnn_treelstm bench``
 ``demo``       the whole pipeline on the embedded sample  ``python -m gnn_treelstm demo``
 ``reproduce``  rerun the papers' table rows               ``python -m gnn_treelstm reproduce``
@@ -38,8 +38,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "predict": ("gnn_treelstm.commands.predict", "label raw sentences with a checkpoint"),
     "serve": ("gnn_treelstm.commands.serve", "a tree explorer web page for a checkpoint"),
     "analyze": ("gnn_treelstm.commands.analyze", "the papers' analyses as pictures and tables"),
-    "build": ("data_prep.build", "parse a data set into DGL graphs"),
-    "fetch": ("data_prep.fetch", "lay out or verify the raw data mirror"),
+    "build": ("gnn_treelstm.commands.build", "parse a data set into DGL graphs"),
+    "fetch": ("gnn_treelstm.commands.fetch", "lay out or verify the raw data mirror"),
     "bench": ("gnn_treelstm.commands.bench", "time the engines"),
     "demo": ("gnn_treelstm.commands.demo", "the whole pipeline on the embedded sample"),
     "reproduce": ("gnn_treelstm.commands.reproduce", "rerun the papers' table rows"),

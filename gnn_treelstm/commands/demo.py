@@ -1,7 +1,7 @@
 """``python -m gnn_treelstm demo`` (``make demo``): the main job on the embedded sample.
 
-1. builds the sample's SST graphs (binarized constituency trees) with ``data_prep.build``,
-2. draws one tree to ``runs/demo/tree.png``,
+1. builds the sample's SST graphs (binarized constituency trees) with
+``gnn_treelstm.datasets.build``, 2. draws one tree to ``runs/demo/tree.png``,
 3. trains the default model, the Constituency Tree-LSTM (``nary``, Tai et al. 2015 §3.2)
    on SST-5 with the sample's GloVe 50d vectors, for a few epochs,
 4. rebuilds the selected checkpoint from the file alone and evaluates it on the test split,

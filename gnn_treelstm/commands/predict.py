@@ -23,8 +23,8 @@ compute the same (``tests/cells/test_registry.py`` holds them equal), the level 
 far fewer steps on long sentences.
 
 Sentences are parsed with spaCy (``--spacy-model``, any installed English pipeline) into
-the checkpoint's tree kind, through the same functions as ``data_prep.build``: dependency
-trees, binarized for constituency models, chains for the sequential LSTMs.
+the checkpoint's tree kind, through the same functions as ``gnn_treelstm.datasets.build``:
+dependency trees, binarized for constituency models, chains for the sequential LSTMs.
 
 Output, one line per input: text (``label<TAB>p<TAB>sentence``) or, with ``--json``, one
 JSON object per line::

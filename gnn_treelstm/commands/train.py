@@ -115,7 +115,6 @@ def main(argv: list[str] | None = None) -> int:
     root = logging.getLogger()
     root.addHandler(handler)
     logging.getLogger("gnn_treelstm").setLevel(logging.INFO)
-    logging.getLogger("data_prep").setLevel(logging.INFO)
     for h in root.handlers:
         if h is not handler:
             h.setLevel(a.log_level)

@@ -8,15 +8,15 @@
     predictor.draw("a gorgeous, witty film", "tree.png")   # the tree it predicted on
 
 Sentences are parsed with spaCy into the model's tree kind, through the same functions as
-``data_prep.build``: dependency trees, binarized for constituency models, chains for the
+``gnn_treelstm.datasets.build``: dependency trees, binarized for constituency models, chains for the
 sequential LSTMs. :meth:`Predictor.predict` returns the records ``gnn-treelstm predict --json
 [--nodes]`` prints (the command and ``gnn-treelstm serve`` run this same path; see
 :mod:`gnn_treelstm.commands.predict` for the fields).
 
 A model trained on SICK's Stanford parses (``--tree dependency``) knows Stanford basic
 dependency labels while spaCy labels ClearNLP ones: :func:`text_graphs` translates each
-spaCy label through :data:`data_prep.labels.SPACY_TO_STANFORD` before looking it up. A label
-that ends up outside the model's relations (no counterpart, a Stanford label SICK never
+spaCy label through :data:`gnn_treelstm.datasets.labels.SPACY_TO_STANFORD` before looking it up. A
+label that ends up outside the model's relations (no counterpart, a Stanford label SICK never
 uses, or a label of another pipeline) becomes the relation ``dep`` (the model's relation 0
 only when it has no ``dep``), is counted by the checkpoint's :class:`RelationMap`, and is
 named in one warning per run (``predict``: once, with the run's counts; ``serve``: again
@@ -124,14 +124,15 @@ class RelationMap:
     """spaCy dependency labels -> names of a model's relations, counting the fallbacks.
 
     With ``stanford`` (the model was trained on Stanford parses) a label is translated by
-    :func:`data_prep.labels.stanford_label` first. A label whose translation is not among
+    :func:`gnn_treelstm.datasets.labels.stanford_label` first. A label whose translation is not
+    among
     ``relations`` (or that has none) becomes :attr:`fallback`: ``dep`` when the model knows
     it, else its relation 0, and is counted in :attr:`unmapped`. An empty ``relations``
     (a model without a relation vocabulary) keeps the labels as they are.
     """
 
     def __init__(self, relations: Sequence[str], *, stanford: bool) -> None:
-        from data_prep.labels import FALLBACK, stanford_label
+        from gnn_treelstm.datasets.labels import FALLBACK, stanford_label
 
         self.relations = list(relations)
         self.stanford = stanford
@@ -183,7 +184,7 @@ _MAPS: dict[int, RelationMap] = {}
 def _stanford_trees(ck: Checkpoint) -> bool:
     """Whether the checkpoint's dependency relations are Stanford's: trained on SICK's
     Stanford parses, and no relation is a label only ClearNLP (spaCy) has."""
-    from data_prep.labels import CLEARNLP_ONLY
+    from gnn_treelstm.datasets.labels import CLEARNLP_ONLY
 
     return (ck.tree == "dependency" and trees_from(ck) == STANFORD_SICK
             and not CLEARNLP_ONLY & set(ck.relations))
@@ -202,14 +203,14 @@ def relation_map(ck: Checkpoint) -> RelationMap:
 
 def text_graphs(parses: Sequence, ck: Checkpoint, *, report: bool = True) -> list:
     """Graphs of the checkpoint's tree kind from spaCy parses
-    (:class:`data_prep.dependency.DepParse`).
+    (:class:`gnn_treelstm.datasets.dependency.DepParse`).
 
     Dependency labels go through the checkpoint's :func:`relation_map` (spaCy -> Stanford
     for a model trained on SICK's Stanford parses; labels outside the model's relations ->
     ``dep``); with ``report`` a warning names the labels that fell back, once per new set
     (:func:`predict_records` reports once at its end instead).
     """
-    from data_prep import binarize, chain, dependency
+    from gnn_treelstm.datasets import binarize, chain, dependency
     from gnn_treelstm.trees.vocab import Relations
 
     tree = ck.tree
@@ -283,8 +284,8 @@ def predict_with_trees(
 ) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
     """:func:`predict_records`, each record with what it was predicted from: the
     ``(parse, graph)`` of each side (sentence A, then B for pairs), the spaCy parse
-    (:class:`data_prep.dependency.DepParse`) and the :func:`text_graphs` graph, so that a
-    caller drawing the trees parses nothing twice."""
+    (:class:`gnn_treelstm.datasets.dependency.DepParse`) and the :func:`text_graphs` graph, so that
+    a caller drawing the trees parses nothing twice."""
     task = ck.model.task
     ck.model.eval()
     if nodes and (task.pair or not getattr(task, "node_labels", False)):
@@ -305,7 +306,7 @@ def _records(ck: Checkpoint, inputs: Sequence[Input], nlp, nodes: bool, batch_si
              starts: Iterable[int]) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
     import dgl
 
-    from data_prep.dependency import parse_texts
+    from gnn_treelstm.datasets.dependency import parse_texts
 
     task, model = ck.model.task, ck.model
     for start in starts:
@@ -372,7 +373,7 @@ def trees_from(ck: Checkpoint) -> str:
 
 def tree_source(dataset: str | None, tree: str | None) -> str:
     """Where a data set's trees of kind ``tree`` came from when the model was trained."""
-    from data_prep.example import needs_spacy
+    from gnn_treelstm.datasets.example import needs_spacy
 
     if tree == "chain":
         return "word order (no parser)"
@@ -479,7 +480,7 @@ class Predictor:
     def nlp(self) -> Any:
         """The spaCy pipeline (loaded on first use)."""
         if self._nlp is None:
-            from data_prep.dependency import load_pipeline
+            from gnn_treelstm.datasets.dependency import load_pipeline
 
             self._nlp = load_pipeline(self.spacy_model)
         return self._nlp

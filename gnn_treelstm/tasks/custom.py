@@ -1,4 +1,5 @@
-r"""Tasks for a data set of your own (``data_prep.build --dataset jsonl``): ``classify``,
+r"""Tasks for a data set of your own (``gnn-treelstm build --dataset jsonl``):
+``classify``,
 ``pair-classify`` and ``pair-score``.
 
 They are the built-in tasks with the size of the output read from the data instead of
@@ -23,7 +24,7 @@ The number of classes (``num_classes``) and the score range (``score_min``,
 (``label_names``, ``score_range``; else the training scores' floor and ceiling), and the
 training command passes them on (or ``--head-arg num_classes=K``). The tasks read any
 built data set with the targets they need (``dataset`` is ``jsonl``, the default name of
-``data_prep.build --dataset jsonl``; ``any_dataset`` lets ``train`` accept another).
+``gnn-treelstm build --dataset jsonl``; ``any_dataset`` lets ``train`` accept another).
 """
 
 from __future__ import annotations

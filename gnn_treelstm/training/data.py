@@ -64,7 +64,7 @@ def _dataset_hint(dataset: str, out: str | os.PathLike, tree: str | None = None)
 
 
 def _build(dataset: str, src: Path, out: Path, trees: Sequence[str]) -> None:
-    from data_prep import build as B  # the data path's Python API
+    from gnn_treelstm.datasets import build as B  # the data path's Python API
 
     log.info("building %s %s graphs from %s into %s", dataset, "/".join(trees), src, out)
     t0 = time.perf_counter()
@@ -131,7 +131,7 @@ def resolve_data_dir(data: str | os.PathLike | None, dataset: str, tree: str, *,
 
 def _check_tree_kind(dataset: str, tree: str) -> None:
     """Refuse a tree kind the data builder cannot make for ``dataset``."""
-    from data_prep import build as B
+    from gnn_treelstm.datasets import build as B
 
     kinds = B.TREES.get(dataset, [])
     if tree not in kinds:
@@ -365,7 +365,7 @@ def load_embeddings(cfg: RunConfig, rd: RunData, *,
         log.warning("no pre-trained vectors found (pass --embeddings PATH); using random "
                     "word vectors")
         return None, {"mode": "random", "path": None, "requested": cfg.embeddings_mode}
-    from data_prep.vectors import build_embedding_matrix
+    from gnn_treelstm.trees.vectors import build_embedding_matrix
 
     weights, stats = build_embedding_matrix(list(rd.vocab.itos), path)
     info = {"mode": cfg.embeddings_mode, "path": str(path)}

@@ -1,4 +1,4 @@
-"""Loading the cached sentence graphs written by ``python -m data_prep.build``.
+"""Loading the cached sentence graphs written by ``gnn-treelstm build``.
 
 A built data directory holds ``meta.json``, ``vocab.json``, ``relations/<tree>.json``,
 ``<tree>/<split>.packed/`` (or ``.a.packed/``/``.b.packed/`` for pair data sets, targets in

@@ -47,7 +47,8 @@ __all__ = ["phrase_sequences", "phrase_chain", "PhraseChains"]
 def phrase_chain(words: list[int], label: int, *,
                  shapes: dict[int, dgl.DGLGraph] | None = None) -> dgl.DGLGraph:
     """The chain of ``words`` (edges word i -> word i+1, the root the last word) with
-    ``label`` on its root; spans are the prefixes, as :mod:`data_prep.chain` builds them.
+    ``label`` on its root; spans are the prefixes, as :mod:`gnn_treelstm.datasets.chain` builds
+    them.
 
     ``shapes``: chains built so far, by length; a chain of a length seen before is a clone
     of that one (its structure shared, ~5x faster than building it) with its own words and

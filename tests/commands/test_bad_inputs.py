@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 import torch
 
-from data_prep import build
 from gnn_treelstm.commands import evaluate, predict, train
+from gnn_treelstm.commands.build import main as build_main
 from gnn_treelstm.training.data import SAMPLE_SRC
 from tests.tiny_data import build_tiny
 
@@ -54,7 +54,7 @@ def test_build_refuses_damaged_raw_data(case, tmp_path, capsys):
     src, out = tmp_path / "src", tmp_path / "out"
     shutil.copytree(SAMPLE_SRC, src)
     damage(src)
-    rc = build.main(["--dataset", dataset, "--src", str(src), "--out", str(out), "-q"])
+    rc = build_main(["--dataset", dataset, "--src", str(src), "--out", str(out), "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and message in err and "Traceback" not in err, err
     assert not out.exists()  # nothing half-built left behind
@@ -168,7 +168,7 @@ def test_build_on_a_disk_that_fills_up(tmp_path, capsys, monkeypatch):
 
     monkeypatch.setattr(packed.np, "save", save)
     out = tmp_path / "out"
-    rc = build.main(["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(out), "-q"])
+    rc = build_main(["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(out), "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and "Traceback" not in err, err
     assert f"cannot write {out}/" in err and ": no space left on the disk that holds it (" \
@@ -181,7 +181,7 @@ def test_build_on_a_real_full_disk(tmp_path, capsys):
 
     with small_filesystem(tmp_path / "small", "400k") as disk:
         out = disk / "sst"
-        rc = build.main(["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(out),
+        rc = build_main(["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(out),
                          "-q"])
         err = capsys.readouterr().err
         assert rc == 2 and "Traceback" not in err and "[bt]" not in err, err

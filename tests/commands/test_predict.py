@@ -17,7 +17,7 @@ SST5 = ["very negative", "negative", "neutral", "positive", "very positive"]
 
 @pytest.fixture(scope="module")
 def runs(tmp_path_factory):
-    from data_prep.dependency import load_pipeline
+    from gnn_treelstm.datasets.dependency import load_pipeline
 
     try:
         load_pipeline(None)
@@ -115,7 +115,7 @@ def test_spacy_labels_translated_to_stanford_and_fallbacks_warned_once(runs, cap
     and named in one warning per new set of labels, not one per call."""
     import logging
 
-    from data_prep.dependency import DepParse
+    from gnn_treelstm.datasets.dependency import DepParse
     from gnn_treelstm.models.checkpoint import load_model
     from gnn_treelstm.models.predictor import relation_map, text_graphs
 

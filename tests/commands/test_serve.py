@@ -28,7 +28,7 @@ _OPENER = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 
 
 def require_spacy() -> None:
-    from data_prep.dependency import load_pipeline
+    from gnn_treelstm.datasets.dependency import load_pipeline
 
     try:
         load_pipeline(None)
@@ -39,7 +39,7 @@ def require_spacy() -> None:
 def tiny_sample_run(tmp_path_factory) -> Path:
     """A 1-epoch SST-5 Constituency Tree-LSTM (h 6) on the embedded sample's trees, trained
     once per test session (the browser test reuses it)."""
-    from data_prep.build import build
+    from gnn_treelstm.datasets.build import build
 
     root = tmp_path_factory.getbasetemp() / "serve_tiny"
     run = root / "runs" / "sst"
@@ -402,7 +402,7 @@ def test_pair_model_page_and_refusal(sick):
 @pytest.mark.parametrize("pair", [False, True])
 def test_a_request_parses_each_sentence_once(sst_explorer, sick, monkeypatch, pair):
     """The drawn trees are the ones predicted from: spaCy runs once per sentence."""
-    import data_prep.dependency as dependency
+    import gnn_treelstm.datasets.dependency as dependency
 
     parsed: list[str] = []
     real = dependency.parse_texts

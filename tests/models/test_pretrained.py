@@ -23,7 +23,7 @@ PAIRS = ["A man is playing a guitar . ||| Nobody is playing a guitar ."]
 
 @pytest.fixture(scope="module")
 def nlp():
-    from data_prep.dependency import load_pipeline
+    from gnn_treelstm.datasets.dependency import load_pipeline
 
     try:
         return load_pipeline(None)
@@ -44,7 +44,7 @@ def _cli_records(run, texts, monkeypatch, capsys, *extra):
 ])
 def test_saved_model_predicts_what_the_cli_prints_after_the_data_is_deleted(
         task, args, texts, nodes, nlp, tmp_path, monkeypatch, capsys):
-    from data_prep.build import build
+    from gnn_treelstm.datasets.build import build
 
     dataset = task.split("-")[0]
     data = tmp_path / "data" / dataset

@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-from data_prep import build as B
 from gnn_treelstm.cells import cells
+from gnn_treelstm.datasets import build as B
 from gnn_treelstm.reproduce import rows as R
 from gnn_treelstm.reproduce.runner import row_config
 from gnn_treelstm.tasks import build_task

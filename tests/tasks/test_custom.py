@@ -8,8 +8,9 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from data_prep import build as B
 from gnn_treelstm.commands import evaluate, train
+from gnn_treelstm.commands.build import main as build_main
+from gnn_treelstm.datasets import build as B
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.tasks import Encoded, build_task
 from gnn_treelstm.tasks.relatedness import RelatednessHead, kl_loss, sparse_target
@@ -153,7 +154,7 @@ def test_train_and_evaluate_own_data(tmp_path, capsys, kind, model, tree, metric
 
 def test_sick_e_mtree_amr_on_the_shipped_sample(tmp_path, capsys, sample_data):
     built = tmp_path / "sick_amr"
-    rc = B.main(["--dataset", "jsonl", "--src", str(sample_data / "sick_amr"), "--out",
+    rc = build_main(["--dataset", "jsonl", "--src", str(sample_data / "sick_amr"), "--out",
                  str(built), "--name", "sick", "--labels", "NEUTRAL", "ENTAILMENT",
                  "CONTRADICTION", "--score-range", "1", "5", "--trees", "amr", "-q"])
     assert rc == 0

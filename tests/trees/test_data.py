@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from data_prep.build import build
+from gnn_treelstm.datasets.build import build
 from gnn_treelstm.trees.data import (
     SST2_MAP,
     Batch,

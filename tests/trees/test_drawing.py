@@ -130,7 +130,7 @@ def nx_depth(t, v):
 def test_a_100_node_tree_stays_readable(tmp_path):
     """A 50-word binarized sentence (99 nodes): slots as wide as the words, not 50 times
     the longest word; the PNG stays under 3500 px wide at the default 120 dpi."""
-    from data_prep.binarize import binary_graph
+    from gnn_treelstm.datasets.binarize import binary_graph
 
     words = [(1 + i % 39) for i in range(50)]
     g = binary_graph([i + 1 if i < 49 else -1 for i in range(50)], words)

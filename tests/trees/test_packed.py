@@ -11,15 +11,16 @@ import numpy as np
 import pytest
 import torch
 
-from data_prep import build as B
+from gnn_treelstm.datasets import build as B
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.training.batching import make_loader
+from gnn_treelstm.training.data import SAMPLE_SRC
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import packed as P
 from gnn_treelstm.trees.packed import PackedTrees
 from tests.tiny_data import build_tiny
 
-SAMPLE = D.Path(B.__file__).resolve().parents[1] / "gnn_treelstm" / "sample_data"
+SAMPLE = SAMPLE_SRC
 
 
 def assert_graphs_equal(a: dgl.DGLGraph, b: dgl.DGLGraph) -> None:

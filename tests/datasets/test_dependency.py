@@ -1,6 +1,6 @@
 import pytest
 
-from data_prep.dependency import (
+from gnn_treelstm.datasets.dependency import (
     DepParse,
     dependency_graph,
     doc_to_parse,
@@ -92,7 +92,7 @@ def test_errors(nlp):
 def test_a_missing_pipeline_names_the_parser_extra_and_both_ways_to_name_one(monkeypatch):
     import spacy
 
-    from data_prep import dependency
+    from gnn_treelstm.datasets import dependency
 
     monkeypatch.setattr(spacy.util, "is_package", lambda name: False)
     dependency._load_pipeline.cache_clear()

@@ -1,6 +1,6 @@
 """Your own data set: JSON Lines files for single-sentence and sentence-pair tasks.
 
-    python -m data_prep.build --dataset jsonl --src train.jsonl dev.jsonl test.jsonl \\
+    gnn-treelstm build --dataset jsonl --src train.jsonl dev.jsonl test.jsonl \\
         --out DIR [--trees dependency constituency chain amr] [--labels A B ...]
         [--score-range LO HI] [--name NAME]
 
@@ -18,7 +18,7 @@ A sentence (the row itself, or ``"a"`` / ``"b"``) is a string (its text) or an o
 * ``text``: the sentence, tokenized with spaCy's rule-based English tokenizer, or
   ``tokens``: the tokens (a list of strings);
 * optional trees: ``ptb``: a bracketed PTB tree (``(S (NP (DT A) (NN man)) ...)``, any
-  labels; binarized as :mod:`data_prep.bracketed`; its words are the tokens);
+  labels; binarized as :mod:`gnn_treelstm.datasets.bracketed`; its words are the tokens);
   ``heads`` + ``deprels``: CoNLL-U HEAD (1-based, 0 for the root) and DEPREL per token, or
   ``conllu``: a CoNLL-U block (its FORM, HEAD and DEPREL columns); ``amr``: the sentence's
   AMR in PENMAN (``~e.N`` alignments index the tokens, counted from 0);
@@ -29,8 +29,8 @@ refused: the words compared are the tree's (PTB escapes such as ``-LRB-`` and ``
 as the characters) against the text with its spaces removed. A row is refused when its
 JSON nests more than :data:`MAX_NESTING` levels deep (Python's JSON reader is recursive)
 or holds a lone UTF-16 surrogate (``"\\ud800"``: no character, cannot be written as
-UTF-8); bracketed trees of any depth are read (:mod:`data_prep.bracketed`), AMRs up to
-:data:`data_prep.penman_io.MAX_DEPTH` levels.
+UTF-8); bracketed trees of any depth are read (:mod:`gnn_treelstm.datasets.bracketed`), AMRs up to
+:data:`gnn_treelstm.datasets.penman_io.MAX_DEPTH` levels.
 
 Targets, on the row: ``label`` (a class name, or an integer), ``score`` (a number), or both;
 every row of the data set needs the same ones. Class ids are the order of ``--labels`` if
@@ -40,8 +40,8 @@ Tai et al.'s (2015, §4.2) distribution over the integers ``LO..HI``.
 
 Trees: ``dependency`` uses the row's heads, else spaCy's parse; ``constituency`` the row's
 PTB tree, else the binarized dependency parse (as for SICK/TREC); ``chain`` the tokens;
-``amr`` the row's AMR (:mod:`data_prep.amr`), so every sentence needs one. By default the
-build makes ``dependency``, ``constituency``, ``chain`` and, when every sentence has an
+``amr`` the row's AMR (:mod:`gnn_treelstm.datasets.amr`), so every sentence needs one. By default
+the build makes ``dependency``, ``constituency``, ``chain`` and, when every sentence has an
 AMR, ``amr``. Train with ``--task classify`` (single sentences, a label),
 ``pair-classify`` (pairs, a label) or ``pair-score`` (pairs, a score).
 
@@ -61,9 +61,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from data_prep import amr as A
-from data_prep.bracketed import parse_bracketed
-from data_prep.example import Example, Sentence, split_files
+from gnn_treelstm.datasets import amr as A
+from gnn_treelstm.datasets.bracketed import parse_bracketed
+from gnn_treelstm.datasets.example import Example, Sentence, split_files
 
 log = logging.getLogger(__name__)
 
@@ -336,7 +336,7 @@ def read_jsonl(
     raw: dict[str, list[tuple[str, dict, list[Sentence]]]] = {}
     pair: bool | None = None
     first: tuple[str, set[str]] | None = None
-    from data_prep.readers import numbered_lines
+    from gnn_treelstm.datasets.readers import numbered_lines
 
     for split, paths in files.items():
         rows = raw.setdefault(split, [])

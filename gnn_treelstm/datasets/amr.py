@@ -48,13 +48,13 @@ The conversion here (:func:`amr_tree`, :func:`amr_to_tree`):
 * ``ndata["span"]`` is ``[-1, -1]`` and ``ndata["label"]`` is ``IGNORE``.
 
 Bad input raises :class:`AmrError` naming the file, line and graph id: PENMAN that does not
-parse, unbalanced parentheses or text after a graph (:mod:`data_prep.penman_io`, which
+parse, unbalanced parentheses or text after a graph (:mod:`gnn_treelstm.datasets.penman_io`, which
 reads the files), an empty graph ``()``, a node without a concept or a role without a value,
 a variable defined twice, an alignment past the sentence's end, a self-loop.
 
 Vocabularies: :func:`build_amr_vocabs` collects the concept and relation labels of a
 corpus; both lists start with ``"<unk>"`` (id 0), which unseen concepts and relations
-are mapped to. ``data_prep.build --dataset amr`` instead uses the data set's word
+are mapped to. ``gnn_treelstm.datasets.build --dataset amr`` instead uses the data set's word
 vocabulary (the node words) and a :class:`gnn_treelstm.trees.vocab.Relations` of the roles.
 """
 
@@ -71,7 +71,7 @@ import penman
 from penman.models.amr import model as _amr_model
 
 import gnn_treelstm  # noqa: F401  (dgl compatibility before dgl)
-from data_prep.penman_io import AmrEntry, AmrError, parse_amr, parse_graph, read_amr
+from gnn_treelstm.datasets.penman_io import AmrEntry, AmrError, parse_amr, parse_graph, read_amr
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
 log = logging.getLogger(__name__)

@@ -1,16 +1,16 @@
-"""AMR banks as a data set: ``python -m data_prep.build --dataset amr --src FILE_OR_DIR``.
+"""AMR banks as a data set: ``gnn-treelstm build --dataset amr --src FILE_OR_DIR``.
 
 Every PENMAN graph of the source files (one per block, ``# ::id`` / ``# ::snt`` metadata,
 as in the AMR releases and the Little Prince bank) becomes one example: its tree
-(:func:`data_prep.amr.amr_tree`: re-entrancies split, roles as relations) with a word per
-node (:func:`data_prep.amr.node_words`: the concept without its sense suffix, or the
+(:func:`gnn_treelstm.datasets.amr.amr_tree`: re-entrancies split, roles as relations) with a word
+per node (:func:`gnn_treelstm.datasets.amr.node_words`: the concept without its sense suffix, or the
 aligned token), and the sentence's tokens (``# ::tok``, else ``# ::snt`` split on spaces)
 for the other tree kinds and for ``text/<split>.jsonl``. The examples have no targets: an
 AMR bank has no labels; train on AMRs of a labelled corpus with ``--dataset jsonl`` (an
 ``amr`` per sentence).
 
 Splits come from the file names (``...-training.txt`` -> train, ``...-dev...`` -> dev,
-``...-test.txt`` -> test) or ``SPLIT=FILE`` (:func:`data_prep.example.split_files`).
+``...-test.txt`` -> test) or ``SPLIT=FILE`` (:func:`gnn_treelstm.datasets.example.split_files`).
 
 :func:`amr_stats` counts what ``meta.json`` records per split: graphs, nodes, edges,
 re-entrancies (later references of a variable, each one split node with
@@ -24,15 +24,15 @@ import os
 from collections import Counter
 from collections.abc import Sequence
 
-from data_prep import amr as A
-from data_prep.example import Example, Sentence, split_files
+from gnn_treelstm.datasets import amr as A
+from gnn_treelstm.datasets.example import Example, Sentence, split_files
 
 log = logging.getLogger(__name__)
 
 __all__ = ["AMR_SUFFIXES", "AMR_OPTIONS", "load_amr_bank", "amr_stats"]
 
 AMR_SUFFIXES = (".txt", ".amr", ".penman")
-#: the :func:`data_prep.amr.amr_tree` options the build accepts, with their defaults
+#: the :func:`gnn_treelstm.datasets.amr.amr_tree` options the build accepts, with their defaults
 AMR_OPTIONS = {"strip_senses": True, "reentrancy": "copy", "normalize_inverse": False,
                "merge_ops": False, "cycles": "split"}
 
@@ -52,7 +52,7 @@ def load_amr_bank(sources: Sequence[str | os.PathLike], options: dict | None = N
     """``({split: examples}, {split: files})`` of PENMAN files (module docstring).
 
     Raises:
-        data_prep.amr.AmrError: a malformed graph (file, line and graph id named).
+        gnn_treelstm.datasets.amr.AmrError: a malformed graph (file, line and graph id named).
         ValueError: a file whose split cannot be told; two graphs with the same id.
     """
     files = split_files(sources, AMR_SUFFIXES)

@@ -6,7 +6,7 @@ silently drops the rest of a file, ignores text after a graph, and warns (withou
 about a missing concept or role value. :func:`parse_amr` therefore splits the text into
 graphs itself (a graph ends where its parentheses balance, quoted strings skipped), refuses
 text after a graph, unbalanced parentheses and metadata without a graph, and parses each
-graph with ``penman``. The conversion to trees is :mod:`data_prep.amr`.
+graph with ``penman``. The conversion to trees is :mod:`gnn_treelstm.datasets.amr`.
 
 ``penman``'s parser is recursive, so a graph nested more than :data:`MAX_DEPTH` levels
 deep is refused (file, line and column of the first '(' too deep) before it is parsed;
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import penman
 
-log = logging.getLogger("data_prep.amr")
+log = logging.getLogger("gnn_treelstm.datasets.amr")
 
 __all__ = ["AmrError", "AmrEntry", "parse_amr", "parse_graph", "read_amr"]
 
@@ -177,7 +177,7 @@ def read_amr(path: str | os.PathLike) -> list[AmrEntry]:
             names the file, the line and the graph.
         ValueError: a byte that is not UTF-8 (the file, the line and the column).
     """
-    from data_prep.readers import numbered_lines
+    from gnn_treelstm.datasets.readers import numbered_lines
 
     path = Path(path)
     if not path.is_file():

@@ -1,6 +1,7 @@
 import pytest
 
-from data_prep.ptb import PTBError, parse_ptb, read_ptb_file, tree_to_graph
+from gnn_treelstm.commands.build import main as build_main
+from gnn_treelstm.datasets.ptb import PTBError, parse_ptb, read_ptb_file, tree_to_graph
 from gnn_treelstm.trees.graph import NO_WORD, validate_tree
 
 
@@ -99,7 +100,6 @@ def test_build_reads_an_sst_file_holding_a_tree_10000_deep(tmp_path, capsys):
     import json
     import shutil
 
-    from data_prep import build
     from gnn_treelstm.training.data import SAMPLE_SRC
 
     src = tmp_path / "src"
@@ -112,6 +112,6 @@ def test_build_reads_an_sst_file_holding_a_tree_10000_deep(tmp_path, capsys):
     with open(train, "a") as f:
         f.write(deep + "\n")
     out = tmp_path / "out"
-    assert build.main(["--dataset", "sst", "--src", str(src), "--out", str(out), "--trees",
+    assert build_main(["--dataset", "sst", "--src", str(src), "--out", str(out), "--trees",
                        "constituency", "-q"]) == 0, capsys.readouterr().err
     assert json.loads((out / "meta.json").read_text())["splits"]["train"] == n + 1

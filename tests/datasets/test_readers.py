@@ -3,7 +3,7 @@ import json
 
 import pytest
 
-from data_prep.readers import (
+from gnn_treelstm.datasets.readers import (
     SICK_LABELS,
     SNLI_LABELS,
     TREC_COARSE,

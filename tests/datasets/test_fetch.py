@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import fetch as F
+from gnn_treelstm.commands.fetch import main as fetch_main
+from gnn_treelstm.datasets import fetch as F
 
 TRAIN = "(3 (2 It) (4 good))\n"
 DEV = "(1 (2 a) (0 bad))\n"
@@ -188,17 +189,17 @@ def test_copy_from_mirror_missing_listed_file(tmp_path):
 def test_cli(server, tmp_path, capsys):
     url, _, _ = server
     dest = tmp_path / "data"
-    assert F.main(["--dest", str(dest), "--datasets", "sst", "--base-url", url,
+    assert fetch_main(["--dest", str(dest), "--datasets", "sst", "--base-url", url,
                    "--quiet"]) == 0
     assert (dest / "sst/trees/train.txt").is_file()
     assert "1 fetched" in capsys.readouterr().out
-    assert F.main(["--dest", str(dest), "--datasets", "snli", "--base-url", url,
+    assert fetch_main(["--dest", str(dest), "--datasets", "snli", "--base-url", url,
                    "--quiet"]) == 1
     assert "HTTP 404" in capsys.readouterr().err
-    assert F.main(["--list"]) == 0
+    assert fetch_main(["--list"]) == 0
     assert "trainDevTestTrees_PTB.zip" in capsys.readouterr().out
     m = _mirror(tmp_path)
-    assert F.main(["--from", str(m), "--dest", str(tmp_path / "copy"), "--quiet"]) == 0
+    assert fetch_main(["--from", str(m), "--dest", str(tmp_path / "copy"), "--quiet"]) == 0
     assert (tmp_path / "copy/trec/TREC_10.label").is_file()
 
 

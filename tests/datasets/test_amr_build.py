@@ -1,11 +1,12 @@
-"""``data_prep.build --dataset amr``: AMR banks as built data sets."""
+"""``gnn_treelstm.datasets.build --dataset amr``: AMR banks as built data sets."""
 
 import json
 
 import pytest
 import torch
 
-from data_prep import build as B
+from gnn_treelstm.commands.build import main as build_main
+from gnn_treelstm.datasets import build as B
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.graph import validate_tree
 
@@ -119,7 +120,7 @@ def test_splits_from_names_and_split_equals_file(tmp_path):
 ])
 def test_bad_amr_exits_2_naming_file_line_and_graph(tmp_path, capsys, text, args, message):
     (tmp_path / "train.txt").write_bytes(text.encode("utf-8", "surrogateescape"))
-    rc = B.main(["--dataset", "amr", "--src", str(tmp_path / "train.txt"), "--out",
+    rc = build_main(["--dataset", "amr", "--src", str(tmp_path / "train.txt"), "--out",
                  str(tmp_path / "o"), "-q", *args])
     assert rc == 2
     err = capsys.readouterr().err
@@ -130,7 +131,7 @@ def test_bad_amr_exits_2_naming_file_line_and_graph(tmp_path, capsys, text, args
 
 def test_little_prince_v16_builds(shared_data, tmp_path):
     out = tmp_path / "lp"
-    rc = B.main(["--dataset", "amr", "--src", str(shared_data / "amr" / "little_prince"),
+    rc = build_main(["--dataset", "amr", "--src", str(shared_data / "amr" / "little_prince"),
                  "--out", str(out), "-q"])
     assert rc == 0
     meta = json.loads((out / "meta.json").read_text())

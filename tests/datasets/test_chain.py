@@ -1,7 +1,7 @@
 import dgl
 import pytest
 
-from data_prep.chain import chain_graph, chain_parents, chain_spans
+from gnn_treelstm.datasets.chain import chain_graph, chain_parents, chain_spans
 from gnn_treelstm.trees.graph import topological_levels, validate_tree
 
 

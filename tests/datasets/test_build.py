@@ -4,7 +4,8 @@ import shutil
 import pytest
 import torch
 
-from data_prep import build as B
+from gnn_treelstm.commands.build import main as build_main
+from gnn_treelstm.datasets import build as B
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.graph import IGNORE, NO_WORD, validate_tree
 from gnn_treelstm.trees.vocab import Relations, Vocab
@@ -104,10 +105,10 @@ def test_trec_and_snli(sample_data, tmp_path):
 
 
 def test_cli_errors(sample_data, tmp_path, capsys):
-    assert B.main(["--dataset", "trec", "--src", str(tmp_path), "--out", str(tmp_path / "o"),
+    assert build_main(["--dataset", "trec", "--src", str(tmp_path), "--out", str(tmp_path / "o"),
                    "-q"]) == 2
     assert "trec" in capsys.readouterr().err
-    rc = B.main(["--dataset", "sst", "--src", str(sample_data), "--out", str(tmp_path / "o"),
+    rc = build_main(["--dataset", "sst", "--src", str(sample_data), "--out", str(tmp_path / "o"),
                  "--trees", "nope", "-q"])
     assert rc == 2 and "no tree kind" in capsys.readouterr().err
 
@@ -118,7 +119,7 @@ def test_full_counts(shared_data):
 
 
 def test_the_command_draws_no_bar_where_stderr_is_no_terminal(sample_data, tmp_path, capsys):
-    assert B.main(["--dataset", "sst", "--src", str(sample_data), "--out",
+    assert build_main(["--dataset", "sst", "--src", str(sample_data), "--out",
                    str(tmp_path / "sst"), "--trees", "chain"]) == 0
     err = capsys.readouterr().err
     assert "shard/s" not in err and "\r" not in err, err

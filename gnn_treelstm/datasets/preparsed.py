@@ -24,7 +24,7 @@ from pathlib import Path
 
 import dgl
 
-from data_prep.dependency import dependency_graph
+from gnn_treelstm.datasets.dependency import dependency_graph
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from gnn_treelstm.trees.vocab import Relations
 

@@ -1,6 +1,6 @@
 import pytest
 
-from data_prep.preparsed import (
+from gnn_treelstm.datasets.preparsed import (
     PreParsedError,
     cparents_tree,
     preparsed_constituency_graph,

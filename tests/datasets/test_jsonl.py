@@ -1,13 +1,14 @@
-"""``data_prep.build --dataset jsonl``: users' own data sets."""
+"""``gnn_treelstm.datasets.build --dataset jsonl``: users' own data sets."""
 
 import json
 import re
 
 import pytest
 
-from data_prep import build as B
-from data_prep.bracketed import BracketError, parse_bracketed
-from data_prep.jsonl import JsonlError, read_jsonl
+from gnn_treelstm.commands.build import main as build_main
+from gnn_treelstm.datasets import build as B
+from gnn_treelstm.datasets.bracketed import BracketError, parse_bracketed
+from gnn_treelstm.datasets.jsonl import JsonlError, read_jsonl
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.graph import NO_WORD
 
@@ -151,7 +152,7 @@ def test_bad_rows_exit_2_naming_file_and_line(tmp_path, capsys, rows, message):
     p = tmp_path / "train.jsonl"
     p.write_text("".join((json.dumps(r) if not isinstance(r, str) or r == "not an object"
                           else r) + "\n" for r in rows), encoding="utf-8")
-    rc = B.main(["--dataset", "jsonl", "--src", str(p), "--out", str(tmp_path / "o"), "-q"])
+    rc = build_main(["--dataset", "jsonl", "--src", str(p), "--out", str(tmp_path / "o"), "-q"])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("error: ") and "Traceback" not in err
     assert re.search(message, err), err
@@ -164,9 +165,9 @@ def test_not_json_and_unnamed_split(tmp_path, capsys):
     with pytest.raises(JsonlError, match=r"train.jsonl:3: not JSON \(Expecting property name"):
         read_jsonl([p])
     q = write(tmp_path / "mine.jsonl", [{"text": "a", "label": 1}])
-    assert B.main(["--dataset", "jsonl", "--src", str(q), "--out", str(tmp_path / "o")]) == 2
+    assert build_main(["--dataset", "jsonl", "--src", str(q), "--out", str(tmp_path / "o")]) == 2
     assert "cannot tell which split mine.jsonl is" in capsys.readouterr().err
-    assert B.main(["--dataset", "sst", "--src", str(q), "--out", str(tmp_path / "o"),
+    assert build_main(["--dataset", "sst", "--src", str(q), "--out", str(tmp_path / "o"),
                    "--labels", "a"]) == 2
     assert "--labels is for --dataset jsonl" in capsys.readouterr().err
 
@@ -186,7 +187,7 @@ def test_deep_trees_and_the_text_they_spell(tmp_path):
     """A right-branching PTB tree 10,000 deep is read (the reader is iterative); PTB
     escapes and quotes count as the characters they stand for when a tree's words are
     compared with the row's text; nesting up to MAX_NESTING is read."""
-    from data_prep.jsonl import MAX_NESTING
+    from gnn_treelstm.datasets.jsonl import MAX_NESTING
 
     deep = "(W w)"
     for i in range(9999):

@@ -1,5 +1,5 @@
-"""``data_prep.build --workers``: the same data set for any number of spaCy processes, and
-a killed build resumes from its finished parse shards.
+"""``gnn_treelstm.datasets.build --workers``: the same data set for any number of spaCy processes,
+and a killed build resumes from its finished parse shards.
 
 Every file but ``meta.json`` (build times) is compared byte for byte, the packed trees'
 arrays included."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from data_prep import build as B
-from data_prep import dependency
+from gnn_treelstm.datasets import build as B
+from gnn_treelstm.datasets import dependency
 from gnn_treelstm.training.data import SAMPLE_SRC
 
 

@@ -1,5 +1,5 @@
-"""What the data set readers hand to :mod:`data_prep.build`: examples, user sentences with
-their own pre-parses, split discovery for file-based data sets, and the graph of each tree
+"""What the data set readers hand to :mod:`gnn_treelstm.datasets.build`: examples, user sentences
+with their own pre-parses, split discovery for file-based data sets, and the graph of each tree
 kind of an example (:func:`sentence_graph`).
 
 :class:`Example` is one example of a split (one sentence or a pair) with its targets and
@@ -9,7 +9,7 @@ whatever trees the user gave (a binarized PTB tree, CoNLL-U heads and labels, an
 :func:`source_graph` turns it into the graph of each tree kind, the same way the built-in
 data sets do (``constituency``: the given PTB tree binarized, else the head-outward
 binarization of the dependency parse; ``dependency``: the given heads, else spaCy's;
-``chain``; ``amr``: :mod:`data_prep.amr`'s tree).
+``chain``; ``amr``: :mod:`gnn_treelstm.datasets.amr`'s tree).
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from typing import Any
 
 import dgl
 
-from data_prep import binarize, chain, dependency, preparsed, ptb
-from data_prep.amr import AmrTree
+from gnn_treelstm.datasets import binarize, chain, dependency, preparsed, ptb
+from gnn_treelstm.datasets.amr import AmrTree
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from gnn_treelstm.trees.vocab import Relations, Vocab
 

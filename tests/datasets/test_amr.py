@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from data_prep import amr as A
+from gnn_treelstm.datasets import amr as A
 from gnn_treelstm.trees.graph import validate_tree
 
 CORPUS = """# AMR release (header line, not metadata)

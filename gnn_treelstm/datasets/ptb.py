@@ -231,7 +231,7 @@ def parse_ptb(
 
 def read_ptb_file(path: str | os.PathLike, *, binary: bool = True) -> list[PTBTree]:
     """Parse every line of an SST tree file (UTF-8). Blank lines are errors."""
-    from data_prep.readers import numbered_lines
+    from gnn_treelstm.datasets.readers import numbered_lines
 
     path = Path(path)
     trees = []

@@ -2,7 +2,7 @@ import random
 
 import pytest
 
-from data_prep.binarize import binarize_dependency, binary_graph
+from gnn_treelstm.datasets.binarize import binarize_dependency, binary_graph
 from gnn_treelstm.trees.graph import NO_WORD, validate_tree
 
 

@@ -1,7 +1,7 @@
-"""Reading the data sets ``data_prep.build`` knows: the benchmarks from a directory laid out
-like the data mirror (SST, SICK, TREC, SNLI), and the file-based data sets (``amr``:
-:mod:`data_prep.amr_data`; ``jsonl``: :mod:`data_prep.jsonl`), as lists of
-:class:`data_prep.example.Example` per split; the published counts ``--check-counts``
+"""Reading the data sets ``gnn_treelstm.datasets.build`` knows: the benchmarks from a directory
+laid out like the data mirror (SST, SICK, TREC, SNLI), and the file-based data sets (``amr``:
+:mod:`gnn_treelstm.datasets.amr_data`; ``jsonl``: :mod:`gnn_treelstm.datasets.jsonl`), as lists of
+:class:`gnn_treelstm.datasets.example.Example` per split; the published counts ``--check-counts``
 compares against; the relation vocabulary each tree kind starts from.
 """
 
@@ -12,11 +12,11 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-from data_prep import amr_data, chain, jsonl, preparsed, ptb, readers
-from data_prep.example import Example
+from gnn_treelstm.datasets import amr_data, chain, jsonl, preparsed, ptb, readers
+from gnn_treelstm.datasets.example import Example
 from gnn_treelstm.trees.vocab import Relations
 
-logger = logging.getLogger("data_prep.build")
+logger = logging.getLogger("gnn_treelstm.datasets.build")
 
 __all__ = ["KNOWN_COUNTS", "SST2_COUNTS", "SAMPLE_MARKER", "TREC_DEV_SEED", "SICK_FILES", "SPLITS",
            "LOADERS", "LABEL_NAMES", "CountMismatchError", "is_sample", "check_counts",

@@ -1,7 +1,7 @@
 """Penn-Treebank bracketed trees with any labels, as binary trees over the words.
 
-``data_prep.ptb`` reads the SST's strictly binary trees with 0-4 sentiment labels; a user's
-own parses (``"ptb"`` in a JSONL row, e.g. ``(ROOT (S (NP (DT A) (NN man)) (VP (VBZ
+``gnn_treelstm.datasets.ptb`` reads the SST's strictly binary trees with 0-4 sentiment labels; a
+user's own parses (``"ptb"`` in a JSONL row, e.g. ``(ROOT (S (NP (DT A) (NN man)) (VP (VBZ
 plays))))``) have phrase labels and any number of children. :func:`parse_bracketed` makes
 them the binary constituency trees the N-ary Tree-LSTM reads (Tai et al. 2015 §3.2 use
 binarized parses):
@@ -13,9 +13,10 @@ binarized parses):
 * a node with k > 2 children is right-factored: ``(X a b c)`` -> ``(X a (X' b c))``.
 
 Reading, simplifying and binarizing are iterative, so a tree of any depth is read (a
-right-branching tree 10,000 deep in ``tests/data_prep/test_jsonl.py``).
+right-branching tree 10,000 deep in ``tests/datasets/test_jsonl.py``).
 
-The result is ``cparents``, the ``stanford_parsed`` layout of :mod:`data_prep.preparsed`:
+The result is ``cparents``, the ``stanford_parsed`` layout of
+:mod:`gnn_treelstm.datasets.preparsed`:
 the n words are nodes ``0..n-1`` in sentence order, internal nodes follow in post-order
 (the root last), each entry is the parent's index (-1 for the root); a sentence of n words
 has ``2n - 1`` nodes.

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import gnn_treelstm
-from data_prep import labels as L
-from data_prep.dependency import dependency_graph
+from gnn_treelstm.datasets import labels as L
+from gnn_treelstm.datasets.dependency import dependency_graph
 from gnn_treelstm.trees.vocab import Relations
 
 SAMPLE_SRC = Path(gnn_treelstm.__file__).resolve().parent / "sample_data"
@@ -60,7 +60,7 @@ def test_the_table_maps_clearnlp_labels_onto_stanford_labels():
 
 
 def test_every_label_of_the_installed_parser_is_in_the_table():
-    from data_prep.dependency import load_pipeline
+    from gnn_treelstm.datasets.dependency import load_pipeline
 
     try:
         nlp = load_pipeline(None)
@@ -101,8 +101,8 @@ def test_graph_parse_reads_a_built_dependency_graph():
 
 
 def test_spacy_agrees_with_the_stanford_parses_of_the_sample_sick(tmp_path):
-    from data_prep.build import build
-    from data_prep.dependency import load_pipeline
+    from gnn_treelstm.datasets.build import build
+    from gnn_treelstm.datasets.dependency import load_pipeline
 
     try:
         load_pipeline(None)

@@ -1,1 +1,0 @@
-"""Tests of :mod:`data_prep`: readers, parsers and the build of data sets."""
