@@ -107,10 +107,6 @@ TREES = {
     "jsonl": list(jsonl.TREE_KINDS),
 }
 
-# ----------------------------------------------------------------------------- writing
-def _write_text(path: Path, text: str) -> None:
-    atomic_write(path, text)
-
 
 def _targets(exs: list[Example]) -> dict[str, torch.Tensor] | None:
     if not exs[0].targets:
@@ -295,7 +291,7 @@ def _vocab_and_text(out: Path, data: dict, info: dict, old_meta: dict,
     for split in data:
         path = out / "text" / f"{split}.jsonl"
         if stale or not path.exists():
-            _write_text(path, "".join(json.dumps(ex.text, ensure_ascii=False) + "\n"
+            atomic_write(path, "".join(json.dumps(ex.text, ensure_ascii=False) + "\n"
                                       for ex in data[split]))
     return vocab, stale
 
@@ -369,7 +365,7 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
                 else _versions(nlp))
     if info.get("files"):
         meta["src"] = info["files"]
-    _write_text(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    atomic_write(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete
     shutil.rmtree(out / PACK_DIR, ignore_errors=True)
     return meta

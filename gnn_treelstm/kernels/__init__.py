@@ -1,5 +1,5 @@
-"""Optional fast paths of the level engine: C++ level loops, Triton level kernels and oneDNN
-matrix products.
+"""Fast paths: the level engine's C++ level loops, Triton level kernels and oneDNN matrix
+products, and the dropout the models and task heads use.
 
 * :mod:`~gnn_treelstm.kernels.native` — builds and loads the C++ loops of ``csrc/``.
 * :mod:`~gnn_treelstm.kernels.fused`, :mod:`~gnn_treelstm.kernels.fused_teng` — the loops
@@ -8,6 +8,8 @@ matrix products.
   (``triton_levels``) behind ``torch.autograd.Function``: the level engine on CUDA, and
   on the CPU in triton's interpreter (``GNN_TREELSTM_KERNELS``).
 * :mod:`~gnn_treelstm.kernels.gemm` — the level engine's matrix products.
+* :mod:`~gnn_treelstm.kernels.dropout` — dropout with a faster mask on the CPU (the model's
+  and the task heads').
 * :mod:`~gnn_treelstm.kernels.settings` — the switches (``GNN_TREELSTM_NATIVE``,
   ``GNN_TREELSTM_KERNELS``, ...).
 

@@ -36,14 +36,13 @@ from torch import nn
 from gnn_treelstm.cells import build_cell, cells, check_cell_options
 from gnn_treelstm.cells.base import ENGINES, TreeCell
 from gnn_treelstm.engine.schedule import LevelSchedule
-from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.kernels.dropout import Dropout
 from gnn_treelstm.tasks import Encoded, Task, build_task
 from gnn_treelstm.trees import graph as G
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts",
-           "build_model"]
+__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts"]
 
 EMBEDDING_MODES = ("tuned", "fixed", "random")
 #: which root state is the sentence vector: ``h`` (the papers' text) or ``c`` (Tran's code)
@@ -310,7 +309,3 @@ class TreeLSTMModel(nn.Module):
         emb_ids = {id(p) for p in self.embedding.parameters()}
         rest = [p for p in self.parameters() if p.requires_grad and id(p) not in emb_ids]
         return emb, rest
-
-
-def build_model(config: ModelConfig) -> TreeLSTMModel:
-    return TreeLSTMModel(config)

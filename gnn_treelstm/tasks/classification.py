@@ -49,7 +49,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm import metrics as M
-from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.kernels.dropout import Dropout
 from gnn_treelstm.tasks.base import Encoded, Task
 from gnn_treelstm.tasks.registry import tasks
 from gnn_treelstm.trees.data import to_sst2

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from gnn_treelstm import metrics as M
-from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.kernels.dropout import Dropout
 from gnn_treelstm.tasks.base import Encoded, Task
 from gnn_treelstm.tasks.registry import tasks
 

@@ -45,7 +45,7 @@ __all__ = ["MATH_PACKAGES", "ALWAYS", "NO_SOURCE", "PYTHON", "fingerprint", "mod
 #: the packages whose modules hold a model's math (followed from the cell and the task)
 MATH_PACKAGES = ("gnn_treelstm.cells", "gnn_treelstm.tasks")
 #: modules fingerprinted for every model, not followed (they refer to every cell and task)
-ALWAYS = ("gnn_treelstm.models.dropout", "gnn_treelstm.models.treelstm")
+ALWAYS = ("gnn_treelstm.kernels.dropout", "gnn_treelstm.models.treelstm")
 #: the fingerprint of a module whose source cannot be read or parsed (a cell registered
 #: from a notebook): recorded, and equal to itself, so such a run is never named as changed
 NO_SOURCE = "no-source"

@@ -56,7 +56,6 @@ __all__ = [
     "topological_levels",
     "batch_roots",
     "batch_leaves",
-    "num_children",
 ]
 
 #: ``ndata["word"]`` of a node without a word (an internal constituency node)
@@ -205,11 +204,6 @@ def topological_levels(graph: dgl.DGLGraph) -> np.ndarray:
             "tree graphs must be acyclic with edges pointing child -> parent"
         )
     return level
-
-
-def num_children(graph: dgl.DGLGraph) -> torch.Tensor:
-    """In-degree (number of children) per node."""
-    return graph.in_degrees()
 
 
 #: how to provide each field a cell may read, for graphs built without make_tree

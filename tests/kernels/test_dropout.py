@@ -1,4 +1,4 @@
-"""The CPU dropout (:mod:`gnn_treelstm.models.dropout`): nn.Dropout's distribution and scaling."""
+"""The CPU dropout (:mod:`gnn_treelstm.kernels.dropout`): nn.Dropout's distribution and scaling."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from torch import nn
 
-from gnn_treelstm.models.dropout import Dropout
+from gnn_treelstm.kernels.dropout import Dropout
 
 
 @pytest.mark.parametrize("p", [0.2, 0.5])
