@@ -19,8 +19,8 @@ import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands import bench
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels import fused_triton, native
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from tests.engine.count import OpCounter  # noqa: E402

@@ -38,9 +38,9 @@ import torch
 import gnn_treelstm
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands import bench
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.files import write_json
 from gnn_treelstm.kernels import fused_triton
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 SAMPLE = Path(gnn_treelstm.__file__).parent / "sample_data"
 

@@ -211,3 +211,60 @@ def test_process_wide_settings_stay_in_the_command_lines():
     calls = [p for p in PACKAGE.rglob("*.py") if "set_flush_denormal(" in p.read_text()
              and p.parent.name != "commands"]
     assert not calls, f"library modules setting the CPU's denormal mode: {calls}"
+
+
+def floors(design: str | None = None) -> dict[str, int]:
+    """``{top-level module or folder of gnn_treelstm: its floor}`` from the ```` ```floors ````
+    block of ``docs/design.md`` (bottom first); ``base`` names the top-level modules."""
+    text = design if design is not None else (
+        PACKAGE.parent / "docs" / "design.md").read_text(encoding="utf-8")
+    block = text.split("```floors\n", 1)[1].split("```", 1)[0]
+    out: dict[str, int] = {"": 0}
+    for i, line in enumerate(filter(None, map(str.strip, block.splitlines()))):
+        names = line.split(":", 1)[1].split() if line.startswith("base:") else [line]
+        out.update({name: i for name in names})
+    return out
+
+
+def floor_of(module: str, levels: dict[str, int]) -> int:
+    parts = module.split(".")
+    if parts[0] != "gnn_treelstm":
+        raise KeyError(module)
+    return levels[parts[1] if len(parts) > 1 else ""]
+
+
+def upward_imports(graph: dict[str, set[str]], levels: dict[str, int]) -> list[str]:
+    """``importer -> imported`` for every import from a lower floor to a higher one, command
+    lines (``__main__``, ``data_prep``) aside."""
+    out = []
+    for module, deps in sorted(graph.items()):
+        if module.endswith(".__main__") or not module.startswith("gnn_treelstm"):
+            continue
+        for dep in sorted(deps):
+            if dep.startswith("gnn_treelstm") and floor_of(dep, levels) > floor_of(module,
+                                                                                  levels):
+                out.append(f"{module} -> {dep}")
+    return out
+
+
+def test_every_folder_and_top_level_module_has_a_floor():
+    levels = floors()
+    names = {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").is_file()}
+    names |= {p.stem for p in PACKAGE.glob("*.py") if p.stem not in ("__init__", "__main__")}
+    assert names - set(levels) == set(), "give these a floor in docs/design.md"
+    assert set(levels) - names - {""} == set(), "floors naming nothing in the package"
+
+
+def test_no_import_runs_up_the_floors():
+    found = upward_imports(import_graph(), floors())
+    assert not found, "imports from a lower floor to a higher one:\n" + "\n".join(found)
+
+
+def test_the_floor_check_sees_an_upward_import():
+    levels = floors("```floors\nbase: files\ntrees\nengine\n```")
+    assert levels == {"": 0, "files": 0, "trees": 1, "engine": 2}
+    graph = {"gnn_treelstm.trees.data": {"gnn_treelstm.engine.level", "gnn_treelstm.files"},
+             "gnn_treelstm.engine.level": {"gnn_treelstm.trees.graph"},
+             "gnn_treelstm.engine.__main__": {"gnn_treelstm.commands"}}
+    assert upward_imports(graph, levels) == [
+        "gnn_treelstm.trees.data -> gnn_treelstm.engine.level"]

@@ -1,7 +1,7 @@
 """Griffe extension: the docstrings' Sphinx roles become mkdocstrings cross-references.
 
 The package's docstrings name other objects the Sphinx way (``:func:`make_tree```,
-``:class:`~gnn_treelstm.engine.schedule.LevelSchedule```, ``:mod:`.fused```). This
+``:class:`~gnn_treelstm.trees.schedule.LevelSchedule```, ``:mod:`.fused```). This
 extension finds each name from the docstring's own scope, as Python would (the module's
 imports included; then, for a package's docstring, its modules' members, and for a module's
 docstring, its classes' members), and rewrites the role:

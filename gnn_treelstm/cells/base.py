@@ -30,10 +30,10 @@ import dgl
 import torch
 from torch import nn
 
-from gnn_treelstm.engine.eager import eager
+from gnn_treelstm.eager import eager
 from gnn_treelstm.engine.propagator import ENGINES, Propagator
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 __all__ = ["TreeCell"]
 

@@ -49,10 +49,10 @@ from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.commands.process import setup_training
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.files import write_json
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import load_meta, load_split
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 logger = logging.getLogger(__name__)
 

@@ -5,10 +5,8 @@
 * :mod:`~gnn_treelstm.engine.propagator` — the engines by name (``ENGINES``) and the
   ``Propagator`` that runs a cell's recurrences with one.
 * :mod:`~gnn_treelstm.engine.dgl_engine` — the recurrence under ``dgl.prop_nodes_topo``.
-* :mod:`~gnn_treelstm.engine.eager` — host-side functions run eagerly under ``torch.compile``,
-  without importing Dynamo until something compiles.
 * :mod:`~gnn_treelstm.engine.level` — the recurrence level by level on a precomputed
-  :class:`~gnn_treelstm.engine.schedule.LevelSchedule` (built once per batch, on the CPU).
+  :class:`~gnn_treelstm.trees.schedule.LevelSchedule` (built once per batch, on the CPU).
 * :mod:`~gnn_treelstm.kernels.fused` — optional C++ level loops for some cells (float32 CPU).
 * :mod:`~gnn_treelstm.commands.dgl_example` — DGL's example cell, the benchmark anchor.
 
@@ -16,6 +14,5 @@ Nothing here imports :mod:`gnn_treelstm.cells`: cells import their engines.
 """
 
 from gnn_treelstm.engine.recurrence import Parts, Recurrence
-from gnn_treelstm.engine.schedule import Levels, LevelSchedule
 
-__all__ = ["Recurrence", "Parts", "LevelSchedule", "Levels"]
+__all__ = ["Recurrence", "Parts"]

@@ -36,7 +36,7 @@ import torch
 from torch.nn import functional as F
 
 from gnn_treelstm.engine.recurrence import Inputs, Recurrence, lazy_parts
-from gnn_treelstm.engine.schedule import Levels, LevelSchedule
+from gnn_treelstm.trees.schedule import Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
 

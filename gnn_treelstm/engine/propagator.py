@@ -21,18 +21,18 @@ from types import MappingProxyType
 import dgl
 import torch
 
+from gnn_treelstm.eager import eager
 from gnn_treelstm.engine import dgl_engine, level
-from gnn_treelstm.engine.eager import eager
 from gnn_treelstm.engine.recurrence import Inputs, Parts, Recurrence
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 logger = logging.getLogger(__name__)
 
 __all__ = ["Engine", "ENGINES", "engine_named", "Propagator", "check_schedule", "compiling"]
 
 
-#: the edge fields a :class:`~gnn_treelstm.engine.schedule.Levels` keeps, by name
+#: the edge fields a :class:`~gnn_treelstm.trees.schedule.Levels` keeps, by name
 _SCHEDULED_EDGE_FIELDS = {G.REL: "edge_rel", G.POS: "edge_pos"}
 
 
@@ -47,7 +47,7 @@ class Engine:
         kernels: the cells' fast kernels
             (:meth:`~gnn_treelstm.cells.base.TreeCell.level_kernel`) apply on this engine.
         doc: one line on what it is.
-        scheduled: runs on a :class:`~gnn_treelstm.engine.schedule.LevelSchedule`
+        scheduled: runs on a :class:`~gnn_treelstm.trees.schedule.LevelSchedule`
             (:meth:`Propagator.prepare` builds it).
     """
 

@@ -24,9 +24,9 @@ from __future__ import annotations
 
 import torch
 
-from gnn_treelstm.engine.schedule import Levels
 from gnn_treelstm.kernels import native
 from gnn_treelstm.kernels.gemm import mm_nt
+from gnn_treelstm.trees.schedule import Levels
 
 __all__ = ["available", "state_buffers", "grad_buffers", "grad_matmul", "childsum_levels",
            "mtree_levels", "mtree_full_levels", "nary_levels", "gate_weight",

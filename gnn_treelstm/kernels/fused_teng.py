@@ -24,8 +24,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from gnn_treelstm.engine.schedule import Levels
 from gnn_treelstm.kernels.fused import available, grad_buffers, grad_matmul, state_buffers
+from gnn_treelstm.trees.schedule import Levels
 
 __all__ = ["HEAD_MODE_IDS", "permute", "to_levels", "up_to_down", "down_sides",
            "head_levels", "lex_levels", "topdown_levels"]

@@ -50,9 +50,9 @@ import importlib.util
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm.engine.schedule import Levels
 from gnn_treelstm.kernels import fused, native
 from gnn_treelstm.kernels.settings import env_choice
+from gnn_treelstm.trees.schedule import Levels
 
 if importlib.util.find_spec("triton") is not None:
     from gnn_treelstm.kernels import triton_levels as tk

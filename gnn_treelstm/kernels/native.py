@@ -42,7 +42,7 @@ from pathlib import Path
 
 import torch
 
-from gnn_treelstm.engine.eager import eager
+from gnn_treelstm.eager import eager
 from gnn_treelstm.files import atomic_path, cache_dir
 from gnn_treelstm.kernels.settings import env_choice
 

@@ -35,10 +35,10 @@ from torch import nn
 
 from gnn_treelstm.cells import build_cell, cells, check_cell_options
 from gnn_treelstm.cells.base import ENGINES, TreeCell
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels.dropout import Dropout
 from gnn_treelstm.tasks import Encoded, Task, build_task
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,6 @@ import dgl
 import torch
 
 from gnn_treelstm import _dgl_compat
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
 from gnn_treelstm.trees.packed import (
     PackedTrees,
@@ -43,6 +42,7 @@ from gnn_treelstm.trees.packed import (
     pack_graphs,
     packed_exists,
 )
+from gnn_treelstm.trees.schedule import LevelSchedule
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
 _dgl_compat.attach()
@@ -308,7 +308,7 @@ class Example(NamedTuple):
 class Batch:
     """A collated batch: ``graph`` (and ``graph_b``) are ``dgl.batch`` results.
 
-    ``schedule`` (optional) is the :class:`~gnn_treelstm.engine.schedule.LevelSchedule` of
+    ``schedule`` (optional) is the :class:`~gnn_treelstm.trees.schedule.LevelSchedule` of
     the graph the encoder runs on: ``graph``, or for pairs ``dgl.batch([graph, graph_b])``
     (every A sentence, then every B sentence; :meth:`encoder_graph`). ``collate`` builds it
     once per batch when asked (``schedule=True``), so the level engine does no scheduling

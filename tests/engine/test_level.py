@@ -12,8 +12,8 @@ import torch
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.engine import level
 from gnn_treelstm.engine.propagator import Propagator
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels import native
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.handbuilt import random_batch, random_dependency_batch
 
 X, H = 7, 5

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels import fused_triton, native
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.engine.count import OpCounter
 
 X, H = 6, 8

@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell, cells
-from gnn_treelstm.engine.schedule import LevelSchedule
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.handbuilt import chain, random_batch, random_dependency_tree
 
 X, H, R = 6, 5, 4

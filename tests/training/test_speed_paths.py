@@ -9,7 +9,6 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training.batching import make_loader
@@ -17,6 +16,7 @@ from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
 from gnn_treelstm.training.optim import _fused_ok, build_optimizer
 from gnn_treelstm.trees import data as D
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.tiny_data import WORDS, build_tiny
 
 

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from gnn_treelstm.datasets import build as B
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.training.batching import make_loader
 from gnn_treelstm.training.data import SAMPLE_SRC
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import packed as P
 from gnn_treelstm.trees.packed import PackedTrees
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.tiny_data import build_tiny
 
 SAMPLE = SAMPLE_SRC

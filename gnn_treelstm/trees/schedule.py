@@ -44,7 +44,7 @@ import dgl
 import numpy as np
 import torch
 
-from gnn_treelstm.engine.eager import eager
+from gnn_treelstm.eager import eager
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["Levels", "LevelSchedule", "heights", "depths"]

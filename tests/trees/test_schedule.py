@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.trees.graph import make_tree, topological_levels
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.handbuilt import chain, random_batch, random_dependency_tree
 
 
