@@ -13,6 +13,7 @@ from gnn_treelstm.commands import denormals, heap
 from gnn_treelstm.commands import reproduce as cli
 from gnn_treelstm.reproduce import ledger, plot, report, runner
 from gnn_treelstm.reproduce import rows as R
+from gnn_treelstm.reproduce.runner import RunRowsOptions
 from tests.reproduce.test_report import _fake, _line
 
 REPO = Path(__file__).resolve().parents[2]
@@ -132,7 +133,7 @@ def test_a_stale_run_directory_does_not_replace_the_rows_seeds(tmp_path):
 def test_a_row_sharing_runs_records_the_directory_as_its_owner(tmp_path, monkeypatch):
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
-    runner.run_rows([SICK_E_T6], root=tmp_path, quick=True)
+    runner.run_rows([SICK_E_T6], root=tmp_path, options=RunRowsOptions(quick=True))
     info = json.loads((runner.row_dir(tmp_path, SICK_E) / "row.json").read_text())
     assert calls == [1] and info["row"]["key"] == KEY and info["config"]
     old = {"seeds": {"1": _seed(0.1), "2": _seed(0.2)}, "quick": True,
