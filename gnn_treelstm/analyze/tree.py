@@ -125,6 +125,7 @@ class _Labels:
     k: int               # the number of classes coloured
 
     def both(self, v: int) -> bool:
+        """Whether node ``v`` has a predicted and a gold label."""
         return self.pred[v] >= 0 and self.gold[v] >= 0
 
     def name(self, label: int, none: str | None = "") -> str | None:
