@@ -3,28 +3,18 @@ docstrings for what they measure)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.cells.sequential import SequentialLSTM
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
+from tests.scripts import load_script
 
 
 def test_bilstm_prefix_probe_zeroes_the_backward_half_of_the_phrase_input(tiny_sst, tmp_path,
                                                                           monkeypatch):
-    probe = _load("probe_bilstm_prefix_labels")
+    probe = load_script("probe_bilstm_prefix_labels")
     bi, uni = build_cell("bilstm", 4, 3), build_cell("lstm", 4, 3)
     h = torch.randn(5, 6)
     out = probe._forward_half(bi, None, h)

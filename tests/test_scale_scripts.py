@@ -3,24 +3,14 @@ data set whose trees are the dev set's shapes, and the load/collate measurement 
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import numpy as np
 
 from gnn_treelstm.datasets import build as B
 from gnn_treelstm.trees import data as D
+from tests.scripts import load_script
 from tests.tiny_data import build_tiny
-
-ROOT = Path(__file__).resolve().parents[1]
-
-
-def _load(name: str):
-    spec = importlib.util.spec_from_file_location(name, ROOT / "scripts" / f"{name}.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
 
 
 def _shapes(trees) -> set:
@@ -34,7 +24,7 @@ def _shapes(trees) -> set:
 
 def test_synthetic_snli_has_the_dev_shapes_and_builds(tmp_path, capsys):
     dev = build_tiny(tmp_path, "snli")
-    synth = _load("synthetic_snli")
+    synth = load_script("synthetic_snli")
     assert synth.main([str(dev), str(tmp_path / "synth"), "--pairs", "60",
                        "--eval-pairs", "7", "--seed", "2"]) == 0
     rows = [json.loads(x) for x in (tmp_path / "synth" / "train.jsonl").open()]
@@ -52,7 +42,7 @@ def test_synthetic_snli_has_the_dev_shapes_and_builds(tmp_path, capsys):
 
 def test_packed_bench_reports(tmp_path, capsys):
     data = build_tiny(tmp_path, "sst")
-    bench = _load("packed_bench")
+    bench = load_script("packed_bench")
     assert bench.main(["load", str(data), "--tree", "dependency"]) == 0
     got = json.loads(capsys.readouterr().out)
     assert got["trees"] == 16 and got["nodes"] > 16 and got["load_s"] >= 0

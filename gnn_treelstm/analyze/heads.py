@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import dgl
@@ -46,14 +47,14 @@ from gnn_treelstm.analyze.common import (
     tokens_of,
     write_table,
 )
-from gnn_treelstm.analyze.render import render_tree, write_html_trees
+from gnn_treelstm.analyze.render import Frame, render_tree, write_html_trees
 from gnn_treelstm.cells.lexicalized import head_gate
 from gnn_treelstm.models.checkpoint import Checkpoint
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.drawing import SST_LABEL_NAMES, to_networkx
 
-__all__ = ["RULES", "model_heads", "rule_heads", "agreement", "heads_analysis",
-           "TENG_COLLINS"]
+__all__ = ["RULES", "HeadsOptions", "model_heads", "rule_heads", "agreement",
+           "heads_analysis", "TENG_COLLINS"]
 
 log = logging.getLogger(__name__)
 RULES = ("cosine", "gate")
@@ -173,17 +174,34 @@ def _pct(a: int, b: int) -> float:
     return 100.0 * a / b if b else float("nan")
 
 
-def heads_analysis(run: str, out: str | Path, table: str | Path, *, data: str | None = None,
-                   splits: Sequence[str] = ("dev", "test"), draw_split: str = "dev",
-                   index: int = 0, rule: str = "cosine", html: str | Path | None = None
-                   ) -> dict:
-    """Agreement over ``splits`` (table) and one sentence's heads drawn on its tree."""
+@dataclass(frozen=True)
+class HeadsOptions:
+    """What ``analyze heads`` measures and draws (its flags).
+
+    ``data``: a built data directory (default: the checkpoint's); ``splits``: the splits of
+    the agreement table; ``draw_split`` and ``index``: the sentence drawn; ``rule``: how the
+    model's head is read off (:data:`RULES`, module docstring); ``html``: also write the
+    drawn tree as self-contained HTML there."""
+
+    data: str | None = None
+    splits: Sequence[str] = ("dev", "test")
+    draw_split: str = "dev"
+    index: int = 0
+    rule: str = "cosine"
+    html: str | Path | None = None
+
+
+def heads_analysis(run: str, out: str | Path, table: str | Path,
+                   options: HeadsOptions = HeadsOptions()) -> dict:
+    """Agreement over ``options.splits`` (table) and one sentence's heads drawn on its
+    tree."""
+    data, rule = options.data, options.rule
     ck = load(run)
     if _head_module(ck.model.cell) is None:
         raise AnalysisError(f"{ck.path}: the {ck.model.config.cell!r} cell has no head "
                             "lexicon; train a lexicalized model (--model lex)")
     results = {}
-    for split in splits:
+    for split in options.splits:
         data_dir, const = split_of(ck, data, split)
         _, dep = split_of(ck, data, split, tree="dependency")
         results[split] = agreement(ck, const.graphs, dep.graphs, rule)
@@ -198,15 +216,17 @@ def heads_analysis(run: str, out: str | Path, table: str | Path, *, data: str | 
             " over the internal nodes (constituents of 2+ words).\n\n" + markdown(
                 ["split", "constituents", "model = rule (%)", "leftmost word = rule (%)",
                  "rightmost word = rule (%)", "Teng & Zhang vs Collins (%)"], rows))
-    drawn = _draw(ck, data, draw_split, index, rule, out, html)
+    drawn = _draw(ck, options, out)
     write_table(table, text + "\n" + drawn)
     return results
 
 
-def _draw(ck: Checkpoint, data: str | None, split: str, index: int, rule: str,
-          out: str | Path, html: str | Path | None = None) -> str:
-    data_dir, const = split_of(ck, data, split)
-    _, dep = split_of(ck, data, split, tree="dependency")
+def _draw(ck: Checkpoint, options: HeadsOptions, out: str | Path) -> str:
+    """Draw the sentence ``options`` name with the model's and the rule's head words;
+    returns its table's text."""
+    split, index, rule = options.draw_split, options.index, options.rule
+    data_dir, const = split_of(ck, options.data, split)
+    _, dep = split_of(ck, options.data, split, tree="dependency")
     if not 0 <= index < len(const):
         raise AnalysisError(f"--index {index}: the {split} split of {data_dir} has "
                             f"{len(const)} sentences; give 0..{len(const) - 1}")
@@ -237,20 +257,28 @@ def _draw(ck: Checkpoint, data: str | None, split: str, index: int, rule: str,
                ("#ffffff", "purple border: differs")]
     title = (f"head words of {ck.model.config.cell} (rule {rule}), {split} #{index}: "
              f"{agree}/{len(rows)} constituents agree with the dependency-rule head")
-    render_tree(tree, out, boxes=boxes, outline=outline, legend=legend, title=title)
-    if html is not None:
-        nodes = []
-        for v, d in tree.nodes(data=True):
-            lo, hi = spans[v]
-            lab = d["label"]
-            rule_word = tokens[rule_h[v]] if v in rule_h else tokens[heads[v]]
-            nodes.append({
-                "id": v, "parent": next(iter(tree.successors(v)), None),
-                "word": tokens[lo] if v not in rule_h else None,
-                "token": lo if v not in rule_h else None,
-                "words": f"{' '.join(tokens[lo:hi])} | model head: {tokens[heads[v]]} | "
-                         f"rule head: {rule_word}",
-                "label": SST_LABEL_NAMES[lab] if lab is not None and 0 <= lab < 5 else None})
-        write_html_trees(html, [nodes], title=title, label_names=list(SST_LABEL_NAMES))
+    render_tree(tree, out, boxes=boxes, outline=outline,
+                frame=Frame(title=title, legend=legend))
+    if options.html is not None:
+        write_html_trees(options.html, [_html_nodes(tree, tokens, spans, heads, rule_h)],
+                         title=title, label_names=list(SST_LABEL_NAMES))
     return (f"The drawn sentence ({split} #{index}): {' '.join(tokens)}\n\n"
             + markdown(["node", "constituent", "model head", "rule head", "same"], rows))
+
+
+def _html_nodes(tree, tokens: list[str], spans: list[tuple], heads: list[int],
+                rule_h: dict[int, int]) -> list[dict]:
+    """The drawn tree's nodes in :mod:`gnn_treelstm.trees.treesvg`'s schema."""
+    nodes = []
+    for v, d in tree.nodes(data=True):
+        lo, hi = spans[v]
+        lab = d["label"]
+        rule_word = tokens[rule_h[v]] if v in rule_h else tokens[heads[v]]
+        nodes.append({
+            "id": v, "parent": next(iter(tree.successors(v)), None),
+            "word": tokens[lo] if v not in rule_h else None,
+            "token": lo if v not in rule_h else None,
+            "words": f"{' '.join(tokens[lo:hi])} | model head: {tokens[heads[v]]} | "
+                     f"rule head: {rule_word}",
+            "label": SST_LABEL_NAMES[lab] if lab is not None and 0 <= lab < 5 else None})
+    return nodes

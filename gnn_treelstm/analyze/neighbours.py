@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import random
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import dgl
@@ -36,7 +37,7 @@ from gnn_treelstm.analyze.common import (
 from gnn_treelstm.tasks.base import Encoded
 from gnn_treelstm.trees import graph as G
 
-__all__ = ["nearest", "mean_vectors", "neighbours_analysis"]
+__all__ = ["NeighboursOptions", "nearest", "mean_vectors", "neighbours_analysis"]
 
 log = logging.getLogger(__name__)
 
@@ -93,28 +94,36 @@ def _pool(graphs_a, graphs_b, recs) -> tuple[list[str], list]:
     return texts, graphs
 
 
-def neighbours_analysis(run: str, out: str | Path, table: str | Path, *,
-                        data: str | None = None, split: str = "test",
-                        queries: Sequence[str] = (), num_queries: int = 3, sample: int = 1000,
-                        k: int = 3, seed: int = 1) -> list[dict]:
+@dataclass(frozen=True)
+class NeighboursOptions:
+    """Which sentences ``analyze neighbours`` ranks (its flags).
+
+    ``data``: a built data directory (default: the checkpoint's); ``split``: the split the
+    sample is drawn from; ``queries``: query sentences of that split (tokens separated by
+    spaces, case ignored), else the first ``num_queries`` of the sample; ``sample``: the
+    sentences in the sample (at least 2), drawn with ``random.Random(seed)``; ``k``:
+    neighbours per query."""
+
+    data: str | None = None
+    split: str = "test"
+    queries: Sequence[str] = ()
+    num_queries: int = 3
+    sample: int = 1000
+    k: int = 3
+    seed: int = 1
+
+
+def neighbours_analysis(run: str, out: str | Path, table: str | Path,
+                        options: NeighboursOptions = NeighboursOptions()) -> list[dict]:
     """Nearest neighbours of each query in a ``sample``-sentence draw; table and figure."""
     ck = load(run, tasks=("sick-r",))
-    data_dir, sp = split_of(ck, data, split)
+    split = options.split
+    data_dir, sp = split_of(ck, options.data, split)
     texts, graphs = _pool(sp.graphs, sp.graphs_b, tokens_of(data_dir, split))
-    if sample < 2:
-        raise AnalysisError(f"--sample must be at least 2, got {sample}")
-    index = {t.lower(): i for i, t in enumerate(texts)}
-    wanted = []
-    for q in queries:
-        if q.strip().lower() not in index:
-            raise AnalysisError(f"--query {q!r} is not a sentence of the {split} split of "
-                                f"{data_dir} (tokens separated by spaces, case ignored)")
-        wanted.append(index[q.strip().lower()])
-    rng = random.Random(seed)
-    chosen = rng.sample(range(len(texts)), min(sample, len(texts)))
-    chosen = [i for i in chosen if i not in wanted][:sample - len(wanted)] + wanted
-    if not wanted:
-        wanted = chosen[:num_queries]
+    if options.sample < 2:
+        raise AnalysisError(f"--sample must be at least 2, got {options.sample}")
+    wanted = _query_indices(texts, options.queries, f"the {split} split of {data_dir}")
+    chosen, wanted = _draw_sample(len(texts), wanted, options)
     pos = {i: j for j, i in enumerate(chosen)}
     pool_g = [graphs[i] for i in chosen]
     model_s = model_scores(ck.model, pool_g, [pos[w] for w in wanted])
@@ -122,8 +131,8 @@ def neighbours_analysis(run: str, out: str | Path, table: str | Path, *,
     results, rows = [], []
     for qi, w in enumerate(wanted):
         q = pos[w]
-        by_model = nearest(model_s[qi], q, k)
-        by_mean = nearest(mv @ mv[q], q, k)
+        by_model = nearest(model_s[qi], q, options.k)
+        by_mean = nearest(mv @ mv[q], q, options.k)
         results.append({"query": texts[w],
                         "model": [(texts[chosen[i]], s) for i, s in by_model],
                         "mean": [(texts[chosen[i]], s) for i, s in by_mean]})
@@ -132,13 +141,38 @@ def neighbours_analysis(run: str, out: str | Path, table: str | Path, *,
     cell = ck.model.config.cell
     tree = ck.run_config.get("tree")
     write_table(table, (
-        f"Nearest neighbours in a {len(chosen)}-sentence sample (seed {seed}) of the "
+        f"Nearest neighbours in a {len(chosen)}-sentence sample (seed {options.seed}) of the "
         f"{split} split of `{data_dir}`: `{ck.path}` ({cell}, {tree} trees; score = "
         "predicted relatedness 1-5) against mean word vectors (cosine).\n\n") + markdown(
         ["query", "rank", f"{cell} neighbour", "score", "mean-vector neighbour", "cosine"],
         rows))
     _draw(results, out, f"{cell} ({tree})", len(chosen), split)
     return results
+
+
+def _query_indices(texts: Sequence[str], queries: Sequence[str], where: str) -> list[int]:
+    """The pool index of each query sentence (compared lower-cased)."""
+    index = {t.lower(): i for i, t in enumerate(texts)}
+    wanted = []
+    for q in queries:
+        if q.strip().lower() not in index:
+            raise AnalysisError(f"--query {q!r} is not a sentence of {where} "
+                                "(tokens separated by spaces, case ignored)")
+        wanted.append(index[q.strip().lower()])
+    return wanted
+
+
+def _draw_sample(n: int, wanted: list[int], options: NeighboursOptions
+                 ) -> tuple[list[int], list[int]]:
+    """(the sample's pool indices, the queries'): ``options.sample`` of the ``n`` sentences
+    drawn with ``random.Random(options.seed)``, the queries added at the end; without
+    queries, the sample's first ``options.num_queries``."""
+    rng = random.Random(options.seed)
+    chosen = rng.sample(range(n), min(options.sample, n))
+    chosen = [i for i in chosen if i not in wanted][:options.sample - len(wanted)] + wanted
+    if not wanted:
+        wanted = chosen[:options.num_queries]
+    return chosen, wanted
 
 
 def _draw(results: list[dict], out: str | Path, model: str, n: int, split: str) -> None:

@@ -43,7 +43,13 @@ def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="gnn-treelstm analyze",
                                  description=__doc__.split("\n\n")[0].strip("`"))
     sub = ap.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
+    for add in (_add_tree, _add_heads, _add_relations, _add_neighbours, _add_length,
+                _add_curves):
+        add(sub)
+    return ap
 
+
+def _add_tree(sub) -> None:
     p = sub.add_parser("tree", help="a sentence's tree, predicted vs gold label per node")
     p.add_argument("run", help="checkpoint (best.pt) or run directory")
     p.add_argument("--split", default="dev")
@@ -56,6 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also a self-contained HTML drawing (gnn_treelstm.trees.treesvg)")
     _common(p)
 
+
+def _add_heads(sub) -> None:
     p = sub.add_parser("heads", help="head words of a lexicalized model vs a rule-based "
                                      "head finder (Teng & Zhang Fig 5)")
     p.add_argument("run", help="checkpoint (best.pt) or run directory of a lex model")
@@ -70,6 +78,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="also the drawn tree as self-contained HTML (gnn_treelstm.trees.treesvg)")
     _common(p)
 
+
+def _add_relations(sub) -> None:
     p = sub.add_parser("relations", help="relations by the Frobenius norm of their "
                                          "composition matrix (Tran & Cheng §6.2-6.3)")
     p.add_argument("runs", nargs="+", help="mtree / mtree-full runs, one panel each")
@@ -85,6 +95,8 @@ def build_parser() -> argparse.ArgumentParser:
                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
     p.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO")
 
+
+def _add_neighbours(sub) -> None:
     p = sub.add_parser("neighbours", help="nearest-neighbour sentences: relatedness model "
                                           "vs mean word vectors (Tai Table 4)")
     p.add_argument("run", help="a sick-r checkpoint or run directory")
@@ -99,6 +111,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=1)
     _common(p)
 
+
+def _add_length(sub) -> None:
     p = sub.add_parser("length", help="metric against sentence length (Tai Figs 3-4)")
     p.add_argument("runs", nargs="+", help="checkpoints or run directories")
     p.add_argument("--split", default="test")
@@ -107,13 +121,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label", action="append", default=None, help="a legend name per run")
     _common(p)
 
+
+def _add_curves(sub) -> None:
     p = sub.add_parser("curves", help="training loss and dev metric per epoch")
     p.add_argument("runs", nargs="+", help="run directories")
     p.add_argument("--metric", default=None,
                    help="dev metric (default: the run's selection metric)")
     p.add_argument("--label", action="append", default=None, help="a legend name per run")
     _common(p, data=False)
-    return ap
 
 
 def run(a: argparse.Namespace) -> str:
@@ -122,16 +137,18 @@ def run(a: argparse.Namespace) -> str:
 
     table = table_path(a.out, a.table)
     if a.command == "tree":
-        from gnn_treelstm.analyze.tree import tree_analysis
+        from gnn_treelstm.analyze.tree import TreeOptions, tree_analysis
 
-        r = tree_analysis(a.run, a.out, table, data=a.data, split=a.split, index=a.index,
-                          text=a.text, edge_labels=a.edge_labels, html=a.html)
+        r = tree_analysis(a.run, a.out, table, TreeOptions(
+            data=a.data, split=a.split, index=a.index, text=a.text,
+            edge_labels=a.edge_labels, html=a.html))
         return f"{r['correct']}/{r['labelled']} labelled nodes right"
     if a.command == "heads":
-        from gnn_treelstm.analyze.heads import heads_analysis
+        from gnn_treelstm.analyze.heads import HeadsOptions, heads_analysis
 
-        res = heads_analysis(a.run, a.out, table, data=a.data, splits=a.splits,
-                             draw_split=a.split, index=a.index, rule=a.rule, html=a.html)
+        res = heads_analysis(a.run, a.out, table, HeadsOptions(
+            data=a.data, splits=a.splits, draw_split=a.split, index=a.index, rule=a.rule,
+            html=a.html))
         return "; ".join(f"{s}: {100 * r['model'] / max(r['constituents'], 1):.2f} % of "
                          f"{r['constituents']} constituents" for s, r in res.items())
     if a.command == "relations":
@@ -142,11 +159,11 @@ def run(a: argparse.Namespace) -> str:
                                     counts_split=split)
         return " | ".join(", ".join(n for n, _, _ in r[:5]) for r in ranked)
     if a.command == "neighbours":
-        from gnn_treelstm.analyze.neighbours import neighbours_analysis
+        from gnn_treelstm.analyze.neighbours import NeighboursOptions, neighbours_analysis
 
-        res = neighbours_analysis(a.run, a.out, table, data=a.data, split=a.split,
-                                  queries=a.query, num_queries=a.queries, sample=a.sample,
-                                  k=a.k, seed=a.seed)
+        res = neighbours_analysis(a.run, a.out, table, NeighboursOptions(
+            data=a.data, split=a.split, queries=a.query, num_queries=a.queries,
+            sample=a.sample, k=a.k, seed=a.seed))
         return f"{len(res)} queries"
     if a.command == "length":
         from gnn_treelstm.analyze.length import length_analysis

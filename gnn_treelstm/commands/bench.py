@@ -179,6 +179,7 @@ def _batches(graphs: list[dgl.DGLGraph], batch_size: int, max_trees: int, seed: 
 
 def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, args,
                    batch_size: int) -> list[dict]:
+    """One cell at one batch size: a row per engine (trees/s, GFLOP/s, schedule time)."""
     torch.manual_seed(0)
     batches = _batches(graphs, batch_size, args.trees, args.seed)
     n_trees = sum(b.batch_size for b in batches)
@@ -186,52 +187,10 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
     t0 = time.perf_counter()
     scheds = [LevelSchedule.from_graph(b) for b in batches]
     sched_ms = (time.perf_counter() - t0) / len(batches) * 1e3
-    cell = build_cell(name, args.x_size, args.h_size, **kw)
-    lvl = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
-    lvl.load_state_dict(cell.state_dict())
-    engines: dict[str, Callable] = {
-        "dgl": lambda k: cell(batches[k], xs[k]),
-        "level": lambda k: lvl(batches[k], xs[k], schedule=scheds[k]),
-    }
-    if anchor_cls is not None:
-        anchor = anchor_cls(args.x_size, args.h_size)
-        masks = [b.ndata[G.WORD] != G.NO_WORD for b in batches]
-        engines["anchor"] = lambda k: anchor(batches[k], xs[k], masks[k])
+    engines, params = _engines(name, kw, anchor_cls, args, batches, xs, scheds)
     flops = [model_flops(name, b, args.x_size, args.h_size, kw.get("n_ary", 2)) for b in batches]
     total_flops = sum(flops)
-    params = (list(cell.parameters()) + list(lvl.parameters())
-              + (list(anchor.parameters()) if anchor_cls else []))
-
-    def runner(fwd, backward: bool):
-        def run(k):
-            if not backward:
-                with torch.no_grad():
-                    fwd(k)
-                return
-            x = xs[k].requires_grad_(True)  # the engines' closures read xs[k]
-            h, _ = fwd(k)
-            h.sum().backward()
-            x.grad = None
-            for p in params:
-                p.grad = None
-        return run
-
-    # engines interleaved repeat by repeat, so load changes hit all of them alike
-    times: dict[tuple[str, bool], list[float]] = {}
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for backward in (False, True):
-            for fwd in engines.values():  # warm-up
-                run = runner(fwd, backward)
-                for k in range(min(args.warmup, len(batches))):
-                    run(k)
-            for _ in range(args.repeats):
-                for engine, fwd in engines.items():
-                    run = runner(fwd, backward)
-                    t0 = time.perf_counter()
-                    for k in range(len(batches)):
-                        run(k)
-                    times.setdefault((engine, backward), []).append(time.perf_counter() - t0)
+    times = _time_engines(engines, xs, params, args, len(batches))
     for x in xs:
         x.requires_grad_(False)
     rows = []
@@ -250,6 +209,68 @@ def bench_workload(name: str, graphs: list[dgl.DGLGraph], kw: dict, anchor_cls, 
         logger.info("%s, %s engine, batch %d: %.0f trees/s forward, %.0f forward+backward",
                     r["cell"], r["engine"], r["batch"], r["fwd_trees_s"], r["fwdbwd_trees_s"])
     return rows
+
+
+def _engines(name: str, kw: dict, anchor_cls, args, batches: list[dgl.DGLGraph],
+             xs: list[torch.Tensor], scheds: list[LevelSchedule]
+             ) -> tuple[dict[str, Callable], list[torch.nn.Parameter]]:
+    """Each engine as a function of the batch number, and the parameters of them all: the
+    cell on ``dgl`` and on ``level`` (the same weights), and the anchor where there is one."""
+    cell = build_cell(name, args.x_size, args.h_size, **kw)
+    lvl = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
+    lvl.load_state_dict(cell.state_dict())
+    engines: dict[str, Callable] = {
+        "dgl": lambda k: cell(batches[k], xs[k]),
+        "level": lambda k: lvl(batches[k], xs[k], schedule=scheds[k]),
+    }
+    params = list(cell.parameters()) + list(lvl.parameters())
+    if anchor_cls is not None:
+        anchor = anchor_cls(args.x_size, args.h_size)
+        masks = [b.ndata[G.WORD] != G.NO_WORD for b in batches]
+        engines["anchor"] = lambda k: anchor(batches[k], xs[k], masks[k])
+        params += list(anchor.parameters())
+    return engines, params
+
+
+def _step(fwd: Callable, backward: bool, xs: list[torch.Tensor],
+          params: list[torch.nn.Parameter]) -> Callable[[int], None]:
+    """One batch through an engine: forward only under ``torch.no_grad``, or forward and
+    backward of ``h.sum()`` with ``x`` requiring grad (the gradients cleared after)."""
+    def run(k: int) -> None:
+        if not backward:
+            with torch.no_grad():
+                fwd(k)
+            return
+        x = xs[k].requires_grad_(True)  # the engines' closures read xs[k]
+        h, _ = fwd(k)
+        h.sum().backward()
+        x.grad = None
+        for p in params:
+            p.grad = None
+    return run
+
+
+def _time_engines(engines: dict[str, Callable], xs: list[torch.Tensor],
+                  params: list[torch.nn.Parameter], args, n_batches: int
+                  ) -> dict[tuple[str, bool], list[float]]:
+    """Seconds of each repeat over all batches, per (engine, backward); engines interleaved
+    repeat by repeat, so load changes hit all of them alike."""
+    times: dict[tuple[str, bool], list[float]] = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for backward in (False, True):
+            for fwd in engines.values():  # warm-up
+                run = _step(fwd, backward, xs, params)
+                for k in range(min(args.warmup, n_batches)):
+                    run(k)
+            for _ in range(args.repeats):
+                for engine, fwd in engines.items():
+                    run = _step(fwd, backward, xs, params)
+                    t0 = time.perf_counter()
+                    for k in range(n_batches):
+                        run(k)
+                    times.setdefault((engine, backward), []).append(time.perf_counter() - t0)
+    return times
 
 
 def ceiling(row: dict, ref_trees_s: float, peak: float) -> float:
@@ -325,6 +346,29 @@ def main(argv: Sequence[str] | None = None) -> int:
         cli = list(sys.argv[1:] if argv is None else argv)
         os.execv(sys.executable, [sys.executable, "-m", "gnn_treelstm.commands.bench", *cli])
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
+    wanted = _wanted_cells(p, args)
+    try:
+        setup_training(args.threads)  # as `gnn-treelstm train`, for every engine alike
+    except ValueError as exc:
+        p.error(str(exc))
+    peak_by_shape = matmul_peak()
+    data: dict[str, object] = {}
+    rows: list[dict] = []
+    for name, ds, kw, anchor_cls in WORKLOADS:
+        if name not in wanted:
+            continue
+        graphs, kw = _workload_data(ds, kw, args, data)
+        for bs in args.batch_sizes:
+            for r in bench_workload(name, graphs, kw, anchor_cls, args, bs):
+                r["data"] = ds
+                rows.append(r)
+    _report(args, rows, peak_by_shape)
+    return 0
+
+
+def _wanted_cells(p: argparse.ArgumentParser, args: argparse.Namespace) -> set[str]:
+    """The cells ``--cells`` names, checked against the workloads and the data given
+    (``p.error``, exit 2, naming what is missing)."""
     names = [w[0] for w in WORKLOADS]
     wanted = set(names) if args.cells == ["all"] else set(args.cells)
     if wanted - set(names):
@@ -343,36 +387,34 @@ def main(argv: Sequence[str] | None = None) -> int:
                 load_meta(path)  # a built directory: its meta.json is there and readable
         except (FileNotFoundError, ValueError) as exc:
             p.error(str(exc))
-    try:
-        setup_training(args.threads)  # as `gnn-treelstm train`, for every engine alike
-    except ValueError as exc:
-        p.error(str(exc))
-    peak_by_shape = matmul_peak()
-    peak = max(peak_by_shape.values())
-    data: dict[str, object] = {}
-    rows: list[dict] = []
-    for name, ds, kw, anchor_cls in WORKLOADS:
-        if name not in wanted:
-            continue
-        kw = dict(kw)
-        if ds == "sick":
-            if "sick" not in data:
-                data["sick"] = _sick_graphs(args)
-            graphs, nrel = data["sick"]  # type: ignore[misc]
-            if "num_relations" in kw:
-                kw["num_relations"] = nrel
-        else:
-            if "sst" not in data:
-                data["sst"] = _sst_graphs(args)
-            graphs = data["sst"]
-            if ds == "sst-chain":
-                data.setdefault("sst-chain", _chain_graphs(graphs[: args.trees]))
-                graphs = data["sst-chain"]
-        for bs in args.batch_sizes:
-            for r in bench_workload(name, graphs, kw, anchor_cls, args, bs):
-                r["data"] = ds
-                rows.append(r)
-    table = markdown(rows, peak)
+    return wanted
+
+
+def _workload_data(ds: str, kw: dict, args: argparse.Namespace, data: dict[str, object]
+                   ) -> tuple[list[dgl.DGLGraph], dict]:
+    """The trees of data set ``ds`` (read once into ``data``) and the cell's keyword
+    arguments (a copy; SICK's relation count filled in)."""
+    kw = dict(kw)
+    if ds == "sick":
+        if "sick" not in data:
+            data["sick"] = _sick_graphs(args)
+        graphs, nrel = data["sick"]  # type: ignore[misc]
+        if "num_relations" in kw:
+            kw["num_relations"] = nrel
+        return graphs, kw
+    if "sst" not in data:
+        data["sst"] = _sst_graphs(args)
+    graphs = data["sst"]
+    if ds == "sst-chain":
+        data.setdefault("sst-chain", _chain_graphs(graphs[: args.trees]))
+        graphs = data["sst-chain"]
+    return graphs, kw  # type: ignore[return-value]
+
+
+def _report(args: argparse.Namespace, rows: list[dict], peak_by_shape: dict[str, float]
+            ) -> None:
+    """Print the machine, the matmul peaks and the table; write the JSON."""
+    table = markdown(rows, max(peak_by_shape.values()))
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     print(f"torch {torch.__version__}, dgl {dgl.__version__}, {args.threads} threads, "
           f"h {args.h_size}, x {args.x_size}, {platform.processor() or platform.machine()}, "
@@ -385,7 +427,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         "args": vars(args), "matmul_gflops": peak_by_shape, "rows": rows, "load_average": load,
         "torch": torch.__version__, "dgl": dgl.__version__,
         "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY")})
-    return 0
 
 
 if __name__ == "__main__":

@@ -131,11 +131,12 @@ def main(argv: list[str] | None = None) -> int:
         if not a.report_only:
             process.setup_training(a.threads)  # as `gnn-treelstm train`, which seeds record
             skip = {r.key for r in selected if _in_ledger(r, a, held)}
-            ran = runner.run_rows([r for r in selected if r.key not in skip], root=a.root,
-                                  data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds,
-                                  epochs=a.epochs, quick=a.quick, force=a.force,
-                                  hooks=TrainHooks(progress=progress,
-                                                   release_heap=heap.release_free_heap))
+            ran = runner.run_rows(
+                [r for r in selected if r.key not in skip], root=a.root,
+                options=runner.RunRowsOptions(
+                    data=a.data, vectors_dir=a.vectors_dir, seeds=a.seeds, epochs=a.epochs,
+                    quick=a.quick, force=a.force,
+                    hooks=TrainHooks(progress=progress, release_heap=heap.release_free_heap)))
             by_key = {r.row.key: r for r in ran}
             done = [by_key.get(r.key) or runner.RowRun(
                 r, "done", runner.row_dir(a.root, r), f"in {ledger_file}",

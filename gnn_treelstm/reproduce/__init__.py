@@ -11,7 +11,7 @@ under ``runs/reproduce/`` and :mod:`.report` writes the tables of ``docs/RESULTS
 from gnn_treelstm.reproduce.ledger import done_seeds
 from gnn_treelstm.reproduce.report import write_results
 from gnn_treelstm.reproduce.rows import ROWS, TABLES, Row, get, select, unavailable_reason
-from gnn_treelstm.reproduce.runner import RowRun, run_rows
+from gnn_treelstm.reproduce.runner import RowRun, RunRowsOptions, run_rows
 
-__all__ = ["ROWS", "TABLES", "Row", "RowRun", "done_seeds", "get", "run_rows", "select",
-           "unavailable_reason", "write_results"]
+__all__ = ["ROWS", "TABLES", "Row", "RowRun", "RunRowsOptions", "done_seeds", "get",
+           "run_rows", "select", "unavailable_reason", "write_results"]

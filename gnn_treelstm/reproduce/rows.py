@@ -112,22 +112,30 @@ def _acc(*cols: tuple[float, float | None] | None, names: Iterable[str]) -> dict
 ROWS: list[Row] = []
 
 
-def _add(table: str, slug: str, label: str, paper: Mapping, *, vectors: str = "840b",
-         seeds: int = 5, note: str = "", unavailable: str = "", same_as: str = "",
-         **overrides: Any) -> Row:
-    row = Row(f"{table}/{slug}", table, label, dict(paper), overrides, vectors, seeds, note,
-              unavailable, same_as)
+#: the fields of :class:`Row` that :func:`_add` takes by name beside the RunConfig overrides
+_ROW_FIELDS = ("vectors", "seeds", "note", "unavailable", "same_as")
+
+
+def _add(table: str, slug: str, label: str, paper: Mapping, **fields: Any) -> Row:
+    """Append the row ``table/slug``. ``fields``: the row's own fields named in
+    :data:`_ROW_FIELDS` (``vectors="840b"``, ``seeds=5``, ``note``, ``unavailable``,
+    ``same_as``); every other one is a RunConfig override."""
+    own = {k: fields.pop(k) for k in _ROW_FIELDS if k in fields}
+    row = Row(f"{table}/{slug}", table, label, dict(paper), fields, **own)
     ROWS.append(row)
     return row
 
 
-def _variant(base: Row, table: str, slug: str, note: str, *, vectors: str | None = None,
-             label: str | None = None, seeds: int | None = None, same_as: str = "",
-             **overrides: Any) -> Row:
+def _variant(base: Row, table: str, slug: str, note: str, **fields: Any) -> Row:
+    """Append a copy of ``base`` as ``table/slug`` with its own ``note``. ``fields``:
+    ``vectors``, ``label`` and ``seeds`` replace the base's where given, ``same_as`` is
+    ``""`` unless given; every other one is a RunConfig override on top of the base's."""
     row = dataclasses.replace(base, key=f"{table}/{slug}", table=table, note=note,
-                              vectors=vectors or base.vectors, label=label or base.label,
-                              seeds=seeds or base.seeds, same_as=same_as,
-                              overrides={**base.overrides, **overrides})
+                              vectors=fields.pop("vectors", None) or base.vectors,
+                              label=fields.pop("label", None) or base.label,
+                              seeds=fields.pop("seeds", None) or base.seeds,
+                              same_as=fields.pop("same_as", ""),
+                              overrides={**base.overrides, **fields})
     ROWS.append(row)
     return row
 

@@ -45,9 +45,9 @@ from gnn_treelstm.training.trainer import TrainHooks, run
 
 log = logging.getLogger(__name__)
 
-__all__ = ["RowRun", "QUICK", "PLACE", "describe_changes", "seed_changes", "seed_code",
-           "code_changes", "run_rows", "row_dir", "done_seeds", "find_vectors", "row_config",
-           "command", "data_reason"]
+__all__ = ["RowRun", "RunRowsOptions", "QUICK", "PLACE", "describe_changes", "seed_changes",
+           "seed_code", "code_changes", "run_rows", "row_dir", "done_seeds", "find_vectors",
+           "row_config", "command", "data_reason"]
 
 #: quick mode: a smoke test of every row on the embedded sample, in seconds per row
 QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
@@ -275,29 +275,62 @@ def _record(rdir: Path, row: Row, **info: Any) -> None:
                                                default=str) + "\n")
 
 
-def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
-             vectors_dir: Path | None = None, seeds: int | None = None,
-             epochs: int | None = None, quick: bool = False, force: bool = False,
-             hooks: TrainHooks | None = None) -> list[RowRun]:
+@dataclass(frozen=True)
+class RunRowsOptions:
+    """How :func:`run_rows` trains.
+
+    ``data``: a raw or built data directory (None: ``$GNN_TREELSTM_DATA``, else the embedded
+    sample: :func:`~gnn_treelstm.training.data.resolve_data_dir`; ignored in ``quick`` mode,
+    which trains on the embedded sample with the :data:`QUICK` settings);
+    ``vectors_dir``: the directory holding the word-vector files; ``seeds``, ``epochs``:
+    instead of each row's; ``force``: train finished seeds again; ``hooks``: given to every
+    training run (:func:`gnn_treelstm.training.trainer.run`)."""
+
+    data: str | None = None
+    vectors_dir: Path | None = None
+    seeds: int | None = None
+    epochs: int | None = None
+    quick: bool = False
+    force: bool = False
+    hooks: TrainHooks | None = None
+
+
+def _data_arg(options: RunRowsOptions) -> str | None:
+    """The data directory the rows train on, the options checked (``ValueError``)."""
+    for name, value in (("seeds", options.seeds), ("epochs", options.epochs)):
+        if value is not None and value <= 0:
+            raise ValueError(f"{name} must be positive, got {value}")
+    if options.quick and options.data is not None:
+        log.warning("quick mode uses the embedded sample; ignoring data %s", options.data)
+    data_arg = str(SAMPLE_SRC) if options.quick else options.data
+    if data_arg is not None and not Path(data_arg).exists():
+        raise ValueError(f"data directory {data_arg} does not exist")
+    return data_arg
+
+
+def _plan(rows: list[Row], data_arg: str | None, options: RunRowsOptions
+          ) -> list[tuple[Row, str, Path | None]]:
+    """Each row with why it cannot run ("" if it can) and its vectors file (a row needing
+    vectors that are not there is a ``ValueError`` here, before any training)."""
+    plan: list[tuple[Row, str, Path | None]] = []
+    for row in rows:
+        reason = unavailable_reason(row) or data_reason(row, data_arg, options.quick)
+        plan.append((row, reason, None if reason or options.quick
+                     else find_vectors(row, options.vectors_dir)))
+    return plan
+
+
+def run_rows(rows: list[Row], *, root: Path,
+             options: RunRowsOptions = RunRowsOptions()) -> list[RowRun]:
     """Train every seed of every row that is not done; skip rows that cannot run here.
-    ``hooks`` go to every training run (:func:`gnn_treelstm.training.trainer.run`).
 
     Checks every row's vectors first (``ValueError`` naming the row, before any training);
     a row whose training fails is reported as ``failed`` and the others still run.
     """
     root = Path(root)
-    for name, value in (("seeds", seeds), ("epochs", epochs)):
-        if value is not None and value <= 0:
-            raise ValueError(f"{name} must be positive, got {value}")
-    if quick and data is not None:
-        log.warning("quick mode uses the embedded sample; ignoring data %s", data)
-    data_arg = str(SAMPLE_SRC) if quick else data
-    if data_arg is not None and not Path(data_arg).exists():
-        raise ValueError(f"data directory {data_arg} does not exist")
-    plan: list[tuple[Row, str, Path | None]] = []
-    for row in rows:
-        reason = unavailable_reason(row) or data_reason(row, data_arg, quick)
-        plan.append((row, reason, None if reason or quick else find_vectors(row, vectors_dir)))
+    quick = options.quick
+    data_arg = _data_arg(options)
+    plan = _plan(rows, data_arg, options)
     out: list[RowRun] = []
     built: dict[tuple[str, str], str] = {}
     handled: set[Path] = set()  # rows that share runs (same_as) are trained once per call
@@ -311,8 +344,8 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
             _record(rdir, row, status="unavailable", reason=reason, quick=quick)
             out.append(RowRun(row, "skipped", rdir, reason))
             continue
-        cfg = row_config(row, data=data_arg, embeddings=vectors, seeds=seeds, epochs=epochs,
-                         quick=quick)
+        cfg = row_config(row, data=data_arg, embeddings=vectors, seeds=options.seeds,
+                         epochs=options.epochs, quick=quick)
         n = cfg.seeds
         try:
             cfg.check()
@@ -324,7 +357,7 @@ def run_rows(rows: list[Row], *, root: Path, data: str | None = None,
                         config=cfg.resolved().to_dict())
             _record(rdir, row, status="running", **info)
             trained = _train_seeds(row, dataclasses.replace(cfg, data=built[key]), rdir, n,
-                                   force=force, hooks=hooks)
+                                   force=options.force, hooks=options.hooks)
             handled.add(rdir)
             _record(rdir, row, status="done", seeds_done=done_seeds(root, row), **info)
         except Exception as e:  # one failing row must not stop the others

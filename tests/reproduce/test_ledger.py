@@ -2,7 +2,6 @@
 importer of a results document, and the command line reading and writing it."""
 
 import builtins
-import importlib.util
 import io
 import json
 from pathlib import Path
@@ -13,9 +12,10 @@ from gnn_treelstm.commands import denormals, heap
 from gnn_treelstm.commands import reproduce as cli
 from gnn_treelstm.reproduce import ledger, plot, report, runner
 from gnn_treelstm.reproduce import rows as R
+from gnn_treelstm.reproduce.runner import RunRowsOptions
 from tests.reproduce.test_report import _fake, _line
+from tests.scripts import load_script
 
-REPO = Path(__file__).resolve().parents[2]
 SICK_E = R.get("tran-t3/treelstm-d")       # paper 82.9 (0.3), LS 81.0 (2.6), Neg 84.3 (1.2)
 SICK_E_T6 = R.get("tran-t6/treelstm-d")    # shares tran-t3/treelstm-d's runs
 SICK_R = R.get("tai-t3/dep-treelstm")
@@ -132,7 +132,7 @@ def test_a_stale_run_directory_does_not_replace_the_rows_seeds(tmp_path):
 def test_a_row_sharing_runs_records_the_directory_as_its_owner(tmp_path, monkeypatch):
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
-    runner.run_rows([SICK_E_T6], root=tmp_path, quick=True)
+    runner.run_rows([SICK_E_T6], root=tmp_path, options=RunRowsOptions(quick=True))
     info = json.loads((runner.row_dir(tmp_path, SICK_E) / "row.json").read_text())
     assert calls == [1] and info["row"]["key"] == KEY and info["config"]
     old = {"seeds": {"1": _seed(0.1), "2": _seed(0.2)}, "quick": True,
@@ -259,16 +259,8 @@ def test_a_corrupt_ledger_is_an_error_not_overwritten(tmp_path, capsys):
     assert led.read_text() == '{"tran-t3/treelstm-d": {"seeds": ' and not doc.exists()
 
 
-def _importer():
-    spec = importlib.util.spec_from_file_location(
-        "import_results_ledger", REPO / "scripts" / "import_results_ledger.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 def test_importer_round_trips_a_table_row_and_its_command(tmp_path):
-    imp = _importer()
+    imp = load_script("import_results_ledger")
     for s, (acc, ls, neg, spe) in enumerate([(0.80, 0.79, 0.85, 3.0), (0.82, 0.80, 0.86, 1.0),
                                              (0.84, 0.81, 0.87, 2.0)], start=1):
         _fake(tmp_path, SICK_E, s, {"accuracy": acc, "accuracy_ls": ls,
@@ -313,7 +305,7 @@ def test_importer_round_trips_a_table_row_and_its_command(tmp_path):
 
 
 def test_importer_refuses_rows_sharing_runs_that_disagree(tmp_path):
-    imp = _importer()
+    imp = load_script("import_results_ledger")
     _fake(tmp_path, SICK_E, 1, {"accuracy": 0.80})
     doc = tmp_path / "RESULTS.md"
     report.write_results(tmp_path, doc, [SICK_E, SICK_E_T6])

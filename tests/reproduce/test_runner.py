@@ -16,6 +16,7 @@ from gnn_treelstm.commands import reproduce as cli
 from gnn_treelstm.commands import train
 from gnn_treelstm.reproduce import report, runner
 from gnn_treelstm.reproduce import rows as R
+from gnn_treelstm.reproduce.runner import RunRowsOptions
 
 REPO = Path(__file__).resolve().parents[2]
 SICK_E = "tran-t3/treelstm-d"
@@ -28,7 +29,7 @@ def _mtimes(root: Path) -> dict[str, int]:
 
 def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
     rows = [R.get(SICK_E), R.get(SST_5)]
-    out = runner.run_rows(rows, root=tmp_path, quick=True)
+    out = runner.run_rows(rows, root=tmp_path, options=RunRowsOptions(quick=True))
     assert [r.status for r in out] == ["ran", "ran"], [r.reason for r in out]
     for r in out:
         assert r.seeds == [1]
@@ -49,7 +50,7 @@ def test_quick_end_to_end_and_rerun_does_not_retrain(tmp_path, monkeypatch):
 
     calls = []
     monkeypatch.setattr(runner, "run", lambda *a, **k: calls.append(a))
-    again = runner.run_rows(rows, root=tmp_path, quick=True)
+    again = runner.run_rows(rows, root=tmp_path, options=RunRowsOptions(quick=True))
     assert [r.status for r in again] == ["done", "done"] and calls == []
     assert _mtimes(tmp_path) == before
 
@@ -85,13 +86,14 @@ def test_resume_reruns_only_unfinished_seeds(tmp_path, monkeypatch):
     (rdir / "seed-2" / "metrics.jsonl").write_text("partial\n")  # a killed run
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
-    out = runner.run_rows([row], root=tmp_path, quick=True, seeds=3)
+    out = runner.run_rows([row], root=tmp_path, options=RunRowsOptions(quick=True, seeds=3))
     assert calls == [2, 3]
     assert out[0].status == "ran" and out[0].seeds == [1, 2, 3]
     assert not (rdir / "seed-2" / "metrics.jsonl").exists()
     assert (rdir / "seed-1" / "results.json").read_text() == '{"test": {}}'
     calls.clear()
-    out = runner.run_rows([row], root=tmp_path, quick=True, seeds=3, force=True)
+    out = runner.run_rows([row], root=tmp_path,
+                          options=RunRowsOptions(quick=True, seeds=3, force=True))
     assert calls == [1, 2, 3]
 
 
@@ -125,7 +127,7 @@ def test_a_killed_seed_resumes_at_its_saved_state_of_the_rows_configuration(tmp_
     resumed: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls, resumed))
     monkeypatch.setattr(runner, "resolve_data_dir", lambda *a, **k: data)
-    out = runner.run_rows([row], root=tmp_path, quick=True, seeds=4)
+    out = runner.run_rows([row], root=tmp_path, options=RunRowsOptions(quick=True, seeds=4))
     assert calls == [1, 2, 3, 4] and resumed == [1]
     assert out[0].seeds == [1, 2, 3, 4]
     assert (rdir / "seed-1" / "metrics.jsonl").is_file()       # kept: the run continues in it
@@ -137,7 +139,7 @@ def test_a_killed_seed_resumes_at_its_saved_state_of_the_rows_configuration(tmp_
     calls.clear()
     resumed.clear()
     assert (rdir / "seed-1" / "state.pt").is_file()             # resumable, but forced
-    runner.run_rows([row], root=tmp_path, quick=True, seeds=2, force=True)
+    runner.run_rows([row], root=tmp_path, options=RunRowsOptions(quick=True, seeds=2, force=True))
     assert calls == [1, 2] and resumed == []
 
 
@@ -175,7 +177,7 @@ def test_a_seed_killed_mid_run_resumes_at_its_last_epoch(tmp_path):
     before = [json.loads(line) for line in (sdir / "metrics.jsonl").read_text().splitlines()]
     assert before and all(r["run_id"] == run_id for r in before)
 
-    out = runner.run_rows([R.get(SICK_E)], root=root, quick=True, epochs=8)
+    out = runner.run_rows([R.get(SICK_E)], root=root, options=RunRowsOptions(quick=True, epochs=8))
     assert out[0].status == "ran" and out[0].seeds == [1]
     res = json.loads((sdir / "results.json").read_text())
     assert res["run_id"] == run_id          # the same run, continued (a restart: a new id)
@@ -199,7 +201,8 @@ def test_resume_after_sigkill(tmp_path):
     seed2 = root / "tran-t3__treelstm-d" / "seed-2"
     assert not (seed2 / "results.json").exists(), "seed 2 finished before the kill"
 
-    out = runner.run_rows([R.get(SICK_E)], root=root, quick=True, seeds=2, epochs=3)
+    out = runner.run_rows([R.get(SICK_E)], root=root,
+                          options=RunRowsOptions(quick=True, seeds=2, epochs=3))
     assert out[0].status == "ran" and out[0].seeds == [1, 2]
     assert seed1.stat().st_mtime_ns == mtime and seed1.read_text() == content
     assert (seed2 / "results.json").is_file()
@@ -209,7 +212,7 @@ def test_unavailable_rows_are_skipped_with_the_reason(tmp_path, monkeypatch):
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
     rows = R.select(["tran-t4", "tran-t3/treelstm-a"])
-    out = runner.run_rows(rows, root=tmp_path, quick=True)
+    out = runner.run_rows(rows, root=tmp_path, options=RunRowsOptions(quick=True))
     assert {r.status for r in out} == {"skipped"} and calls == []
     info = json.loads((runner.row_dir(tmp_path, R.get("tran-t4/treelstm-d")) / "row.json")
                       .read_text())
@@ -224,9 +227,9 @@ def test_missing_vectors_is_a_clear_error_before_training(tmp_path, monkeypatch)
     (tmp_path / "glove.6B.50d.filtered.txt.gz").write_bytes(b"")
     with pytest.raises(ValueError, match=r"tran-t3/treelstm-d.*glove\.840B\.300d\*\.txt\.gz"
                                          r".*--vectors-dir"):
-        runner.run_rows(rows, root=tmp_path / "runs", vectors_dir=tmp_path)
+        runner.run_rows(rows, root=tmp_path / "runs", options=RunRowsOptions(vectors_dir=tmp_path))
     with pytest.raises(ValueError, match="no vectors directory"):
-        runner.run_rows(rows, root=tmp_path / "runs", vectors_dir=None)
+        runner.run_rows(rows, root=tmp_path / "runs", options=RunRowsOptions(vectors_dir=None))
     assert calls == []
     (tmp_path / "glove.840B.300d.sick-vocab.txt.gz").write_bytes(b"")
     assert runner.find_vectors(R.get(SICK_E), tmp_path).name == \
@@ -284,7 +287,7 @@ def test_a_finished_seed_of_a_changed_row_is_trained_again(tmp_path, monkeypatch
     _finished_seed(rdir, row, 2, dropout=0.3)      # the row's settings changed since
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
-    runner.run_rows([row], root=tmp_path, quick=True, seeds=2)
+    runner.run_rows([row], root=tmp_path, options=RunRowsOptions(quick=True, seeds=2))
     assert calls == [2]
 
 
@@ -292,5 +295,5 @@ def test_rows_sharing_runs_train_once_even_with_force(tmp_path, monkeypatch):
     calls: list[int] = []
     monkeypatch.setattr(runner, "run", _fake_run(calls))
     rows = [R.get("tran-t3/treelstm-d"), R.get("tran-t6/treelstm-d")]
-    out = runner.run_rows(rows, root=tmp_path, quick=True, force=True)
+    out = runner.run_rows(rows, root=tmp_path, options=RunRowsOptions(quick=True, force=True))
     assert calls == [1] and [r.status for r in out] == ["ran", "done"]
