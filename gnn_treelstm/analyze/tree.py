@@ -76,10 +76,10 @@ def _sentence(ck: Checkpoint, data: str | None, split: str, index: int | None,
               text: str | None) -> tuple[object, list[str], str]:
     if text is not None:
         from gnn_treelstm.datasets.dependency import load_pipeline, parse_texts
-        from gnn_treelstm.models.predictor import text_graphs
+        from gnn_treelstm.models.predictor import Predictor
 
         parse = parse_texts(load_pipeline(None), [text])
-        return text_graphs(parse, ck)[0], parse[0].tokens, "raw text"
+        return Predictor(ck).graphs(parse)[0], parse[0].tokens, "raw text"
     data_dir, sp = split_of(ck, data, split)
     if index is None or not 0 <= index < len(sp):
         raise AnalysisError(f"--index {index}: the {split} split of {data_dir} has "

@@ -50,7 +50,6 @@ import logging
 import sys
 import threading
 from collections.abc import Sequence
-from contextlib import closing
 from html import escape
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -124,11 +123,11 @@ class Explorer:
                              "leave sentence_b empty")
         return a, b
 
-    def _tree(self, text: str, side: str, rec: dict, parse: Any, graph: Any) -> dict:
-        """One side's tree: its structure from the parse and graph the prediction was made
-        from (:func:`gnn_treelstm.models.predictor.predict_with_trees`), its per-node
+    def _tree(self, text: str, side: str, rec: dict, graph: Any) -> dict:
+        """One side's tree: its structure from the graph the prediction was made from
+        (:meth:`gnn_treelstm.models.predictor.Predictor.trees`), its tokens and per-node
         predictions from the record."""
-        tokens = parse.tokens
+        tokens = rec["tokens_b"] if side == "b" else rec["tokens"]
         src, dst = (t.tolist() for t in graph.edges())
         rel_ids = graph.edata["rel"].tolist() if "rel" in graph.edata else [None] * len(src)
         names = self.ck.relations if self.tree in _DEPENDENCY_TREES else []
@@ -164,16 +163,14 @@ class Explorer:
         Raises:
             BadRequest: the input is not acceptable (the message says why).
         """
-        from gnn_treelstm.models import predictor as P
+        from gnn_treelstm.models.predictor import Input
 
         a, b = self.check(a, b)
         with self._lock:
             try:
-                with closing(P.predict_with_trees(self.ck, [P.Input(1, a, b)], self.nlp,
-                                                  nodes=self.per_node)) as records:
-                    rec, sides = next(records)
-                trees = [self._tree(text, side, rec, parse, graph) for text, side, (parse, graph)
-                         in zip((a, b), "ab", sides)]
+                rec, graphs = self.predictor.trees(Input(1, a, b), nodes=self.per_node)
+                trees = [self._tree(text, side, rec, graph)
+                         for text, side, graph in zip((a, b), "ab", graphs)]
             except ValueError as exc:
                 raise BadRequest(str(exc)) from exc
         out = {k: rec[k] for k in ("text", "text_b", "label", "score", "probabilities",
