@@ -16,7 +16,7 @@ sentences and targets each time:
     relation 0, as ``predict`` did before the map;
 ``raw-text`` (with ``--src``)
     the raw sentences (``sick/stanford_parsed/<split>/{a,b}.txt``) tokenized and parsed by
-    spaCy and built by :func:`gnn_treelstm.models.predictor.text_graphs`: exactly the path
+    spaCy and built by :meth:`gnn_treelstm.models.predictor.Predictor.graphs`: exactly the path
     of ``gnn-treelstm predict`` (a few sentences tokenize differently from SICK's tokens).
 
 A Child-Sum Tree-LSTM ignores relations, so its ``spacy`` and ``spacy-by-name`` agree: only
@@ -43,8 +43,9 @@ from pathlib import Path
 import torch
 
 from gnn_treelstm.datasets.dependency import load_pipeline, parse_texts
+from gnn_treelstm.datasets.text import RelationMap
 from gnn_treelstm.models.checkpoint import Checkpoint, load_model
-from gnn_treelstm.models.predictor import RelationMap, relation_map, text_graphs
+from gnn_treelstm.models.predictor import Predictor
 from gnn_treelstm.training.evaluation import evaluate
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import graph as G
@@ -144,10 +145,11 @@ def measure(path: Path, data: Path, split: str, parsed: tuple | None) -> dict:
         out["fell_back"][cond] = dict(fell.most_common())
     if parsed is not None:
         pa, pb = parsed
-        ga = text_graphs(pa, ck, report=False)
-        gb = text_graphs(pb, ck, report=False)
+        predictor = Predictor(ck)
+        ga = predictor.graphs(pa, report=False)
+        gb = predictor.graphs(pb, report=False)
         out["metrics"]["raw-text"] = score(ck, ga, gb, stan, tokens)
-        out["fell_back"]["raw-text"] = dict(relation_map(ck).unmapped.most_common())
+        out["fell_back"]["raw-text"] = dict(predictor.relation_map.unmapped.most_common())
         out["raw_text_same_tokens"] = sum(
             p.tokens == list(t) for side, ts in ((pa, toks_a), (pb, toks_b))
             for p, t in zip(side, ts))

@@ -96,3 +96,11 @@ def test_the_command_lines_set_the_compile_cache(monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "/elsewhere")
     cli.set_compile_cache()
     assert os.environ["TORCHINDUCTOR_CACHE_DIR"] == "/elsewhere"
+
+
+def test_importing_the_predict_and_serve_commands_changes_nothing(monkeypatch):
+    """The OpenMP wait policy is set by a command's ``main``, not by importing it."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    assert _changes("import gnn_treelstm.commands.http, gnn_treelstm.commands.predict, "
+                    "gnn_treelstm.commands.serve") == {}

@@ -96,10 +96,10 @@ def _sentence(ck: Checkpoint, options: TreeOptions) -> tuple[object, list[str], 
     """(graph, tokens, where it comes from) of the sentence ``options`` name."""
     if options.text is not None:
         from gnn_treelstm.datasets.dependency import load_pipeline, parse_texts
-        from gnn_treelstm.models.predictor import text_graphs
+        from gnn_treelstm.models.predictor import Predictor
 
         parse = parse_texts(load_pipeline(None), [options.text])
-        return text_graphs(parse, ck)[0], parse[0].tokens, "raw text"
+        return Predictor(ck).graphs(parse)[0], parse[0].tokens, "raw text"
     split, index = options.split, options.index
     data_dir, sp = split_of(ck, options.data, split)
     if index is None or not 0 <= index < len(sp):

@@ -54,13 +54,6 @@ from pathlib import Path
 from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
 
-set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
-
-
-from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules  # noqa: E402
-from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE  # noqa: E402
-from gnn_treelstm.models.predictor import Predictor, format_text, read_lines  # noqa: E402
-
 __all__ = ["build_parser", "main", "MAX_CHARS"]
 
 log = logging.getLogger(__name__)
@@ -75,6 +68,9 @@ _LINE_BREAKS = re.compile("[\n\r\v\f\x1c\x1d\x1e\x85\u2028\u2029]")
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags (parsed with ``parse_intermixed_args``: the texts may come
     before or after the options)."""
+    from gnn_treelstm.cells.registry import CELL_MODULE_HELP
+    from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE
+
     ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
                                  description=__doc__.split("\n\n")[0].strip("`"))
     ap.add_argument("run", help="run directory, checkpoint (best.pt) or saved model directory")
@@ -140,6 +136,10 @@ def _check_lengths(inputs: list, source: str, limit: int) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
+    from gnn_treelstm.cells.registry import import_cell_modules
+    from gnn_treelstm.models.predictor import Predictor, read_lines
+
     a = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:
@@ -161,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         count = 0
         for rec in predictor.iter_predict(inputs, nodes=a.nodes, batch_size=a.batch_size,
                                           progress=progress):
-            print(json.dumps(rec, ensure_ascii=False) if a.json else format_text(rec),
+            print(json.dumps(rec, ensure_ascii=False) if a.json else predictor.format_text(rec),
                   flush=False)
             count += 1
         seconds = time.perf_counter() - t0

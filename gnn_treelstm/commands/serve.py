@@ -11,8 +11,9 @@ tree as
 SVG (:mod:`gnn_treelstm.trees.treesvg`): every node coloured by its predicted label (per-node
 models, SST phrase level), its probabilities on hover.
 
-Standard library only (:class:`http.server.ThreadingHTTPServer`); binds to 127.0.0.1 unless
-``--host`` says otherwise. Routes:
+Standard library only (the bounded server and JSON handler of
+:mod:`gnn_treelstm.commands.http`); binds to 127.0.0.1 unless ``--host`` says otherwise.
+Routes:
 
 * ``GET /``: the page (a form; ``/?sentence=...`` renders a result without JavaScript).
 * ``GET /api/predict?sentence=...[&sentence_b=...]`` or ``POST /api/predict`` (a JSON object
@@ -46,52 +47,44 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import socket
 import sys
 import threading
-import time
 from collections.abc import Sequence
-from contextlib import closing
 from html import escape
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import SplitResult, parse_qs
 
 from gnn_treelstm.argtypes import port, positive_float, positive_int
 from gnn_treelstm.commands.cli import set_openmp_wait_policy
+from gnn_treelstm.commands.http import (
+    DEFAULT_TIMEOUT,
+    MAX_BODY,
+    MAX_CONNECTIONS,
+    BadRequest,
+    BoundedServer,
+    JsonHandler,
+    UnsupportedMediaType,
+)
+from gnn_treelstm.trees import treesvg
 
-set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
-
-from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules  # noqa: E402
-from gnn_treelstm.models import predictor as P  # noqa: E402
-from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE, checkpoint_path  # noqa: E402
-from gnn_treelstm.trees import treesvg  # noqa: E402
+if TYPE_CHECKING:
+    from gnn_treelstm.models.predictor import Predictor
 
 __all__ = ["Explorer", "BadRequest", "ExplorerServer", "load_explorer", "make_server",
-           "build_parser", "main"]
+           "build_parser", "main", "MAX_CHARS", "MAX_BODY"]
 
 log = logging.getLogger(__name__)
 
 MAX_CHARS = 1000        # per sentence
-MAX_BODY = 64 * 1024    # bytes of a POST body
-DEFAULT_TIMEOUT = 30.0  # seconds a client has to send its request (serve --timeout)
-MAX_CONNECTIONS = 64    # connections served at once (serve --max-connections)
-_LINGER = 1.0           # seconds a refused (503) socket stays open for its answer to arrive
 _DEPENDENCY_TREES = ("dependency", "dependency-spacy")
-
-
-class BadRequest(ValueError):
-    """Input the server answers with HTTP 400 (``status``)."""
-
-    status = 400
 
 
 class Explorer:
     """A loaded checkpoint and spaCy pipeline answering one request at a time (the model and
     the pipeline are shared by the server's threads, so predictions are serialized)."""
 
-    def __init__(self, predictor: P.Predictor, *, name: str, max_chars: int = MAX_CHARS):
+    def __init__(self, predictor: Predictor, *, name: str, max_chars: int = MAX_CHARS):
         if max_chars <= 0:
             raise ValueError(f"--max-chars must be positive, got {max_chars}")
         self.predictor, self.name, self.max_chars = predictor, name, max_chars
@@ -130,11 +123,11 @@ class Explorer:
                              "leave sentence_b empty")
         return a, b
 
-    def _tree(self, text: str, side: str, rec: dict, parse: Any, graph: Any) -> dict:
-        """One side's tree: its structure from the parse and graph the prediction was made
-        from (:func:`gnn_treelstm.models.predictor.predict_with_trees`), its per-node
+    def _tree(self, text: str, side: str, rec: dict, graph: Any) -> dict:
+        """One side's tree: its structure from the graph the prediction was made from
+        (:meth:`gnn_treelstm.models.predictor.Predictor.trees`), its tokens and per-node
         predictions from the record."""
-        tokens = parse.tokens
+        tokens = rec["tokens_b"] if side == "b" else rec["tokens"]
         src, dst = (t.tolist() for t in graph.edges())
         rel_ids = graph.edata["rel"].tolist() if "rel" in graph.edata else [None] * len(src)
         names = self.ck.relations if self.tree in _DEPENDENCY_TREES else []
@@ -170,14 +163,14 @@ class Explorer:
         Raises:
             BadRequest: the input is not acceptable (the message says why).
         """
+        from gnn_treelstm.models.predictor import Input
+
         a, b = self.check(a, b)
         with self._lock:
             try:
-                with closing(P.predict_with_trees(self.ck, [P.Input(1, a, b)], self.nlp,
-                                                  nodes=self.per_node)) as records:
-                    rec, sides = next(records)
-                trees = [self._tree(text, side, rec, parse, graph) for text, side, (parse, graph)
-                         in zip((a, b), "ab", sides)]
+                rec, graphs = self.predictor.trees(Input(1, a, b), nodes=self.per_node)
+                trees = [self._tree(text, side, rec, graph)
+                         for text, side, graph in zip((a, b), "ab", graphs)]
             except ValueError as exc:
                 raise BadRequest(str(exc)) from exc
         out = {k: rec[k] for k in ("text", "text_b", "label", "score", "probabilities",
@@ -263,12 +256,15 @@ def load_explorer(run: str | Path, *, checkpoint: str | None = None,
         ValueError, FileNotFoundError: what cannot be loaded, or why the model cannot
             predict raw text.
     """
+    from gnn_treelstm.models.checkpoint import checkpoint_path
+    from gnn_treelstm.models.predictor import Predictor
+
     run = Path(run)
     path = checkpoint_path(run)
     if checkpoint is not None:
         inside = run / checkpoint if run.is_dir() else None
         path = inside if inside is not None and inside.is_file() else Path(checkpoint)
-    predictor = P.Predictor.from_pretrained(path, engine=engine, spacy_model=spacy_model)
+    predictor = Predictor.from_pretrained(path, engine=engine, spacy_model=spacy_model)
     explorer = Explorer(predictor, name=run.name or str(run), max_chars=max_chars)
     try:
         explorer.predict("This is a test.", "This is a test." if explorer.pair else None)
@@ -277,102 +273,55 @@ def load_explorer(run: str | Path, *, checkpoint: str | None = None,
     return explorer
 
 
-#: errors of a client that went away or stalled: logged at debug level, one line
-_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError, TimeoutError)
 #: the routes and the methods each answers (any other method: 405 with ``Allow``)
 _ROUTES = {"/api/predict": ("GET", "POST"), "/": ("GET",), "/index.html": ("GET",)}
 
 
-class _UnsupportedMediaType(BadRequest):
-    status = 415
+class _Handler(JsonHandler):
+    """The explorer's routes: the page and the JSON API."""
 
-
-class _Handler(BaseHTTPRequestHandler):
     explorer: Explorer  # set on the subclass make_server builds
-    server: ExplorerServer
+    routes = _ROUTES
+    pages_hint = "/ or /api/predict"
     server_version = "gnn-treelstm-serve"
 
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - base class name
-        log.info("%s %s", self.address_string(), format % args)
+    def method_hint(self, path: str) -> str:
+        return " (predictions are GET or POST /api/predict)" if path != "/api/predict" else ""
 
-    def __getattr__(self, name: str) -> Any:
-        # http.server answers a method without a ``do_<METHOD>`` with its HTML 501 page;
-        # every method gets an answer here: a JSON 405 naming the allowed ones
-        if name.startswith("do_"):
-            return self._not_allowed
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    def _send(self, status: int, body: str, ctype: str,
-              headers: Sequence[tuple[str, str]] = ()) -> None:
-        data = body.encode("utf-8")
-        self.server.watch(self.connection)  # writing the answer has --timeout again
-        self.send_response(status)
-        self.send_header("Content-Type", f"{ctype}; charset=utf-8")
-        self.send_header("Content-Length", str(len(data)))
-        self.send_header("Cache-Control", "no-store")
-        for key, value in headers:
-            self.send_header(key, value)
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(data)
-
-    def _json(self, status: int, obj: dict, headers: Sequence[tuple[str, str]] = ()) -> None:
-        self._send(status, json.dumps(obj, ensure_ascii=False), "application/json", headers)
-
-    def send_error(self, code: int, message: str | None = None,
-                   explain: str | None = None) -> None:
-        """http.server's own refusals (a malformed request line, a header too long, ...)
-        as JSON, like every other answer."""
-        self.close_connection = True
-        short = message or self.responses.get(code, ("error",))[0]
-        self.log_error("code %d, message %s", code, short)
-        self._json(code, {"error": short + (f": {explain}" if explain else "")})
-
-    def _not_allowed(self) -> None:
-        path = urlsplit(self.path).path
-        if path not in _ROUTES:
-            self._json(404, {"error": f"no page {path}; try / or /api/predict"})
+    def answer(self, url: SplitResult) -> None:
+        ex = self.explorer
+        f = self._fields(url)
+        if url.path == "/api/predict":
+            self.json(200, ex.predict(f.get("sentence"), f.get("sentence_b")))
             return
-        allowed = ", ".join(_ROUTES[path])
-        hint = " (predictions are GET or POST /api/predict)" if path != "/api/predict" else ""
-        self._json(405, {"error": f"{self.command} is not answered at {path}: use "
-                                  f"{allowed}{hint}"}, [("Allow", allowed)])
-
-    def _body(self) -> str:
-        """The POST body as text (at most MAX_BODY bytes, all of Content-Length)."""
+        a, b = f.get("sentence", ""), f.get("sentence_b", "")
+        if not (a or b):
+            self.send(200, ex.page(), "text/html")
+            return
         try:
-            length = int(self.headers.get("Content-Length") or "")
-        except ValueError:
-            raise BadRequest("a POST needs a Content-Length header") from None
-        if not 0 <= length <= MAX_BODY:
-            raise BadRequest(f"the request body is {length} bytes; the limit is {MAX_BODY}")
-        raw = self.rfile.read(length)
-        if len(raw) < length:
-            raise BadRequest(f"the request body ended after {len(raw)} of its {length} bytes "
-                             "(Content-Length)")
-        try:
-            return raw.decode("utf-8")
-        except UnicodeDecodeError:
-            raise BadRequest("the request body is not UTF-8 text") from None
+            html = ex.render(ex.predict(a, b))
+        except BadRequest as exc:
+            self.send(400, ex.page(a, b, error=str(exc)), "text/html")
+            return
+        self.send(200, ex.page(a, b, result=html), "text/html")
 
-    def _fields(self, url) -> dict[str, str]:
+    def _fields(self, url: SplitResult) -> dict[str, str]:
         """The request's fields: the query string, or a POST body (JSON or a form).
 
         A body that parses as JSON is read as JSON whatever its Content-Type (``curl -d``
         sends ``application/x-www-form-urlencoded``, scripts often ``text/plain``); other
         bodies must be forms, or the answer is a 415 naming the type."""
         if self.command == "GET":
-            self.server.unwatch(self.connection)  # the request is in: no deadline while it runs
+            self.request_read()
             return {k: v[-1] for k, v in parse_qs(url.query).items()}
-        text = self._body()
-        self.server.unwatch(self.connection)
+        text = self.body()
         declared = self.headers.get("Content-Type")
         ctype = self.headers.get_content_type() if declared else None
         if (ctype == "application/json" or (ctype or "").endswith("+json")
                 or text.lstrip()[:1] in ("{", "[")):
             return self._json_fields(text)
         if ctype not in (None, "application/x-www-form-urlencoded"):
-            raise _UnsupportedMediaType(
+            raise UnsupportedMediaType(
                 f"Content-Type {ctype} is not read here: send a JSON object "
                 '({"sentence": "...", "sentence_b": ...}) or a form '
                 "(application/x-www-form-urlencoded)")
@@ -392,183 +341,13 @@ class _Handler(BaseHTTPRequestHandler):
             raise BadRequest(f"{bad[0]} must be a string, got {type(obj[bad[0]]).__name__}")
         return {k: v for k, v in obj.items() if isinstance(v, str)}
 
-    def _handle(self) -> None:
-        url = urlsplit(self.path)
-        try:
-            self._route(url)
-        except _DISCONNECTS as exc:  # the client went away or stalled: nobody to answer
-            self.close_connection = True
-            log.debug("%s %s %s: client gone (%s: %s)", self.address_string(), self.command,
-                      url.path, type(exc).__name__, exc)
 
-    def _route(self, url) -> None:
-        ex = self.explorer
-        try:
-            if self.command not in _ROUTES.get(url.path, (self.command,)):
-                self._not_allowed()
-            elif url.path == "/api/predict":
-                f = self._fields(url)
-                self._json(200, ex.predict(f.get("sentence"), f.get("sentence_b")))
-            elif url.path in ("/", "/index.html"):
-                f = self._fields(url)
-                a, b = f.get("sentence", ""), f.get("sentence_b", "")
-                if not (a or b):
-                    self._send(200, ex.page(), "text/html")
-                    return
-                try:
-                    html = ex.render(ex.predict(a, b))
-                except BadRequest as exc:
-                    self._send(400, ex.page(a, b, error=str(exc)), "text/html")
-                    return
-                self._send(200, ex.page(a, b, result=html), "text/html")
-            else:
-                self._json(404, {"error": f"no page {url.path}; try / or /api/predict"})
-        except BadRequest as exc:
-            log.info("%d %s: %s", exc.status, url.path, exc)
-            self._json(exc.status, {"error": str(exc)})
-        except _DISCONNECTS:
-            raise
-        except Exception as exc:  # the client gets a message, the log the traceback
-            log.exception("request %s %s failed", self.command, url.path)
-            self._json(500, {"error": f"internal error ({type(exc).__name__}); see the "
-                                      "server log"})
+class ExplorerServer(BoundedServer):
+    """The explorer's :class:`~gnn_treelstm.commands.http.BoundedServer`: at most
+    ``max_connections`` connections at once (more get a 503), ``timeout`` seconds for a
+    request; it logs as this command."""
 
-    do_GET = _handle
-    do_POST = _handle
-
-
-class ExplorerServer(ThreadingHTTPServer):
-    """:class:`~http.server.ThreadingHTTPServer` with bounds: at most ``max_connections``
-    connections are served at once (one thread each; beyond that a client gets an
-    immediate 503 JSON answer and no thread), and a client has ``timeout`` seconds to send
-    its request (a socket timeout on every read and write, and a deadline on the whole
-    request that a watchdog thread enforces, so a client sending a byte now and then
-    cannot hold a thread either). Clients that go away are logged at debug level."""
-
-    daemon_threads = True
-    request_queue_size = 128  # the listen backlog: bursts of connections wait, not drop
-
-    def __init__(self, address: tuple[str, int], handler: type[_Handler], *,
-                 timeout: float = DEFAULT_TIMEOUT, max_connections: int = MAX_CONNECTIONS):
-        if not timeout > 0:
-            raise ValueError(f"--timeout must be positive, got {timeout}")
-        if max_connections <= 0:
-            raise ValueError(f"--max-connections must be positive, got {max_connections}")
-        self.request_timeout, self.max_connections = timeout, max_connections
-        self._slots = threading.BoundedSemaphore(max_connections)
-        self._lock = threading.Lock()
-        self._deadlines: dict[socket.socket, float] = {}
-        self._lingering: list[tuple[float, socket.socket]] = []
-        self._closed = threading.Event()
-        self._busy, self._busy_logged = 0, -1e9  # 503s not yet in a warning, its time
-        super().__init__(address, handler)
-        self._watchdog = threading.Thread(target=self._watch_loop, daemon=True,
-                                          name="serve-watchdog")
-        self._watchdog.start()
-
-    # ---- the connection bound
-    def process_request(self, request: Any, client_address: Any) -> None:
-        if not self._slots.acquire(blocking=False):
-            self._refuse(request, client_address)
-            return
-        try:
-            super().process_request(request, client_address)
-        except BaseException:
-            self._slots.release()
-            raise
-
-    def process_request_thread(self, request: Any, client_address: Any) -> None:
-        self.watch(request)
-        try:
-            super().process_request_thread(request, client_address)
-        finally:
-            self.unwatch(request)
-            self._slots.release()
-
-    def _refuse(self, request: socket.socket, client_address: Any) -> None:
-        """The 503 for a connection beyond the bound, written from the accept loop (it fits
-        the socket's send buffer); the socket is closed a moment later, once what the
-        client sent has been read, so the answer is not lost to a reset."""
-        self._busy += 1
-        now = time.monotonic()
-        if now - self._busy_logged >= 10:  # one warning per 10 s under a flood, not one each
-            log.warning("%d connection(s) answered 503: %d are open (serve --max-connections)",
-                        self._busy, self.max_connections)
-            self._busy, self._busy_logged = 0, now
-        body = json.dumps({"error": f"the server is busy: {self.max_connections} "
-                                    "connections are open (serve --max-connections); "
-                                    "try again"}).encode()
-        head = ("HTTP/1.0 503 Service Unavailable\r\nServer: gnn-treelstm-serve\r\n"
-                "Content-Type: application/json; charset=utf-8\r\n"
-                f"Content-Length: {len(body)}\r\nRetry-After: 1\r\nConnection: close\r\n\r\n")
-        try:
-            request.setblocking(False)
-            request.send(head.encode("ascii") + body)
-            request.shutdown(socket.SHUT_WR)
-        except OSError as exc:
-            log.debug("%s: the 503 was not sent (%s)", client_address[0], exc)
-        with self._lock:
-            if len(self._lingering) < 4 * self.max_connections:
-                self._lingering.append((time.monotonic() + _LINGER, request))
-                return
-        self._drain_and_close(request)
-
-    @staticmethod
-    def _drain_and_close(sock: socket.socket) -> None:
-        try:
-            sock.setblocking(False)
-            while sock.recv(65536):
-                pass
-        except OSError:
-            pass
-        sock.close()
-
-    # ---- the deadline
-    def watch(self, sock: socket.socket) -> None:
-        """Give ``sock`` ``timeout`` seconds from now (reading a request, writing an
-        answer); past it the watchdog shuts the socket down."""
-        with self._lock:
-            self._deadlines[sock] = time.monotonic() + self.request_timeout
-
-    def unwatch(self, sock: socket.socket) -> None:
-        """No deadline for ``sock`` (while the request is answered)."""
-        with self._lock:
-            self._deadlines.pop(sock, None)
-
-    def _watch_loop(self) -> None:
-        tick = min(0.25, self.request_timeout / 4)
-        while not self._closed.wait(tick):
-            now = time.monotonic()
-            with self._lock:
-                late = [s for s, t in self._deadlines.items() if t < now]
-                for s in late:
-                    del self._deadlines[s]
-                done = [s for t, s in self._lingering if t < now]
-                self._lingering = [(t, s) for t, s in self._lingering if t >= now]
-            for s in late:
-                log.debug("a connection passed --timeout %gs; closing it", self.request_timeout)
-                try:
-                    s.shutdown(socket.SHUT_RDWR)  # the handler's read or write ends now
-                except OSError:
-                    pass
-            for s in done:
-                self._drain_and_close(s)
-
-    def handle_error(self, request: Any, client_address: Any) -> None:
-        """A client that went away is a debug line; anything else a logged traceback."""
-        exc = sys.exc_info()[1]
-        if isinstance(exc, _DISCONNECTS):
-            log.debug("%s: client gone (%s: %s)", client_address[0], type(exc).__name__, exc)
-        else:
-            log.exception("request from %s failed", client_address[0])
-
-    def server_close(self) -> None:
-        self._closed.set()
-        super().server_close()
-        with self._lock:
-            lingering, self._lingering = self._lingering, []
-        for _, s in lingering:
-            self._drain_and_close(s)
+    log = log
 
 
 def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000, *,
@@ -586,6 +365,9 @@ def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000, *
 # ---------------------------------------------------------------------------- CLI
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags."""
+    from gnn_treelstm.cells.registry import CELL_MODULE_HELP
+    from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE
+
     ap = argparse.ArgumentParser(prog="gnn-treelstm serve",
                                  description=__doc__.split("\n\n")[0].strip("`"))
     ap.add_argument("run", help="run directory (its best.pt) or checkpoint file")
@@ -620,6 +402,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
+    from gnn_treelstm.cells.registry import import_cell_modules
+
     a = build_parser().parse_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
     try:

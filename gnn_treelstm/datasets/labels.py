@@ -42,7 +42,7 @@ Stanford the predicate), ``tmod`` (ClearNLP folds temporal nouns into ``npadvmod
 
 A model knows only the relations of its training trees: SICK's Stanford parses use 37 of the
 manual's labels (``rels_set.txt``), without e.g. ``quantmod``, ``predet``, ``preconj``,
-``discourse``, ``csubjpass``, ``agent``. :func:`gnn_treelstm.models.predictor.text_graphs`
+``discourse``, ``csubjpass``, ``agent``. :func:`gnn_treelstm.datasets.text.text_graphs`
 sends a mapped label the model never saw to :data:`FALLBACK` (``dep``) and says so in one
 warning per run.
 

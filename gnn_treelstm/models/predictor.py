@@ -13,15 +13,18 @@ sequential LSTMs. :meth:`Predictor.predict` returns the records ``gnn-treelstm p
 [--nodes]`` prints (the command and ``gnn-treelstm serve`` run this same path; see
 :mod:`gnn_treelstm.commands.predict` for the fields).
 
-A model trained on SICK's Stanford parses (``--tree dependency``) knows Stanford basic
-dependency labels while spaCy labels ClearNLP ones: :func:`text_graphs` translates each
-spaCy label through :data:`gnn_treelstm.datasets.labels.SPACY_TO_STANFORD` before looking it up. A
-label that ends up outside the model's relations (no counterpart, a Stanford label SICK never
-uses, or a label of another pipeline) becomes the relation ``dep`` (the model's relation 0
-only when it has no ``dep``), is counted by the checkpoint's :class:`RelationMap`, and is
-named in one warning per run (``predict``: once, with the run's counts; ``serve``: again
-only when a request brings a label not reported before). :attr:`Predictor.unmapped_relations`
-holds the running counts.
+Parses become graphs through :func:`gnn_treelstm.datasets.text.text_graphs`. A model trained
+on SICK's Stanford parses (``--tree dependency``) knows Stanford basic dependency labels while
+spaCy labels ClearNLP ones: each predictor's
+:class:`~gnn_treelstm.datasets.text.RelationMap` (:attr:`Predictor.relation_map`) translates
+each spaCy label through :data:`gnn_treelstm.datasets.labels.SPACY_TO_STANFORD` before
+looking it up. A label that ends up outside the model's relations (no counterpart, a Stanford
+label SICK never uses, or a label of another pipeline) becomes the relation ``dep`` (the
+model's relation 0 only when it has no ``dep``), is counted, and is named in one warning per
+run (``predict``: once, with the run's counts; ``serve``: again only when a request brings a
+label not reported before). :attr:`Predictor.unmapped_relations` holds the running counts.
+Each task says how its outputs become a record's fields
+(:meth:`gnn_treelstm.tasks.base.Task.record`).
 
 A saved model (:meth:`Predictor.save_pretrained`) is a directory holding ``model.pt`` (the
 weights, model configuration, vocabulary, relation names, label names and the training run's
@@ -34,16 +37,15 @@ from __future__ import annotations
 
 import logging
 import os
-import re
-import weakref
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import closing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import torch
 
+from gnn_treelstm.datasets.text import RelationMap, sentence_count, text_graphs
 from gnn_treelstm.files import write_json
 from gnn_treelstm.models.checkpoint import (
     PRETRAINED_FILE,
@@ -53,17 +55,13 @@ from gnn_treelstm.models.checkpoint import (
 )
 from gnn_treelstm.trees import graph as G
 
-__all__ = ["Input", "Predictor", "read_lines", "text_graphs", "predict_records",
-           "predict_with_trees", "format_text",
-           "tree_source", "trees_from", "RelationMap", "relation_map", "STANFORD_SICK"]
+__all__ = ["Input", "Predictor", "read_lines", "tree_source", "trees_from", "STANFORD_SICK"]
 
 log = logging.getLogger(__name__)
 
 PAIR_SEPARATORS = ("\t", "|||")
 #: :func:`tree_source` of SICK's ``dependency`` / ``constituency`` trees
 STANFORD_SICK = "the Stanford parses shipped with SICK"
-#: more than one sentence in a line: an end mark followed by more words
-_SENTENCE_END = re.compile(r"[.!?]")
 
 
 @dataclass(frozen=True)
@@ -106,79 +104,11 @@ def read_lines(lines: Iterable[str], *, pair: bool, source: str = "input") -> li
     return out
 
 
-def _word_ids(tokens: Sequence[str], vocab) -> list[int]:
-    """Teng §6's rule for lookups: the word, else its lowercase, else unk."""
-    return [vocab.stoi.get(t, vocab.stoi.get(t.lower(), vocab.unk)) for t in tokens]
-
-
-def _looks_like_sentences(tokens: Sequence[str]) -> int:
-    """How many sentences the tokens look like (an end mark followed by a word)."""
-    count = 1
-    for i, t in enumerate(tokens[:-1]):
-        if _SENTENCE_END.fullmatch(t) and any(c.isalpha() for c in tokens[i + 1]):
-            count += 1
-    return count
-
-
-class RelationMap:
-    """spaCy dependency labels -> names of a model's relations, counting the fallbacks.
-
-    With ``stanford`` (the model was trained on Stanford parses) a label is translated by
-    :func:`gnn_treelstm.datasets.labels.stanford_label` first. A label whose translation is not
-    among
-    ``relations`` (or that has none) becomes :attr:`fallback`: ``dep`` when the model knows
-    it, else its relation 0, and is counted in :attr:`unmapped`. An empty ``relations``
-    (a model without a relation vocabulary) keeps the labels as they are.
-    """
-
-    def __init__(self, relations: Sequence[str], *, stanford: bool) -> None:
-        from gnn_treelstm.datasets.labels import FALLBACK, stanford_label
-
-        self.relations = list(relations)
-        self.stanford = stanford
-        self._translate = stanford_label
-        self._known = set(self.relations)
-        self.fallback: str | None = FALLBACK if FALLBACK in self._known else (
-            self.relations[0] if self.relations else None)
-        #: spaCy label -> how many edges fell back to :attr:`fallback`
-        self.unmapped: Counter[str] = Counter()
-        self._reported: frozenset[str] = frozenset()
-
-    def name(self, label: str, word: str | None = None) -> str:
-        """The model's relation name for spaCy label ``label`` on ``word``."""
-        if not self.relations:
-            return label
-        target = self._translate(label, word) if self.stanford else label
-        if target is None or target not in self._known:
-            self.unmapped[label] += 1
-            return self.fallback  # type: ignore[return-value]  # relations is not empty
-        return target
-
-    def summary(self) -> str:
-        """One line naming the labels that fell back, with their counts ('' if none)."""
-        if not self.unmapped:
-            return ""
-        parts = []
-        for label, n in sorted(self.unmapped.items(), key=lambda kv: (-kv[1], kv[0])):
-            target = self._translate(label) if self.stanford else None
-            seen = f" (Stanford {target})" if target and target != label else ""
-            parts.append(f"{label} \u00d7{n}{seen}")
-        what = ("spaCy labels with no counterpart in the model's relations" if self.stanford
-                else "spaCy labels unseen in training")
-        rel0 = "" if self.fallback == "dep" else " (relation 0: the model has no 'dep')"
-        return f"{what}, mapped to {self.fallback!r}{rel0}: {', '.join(parts)}"
-
-    def report(self) -> bool:
-        """Log :meth:`summary` as a warning when a label fell back that no earlier report
-        named; returns whether it logged."""
-        if not set(self.unmapped) - self._reported:
-            return False
-        self._reported = frozenset(self.unmapped)
-        log.warning("%s", self.summary())
-        return True
-
-
-_MAPS: dict[int, RelationMap] = {}
+def trees_from(ck: Checkpoint) -> str:
+    """Where a checkpoint's training trees came from: as recorded by ``save_pretrained``,
+    else from its data set and tree kind (:func:`tree_source`)."""
+    dataset = ck.meta.get("dataset") or getattr(ck.model.task, "dataset", None)
+    return ck.meta.get("trees_from") or tree_source(dataset, ck.tree)
 
 
 def _stanford_trees(ck: Checkpoint) -> bool:
@@ -190,185 +120,16 @@ def _stanford_trees(ck: Checkpoint) -> bool:
             and not CLEARNLP_ONLY & set(ck.relations))
 
 
-def relation_map(ck: Checkpoint) -> RelationMap:
-    """The checkpoint's :class:`RelationMap`: one per loaded checkpoint, shared by every
-    graph built for it (so its counts and its warning are per run, not per call)."""
-    key = id(ck)
-    found = _MAPS.get(key)
-    if found is None:
-        found = _MAPS[key] = RelationMap(ck.relations, stanford=_stanford_trees(ck))
-        weakref.finalize(ck, _MAPS.pop, key, None)
-    return found
-
-
-def text_graphs(parses: Sequence, ck: Checkpoint, *, report: bool = True) -> list:
-    """Graphs of the checkpoint's tree kind from spaCy parses
-    (:class:`gnn_treelstm.datasets.dependency.DepParse`).
-
-    Dependency labels go through the checkpoint's :func:`relation_map` (spaCy -> Stanford
-    for a model trained on SICK's Stanford parses; labels outside the model's relations ->
-    ``dep``); with ``report`` a warning names the labels that fell back, once per new set
-    (:func:`predict_records` reports once at its end instead).
-    """
-    from gnn_treelstm.datasets import binarize, chain, dependency
-    from gnn_treelstm.trees.vocab import Relations
-
-    tree = ck.tree
-    graphs = []
-    rels = Relations(ck.relations)
-    mapping = relation_map(ck)
-    for p in parses:
-        ids = _word_ids(p.tokens, ck.vocab)
-        if tree in ("constituency", "constituency-spacy"):
-            graphs.append(binarize.binary_graph(p.heads, ids))
-        elif tree in ("dependency", "dependency-spacy"):
-            deps = [d if h < 0 else mapping.name(d, w)
-                    for h, d, w in zip(p.heads, p.deps, p.tokens)]
-            graphs.append(dependency.dependency_graph(p.heads, deps, ids, rels,
-                                                      add_relations=not rels.names))
-        elif tree == "chain":
-            graphs.append(chain.chain_graph(ids))
-        else:
-            raise ValueError(f"predict cannot build {tree!r} graphs from raw text; the "
-                             "checkpoint was trained on pre-built trees of that kind")
-    if report:
-        mapping.report()
-    return graphs
-
-
-def _distribution(probs: torch.Tensor, names: Sequence[str]) -> dict[str, float]:
-    return {name: round(float(p), 6) for name, p in zip(names, probs.tolist())}
-
-
-def _class_names(ck: Checkpoint, count: int) -> list[str]:
-    names = list(ck.label_names or [])
-    if names and len(names) != count:
-        raise ValueError(f"{ck.path}: the checkpoint names {len(names)} labels "
-                         f"({', '.join(names)}) but its head predicts {count} classes")
-    return names or [str(k) for k in range(count)]
-
-
-def _nodes(graph, tokens: Sequence[str], logits: torch.Tensor, names: Sequence[str]) -> list:
+def _node_records(graph: Any, tokens: Sequence[str], labels: Sequence[dict]) -> list[dict]:
+    """``predict --nodes``: every node of ``graph`` with its parent, span, words and the
+    task's ``labels`` of it."""
     src, dst = graph.edges()
     parent = [None] * graph.num_nodes()
     for s, d in zip(src.tolist(), dst.tolist()):
         parent[s] = d
-    spans = graph.ndata[G.SPAN].tolist()
-    probs = logits.softmax(-1)
-    out = []
-    for i, (lo, hi) in enumerate(spans):
-        k = int(probs[i].argmax())
-        out.append({"id": i, "parent": parent[i], "span": [lo, hi],
-                    "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "",
-                    "label": names[k], "probabilities": _distribution(probs[i], names)})
-    return out
-
-
-@torch.no_grad()
-def predict_records(
-    ck: Checkpoint, inputs: Sequence[Input], nlp, *, nodes: bool = False,
-    batch_size: int = 64, progress: Callable[[Iterable, int], Iterable] | None = None,
-) -> Iterator[dict]:
-    """One record per input (the JSON schema of the module docstring), batch by batch.
-
-    Labels that fell back to ``dep`` (:class:`RelationMap`) are reported once, at the end."""
-    for rec, _ in predict_with_trees(ck, inputs, nlp, nodes=nodes, batch_size=batch_size,
-                                     progress=progress):
-        yield rec
-
-
-@torch.no_grad()
-def predict_with_trees(
-    ck: Checkpoint, inputs: Sequence[Input], nlp, *, nodes: bool = False,
-    batch_size: int = 64, progress: Callable[[Iterable, int], Iterable] | None = None,
-) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
-    """:func:`predict_records`, each record with what it was predicted from: the
-    ``(parse, graph)`` of each side (sentence A, then B for pairs), the spaCy parse
-    (:class:`gnn_treelstm.datasets.dependency.DepParse`) and the :func:`text_graphs` graph, so that
-    a caller drawing the trees parses nothing twice."""
-    task = ck.model.task
-    ck.model.eval()
-    if nodes and (task.pair or not getattr(task, "node_labels", False)):
-        raise ValueError(f"--nodes: the {task.name} task predicts one label per "
-                         f"{'pair' if task.pair else 'sentence'}, not one per node; use it "
-                         "with a phrase-level sentiment model (sst-5 / sst-2)")
-    if batch_size <= 0:
-        raise ValueError(f"--batch-size must be positive, got {batch_size}")
-    starts = range(0, len(inputs), batch_size)
-    try:
-        yield from _records(ck, inputs, nlp, nodes, batch_size,
-                            progress(starts, len(starts)) if progress else starts)
-    finally:  # also when the caller stops early (serve takes one record)
-        relation_map(ck).report()
-
-
-def _records(ck: Checkpoint, inputs: Sequence[Input], nlp, nodes: bool, batch_size: int,
-             starts: Iterable[int]) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
-    import dgl
-
-    from gnn_treelstm.datasets.dependency import parse_texts
-
-    task, model = ck.model.task, ck.model
-    for start in starts:
-        chunk = inputs[start:start + batch_size]
-        pa = parse_texts(nlp, [x.a for x in chunk])
-        pb = parse_texts(nlp, [x.b for x in chunk]) if task.pair else None
-        ga = text_graphs(pa, ck, report=False)
-        gb = text_graphs(pb, ck, report=False) if pb is not None else None
-        batch_a = dgl.batch(ga)
-        out = model(batch_a, None if gb is None else dgl.batch(gb))
-        if nodes and "node_logits" not in out:
-            raise ValueError("--nodes: this model was trained on sentence labels only "
-                             "(root supervision) and has no per-node outputs")
-        offsets = [0, *batch_a.batch_num_nodes().cumsum(0).tolist()]
-        for j, x in enumerate(chunk):
-            rec: dict = {"line": x.line, "text": x.a, "tokens": pa[j].tokens}
-            if pb is not None:
-                rec.update(text_b=x.b, tokens_b=pb[j].tokens)
-            sides = [(pa[j], ga[j])] + ([(pb[j], gb[j])] if pb is not None else [])
-            # node i of every tree kind built from a parse is token i: its word id is there
-            unknown = [t for p, g in sides
-                       for t, w in zip(p.tokens, g.ndata[G.WORD][:len(p.tokens)].tolist())
-                       if w == ck.vocab.unk]
-            rec["unknown_words"] = unknown
-            if unknown and len(unknown) == sum(len(p.tokens) for p, _ in sides):
-                log.warning("line %d: every word is unknown to the model's vocabulary; the "
-                            "prediction rests on the unknown-word vector alone", x.line)
-            for p, _ in sides:
-                count = _looks_like_sentences(p.tokens)
-                if count > 1:
-                    log.warning("line %d looks like %d sentences; it is predicted as one "
-                                "tree (give one sentence per line)", x.line, count)
-            if "score" in out:  # relatedness: expected score and its 1..5 distribution
-                rec["score"] = round(float(out["score"][j]), 6)
-                probs = out["log_probs"][j].exp()
-                rec["probabilities"] = _distribution(
-                    probs, [str(k + 1) for k in range(probs.numel())])
-            else:
-                logits = out["root_logits"] if "root_logits" in out else out["logits"]
-                names = _class_names(ck, logits.shape[-1])
-                probs = logits[j].softmax(-1)
-                rec["label"] = names[int(probs.argmax())]
-                rec["probabilities"] = _distribution(probs, names)
-            if nodes:
-                lo, hi = offsets[j], offsets[j + 1]
-                rec["nodes"] = _nodes(ga[j], pa[j].tokens, out["node_logits"][lo:hi], names)
-            yield rec, sides
-
-
-def format_text(rec: dict) -> str:
-    """The text form of a record: ``label<TAB>p<TAB>sentence`` (pairs: ``A ||| B``)."""
-    shown = rec["text"] if "text_b" not in rec else f"{rec['text']} ||| {rec['text_b']}"
-    if "score" in rec:
-        return f"{rec['score']:.3f}\t{shown}"
-    return f"{rec['label']}\t{rec['probabilities'][rec['label']]:.3f}\t{shown}"
-
-
-def trees_from(ck: Checkpoint) -> str:
-    """Where a checkpoint's training trees came from: as recorded by ``save_pretrained``,
-    else from its data set and tree kind (:func:`tree_source`)."""
-    dataset = ck.meta.get("dataset") or getattr(ck.model.task, "dataset", None)
-    return ck.meta.get("trees_from") or tree_source(dataset, ck.tree)
+    return [{"id": i, "parent": parent[i], "span": [lo, hi],
+             "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "", **labels[i]}
+            for i, (lo, hi) in enumerate(graph.ndata[G.SPAN].tolist())]
 
 
 def tree_source(dataset: str | None, tree: str | None) -> str:
@@ -403,6 +164,8 @@ class Predictor:
         self.checkpoint = checkpoint
         self._nlp = nlp
         self.spacy_model = spacy_model
+        self._relations = RelationMap(checkpoint.relations,
+                                      stanford=_stanford_trees(checkpoint))
 
     # ------------------------------------------------------------------ loading, saving
     @classmethod
@@ -467,8 +230,10 @@ class Predictor:
 
     @property
     def relation_map(self) -> RelationMap:
-        """How spaCy's labels become the model's relations (:class:`RelationMap`)."""
-        return relation_map(self.checkpoint)
+        """How spaCy's labels become the model's relations
+        (:class:`~gnn_treelstm.datasets.text.RelationMap`): one per predictor, shared by all
+        its predictions, so its counts and its warning are per run, not per call."""
+        return self._relations
 
     @property
     def unmapped_relations(self) -> dict[str, int]:
@@ -515,21 +280,112 @@ class Predictor:
                                 f"got {type(x).__name__}")
         return out
 
+    def graphs(self, parses: Sequence, *, report: bool = True) -> list:
+        """Graphs of the model's tree kind from spaCy parses
+        (:class:`gnn_treelstm.datasets.dependency.DepParse`), the words looked up in its
+        vocabulary and the labels through :attr:`relation_map`; with ``report`` a warning
+        names the labels that fell back, once per new set (:meth:`iter_predict` reports
+        once at its end instead).
+
+        Raises:
+            ValueError: the model's trees are a kind not built from a parse (e.g. AMR).
+        """
+        ck = self.checkpoint
+        graphs = text_graphs(parses, ck.tree, ck.vocab, self._relations)
+        if report:
+            self._relations.report(log)
+        return graphs
+
     def iter_predict(self, texts: str | Sequence[str | tuple[str, str] | Input], *,
                      nodes: bool = False, batch_size: int = 64,
                      progress: Callable[[Iterable, int], Iterable] | None = None
                      ) -> Iterator[dict]:
-        """One record per input, batch by batch (see :meth:`predict`)."""
-        yield from predict_records(self.checkpoint, self.inputs(texts), self.nlp, nodes=nodes,
-                                   batch_size=batch_size, progress=progress)
+        """One record per input, batch by batch (see :meth:`predict`); the labels that
+        fell back to ``dep`` are reported once, at the end."""
+        for rec, _ in self._predict(self.inputs(texts), nodes, batch_size, progress):
+            yield rec
 
-    def trees(self, text: str | tuple[str, str] | Input) -> tuple[dict, list]:
-        """The record of one input (:meth:`predict`'s) and the graphs it was predicted
-        from, one per side (sentence A; then B for a pair), in the model's tree kind."""
-        inputs = self.inputs([text])
-        rec, sides = next(iter(predict_with_trees(self.checkpoint, inputs, self.nlp,
-                                                  batch_size=1)))
+    def trees(self, text: str | tuple[str, str] | Input, *,
+              nodes: bool = False) -> tuple[dict, list]:
+        """The record of one input (:meth:`predict`'s; ``nodes``: with every node's label)
+        and the graphs it was predicted from, one per side (sentence A; then B for a pair),
+        in the model's tree kind; node ``i`` of a graph is token ``i`` of the record's
+        ``tokens`` (``tokens_b``)."""
+        with closing(self._predict(self.inputs([text]), nodes, 1, None)) as records:
+            rec, sides = next(records)
         return rec, [graph for _, graph in sides]
+
+    @torch.no_grad()
+    def _predict(self, inputs: Sequence[Input], nodes: bool, batch_size: int,
+                 progress: Callable[[Iterable, int], Iterable] | None
+                 ) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
+        """Each input's record with the ``(parse, graph)`` of each side it was predicted
+        from, batch by batch."""
+        task = self.task
+        self.model.eval()
+        if nodes and (task.pair or not getattr(task, "node_labels", False)):
+            raise ValueError(f"--nodes: the {task.name} task predicts one label per "
+                             f"{'pair' if task.pair else 'sentence'}, not one per node; use "
+                             "it with a phrase-level sentiment model (sst-5 / sst-2)")
+        if batch_size <= 0:
+            raise ValueError(f"--batch-size must be positive, got {batch_size}")
+        starts = range(0, len(inputs), batch_size)
+        try:
+            for start in progress(starts, len(starts)) if progress else starts:
+                yield from self._batch(inputs[start:start + batch_size], nodes)
+        finally:  # also when the caller stops early (serve takes one record)
+            self._relations.report(log)
+
+    def _batch(self, chunk: Sequence[Input], nodes: bool
+               ) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
+        import dgl
+
+        from gnn_treelstm.datasets import dependency
+
+        ck, task = self.checkpoint, self.task
+        pa = dependency.parse_texts(self.nlp, [x.a for x in chunk])
+        pb = dependency.parse_texts(self.nlp, [x.b for x in chunk]) if task.pair else None
+        ga = self.graphs(pa, report=False)
+        gb = self.graphs(pb, report=False) if pb is not None else None
+        batch_a = dgl.batch(ga)
+        out = self.model(batch_a, None if gb is None else dgl.batch(gb))
+        offsets = [0, *batch_a.batch_num_nodes().cumsum(0).tolist()]
+        for j, x in enumerate(chunk):
+            sides = [(pa[j], ga[j])] + ([(pb[j], gb[j])] if pb is not None else [])
+            rec = self._text_fields(x, sides)
+            try:
+                rec.update(task.record(out, j, ck.label_names))
+            except ValueError as exc:
+                raise ValueError(f"{ck.path}: {exc}") from exc
+            if nodes:
+                labels = task.node_records(out, slice(offsets[j], offsets[j + 1]),
+                                           ck.label_names)
+                rec["nodes"] = _node_records(ga[j], pa[j].tokens, labels)
+            yield rec, sides
+
+    def _text_fields(self, x: Input, sides: Sequence[tuple[Any, Any]]) -> dict:
+        """A record's fields before the prediction: the input's line, text(s), tokens and
+        the words unknown to the model (with a warning where every word is, or where a
+        line looks like several sentences)."""
+        (pa, _), *rest = sides
+        rec: dict = {"line": x.line, "text": x.a, "tokens": pa.tokens}
+        if rest:
+            rec.update(text_b=x.b, tokens_b=rest[0][0].tokens)
+        unk = self.checkpoint.vocab.unk
+        # node i of every tree kind built from a parse is token i: its word id is there
+        unknown = [t for p, g in sides
+                   for t, w in zip(p.tokens, g.ndata[G.WORD][:len(p.tokens)].tolist())
+                   if w == unk]
+        rec["unknown_words"] = unknown
+        if unknown and len(unknown) == sum(len(p.tokens) for p, _ in sides):
+            log.warning("line %d: every word is unknown to the model's vocabulary; the "
+                        "prediction rests on the unknown-word vector alone", x.line)
+        for p, _ in sides:
+            count = sentence_count(p.tokens)
+            if count > 1:
+                log.warning("line %d looks like %d sentences; it is predicted as one "
+                            "tree (give one sentence per line)", x.line, count)
+        return rec
 
     def draw(self, text: str | tuple[str, str] | Input, path: str | os.PathLike, *,
              side: int = 0, **kwargs: Any) -> Path:
@@ -549,6 +405,12 @@ class Predictor:
                                                         else f"  [{verdict}]"))
         return draw_tree(graphs[side], path, vocab=self.checkpoint.vocab,
                          relations=self.checkpoint.relations or None, **kwargs)
+
+    def format_text(self, rec: dict) -> str:
+        """The text form of a record: ``label<TAB>p<TAB>sentence`` (a score for
+        relatedness, :meth:`gnn_treelstm.tasks.base.Task.verdict`; pairs: ``A ||| B``)."""
+        shown = rec["text"] if not self.task.pair else f"{rec['text']} ||| {rec['text_b']}"
+        return f"{self.task.verdict(rec)}\t{shown}"
 
     def predict(self, texts: str | Sequence[str | tuple[str, str] | Input], *,
                 nodes: bool = False, batch_size: int = 64) -> list[dict]:

@@ -23,7 +23,8 @@ import numpy as np
 import torch
 from torch import nn
 
-__all__ = ["Encoded", "Task", "gather_batches"]
+__all__ = ["Encoded", "Task", "gather_batches", "distribution", "class_names",
+           "label_record", "label_text"]
 
 
 @dataclass
@@ -187,6 +188,61 @@ class Task:
                  label_names: Sequence[str] | None) -> str:
         """Human-readable prediction of example ``i`` of a batch."""
         raise NotImplementedError
+
+    # ------------------------------------------------------------------ prediction
+    def record(self, out: dict[str, torch.Tensor], i: int,
+               label_names: Sequence[str] | None) -> dict[str, Any]:
+        """Example ``i`` of a batch's outputs as fields of a ``gnn-treelstm predict``
+        record: ``label`` and ``probabilities`` (class name -> probability,
+        :func:`label_record`) for a classifier, ``score`` and its distribution for a
+        scorer. ``label_names``: the checkpoint's class names (``None``: the class ids).
+
+        Raises:
+            ValueError: ``label_names`` does not match the head's classes.
+        """
+        raise NotImplementedError
+
+    def node_records(self, out: dict[str, torch.Tensor], nodes: slice,
+                     label_names: Sequence[str] | None) -> list[dict[str, Any]]:
+        """``label`` and ``probabilities`` of the batch's nodes ``nodes`` (one example's
+        tree; ``predict --nodes``), for a task that labels every node."""
+        raise ValueError(f"--nodes: the {self.name} task predicts one label per "
+                         f"{'pair' if self.pair else 'sentence'}, not one per node")
+
+    def verdict(self, record: dict[str, Any]) -> str:
+        """The prediction of a :meth:`record` in ``predict``'s text output: the columns
+        before the sentence (``label<TAB>p`` for a classifier, the score for a scorer)."""
+        raise NotImplementedError
+
+
+def distribution(probs: torch.Tensor, names: Sequence[str]) -> dict[str, float]:
+    """Class name -> probability (6 decimals) of one example: a record's ``probabilities``."""
+    return {name: round(float(p), 6) for name, p in zip(names, probs.tolist())}
+
+
+def class_names(label_names: Sequence[str] | None, count: int) -> list[str]:
+    """The names of a head's ``count`` classes: ``label_names``, else the class ids.
+
+    Raises:
+        ValueError: ``label_names`` names another number of classes.
+    """
+    names = list(label_names or [])
+    if names and len(names) != count:
+        raise ValueError(f"the checkpoint names {len(names)} labels ({', '.join(names)}) "
+                         f"but its head predicts {count} classes")
+    return names or [str(k) for k in range(count)]
+
+
+def label_record(logits: torch.Tensor, label_names: Sequence[str] | None) -> dict[str, Any]:
+    """``label`` (the most probable class) and ``probabilities`` of one row of logits."""
+    names = class_names(label_names, logits.shape[-1])
+    probs = logits.softmax(-1)
+    return {"label": names[int(probs.argmax())], "probabilities": distribution(probs, names)}
+
+
+def label_text(record: dict[str, Any]) -> str:
+    """``label<TAB>p``: a classifier's :meth:`Task.verdict`."""
+    return f"{record['label']}\t{record['probabilities'][record['label']]:.3f}"
 
 
 def gather_batches(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:

@@ -50,7 +50,14 @@ from torch.nn import functional as F
 
 from gnn_treelstm import metrics as M
 from gnn_treelstm.kernels.dropout import Dropout
-from gnn_treelstm.tasks.base import Encoded, Task
+from gnn_treelstm.tasks.base import (
+    Encoded,
+    Task,
+    class_names,
+    distribution,
+    label_record,
+    label_text,
+)
 from gnn_treelstm.tasks.registry import tasks
 from gnn_treelstm.trees.data import to_sst2
 from gnn_treelstm.trees.graph import IGNORE, LABEL
@@ -178,6 +185,26 @@ class ClassificationTask(Task):
         k = int(probs.argmax())
         name = label_names[k] if label_names is not None and k < len(label_names) else str(k)
         return f"{name} (p={float(probs[k]):.3f})"
+
+    def record(self, out: dict[str, torch.Tensor], i: int,
+               label_names: Sequence[str] | None) -> dict[str, Any]:
+        """The sentence's label: the root's (all of the head's classes)."""
+        return label_record(out["root_logits"][i], label_names)
+
+    def verdict(self, record: dict[str, Any]) -> str:
+        return label_text(record)
+
+    def node_records(self, out: dict[str, torch.Tensor], nodes: slice,
+                     label_names: Sequence[str] | None) -> list[dict[str, Any]]:
+        if not self.node_labels:  # a label per sentence only (TREC)
+            return super().node_records(out, nodes, label_names)
+        if "node_logits" not in out:
+            raise ValueError("--nodes: this model was trained on sentence labels only "
+                             "(root supervision) and has no per-node outputs")
+        logits = out["node_logits"][nodes]
+        names = class_names(label_names, logits.shape[-1])
+        return [{"label": names[int(p.argmax())], "probabilities": distribution(p, names)}
+                for p in logits.softmax(-1)]
 
 
 @tasks.register("sst-5")

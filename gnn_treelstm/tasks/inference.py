@@ -35,7 +35,7 @@ from torch.nn import functional as F
 
 from gnn_treelstm import metrics as M
 from gnn_treelstm.kernels.dropout import Dropout
-from gnn_treelstm.tasks.base import Encoded, Task
+from gnn_treelstm.tasks.base import Encoded, Task, label_record, label_text
 from gnn_treelstm.tasks.registry import tasks
 
 __all__ = ["InferenceHead", "pair_features", "FEATURES", "ACTIVATIONS", "Inference",
@@ -164,6 +164,14 @@ class Inference(Task):
         k = int(probs.argmax())
         name = label_names[k] if label_names is not None and k < len(label_names) else str(k)
         return f"{name} (p={float(probs[k]):.3f})"
+
+    def record(self, out: dict[str, torch.Tensor], i: int,
+               label_names: Sequence[str] | None) -> dict[str, Any]:
+        """The pair's label."""
+        return label_record(out["logits"][i], label_names)
+
+    def verdict(self, record: dict[str, Any]) -> str:
+        return label_text(record)
 
 
 @tasks.register("sick-e")

@@ -31,7 +31,7 @@ from torch import nn
 
 from gnn_treelstm import metrics as M
 from gnn_treelstm.kernels.dropout import Dropout
-from gnn_treelstm.tasks.base import Encoded, Task
+from gnn_treelstm.tasks.base import Encoded, Task, distribution
 from gnn_treelstm.tasks.registry import tasks
 
 __all__ = ["RelatednessHead", "Relatedness", "sparse_target", "kl_loss"]
@@ -144,3 +144,14 @@ class Relatedness(Task):
     def describe(self, out: dict[str, torch.Tensor], i: int,
                  label_names: Sequence[str] | None) -> str:
         return f"relatedness {float(out['score'][i]):.3f} (1-5)"
+
+    def record(self, out: dict[str, torch.Tensor], i: int,
+               label_names: Sequence[str] | None) -> dict[str, Any]:
+        """The expected score ``ŷ = rᵀ p̂`` and its distribution over the classes
+        ``1 .. K``."""
+        probs = out["log_probs"][i].exp()
+        return {"score": round(float(out["score"][i]), 6),
+                "probabilities": distribution(probs, [str(k + 1) for k in range(probs.numel())])}
+
+    def verdict(self, record: dict[str, Any]) -> str:
+        return f"{record['score']:.3f}"

@@ -67,9 +67,8 @@ def _parse_node_count(explorer: S.Explorer, sentence: str) -> int:
     """The node count of the sentence's tree, through the library path the server uses
     (spaCy parse -> the checkpoint's tree kind), not through the page."""
     from gnn_treelstm.datasets.dependency import parse_texts
-    from gnn_treelstm.models.predictor import text_graphs
 
-    (graph,) = text_graphs(parse_texts(explorer.nlp, [sentence]), explorer.ck)
+    (graph,) = explorer.predictor.graphs(parse_texts(explorer.nlp, [sentence]))
     return graph.num_nodes()
 
 

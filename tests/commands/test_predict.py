@@ -117,27 +117,28 @@ def test_spacy_labels_translated_to_stanford_and_fallbacks_warned_once(runs, cap
 
     from gnn_treelstm.datasets.dependency import DepParse
     from gnn_treelstm.models.checkpoint import load_model
-    from gnn_treelstm.models.predictor import relation_map, text_graphs
+    from gnn_treelstm.models.predictor import Predictor
 
     ck = load_model(runs / "sickr")  # relations: nsubj, dobj, amod, det, neg
+    predictor = Predictor(ck)
     parse = DepParse(["no", "w1", "w2", "see", "w3"], [2, 2, 3, -1, 3],
                      ["det", "compound", "nsubj", "ROOT", "dobj"])
     caplog.set_level(logging.WARNING)
-    (g,) = text_graphs([parse], ck)
+    (g,) = predictor.graphs([parse])
     names = [ck.relations[r] for r in g.edata["rel"].tolist()]
     child = g.edges()[0].tolist()
     got = dict(zip(child, names))
     # det on "no" -> Stanford neg; compound -> nn (unknown to this model) -> relation 0
     assert got == {0: "neg", 1: "nsubj", 2: "nsubj", 4: "dobj"}
-    assert relation_map(ck).unmapped == {"compound": 1}
+    assert predictor.relation_map.unmapped == {"compound": 1}
     (msg,) = _fallback_warnings(caplog)
     assert "mapped to 'nsubj' (relation 0: the model has no 'dep')" in msg
     assert "compound \u00d71 (Stanford nn)" in msg
-    text_graphs([parse, parse], ck)  # the same labels again: counted, not warned again
-    assert relation_map(ck).unmapped == {"compound": 3}
+    predictor.graphs([parse, parse])  # the same labels again: counted, not warned again
+    assert predictor.relation_map.unmapped == {"compound": 3}
     assert len(_fallback_warnings(caplog)) == 1
     meta = DepParse(["w1", "w2"], [1, -1], ["meta", "ROOT"])  # no Stanford counterpart
-    text_graphs([meta], ck)
+    predictor.graphs([meta])
     assert len(_fallback_warnings(caplog)) == 2
     assert "compound \u00d73 (Stanford nn), meta \u00d71" in _fallback_warnings(caplog)[-1]
 
@@ -173,7 +174,7 @@ def test_predict_warns_about_fallback_labels_once_per_run(runs, tmp_path, caplog
 
 
 def test_relation_map_translates_only_for_stanford_relations():
-    from gnn_treelstm.models.predictor import RelationMap
+    from gnn_treelstm.datasets.text import RelationMap
 
     sick = RelationMap(["dep", "nn", "neg", "nsubj"], stanford=True)
     assert [sick.name("compound", "rock"), sick.name("det", "no"), sick.name("attr", "man"),

@@ -160,3 +160,22 @@ def test_sst2_phrase_neutral_trains_neutral_phrases_and_never_predicts_them():
     assert m.head.node_in.out_features == 3
     assert TreeLSTMModel(ModelConfig(task="sst-2", cell="nary", vocab_size=50, emb_dim=6,
                                      hidden=4)).head.node_in.out_features == 2
+
+
+def test_records_name_the_root_and_node_labels():
+    task = build_task("sst-5")
+    logits = torch.log(torch.tensor([[0.1, 0.2, 0.4, 0.2, 0.1], [0.6, 0.1, 0.1, 0.1, 0.1]]))
+    names = ["vn", "n", "0", "p", "vp"]
+    out = {"root_logits": logits, "node_logits": logits.flip(0)}
+    rec = task.record(out, 1, names)
+    assert rec["label"] == "vn" and list(rec["probabilities"]) == names
+    assert rec["probabilities"]["vn"] == pytest.approx(0.6, abs=1e-6)
+    assert task.record(out, 0, None)["label"] == "2"  # no names: the class ids
+    nodes = task.node_records(out, slice(0, 2), names)
+    assert [n["label"] for n in nodes] == ["vn", "0"]
+    with pytest.raises(ValueError, match="names 2 labels .* predicts 5 classes"):
+        task.record(out, 0, ["a", "b"])
+    with pytest.raises(ValueError, match="root supervision"):
+        task.node_records({"root_logits": logits}, slice(0, 2), names)
+    with pytest.raises(ValueError, match="one label per sentence"):
+        build_task("trec").node_records(out, slice(0, 2), names)

@@ -81,3 +81,12 @@ def test_bad_head_options_name_the_choices():
         InferenceHead(2, features="concat")
     with pytest.raises(ValueError, match="choose one of: sigmoid, relu, tanh"):
         InferenceHead(2, activation="gelu")
+
+
+def test_record_names_the_pair_label():
+    task = build_task("sick-e")
+    out = {"logits": torch.tensor([[0.0, 2.0, 0.0]])}
+    rec = task.record(out, 0, ["entailment", "neutral", "contradiction"])
+    assert rec["label"] == "neutral" and sum(rec["probabilities"].values()) == pytest.approx(1)
+    with pytest.raises(ValueError, match="one label per pair"):
+        task.node_records(out, slice(0, 1), None)

@@ -84,3 +84,13 @@ def test_task_loss_metrics_and_defaults():
     m = task.metrics(gathered)
     assert set(m) >= {"pearson", "spearman", "mse"} and m["count"] == 3
     assert task.better(0.8, 0.7) and not task.better(0.6, 0.7) and task.better(0.1, None)
+
+
+def test_record_is_the_expected_score_and_its_distribution():
+    task = build_task("sick-r")
+    p = torch.tensor([[0.0, 0.0, 0.4, 0.6, 0.0]])
+    out = {"log_probs": p.clamp_min(1e-30).log(), "score": p @ torch.arange(1.0, 6.0)}
+    rec = task.record(out, 0, None)
+    assert list(rec) == ["score", "probabilities"]
+    assert rec["score"] == pytest.approx(3.6, abs=1e-6)
+    assert rec["probabilities"] == pytest.approx({"1": 0, "2": 0, "3": 0.4, "4": 0.6, "5": 0})

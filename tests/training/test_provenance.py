@@ -31,13 +31,13 @@ def _short(modules):
 def test_the_modules_of_a_model_are_its_cells_and_tasks_modules_and_the_model():
     assert _short(P.model_modules("bitree", "sst-5")) == {
         "cells.bidirectional", "cells.lexicalized", "cells.topdown", "cells.base",
-        "tasks.classification", "tasks.base", "models.treelstm", "models.dropout"}
+        "tasks.classification", "tasks.base", "models.treelstm", "kernels.dropout"}
     assert _short(P.model_modules("mtree", "sick-e")) == {
         "cells.multiplicative", "cells.childsum", "cells.base", "tasks.inference",
-        "tasks.base", "models.treelstm", "models.dropout"}
+        "tasks.base", "models.treelstm", "kernels.dropout"}
     assert _short(P.model_modules("childsum", "sick-r")) == {
         "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "models.treelstm",
-        "models.dropout"}
+        "kernels.dropout"}
 
 
 @pytest.mark.parametrize("cell", cells.names())
