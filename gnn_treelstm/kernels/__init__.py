@@ -8,6 +8,7 @@ matrix products.
   (``triton_levels``) behind ``torch.autograd.Function``: the level engine on CUDA, and
   on the CPU in triton's interpreter (``GNN_TREELSTM_KERNELS``).
 * :mod:`~gnn_treelstm.kernels.gemm` — the level engine's matrix products.
+* :mod:`~gnn_treelstm.kernels.count` — the operations a level-engine step dispatches.
 * :mod:`~gnn_treelstm.kernels.settings` — the switches (``GNN_TREELSTM_NATIVE``,
   ``GNN_TREELSTM_KERNELS``, ...).
 

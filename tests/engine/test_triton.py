@@ -12,8 +12,8 @@ import torch
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.engine.schedule import LevelSchedule
 from gnn_treelstm.kernels import fused_triton, native
+from gnn_treelstm.kernels.count import OpCounter, count_step
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
-from tests.engine.count import OpCounter
 
 X, H = 6, 8
 #: the most operations one training step may dispatch per level on the Triton path
@@ -38,19 +38,14 @@ def _deep_batch() -> dgl.DGLGraph:
     return dgl.batch([_caterpillar(3 + (7 * i) % 30) for i in range(25)])
 
 
-def _step_ops(name: str, kernels: str, **kw) -> tuple[OpCounter, int]:
+def _step_ops(name: str, kernels: str, native_choice: str | None = None
+              ) -> tuple[OpCounter, int]:
     g = _deep_batch()
     sched = LevelSchedule.from_graph(g)
     torch.manual_seed(0)
-    cell = build_cell(name, X, H, engine="level", **kw)
+    cell = build_cell(name, X, H, engine="level")
     x = torch.randn(g.num_nodes(), X, requires_grad=True)
-    fused_triton.set_choice(kernels)
-    try:
-        with OpCounter() as count:
-            h, c = cell(g, x, schedule=sched)
-            (h.sum() + c.sum()).backward()
-    finally:
-        fused_triton.set_choice(None)
+    count = count_step(cell, g, x, sched, kernels=kernels, native_choice=native_choice)
     return count, sched.up.num_levels
 
 
@@ -92,11 +87,7 @@ def test_a_step_of_several_loops_dispatches_at_most_8_operations_per_level_of_ea
 def test_the_general_driver_dispatches_more_than_8_per_level():
     """The count has teeth: the general level driver (the path CUDA ran before the Triton
     kernels) dispatches several times the budget."""
-    native.set_choice("off")
-    try:
-        count, levels = _step_ops("nary", "native")
-    finally:
-        native.set_choice(None)
+    count, levels = _step_ops("nary", "native", native_choice="off")
     assert count.total > 3 * PER_LEVEL * levels, count.total / levels
 
 
