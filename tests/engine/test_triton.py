@@ -137,15 +137,19 @@ def test_triton_on_the_cpu_without_the_interpreter_says_how(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available() or not fused_triton.installed(),
                     reason="needs CUDA and triton")
+@pytest.mark.parametrize("moved", [False, True], ids=["pinned", "on-cuda"])
 @pytest.mark.parametrize("name", ["nary", "childsum", "lstm"])
-def test_a_cuda_step_does_not_synchronise(name):
+def test_a_cuda_step_does_not_synchronise(name, moved):
     """One forward + backward step on CUDA: no host-device synchronisation inside
     (``set_sync_debug_mode("error")``). The schedule is given in pinned CPU memory, checked
     against the graph there, and moved once per forward (``Propagator.schedule_on``,
-    non-blocking copies)."""
+    non-blocking copies); or given on CUDA already (as a training step's batch brings it),
+    checked against the CPU graph with its CPU copy."""
     g = _deep_batch() if name != "lstm" else dgl.batch(
         [make_tree(list(range(1, n)) + [-1], list(range(n))) for n in (3, 9, 17)])
     sched = LevelSchedule.from_graph(g).pin_memory()
+    if moved:
+        sched = sched.to("cuda")
     torch.manual_seed(0)
     cell = build_cell(name, X, H, engine="level").cuda()
     x = torch.randn(g.num_nodes(), X, device="cuda", requires_grad=True)
