@@ -2,7 +2,7 @@
 
 ``TRITON_INTERPRET=1 python scripts/count_level_ops.py --src ../shared/data [--cell nary]
 [--trees 25]``: the first ``--trees`` SST training trees as one batch, the cell at x 300,
-h 150, counted with ``tests/engine/count.py``'s ``TorchDispatchMode`` (views and metadata ops
+h 150, counted with :func:`gnn_treelstm.kernels.count.count_step` (views and metadata ops
 left out) on three paths: the Triton kernels (under triton's interpreter), the C++ loops and
 the general level driver.
 """
@@ -12,18 +12,15 @@ from __future__ import annotations
 import argparse
 import sys
 import types
-from pathlib import Path
 
 import dgl
 import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands import bench
-from gnn_treelstm.kernels import fused_triton, native
+from gnn_treelstm.kernels import fused_triton
+from gnn_treelstm.kernels.count import count_step
 from gnn_treelstm.trees.schedule import LevelSchedule
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from tests.engine.count import OpCounter  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,15 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         torch.manual_seed(0)
         cell = build_cell(args.cell, 300, 150, engine="level")
         x = torch.randn(g.num_nodes(), 300, requires_grad=True)
-        fused_triton.set_choice(kernels)
-        native.set_choice(nat)
-        try:
-            with OpCounter() as count:
-                h, c = cell(g, x, schedule=sched)
-                (h.sum() + c.sum()).backward()
-        finally:
-            fused_triton.set_choice(None)
-            native.set_choice(None)
+        count = count_step(cell, g, x, sched, kernels=kernels, native_choice=nat)
         print(f"{label}: {count.total} ops, {count.total / levels:.1f} per level")
     return 0
 

@@ -116,10 +116,11 @@ class BidirectionalTreeLSTM(TreeCell):
             sched = prop.schedule_on(x.device)
             up, down = sched.up, sched.require_down()
             lex, td, hl = self.up, self.down, self.up.head_lexicon_module
+            w = fused_triton.LexWeights(lex.W_x, lex.b, lex.U_h, lex.U_c, lex.W_co,
+                                        getattr(hl, "W_z", None), getattr(hl, "b_z", None))
             h_up, c_up, heads = fused_triton.lex_levels(  # heads: (N, x) up order, eqs 9-10
-                fused_teng.to_levels(leaf_word_inputs(prop, x), up), lex.W_x, lex.b, lex.U_h,
-                lex.U_c, lex.W_co, getattr(hl, "W_z", None), getattr(hl, "b_z", None), True,
-                hl.mode, up, heads=True)
+                fused_teng.to_levels(leaf_word_inputs(prop, x), up), w, True, hl.mode, up,
+                heads=True)
             h_dn, c_dn = fused_triton.topdown_levels(
                 fused_teng.up_to_down(heads, up, down), td.W_x, td.b, td.U_h, td.U_c, td.W_co,
                 fused_teng.down_sides(down), down)

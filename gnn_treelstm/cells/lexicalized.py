@@ -411,10 +411,10 @@ class LexicalizedTreeLSTM(TreeCell):
             mode = "given" if not self.lexicalized or heads is not None else self.head_mode
             x0 = leaf_word_inputs(prop, x) if heads is None else heads  # eqs 6-8 / 9-10
             hl = self.head_lexicon_module
-            return fused_triton.lex_levels(fused_teng.to_levels(x0, lv), self.W_x, self.b,
-                                           self.U_h, self.U_c, self.W_co,
-                                           getattr(hl, "W_z", None), getattr(hl, "b_z", None),
-                                           self.lexicalized, mode, lv)
+            w = fused_triton.LexWeights(self.W_x, self.b, self.U_h, self.U_c, self.W_co,
+                                        getattr(hl, "W_z", None), getattr(hl, "b_z", None))
+            return fused_triton.lex_levels(fused_teng.to_levels(x0, lv), w, self.lexicalized,
+                                           mode, lv)
         if not fused.available(x):
             return None
         lv = prop.schedule_on(x.device).up

@@ -67,7 +67,7 @@ from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused_triton
+from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
 
 logger = logging.getLogger(__name__)
@@ -306,8 +306,9 @@ class NaryTreeLSTM(TreeCell):
         if lv.width < k:
             slots = F.pad(slots, (0, k - lv.width), value=lv.num_nodes)
         return fused_triton.nary_levels(x.index_select(0, word_ids), self.W_x.weight,
-                                        self.W_x.bias, self.full_U(), slots, lv, rows_w, m0,
-                                        (lv.rank, lv.order))
+                                        self.W_x.bias, self.full_U(),
+                                        fused.NaryRows(slots, lv, rows_w, m0,
+                                                       (lv.rank, lv.order)))
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}, "

@@ -307,7 +307,8 @@ class SequentialLSTM(TreeCell):
             for layer in self.direction_layers(direction):
                 # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
                 h, c = fused_triton.nary_levels(inp, layer.W_x.weight, layer.W_x.bias,
-                                         layer.U.weight, slots, lv, None, n0, None)
+                                                layer.U.weight,
+                                                fused.NaryRows(slots, lv, None, n0))
                 dir_h.append(h)
                 dir_c.append(c)
                 inp = h  # layer l+1 reads layer l's h (same direction, schedule order)

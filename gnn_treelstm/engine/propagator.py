@@ -142,7 +142,10 @@ def engine_named(name: str) -> Engine:
 @eager  # host-side check: eager under torch.compile, never traced
 def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> None:
     """A precomputed schedule must describe ``graph``: same nodes, and every edge of the
-    graph where the schedule has it (child -> parent)."""
+    graph where the schedule has it (child -> parent). The edges are compared on the CPU
+    when the graph's edges are there (with the schedule's CPU copy,
+    :meth:`~gnn_treelstm.trees.schedule.LevelSchedule.on_host`), so a schedule moved to
+    a device is checked without waiting for it; a graph on a device is compared there."""
     if not isinstance(schedule, LevelSchedule):
         raise ValueError(f"{who}: schedule must be a LevelSchedule, got "
                          f"{type(schedule).__name__}")
@@ -157,6 +160,11 @@ def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> No
     if e == 0:
         return
     src, dst = graph.edges()
+    host = schedule.on_host()
+    if src.device.type == "cpu" and host is not None:
+        # the graph's edges are on the CPU: compare there, with the schedule's CPU copy
+        # (no wait for a device the schedule was moved to)
+        lv = host.up
     dev = lv.order.device
     par = torch.full((n,), -1, dtype=torch.int64, device=dev)
     par[src.to(dev).long()] = dst.to(dev).long()

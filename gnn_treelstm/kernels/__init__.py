@@ -10,6 +10,7 @@ products, and the dropout the models and task heads use.
 * :mod:`~gnn_treelstm.kernels.gemm` — the level engine's matrix products.
 * :mod:`~gnn_treelstm.kernels.dropout` — dropout with a faster mask on the CPU (the model's
   and the task heads').
+* :mod:`~gnn_treelstm.kernels.count` — the operations a level-engine step dispatches.
 * :mod:`~gnn_treelstm.kernels.settings` — the switches (``GNN_TREELSTM_NATIVE``,
   ``GNN_TREELSTM_KERNELS``, ...).
 

@@ -22,6 +22,8 @@ apart by the rows of the recurrent matrix.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import torch
 
 from gnn_treelstm.kernels import native
@@ -29,7 +31,7 @@ from gnn_treelstm.kernels.gemm import mm_nt
 from gnn_treelstm.trees.schedule import Levels
 
 __all__ = ["available", "state_buffers", "grad_buffers", "grad_matmul", "childsum_levels",
-           "mtree_levels", "mtree_full_levels", "nary_levels", "gate_weight",
+           "mtree_levels", "mtree_full_levels", "NaryRows", "nary_levels", "gate_weight",
            "nary_input_gates", "nary_param_grads", "single_source_slots"]
 
 
@@ -267,15 +269,28 @@ def gate_weight(W: torch.Tensor, hs: int, k: int) -> torch.Tensor:
     return torch.cat([W[:g], W[g:].repeat(k, 1)])
 
 
+class NaryRows(NamedTuple):
+    """The rows an N-ary level loop reads and writes (:class:`_NaryLevels`): ``slots``
+    (N, K) children rows by position (padding N); ``lv``; ``rows_w`` the schedule rows of
+    the inputs' rows (sorted; ``None``: rows ``0..M-1``), the first ``m0`` of them leaves;
+    ``perm`` ``(rank, order)`` to return node order, ``None`` for schedule order."""
 
-def nary_input_gates(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, hs: int, k: int,
-                     n: int, rows_w: torch.Tensor | None, m0: int, *,
-                     leaf_forget: bool = True) -> torch.Tensor:
+    slots: torch.Tensor
+    lv: Levels
+    rows_w: torch.Tensor | None
+    m0: int
+    perm: tuple[torch.Tensor, torch.Tensor] | None = None
+
+
+def nary_input_gates(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, hs: int,
+                     rows: NaryRows, *, leaf_forget: bool = True) -> torch.Tensor:
     """(N, (G+K) h) ``W x_j + b`` of every schedule row (arguments as
     :class:`_NaryLevels`), gate columns ``i, (o,) u, f_1..f_K``: one product for the leaves'
     ``i, (o,) u`` and one for the other rows with a word; rows without a word get ``b``.
     ``leaf_forget=False`` (for a loop that never reads them) leaves the leaves' forget
     columns unset when the word rows are contiguous."""
+    n, k = rows.slots.shape
+    rows_w, m0 = rows.rows_w, rows.m0
     gh = W.shape[0] - hs  # G h: the columns of i, (o,) u
     cols = gh + k * hs
     m = xw.shape[0]
@@ -304,15 +319,14 @@ class _NaryLevels(torch.autograd.Function):
     """N-ary recurrence (Tai eqs 9-14) over all levels, input terms included.
 
     Inputs: ``xw`` (M, X) the inputs of the rows that have one, at schedule rows
-    ``rows_w`` (sorted; ``None``: rows ``0..M-1``), the first ``m0`` of them leaves (level
+    ``rows.rows_w`` (:class:`NaryRows`), the first ``rows.m0`` of them leaves (level
     0: no child, so their forget-gate input terms are skipped); ``W`` (4h, X) and ``b``
     (4h,) rows ``i, o, u, f`` (``W^(f)`` shared by the K forget gates); ``U`` ((3+K)h, K h)
     rows ``i, o, u, f_1..f_K``, columns ``[h_j1; ...; h_jK]``. Without output gate (Tai's
     relatedness models, ``h_j = tanh(c_j)``) ``W``, ``b`` have 3h rows ``i, u, f`` and ``U``
     (2+K)h rows ``i, u, f_1..f_K`` (the C++ loop tells the two apart by ``U``'s rows);
-    ``slots`` (N, K) children rows by position (padding N); ``lv``; ``perm``:
-    ``(rank, order)`` to return node order, or ``None`` for schedule order. Every row gets
-    ``b``. Outputs ``h, c`` (N, h).
+    ``rows``: the children's rows, the schedule and the order of the outputs
+    (:class:`NaryRows`). Every row gets ``b``. Outputs ``h, c`` (N, h).
 
     The gate columns of the internal buffers follow ``U``'s rows, ``i, (o,) u, f_1..f_K``
     (C = (G+K) h, G = 3 or 2). The level loops run in C++ (``csrc/nary_levels.cpp``); float32 CPU
@@ -320,18 +334,19 @@ class _NaryLevels(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm):
+    def forward(ctx, xw, W, b, U, rows: NaryRows):
+        slots, lv, perm = rows.slots, rows.lv, rows.perm
         n, k = slots.shape
         hs = U.shape[1] // k
         # (N, C) W x_j + b (eqs 9-12), then the activated gates. The native loop reads only
         # i, o, u of the leaves, so their forget columns need no value there.
-        gates = nary_input_gates(xw, W, b, hs, k, n, rows_w, m0, leaf_forget=False)
+        gates = nary_input_gates(xw, W, b, hs, rows, leaf_forget=False)
         h, c = state_buffers(xw, n, hs)
         tc = xw.new_empty(n, hs)  # tanh(c_j), kept for the backward
         torch.ops.gnn_treelstm.nary_forward(gates, h, c, tc, slots.contiguous(),
                                             lv.node_offsets, U.contiguous())
-        ctx.lv, ctx.rows_w, ctx.m0, ctx.perm = lv, rows_w, m0, perm
-        ctx.save_for_backward(xw, W, U, slots, h, c, tc, gates)
+        ctx.rows = rows
+        ctx.save_for_backward(xw, W, U, h, c, tc, gates)
         if perm is None:
             return h[:n], c[:n]
         rank = perm[0]
@@ -339,22 +354,23 @@ class _NaryLevels(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        xw, W, U, slots, h, c, tc, gates = ctx.saved_tensors
-        lv: Levels = ctx.lv
-        dh, dc = grad_buffers(dh_out, dc_out, None if ctx.perm is None else ctx.perm[1])
+        xw, W, U, h, c, tc, gates = ctx.saved_tensors
+        rows: NaryRows = ctx.rows
+        dh, dc = grad_buffers(dh_out, dc_out, None if rows.perm is None else rows.perm[1])
         dgates = torch.empty_like(gates)
-        torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc, slots.contiguous(),
-                                             lv.node_offsets, U.contiguous())
-        return nary_param_grads(ctx, dgates, xw, W, h, slots, lv)
-
+        torch.ops.gnn_treelstm.nary_backward(dgates, dh, dc, gates, c, tc,
+                                             rows.slots.contiguous(), rows.lv.node_offsets,
+                                             U.contiguous())
+        return nary_param_grads(ctx, dgates, xw, W, h)
 
 
 def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tensor,
-                     h: torch.Tensor, slots: torch.Tensor, lv: Levels,
-                     hk_rows: torch.Tensor | None = None) -> tuple:
+                     h: torch.Tensor, hk_rows: torch.Tensor | None = None) -> tuple:
     """Gradients of :class:`_NaryLevels`' inputs from the pre-activation gradients (N, C)
-    (one product per weight over all nodes, not one per level)."""
-    rows_w, m0 = ctx.rows_w, ctx.m0
+    (one product per weight over all nodes, not one per level); ``ctx.rows`` the loop's
+    :class:`NaryRows`."""
+    rows: NaryRows = ctx.rows
+    rows_w, m0, slots, lv = rows.rows_w, rows.m0, rows.slots, rows.lv
     n, k = slots.shape
     hs = h.shape[1]
     gh = W.shape[0] - hs  # G h: the columns of i, (o,) u
@@ -393,17 +409,16 @@ def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tenso
         dW = torch.zeros_like(W)
     if need_x:  # no word rows at all: an empty (0, X) gradient
         dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
-    return dxw, dW, db, dU, None, None, None, None, None
+    return dxw, dW, db, dU, None
 
 
-
-def nary_levels(xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm
-                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Tensor,
+                rows: NaryRows) -> tuple[torch.Tensor, torch.Tensor] | None:
     """N-ary ``(h, c)`` (see :class:`_NaryLevels` for the arguments), or ``None`` when the
     C++ loops cannot run for ``xw``."""
     if not available(xw):
         return None
-    return _NaryLevels.apply(xw, W, b, U, slots, lv, rows_w, m0, perm)
+    return _NaryLevels.apply(xw, W, b, U, rows)
 
 
 def single_source_slots(lv: Levels) -> torch.Tensor:

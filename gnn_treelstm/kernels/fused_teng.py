@@ -28,7 +28,7 @@ from gnn_treelstm.kernels.fused import available, grad_buffers, grad_matmul, sta
 from gnn_treelstm.trees.schedule import Levels
 
 __all__ = ["HEAD_MODE_IDS", "permute", "to_levels", "up_to_down", "down_sides",
-           "head_levels", "lex_levels", "topdown_levels"]
+           "binary_slots", "head_levels", "lex_levels", "topdown_levels"]
 
 #: head mode -> the C++ loops' mode id (left / right / average are a fixed gate z = 1, 0, 1/2)
 HEAD_MODE_IDS = {"gate": 0, "left": 1, "right": 2, "average": 3}
@@ -70,8 +70,9 @@ def down_sides(down: Levels) -> torch.Tensor:
     return side.index_put_((down.edge_dst,), down.edge_pos.to(torch.int64))
 
 
-def _binary_slots(lv: Levels) -> torch.Tensor:
-    """(N, 2) children rows by position (padding N), contiguous."""
+def binary_slots(lv: Levels) -> torch.Tensor:
+    """(N, 2) children rows by position (padding N), contiguous: the rows of a binary
+    forest's level loop (the C++ loops here and :mod:`.fused_triton`'s kernels)."""
     slots = lv.slots
     if lv.width < 2:
         slots = F.pad(slots, (0, 2 - lv.width), value=lv.num_nodes)
@@ -132,7 +133,7 @@ def head_levels(x0: torch.Tensor, lv: Levels, mode: str, W_z: torch.Tensor | Non
         return None
     gate = mode == "gate"
     return _HeadLevels.apply(x0, W_z if gate else None, b_z if gate else None,
-                             _binary_slots(lv), lv, HEAD_MODE_IDS[mode])
+                             binary_slots(lv), lv, HEAD_MODE_IDS[mode])
 
 
 # ============================================================== ConTree(+Lex) (eqs 11, 12, 5, 1)
@@ -179,7 +180,7 @@ def lex_levels(xt: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor, W_co: tor
     (up) schedule order; ``None`` when the loops cannot run."""
     if not available(xt) or lv.num_nodes == 0:
         return None
-    return _LexLevels.apply(xt, U_h, U_c, W_co, _binary_slots(lv), lv)
+    return _LexLevels.apply(xt, U_h, U_c, W_co, binary_slots(lv), lv)
 
 
 # ============================================================== top-down (eqs 14-15)

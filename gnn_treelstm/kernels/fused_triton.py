@@ -46,11 +46,12 @@ declarations.
 from __future__ import annotations
 
 import importlib.util
+from typing import NamedTuple
 
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm.kernels import fused, native
+from gnn_treelstm.kernels import fused, fused_teng, native
 from gnn_treelstm.kernels.settings import env_choice
 from gnn_treelstm.trees.schedule import Levels
 
@@ -61,7 +62,7 @@ else:  # triton is an optional dependency
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
            "available", "nary_levels", "childsum_levels", "relation_childsum_levels",
-           "lex_levels", "lex_matrix", "LEX_MODES", "head_levels", "topdown_levels",
+           "LexWeights", "lex_levels", "lex_matrix", "LEX_MODES", "head_levels", "topdown_levels",
            "topdown_matrix", "OPS"]
 
 CHOICES = ("auto", "triton", "native")
@@ -219,17 +220,36 @@ def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     return par, pos.index_put_((lv.edge_src,), lv.edge_pos)
 
 
+class _BinaryRows(NamedTuple):
+    """The rows of a binary forest's up levels: ``slots`` (N, 2) children rows by position
+    (padding N), ``par``, ``pos`` (N,) each row's parent row (N: a root) and its slot
+    there, and ``lv``."""
+
+    slots: torch.Tensor
+    par: torch.Tensor
+    pos: torch.Tensor
+    lv: Levels
+
+
+def _binary_rows(lv: Levels) -> _BinaryRows:
+    """The :class:`_BinaryRows` of ``lv`` (the lex and head-lexicon loops'), once per
+    batch."""
+    par, pos = _parents(lv, lv.num_nodes, 2)
+    return _BinaryRows(fused_teng.binary_slots(lv), par, pos, lv)
+
+
 class _NaryLevels(torch.autograd.Function):
     """N-ary recurrence (Tai eqs 9-14) over all levels with the Triton kernels; the
     arguments and results of :class:`gnn_treelstm.kernels.fused._NaryLevels`."""
 
     @staticmethod
-    def forward(ctx, xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm):
+    def forward(ctx, xw, W, b, U, rows: fused.NaryRows):
+        rows = rows._replace(slots=rows.slots.contiguous())
+        slots, lv, perm = rows.slots, rows.lv, rows.perm
         n, k = slots.shape
         hs = U.shape[1] // k
         g = U.shape[0] // hs - k  # 3 (i, o, u) or 2 (i, u)
-        slots = slots.contiguous()
-        gin = fused.nary_input_gates(xw, W, b, hs, k, n, rows_w, m0)  # (N, C) W x + b
+        gin = fused.nary_input_gates(xw, W, b, hs, rows)  # (N, C) W x + b
         h, c, tc = (xw.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
         act = torch.empty_like(gin)  # activated gates
         hk = xw.new_zeros(n, k * hs)  # [h_j1; ...; h_jK] per row, written by the children
@@ -241,8 +261,8 @@ class _NaryLevels(torch.autograd.Function):
             pre = gin[a:bb] if lvl == 0 else torch.addmm(gin[a:bb], hk[a:bb], Ut)
             torch.ops.gnn_treelstm_triton.nary_forward(pre, slots, par, pos, act, c, tc, h,
                                                        hk, a, bb - a, g)
-        ctx.lv, ctx.rows_w, ctx.m0, ctx.perm, ctx.g = lv, rows_w, m0, perm, g
-        ctx.save_for_backward(xw, W, U, slots, par, pos, h, c, tc, act, hk)
+        ctx.rows, ctx.g = rows, g
+        ctx.save_for_backward(xw, W, U, par, pos, h, c, tc, act, hk)
         if perm is None:
             return h, c
         rank = perm[0]
@@ -250,10 +270,11 @@ class _NaryLevels(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        xw, W, U, slots, par, pos, h, c, tc, act, hk = ctx.saved_tensors
-        lv: Levels = ctx.lv
+        xw, W, U, par, pos, h, c, tc, act, hk = ctx.saved_tensors
+        rows: fused.NaryRows = ctx.rows
+        slots, lv = rows.slots, rows.lv
         dh, dc = _grads_in_schedule_order(dh_out, dc_out,
-                                          None if ctx.perm is None else ctx.perm[1])
+                                          None if rows.perm is None else rows.perm[1])
         n, k = slots.shape
         dg = torch.empty_like(act)  # pre-activation gradients (N, C)
         dct = torch.empty_like(tc)  # δc_j
@@ -264,16 +285,16 @@ class _NaryLevels(torch.autograd.Function):
                                                         dhk, dct, dg, a, bb - a, ctx.g)
             if lvl:
                 torch.mm(dg[a:bb], U, out=dhk[a:bb])
-        return fused.nary_param_grads(ctx, dg, xw, W, h, slots, lv, hk)
+        return fused.nary_param_grads(ctx, dg, xw, W, h, hk)
 
 
-def nary_levels(xw, W, b, U, slots, lv: Levels, rows_w, m0: int, perm
-                ) -> tuple[torch.Tensor, torch.Tensor] | None:
+def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Tensor,
+                rows: fused.NaryRows) -> tuple[torch.Tensor, torch.Tensor] | None:
     """N-ary ``(h, c)`` (arguments as :func:`gnn_treelstm.kernels.fused.nary_levels`) with
     the Triton kernels where :func:`selected`, else the C++ loops, else ``None``."""
     if not selected(xw):
-        return fused.nary_levels(xw, W, b, U, slots, lv, rows_w, m0, perm)
-    return _NaryLevels.apply(xw, W, b, U, slots, lv, rows_w, m0, perm)
+        return fused.nary_levels(xw, W, b, U, rows)
+    return _NaryLevels.apply(xw, W, b, U, rows)
 
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
@@ -431,6 +452,42 @@ def lex_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
     return torch.cat([top, torch.cat([zx.new_zeros(2 * xs, 4 * hs), zx], 1)])
 
 
+class LexWeights(NamedTuple):
+    """The lex cell's parameters as :func:`lex_levels` reads them: ``W_x`` (its input
+    weights, one block of h rows per gate with an ``x`` term), ``b`` (5h,), ``U_h``
+    (5h, 2h), ``U_c`` (3h, 2h), ``W_co`` (h, h); the head gate's ``W_z`` (x, 2x) and
+    ``b_z`` (x,), or ``None`` without one."""
+
+    W_x: torch.Tensor
+    b: torch.Tensor
+    U_h: torch.Tensor
+    U_c: torch.Tensor
+    W_co: torch.Tensor
+    W_z: torch.Tensor | None = None
+    b_z: torch.Tensor | None = None
+
+
+def _operand_buffers(x: torch.Tensor, hs: int, pw: int, gates: int) -> tuple[torch.Tensor, ...]:
+    """The buffers of a Teng & Zhang level loop for the rows' inputs ``x`` (N, x'): ``op``
+    (N, 4h + x') the rows' operands ``[h by slot, c by slot, x]`` (zeros, ``x`` in its
+    block), ``p`` (N, pw) their product with ``M``, ``act`` (N, gates h) the activated
+    gates, and ``h``, ``c``, ``tanh c`` (N, h)."""
+    n = x.shape[0]
+    op = x.new_zeros(n, 4 * hs + x.shape[1])
+    op[:, 4 * hs:] = x
+    return (op, x.new_empty(n, pw), x.new_empty(n, gates * hs),
+            *(x.new_empty(n, hs) for _ in range(3)))
+
+
+class _LexLoop(NamedTuple):
+    """What a lex level loop runs over and how: ``rows`` (:class:`_BinaryRows`), ``mode``
+    (:data:`LEX_MODES`), ``heads``: also output the head lexicons."""
+
+    rows: _BinaryRows
+    mode: int
+    heads: bool
+
+
 class _LexLevels(torch.autograd.Function):
     """Teng & Zhang's lex cell over the up levels with the Triton kernels: per level one
     product ``op M^T`` (children's states, the node's head lexicon) and one kernel
@@ -439,45 +496,40 @@ class _LexLevels(torch.autograd.Function):
 
     Inputs: ``x0`` (N, x) in up-schedule order (``MODE`` < 4: the leaves' words, other rows
     ignored; 4: every row's ``x_t``); ``M`` (:func:`lex_matrix`); ``b`` (5h,); ``b_z``
-    (x,) or an empty tensor; ``W_co`` (h, h); ``slots`` (N, 2); ``par``, ``pos`` (N,);
-    ``lv``; ``mode``; ``heads``: also output the head lexicons. Outputs ``h, c`` (N, h) in
-    node order, and every node's head lexicon (N, x) in up-schedule order (an empty tensor
-    unless ``heads``)."""
+    (x,) or an empty tensor; ``W_co`` (h, h); ``loop`` (:class:`_LexLoop`). Outputs
+    ``h, c`` (N, h) in node order, and every node's head lexicon (N, x) in up-schedule
+    order (an empty tensor unless ``loop.heads``)."""
 
     @staticmethod
-    def forward(ctx, x0, M, b, b_z, W_co, slots, par, pos, lv: Levels, mode: int,
-                heads: bool):
+    def forward(ctx, x0, M, b, b_z, W_co, loop: _LexLoop):
+        rows, mode = loop.rows, loop.mode
         n, xs = x0.shape
         hs = W_co.shape[0]
-        op = x0.new_zeros(n, 4 * hs + xs)  # [h^L, h^R, c^L, c^R, x_t], written by the children
-        op[:, 4 * hs:] = x0
-        p = x0.new_empty(n, M.shape[0])
-        act = x0.new_empty(n, 5 * hs)
-        h, c, tc = (x0.new_empty(n, hs) for _ in range(3))
+        lv = rows.lv
+        op, p, act, h, c, tc = _operand_buffers(x0, hs, M.shape[0], 5)
         z = x0.new_zeros(n + 1, xs) if mode == 0 else x0.new_empty(0)
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
         for lvl in range(lv.num_levels):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             torch.mm(op[a:bb], Mt, out=p[a:bb])
-            torch.ops.gnn_treelstm_triton.lex_forward(p, b, b_z, W_co, slots, par, pos, op,
-                                                      act, c, tc, h, z, a, bb - a, mode)
-        ctx.lv, ctx.mode = lv, mode
-        ctx.save_for_backward(M, W_co, slots, par, pos, op, act, c, tc, z)
+            torch.ops.gnn_treelstm_triton.lex_forward(p, b, b_z, W_co, rows.slots, rows.par,
+                                                      rows.pos, op, act, c, tc, h, z, a,
+                                                      bb - a, mode)
+        ctx.rows, ctx.mode = rows, mode
+        ctx.save_for_backward(M, W_co, op, act, c, tc, z)
         ctx.set_materialize_grads(False)
-        xo = op[:, 4 * hs:].clone() if heads else op.new_empty(0)
+        xo = op[:, 4 * hs:].clone() if loop.heads else op.new_empty(0)
         return h.index_select(0, lv.rank), c.index_select(0, lv.rank), xo
 
     @staticmethod
     def backward(ctx, dh_out, dc_out, dheads):
-        M, W_co, slots, par, pos, op, act, c, tc, z = ctx.saved_tensors
-        if dh_out is None:
-            dh_out = torch.zeros_like(tc)
-        if dc_out is None:
-            dc_out = torch.zeros_like(tc)
-        lv: Levels = ctx.lv
-        mode = ctx.mode
+        M, W_co, op, act, c, tc, z = ctx.saved_tensors
+        rows: _BinaryRows = ctx.rows
+        lv, mode = rows.lv, ctx.mode
         n, hs = tc.shape
-        dh, dc = _grads_in_schedule_order(dh_out, dc_out, lv.order)
+        dh, dc = _grads_in_schedule_order(
+            torch.zeros_like(tc) if dh_out is None else dh_out,
+            torch.zeros_like(tc) if dc_out is None else dc_out, lv.order)
         dp = op.new_empty(n, M.shape[0])
         dop = torch.empty_like(op)
         dct = torch.empty_like(tc)
@@ -487,32 +539,24 @@ class _LexLevels(torch.autograd.Function):
         dxo = dheads.contiguous() if dheads is not None and mode < 4 else op.new_empty(0)
         for lvl in range(lv.num_levels - 1, -1, -1):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.lex_backward(dh, dc, act, tc, op, z, W_co, slots, par,
-                                                       pos, dop, dp, dct, dxt, dz, dxo, a,
-                                                       bb - a, mode)
+            torch.ops.gnn_treelstm_triton.lex_backward(dh, dc, act, tc, op, z, W_co, rows.slots,
+                                                       rows.par, rows.pos, dop, dp, dct, dxt,
+                                                       dz, dxo, a, bb - a, mode)
             torch.mm(dp[a:bb], M, out=dop[a:bb])
         dx0 = dop[:, 4 * hs:]
         if dheads is not None:
             dx0 = dx0 + dheads
         if mode < 4:  # a leaf's x also reaches its parent's head lexicon (eq 9)
-            if mode == 0:
-                zp = z.index_select(0, par)
-                coef = torch.where(pos.unsqueeze(1) == 0, zp, 1.0 - zp)
-            elif mode == 3:
-                coef = 0.5
-            else:
-                coef = (pos == mode - 1).to(op.dtype).unsqueeze(1)
-            dx0 = dx0 + coef * dxt.index_select(0, par)
+            coef = _head_coef(z, rows.par, rows.pos, mode, op.dtype)
+            dx0 = dx0 + coef * dxt.index_select(0, rows.par)
             dx0[lv.node_offsets[1]:] = 0  # internal rows of x0 are not read
         dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
         dW_co = fused.grad_matmul(dp[:, 4 * hs:5 * hs].t(), c)
         db_z = dz[:n].sum(0) if mode == 0 else None
-        return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None, None, None, None, None, None
+        return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None
 
 
-def lex_levels(x0: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.Tensor,
-               U_c: torch.Tensor, W_co: torch.Tensor, W_z: torch.Tensor | None,
-               b_z: torch.Tensor | None, lexicalized: bool, mode: str, lv: Levels,
+def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv: Levels,
                heads: bool = False) -> tuple[torch.Tensor, ...]:
     """Teng & Zhang's lex cell (eqs 9-12, 5, 1; the ConTree baseline with
     ``lexicalized=False``) bottom-up with the Triton kernels: ``(h, c)`` in node order from
@@ -520,15 +564,13 @@ def lex_levels(x0: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h: torch.
     (:data:`LEX_MODES`), or with ``mode="given"`` every node's ``x_t``; with ``heads``
     also every node's head lexicon (N, x) in the up schedule's order. The caller checks
     :func:`selected`."""
-    n = lv.num_nodes
-    par, pos = _parents(lv, n, 2)
-    slots = lv.slots if lv.width >= 2 else F.pad(lv.slots, (0, 2 - lv.width), value=n)
     gate = mode == "gate"
-    M = lex_matrix(W_x, U_h, U_c, W_z if gate else None, lexicalized)
-    bz = b_z if gate else x0.new_empty(0)
-    out = _LexLevels.apply(x0, M, b, bz, W_co, slots.contiguous(), par, pos, lv,
-                           LEX_MODES[mode], heads)
+    M = lex_matrix(w.W_x, w.U_h, w.U_c, w.W_z if gate else None, lexicalized)
+    b_z = w.b_z if gate else x0.new_empty(0)
+    loop = _LexLoop(_binary_rows(lv), LEX_MODES[mode], heads)
+    out = _LexLevels.apply(x0, M, w.b, b_z, w.W_co, loop)
     return out if heads else out[:2]
+
 
 # ============================================================== head lexicons (eqs 9-10)
 def _x_blocks(n: int, xs: int, t: torch.Tensor) -> dict[str, int]:
@@ -562,13 +604,14 @@ class _HeadLevels(torch.autograd.Function):
     and one product; the gate's weight gradient one product after the loop.
 
     Inputs: ``x0`` (N, x) up-schedule order, the leaves' words (other rows ignored);
-    ``Wz2`` (2x, x) ``[W_zx^L; W_zx^R]`` and ``b_z`` (gate) or empty tensors; ``slots``
-    (N, 2); ``par``, ``pos`` (N,); ``lv``; ``mode`` (:data:`LEX_MODES`, 0-3). Output: every
-    node's head lexicon (N, x) in up-schedule order."""
+    ``Wz2`` (2x, x) ``[W_zx^L; W_zx^R]`` and ``b_z`` (gate) or empty tensors; ``rows``
+    (:class:`_BinaryRows`); ``mode`` (:data:`LEX_MODES`, 0-3). Output: every node's head
+    lexicon (N, x) in up-schedule order."""
 
     @staticmethod
-    def forward(ctx, x0, Wz2, b_z, slots, par, pos, lv: Levels, mode: int):
+    def forward(ctx, x0, Wz2, b_z, rows: _BinaryRows, mode: int):
         n, xs = x0.shape
+        lv = rows.lv
         x = x0.contiguous().clone()
         gate = mode == 0
         pz = x.new_empty(n, 2 * xs) if gate else x.new_empty(0)
@@ -577,17 +620,17 @@ class _HeadLevels(torch.autograd.Function):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             if gate:
                 torch.mm(x[a:bb], Wz2.t(), out=pz[a:bb])
-            torch.ops.gnn_treelstm_triton.head_forward(pz, b_z, slots, par, x, z, a, bb - a,
-                                                       mode)
-        ctx.lv, ctx.mode = lv, mode
-        ctx.save_for_backward(Wz2, slots, par, pos, x, z)
+            torch.ops.gnn_treelstm_triton.head_forward(pz, b_z, rows.slots, rows.par, x, z, a,
+                                                       bb - a, mode)
+        ctx.rows, ctx.mode = rows, mode
+        ctx.save_for_backward(Wz2, x, z)
         return x
 
     @staticmethod
     def backward(ctx, dx_out):
-        Wz2, slots, par, pos, x, z = ctx.saved_tensors
-        lv: Levels = ctx.lv
-        mode = ctx.mode
+        Wz2, x, z = ctx.saved_tensors
+        rows: _BinaryRows = ctx.rows
+        lv, par, mode = rows.lv, rows.par, ctx.mode
         n, xs = x.shape
         gate = mode == 0
         dx = dx_out.contiguous()
@@ -597,20 +640,21 @@ class _HeadLevels(torch.autograd.Function):
         dz = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
         for lvl in range(lv.num_levels - 2, -1, -1):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.head_backward(dx, dpx, x, z, slots, par, pos, dxt,
-                                                        dpz, dz, a, bb - a, mode)
+            torch.ops.gnn_treelstm_triton.head_backward(dx, dpx, x, z, rows.slots, par,
+                                                        rows.pos, dxt, dpz, dz, a, bb - a,
+                                                        mode)
             if gate:
                 torch.mm(dpz[a:bb], Wz2, out=dpx[a:bb])
         n0 = lv.node_offsets[1] if lv.num_levels > 1 else n
-        dx0 = dx + dxt.index_select(0, par) * _head_coef(z, par, pos, mode, x.dtype)
+        dx0 = dx + dxt.index_select(0, par) * _head_coef(z, par, rows.pos, mode, x.dtype)
         if gate:
             dx0 = dx0 + dpx
         dx0[n0:] = 0  # internal rows of x0 are not read
         if not gate:
-            return dx0, None, None, None, None, None, None, None
+            return dx0, None, None, None, None
         nt = lv.node_offsets[-2]  # the rows below the top level
         dW = fused.grad_matmul(dpz[:nt].t(), x[:nt]) if nt else torch.zeros_like(Wz2)
-        return dx0, dW, dz[:n].sum(0), None, None, None, None, None
+        return dx0, dW, dz[:n].sum(0), None, None
 
 
 def _head_coef(z: torch.Tensor, par: torch.Tensor, pos: torch.Tensor, mode: int,
@@ -630,14 +674,11 @@ def head_levels(x0: torch.Tensor, lv: Levels, mode: str, W_z: torch.Tensor | Non
     """Head lexicons (eqs 9-10, Table 3 modes) of every node, (N, x) in ``lv``'s (up)
     schedule order, from ``x0`` (N, x) in that order (the leaves' words), with the Triton
     kernels. The caller checks :func:`selected`."""
-    n = lv.num_nodes
-    par, pos = _parents(lv, n, 2)
-    slots = lv.slots if lv.width >= 2 else F.pad(lv.slots, (0, 2 - lv.width), value=n)
     gate = mode == "gate"
     xs = x0.shape[1]
     Wz2 = torch.cat([W_z[:, :xs], W_z[:, xs:]]) if gate else x0.new_empty(0)
-    return _HeadLevels.apply(x0, Wz2, b_z if gate else x0.new_empty(0), slots.contiguous(),
-                             par, pos, lv, LEX_MODES[mode])
+    return _HeadLevels.apply(x0, Wz2, b_z if gate else x0.new_empty(0), _binary_rows(lv),
+                             LEX_MODES[mode])
 
 
 # ============================================================== Teng & Zhang top-down (eqs 14-15)
@@ -686,13 +727,9 @@ class _TopDownLevels(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, x_in, M, b, W_co, side, kids, lv: Levels):
-        n = x_in.shape[0]
         hs = W_co.shape[1]
-        op = x_in.new_zeros(n, M.shape[1])  # [h_{t-1} by side, c_{t-1} by side, x_t]
-        op[:, 4 * hs:] = x_in
-        p = x_in.new_empty(n, 4 * hs)
-        act = torch.empty_like(p)
-        h, c, tc = (x_in.new_empty(n, hs) for _ in range(3))
+        # op: [h_{t-1} by side, c_{t-1} by side, x_t]
+        op, p, act, h, c, tc = _operand_buffers(x_in, hs, 4 * hs, 4)
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
         for lvl in range(lv.num_levels):
             a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]

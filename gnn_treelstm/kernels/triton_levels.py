@@ -64,6 +64,200 @@ def _th(x):
     return 2.0 / (1.0 + tl.exp(-2.0 * x)) - 1.0
 
 
+# ============================================================== blocks the kernels share
+@triton.jit
+def _tile(a, n, HS, BM: tl.constexpr, BN: tl.constexpr):
+    """A program's tile of the level: rows ``r`` (``BM`` of the level's ``n``), schedule rows
+    ``j = a + r``, state columns ``cols`` (``BN`` of ``HS``; all from 0 on a 1-D grid), the
+    row mask ``rm`` and the tile mask ``m``."""
+    r = tl.program_id(0) * BM + tl.arange(0, BM)
+    cols = tl.program_id(1) * BN + tl.arange(0, BN)
+    rm = r < n
+    m = rm[:, None] & (cols < HS)[None, :]
+    return r, a + r, cols, rm, m
+
+
+@triton.jit
+def _parent(par_ptr, pos_ptr, j, rm, N):
+    """Each row's parent row (``N``: a root) and its slot there."""
+    return (tl.load(par_ptr + j, mask=rm, other=N),
+            tl.load(pos_ptr + j, mask=rm, other=0))
+
+
+@triton.jit
+def _state_out(cj, o_pre, act, st, c_ptr, tc_ptr, h_ptr, m, HS, G: tl.constexpr):
+    """``h_j = o ⊙ tanh c_j`` (Tai eqs 8, 14; ``o = σ(o_pre)`` into ``act``'s o block) or,
+    with ``G = 2``, ``tanh c_j``; writes ``c``, ``tanh c`` and ``h`` at ``st``; returns
+    ``h_j``."""
+    t = _th(cj)
+    if G == 3:
+        o = _sig(o_pre)
+        tl.store(act + HS, o, mask=m)
+        hj = o * t
+    else:
+        hj = t
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.store(tc_ptr + st, t, mask=m)
+    tl.store(h_ptr + st, hj, mask=m)
+    return hj
+
+
+@triton.jit
+def _iou_grads(dh, dc, act, dg, t, m, HS, G: tl.constexpr):
+    """The derivative of :func:`_state_out` and of ``i ⊙ u`` (the activated gates at
+    ``act``, ``t = tanh c_j``): ``δc = dc + dh ⊙ o (1 - t²)`` and the pre-activation
+    gradients ``δi``, ``δu`` (and ``δo``, ``G = 3``), written into ``dg``'s blocks; returns
+    ``δc, δi, δo, δu``."""
+    i = tl.load(act, mask=m, other=0.0)
+    u = tl.load(act + (G - 1) * HS, mask=m, other=0.0)
+    o = tl.load(act + HS, mask=m, other=0.0)
+    if G == 3:
+        dct = dc + dh * o * (1.0 - t * t)
+    else:
+        dct = dc + dh * (1.0 - t * t)
+    di = dct * u * i * (1.0 - i)
+    du = dct * i * (1.0 - u * u)
+    do = dh * t * o * (1.0 - o)
+    tl.store(dg, di, mask=m)
+    tl.store(dg + (G - 1) * HS, du, mask=m)
+    if G == 3:
+        tl.store(dg + HS, do, mask=m)
+    return dct, di, do, du
+
+
+@triton.jit
+def _edge_range(estart_ptr, j, rm):
+    """The first child edge of each row and the row's number of children."""
+    e0 = tl.load(estart_ptr + j, mask=rm, other=0)
+    return e0, tl.load(estart_ptr + j + 1, mask=rm, other=0) - e0
+
+
+@triton.jit
+def _relation_block(row, rel_ptr, e, em, BW, R: tl.constexpr):
+    """The block of the edges' relation in their rows (block width ``BW``; the first block
+    when ``R = 1``)."""
+    if R == 1:
+        out = row
+    else:
+        rel = tl.load(rel_ptr + e, mask=em, other=0)
+        out = row + (rel * BW)[:, None]
+    return out
+
+
+@triton.jit
+def _times_w(src_ptr, SW, j, rm, w_ptr, ch, HS, T: tl.constexpr, BM: tl.constexpr,
+             BH: tl.constexpr, CK: tl.constexpr):
+    """``src[j] W`` for the rows ``j`` (row stride ``SW``, ``HS`` columns), ``CK`` columns of
+    ``src`` at a time: ``W[k, c]`` at ``w_ptr + k HS + c``, or (``T``) ``W^T`` of the
+    matrix there. The Teng & Zhang kernels' peephole products."""
+    acc = tl.zeros([BM, BH], dtype=src_ptr.dtype.element_ty)
+    for k0 in range(0, HS, CK):
+        kk = k0 + tl.arange(0, CK)
+        s = tl.load(src_ptr + j[:, None] * SW + kk[None, :],
+                    mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
+        wm = (kk < HS)[:, None] & (ch < HS)[None, :]
+        if T:
+            w = tl.load(w_ptr + ch[None, :] * HS + kk[:, None], mask=wm, other=0.0)
+        else:
+            w = tl.load(w_ptr + kk[:, None] * HS + ch[None, :], mask=wm, other=0.0)
+        acc += tl.dot(s, w, input_precision="ieee")
+    return acc
+
+
+@triton.jit
+def _finisher(slots_ptr, p, j, rm, N):
+    """The children rows ``s0``, ``s1`` of each row's parent ``p``, and whether the row is
+    the child that finishes them (the larger row)."""
+    s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
+    s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
+    last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
+    return s0, s1, rm & (p < N) & (last == j)
+
+
+@triton.jit
+def _head_combine(x_ptr, XW, pz_ptr, PZW, bz_ptr, z_ptr, p, s0, s1, fin, N, XS,
+                  MODE: tl.constexpr, BX: tl.constexpr):
+    """Eqs 9-10 for the parents ``p`` of the finishing rows ``fin``: ``x_par`` (row stride
+    ``XW`` of ``x_ptr``) from the children's ``x`` there: ``MODE`` 0 the gate
+    ``z = σ(pz[L, :x] + pz[R, x:] + b_z)`` (``pz`` row stride ``PZW``; ``z`` written),
+    1 left, 2 right, 3 average."""
+    cx = tl.arange(0, BX)
+    fm = fin[:, None] & (cx < XS)[None, :]
+    xl = tl.load(x_ptr + s0[:, None] * XW + cx[None, :], mask=fm & (s0 < N)[:, None], other=0.0)
+    xr = tl.load(x_ptr + s1[:, None] * XW + cx[None, :], mask=fm & (s1 < N)[:, None], other=0.0)
+    if MODE == 0:
+        zp = tl.load(pz_ptr + s0[:, None] * PZW + cx[None, :],
+                     mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
+            pz_ptr + s1[:, None] * PZW + XS + cx[None, :],
+            mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
+            bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
+        z = _sig(zp)  # eq 10
+        tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
+        xp = z * xl + (1.0 - z) * xr  # eq 9
+    elif MODE == 1:
+        xp = xl
+    elif MODE == 2:
+        xp = xr
+    else:
+        xp = 0.5 * (xl + xr)
+    tl.store(x_ptr + p[:, None] * XW + cx[None, :], xp, mask=fm)
+
+
+@triton.jit
+def _head_coef(z_ptr, pos_ptr, p, gp, rm, gm, N, XS, MODE: tl.constexpr, BM: tl.constexpr,
+               BX: tl.constexpr):
+    """``∂x_gp / ∂x_par`` (eq 9) of each row's parent ``p`` under its parent ``gp``: the
+    gate's ``z_gp`` (left) or ``1 - z_gp`` (right), 1 / 0 by side for left and right
+    heads, 1/2 for the average."""
+    qp = tl.load(pos_ptr + p, mask=rm & (p < N), other=0)
+    if MODE == 0:
+        cx = tl.arange(0, BX)
+        zg = tl.load(z_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+        coef = tl.where((qp == 0)[:, None], zg, 1.0 - zg)
+    elif MODE == 1:
+        coef = tl.where((qp == 0)[:, None], 1.0, 0.0)
+    elif MODE == 2:
+        coef = tl.where((qp == 1)[:, None], 1.0, 0.0)
+    else:
+        coef = tl.full([BM, 1], 0.5, dtype=z_ptr.dtype.element_ty)
+    return coef
+
+
+@triton.jit
+def _head_grad(dx_ptr, DXW, dx2_ptr, X2: tl.constexpr, x_ptr, XW, z_ptr, slots_ptr,
+               par_ptr, pos_ptr, dxt_ptr, dz_ptr, dzr_ptr, DZW, p, q, j, rm, N, XS,
+               MODE: tl.constexpr, BM: tl.constexpr, BX: tl.constexpr):
+    """The derivative of :func:`_head_combine` for the rows' parents ``p``: ``δx_par`` =
+    ``dx[par]`` (row stride ``DXW``) + the grandparent's ``coef ⊙ dxt[gp]`` (+ ``dx2[par]``
+    with ``X2``), written by the finishing child to ``dxt[par]``; with ``MODE`` 0 ``δz_par``
+    into ``dz[par]`` (the finishing child) and into the row of ``dzr`` (row stride ``DZW``)
+    in the block of the row's side ``q``, zeros in the other."""
+    cx = tl.arange(0, BX)
+    xm = rm[:, None] & (cx < XS)[None, :]
+    pmx = xm & (p < N)[:, None]
+    gp = tl.load(par_ptr + p, mask=rm & (p < N), other=N)
+    gm = pmx & (gp < N)[:, None]
+    coef = _head_coef(z_ptr, pos_ptr, p, gp, rm, gm, N, XS, MODE, BM, BX)
+    dxp = tl.load(dx_ptr + p[:, None] * DXW + cx[None, :], mask=pmx, other=0.0) \
+        + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+    if X2:
+        dxp += tl.load(dx2_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+    s0, s1, fin = _finisher(slots_ptr, p, j, rm, N)
+    fm = pmx & fin[:, None]
+    tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
+    if MODE == 0:
+        xl = tl.load(x_ptr + s0[:, None] * XW + cx[None, :], mask=pmx & (s0 < N)[:, None],
+                     other=0.0)
+        xr = tl.load(x_ptr + s1[:, None] * XW + cx[None, :], mask=pmx & (s1 < N)[:, None],
+                     other=0.0)
+        zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+        dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
+        tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
+        zr = dzr_ptr + j[:, None] * DZW + cx[None, :]
+        tl.store(zr + q[:, None] * XS, dz, mask=xm)
+        tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
+
+
 # ============================================================== N-ary (Tai eqs 9-14)
 @triton.jit
 def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h_ptr, hk_ptr,
@@ -73,11 +267,7 @@ def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h
     (``W x + b + U [h_j1; ...; h_jK]``). Writes the activated gates ``act`` (row j), ``c``,
     ``tanh c``, ``h`` and ``h_j`` into the parent's operand row ``hk[par_j, pos_j]``."""
     C = (G + K) * HS
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    rm = r < n
-    m = rm[:, None] & (cols < HS)[None, :]
-    j = a + r
+    r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     pre = pre_ptr + r[:, None] * C + cols[None, :]
     act = act_ptr + j[:, None] * C + cols[None, :]
     i = _sig(tl.load(pre, mask=m, other=0.0))  # eq 9
@@ -92,19 +282,10 @@ def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h
         ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=m & (s < N)[:, None],
                      other=0.0)
         cj += f * ck  # eq 13
-    t = _th(cj)
-    if G == 3:
-        o = _sig(tl.load(pre + HS, mask=m, other=0.0))  # eq 11
-        tl.store(act + HS, o, mask=m)
-        hj = o * t  # eq 14
-    else:
-        hj = t  # eq 14 without o_j
-    st = j[:, None] * HS + cols[None, :]
-    tl.store(c_ptr + st, cj, mask=m)
-    tl.store(tc_ptr + st, t, mask=m)
-    tl.store(h_ptr + st, hj, mask=m)
-    p = tl.load(par_ptr + j, mask=rm, other=N)
-    q0 = tl.load(pos_ptr + j, mask=rm, other=0)
+    # eq 11 (o), eq 14
+    hj = _state_out(cj, tl.load(pre + HS, mask=m, other=0.0), act,
+                    j[:, None] * HS + cols[None, :], c_ptr, tc_ptr, h_ptr, m, HS, G)
+    p, q0 = _parent(par_ptr, pos_ptr, j, rm, N)
     tl.store(hk_ptr + p[:, None] * (K * HS) + q0[:, None] * HS + cols[None, :], hj,
              mask=m & (p < N)[:, None])
 
@@ -118,13 +299,8 @@ def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, po
     parent's level), ``dc_j`` = its output gradient + ``δc_par ⊙ f_par,pos_j``. Writes the
     pre-activation gradients ``dg`` (row j, columns as ``act``) and ``δc`` (``dct``)."""
     C = (G + K) * HS
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    rm = r < n
-    m = rm[:, None] & (cols < HS)[None, :]
-    j = a + r
-    p = tl.load(par_ptr + j, mask=rm, other=N)
-    q0 = tl.load(pos_ptr + j, mask=rm, other=0)
+    r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
+    p, q0 = _parent(par_ptr, pos_ptr, j, rm, N)
     pm = m & (p < N)[:, None]
     st = j[:, None] * HS + cols[None, :]
     dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
@@ -135,17 +311,8 @@ def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, po
         dct_ptr + p[:, None] * HS + cols[None, :], mask=pm, other=0.0) * fpar
     act = act_ptr + j[:, None] * C + cols[None, :]
     dg = dg_ptr + j[:, None] * C + cols[None, :]
-    i = tl.load(act, mask=m, other=0.0)
-    u = tl.load(act + (G - 1) * HS, mask=m, other=0.0)
     t = tl.load(tc_ptr + st, mask=m, other=0.0)
-    if G == 3:
-        o = tl.load(act + HS, mask=m, other=0.0)
-        dct = dc + dh * o * (1.0 - t * t)
-        tl.store(dg + HS, dh * t * o * (1.0 - o), mask=m)
-    else:
-        dct = dc + dh * (1.0 - t * t)
-    tl.store(dg, dct * u * i * (1.0 - i), mask=m)
-    tl.store(dg + (G - 1) * HS, dct * i * (1.0 - u * u), mask=m)
+    dct, di, do, du = _iou_grads(dh, dc, act, dg, t, m, HS, G)
     for q in tl.static_range(K):
         s = tl.load(slots_ptr + j * K + q, mask=rm, other=N)
         ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=m & (s < N)[:, None],
@@ -167,13 +334,8 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
     with it for fullTreeLSTM / mTreeLSTM). Writes ``act`` (i, (o,) u), ``c``, ``tanh c``,
     ``h``, ``f_jk`` per edge (``fe``) and ``h_j`` into the row of its parent edge in ``he``."""
     W = (R * G + 1) * HS
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    rm = r < n
-    m = rm[:, None] & (cols < HS)[None, :]
-    j = a + r
-    e0 = tl.load(estart_ptr + j, mask=rm, other=0)
-    deg = tl.load(estart_ptr + j + 1, mask=rm, other=0) - e0
+    r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
+    e0, deg = _edge_range(estart_ptr, j, rm)
     x = wx_ptr + j[:, None] * ((G + 1) * HS) + cols[None, :]
     pre_i = tl.load(x, mask=m, other=0.0)
     pre_u = tl.load(x + (G - 1) * HS, mask=m, other=0.0)
@@ -185,11 +347,7 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
         e = e0 + k
         me = m & em[:, None]
         pf = p_ptr + (e - ea)[:, None] * W + cols[None, :]
-        if R == 1:
-            pr = pf
-        else:
-            rel = tl.load(rel_ptr + e, mask=em, other=0)
-            pr = pf + (rel * (G * HS))[:, None]
+        pr = _relation_block(pf, rel_ptr, e, em, G * HS, R)
         pre_i += tl.load(pr, mask=me, other=0.0)  # U^(i) h~_j, eq 2 inside eq 3
         pre_u += tl.load(pr + (G - 1) * HS, mask=me, other=0.0)
         pre_o += tl.load(pr + HS, mask=me, other=0.0)
@@ -203,18 +361,9 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
     u = _th(pre_u)  # eq 6
     tl.store(act, i, mask=m)
     tl.store(act + (G - 1) * HS, u, mask=m)
-    cj = i * u + fc  # eq 7
-    t = _th(cj)
-    if G == 3:
-        o = _sig(pre_o)  # eq 5
-        tl.store(act + HS, o, mask=m)
-        hj = o * t  # eq 8
-    else:
-        hj = t  # eq 8 without o_j
-    st = j[:, None] * HS + cols[None, :]
-    tl.store(c_ptr + st, cj, mask=m)
-    tl.store(tc_ptr + st, t, mask=m)
-    tl.store(h_ptr + st, hj, mask=m)
+    # eq 7, eq 5 (o), eq 8
+    hj = _state_out(i * u + fc, pre_o, act, j[:, None] * HS + cols[None, :], c_ptr, tc_ptr,
+                    h_ptr, m, HS, G)
     pe = tl.load(pe_ptr + j, mask=rm, other=E)
     tl.store(he_ptr + pe[:, None] * HS + cols[None, :], hj, mask=m & (pe < E)[:, None])
 
@@ -231,11 +380,7 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, e
     ``Σ_k δf_jk`` (``dwf``) and per child edge the row of ``d``: ``δi, (δo,) δu`` in the
     block of the edge's relation (``d`` comes zeroed), ``δf_jk`` in the last block."""
     W = (R * G + 1) * HS
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    cols = tl.program_id(1) * BN + tl.arange(0, BN)
-    rm = r < n
-    m = rm[:, None] & (cols < HS)[None, :]
-    j = a + r
+    r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     pe = tl.load(pe_ptr + j, mask=rm, other=E)
     p = tl.load(edst_ptr + pe, mask=rm, other=N)
     pm = m & (pe < E)[:, None]
@@ -247,24 +392,10 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, e
         fe_ptr + pe[:, None] * HS + cols[None, :], mask=pm, other=0.0)
     act = act_ptr + j[:, None] * (G * HS) + cols[None, :]
     dg = dg_ptr + j[:, None] * (G * HS) + cols[None, :]
-    i = tl.load(act, mask=m, other=0.0)
-    u = tl.load(act + (G - 1) * HS, mask=m, other=0.0)
     t = tl.load(tc_ptr + st, mask=m, other=0.0)
-    o = tl.load(act + HS, mask=m, other=0.0)
-    if G == 3:
-        dct = dc + dh * o * (1.0 - t * t)
-    else:
-        dct = dc + dh * (1.0 - t * t)
-    di = dct * u * i * (1.0 - i)
-    du = dct * i * (1.0 - u * u)
-    do = dh * t * o * (1.0 - o)
-    tl.store(dg, di, mask=m)
-    tl.store(dg + (G - 1) * HS, du, mask=m)
-    if G == 3:
-        tl.store(dg + HS, do, mask=m)
+    dct, di, do, du = _iou_grads(dh, dc, act, dg, t, m, HS, G)
     tl.store(dct_ptr + st, dct, mask=m)
-    e0 = tl.load(estart_ptr + j, mask=rm, other=0)
-    deg = tl.load(estart_ptr + j + 1, mask=rm, other=0) - e0
+    e0, deg = _edge_range(estart_ptr, j, rm)
     dwf = tl.zeros([BM, BN], dtype=dct.dtype)
     for k in range(0, tl.max(deg, 0)):
         em = rm & (k < deg)
@@ -276,11 +407,7 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, e
         df = dct * ck * f * (1.0 - f)
         dwf += df
         rowf = d_ptr + e[:, None] * W + cols[None, :]
-        if R == 1:
-            row = rowf
-        else:
-            rel = tl.load(rel_ptr + e, mask=em, other=0)
-            row = rowf + (rel * (G * HS))[:, None]
+        row = _relation_block(rowf, rel_ptr, e, em, G * HS, R)
         tl.store(row, di, mask=me)
         tl.store(row + (G - 1) * HS, du, mask=me)
         if G == 3:
@@ -305,11 +432,7 @@ def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_p
     ``op[par]`` and its gate ``z`` (MODE 0)."""
     OW = 4 * HS + XS
     PW = 5 * HS + (2 * XS if MODE == 0 else 0)
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    ch = tl.arange(0, BH)
-    rm = r < n
-    m = rm[:, None] & (ch < HS)[None, :]
-    j = a + r
+    r, j, ch, rm, m = _tile(a, n, HS, BM, BH)
     pr = p_ptr + j[:, None] * PW + ch[None, :]
     bb = b_ptr + ch
     i = _sig(tl.load(pr, mask=m, other=0.0) + tl.load(bb, mask=ch < HS, other=0.0)[None, :])
@@ -327,14 +450,7 @@ def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_p
     st = j[:, None] * HS + ch[None, :]
     tl.store(c_ptr + st, cj, mask=m)
     tl.debug_barrier()
-    acc = tl.zeros([BM, BH], dtype=cj.dtype)  # W_co c_t, over column blocks of c_t
-    for k0 in range(0, HS, CK):
-        kk = k0 + tl.arange(0, CK)
-        ck = tl.load(c_ptr + j[:, None] * HS + kk[None, :],
-                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
-        w = tl.load(wco_ptr + ch[None, :] * HS + kk[:, None],
-                    mask=(kk < HS)[:, None] & (ch < HS)[None, :], other=0.0)
-        acc += tl.dot(ck, w, input_precision="ieee")
+    acc = _times_w(c_ptr, HS, j, rm, wco_ptr, ch, HS, True, BM, BH, CK)  # W_co c_t
     o = _sig(tl.load(pr + 4 * HS, mask=m, other=0.0)
              + tl.load(bb + 4 * HS, mask=ch < HS, other=0.0)[None, :] + acc)  # eq 11 (o)
     hj = o * t  # eq 1
@@ -346,39 +462,15 @@ def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_p
     tl.store(ar + 4 * HS, o, mask=m)
     tl.store(tc_ptr + st, t, mask=m)
     tl.store(h_ptr + st, hj, mask=m)
-    p = tl.load(par_ptr + j, mask=rm, other=N)
-    q = tl.load(pos_ptr + j, mask=rm, other=0)
+    p, q = _parent(par_ptr, pos_ptr, j, rm, N)
     pm = m & (p < N)[:, None]
     prow = op_ptr + p[:, None] * OW + ch[None, :]
     tl.store(prow + q[:, None] * HS, hj, mask=pm)
     tl.store(prow + 2 * HS + q[:, None] * HS, cj, mask=pm)
     if MODE < 4:  # the head lexicon of the parent, eqs 9-10
-        s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
-        s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
-        last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
-        fin = rm & (p < N) & (last == j)
-        cx = tl.arange(0, BX)
-        fm = fin[:, None] & (cx < XS)[None, :]
-        xl = tl.load(op_ptr + s0[:, None] * OW + 4 * HS + cx[None, :],
-                     mask=fm & (s0 < N)[:, None], other=0.0)
-        xr = tl.load(op_ptr + s1[:, None] * OW + 4 * HS + cx[None, :],
-                     mask=fm & (s1 < N)[:, None], other=0.0)
-        if MODE == 0:
-            zp = tl.load(p_ptr + s0[:, None] * PW + 5 * HS + cx[None, :],
-                         mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
-                p_ptr + s1[:, None] * PW + 5 * HS + XS + cx[None, :],
-                mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
-                bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
-            z = _sig(zp)  # eq 10
-            tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
-            xp = z * xl + (1.0 - z) * xr  # eq 9
-        elif MODE == 1:
-            xp = xl
-        elif MODE == 2:
-            xp = xr
-        else:
-            xp = 0.5 * (xl + xr)
-        tl.store(op_ptr + p[:, None] * OW + 4 * HS + cx[None, :], xp, mask=fm)
+        s0, s1, fin = _finisher(slots_ptr, p, j, rm, N)
+        _head_combine(op_ptr + 4 * HS, OW, p_ptr + 5 * HS, PW, bz_ptr, z_ptr, p, s0, s1, fin,
+                      N, XS, MODE, BX)
 
 
 @triton.jit
@@ -397,13 +489,8 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
     finishing child writes it to ``dxt[par]`` and ``δz_par`` to ``dz[par]``."""
     OW = 4 * HS + XS
     PW = 5 * HS + (2 * XS if MODE == 0 else 0)
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    ch = tl.arange(0, BH)
-    rm = r < n
-    m = rm[:, None] & (ch < HS)[None, :]
-    j = a + r
-    p = tl.load(par_ptr + j, mask=rm, other=N)
-    q = tl.load(pos_ptr + j, mask=rm, other=0)
+    r, j, ch, rm, m = _tile(a, n, HS, BM, BH)
+    p, q = _parent(par_ptr, pos_ptr, j, rm, N)
     pm = m & (p < N)[:, None]
     st = j[:, None] * HS + ch[None, :]
     prow = dop_ptr + p[:, None] * OW + ch[None, :]
@@ -425,14 +512,7 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
     dr = dp_ptr + j[:, None] * PW + ch[None, :]
     tl.store(dr + 4 * HS, dpo, mask=m)
     tl.debug_barrier()
-    acc = tl.zeros([BM, BH], dtype=dpo.dtype)  # W_co^T δo, over column blocks of δo
-    for k0 in range(0, HS, CK):
-        kk = k0 + tl.arange(0, CK)
-        dk = tl.load(dp_ptr + j[:, None] * PW + 4 * HS + kk[None, :],
-                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
-        w = tl.load(wco_ptr + kk[:, None] * HS + ch[None, :],
-                    mask=(kk < HS)[:, None] & (ch < HS)[None, :], other=0.0)
-        acc += tl.dot(dk, w, input_precision="ieee")
+    acc = _times_w(dp_ptr + 4 * HS, PW, j, rm, wco_ptr, ch, HS, False, BM, BH, CK)  # W_co^T δo
     dct = dc + dh * o * (1.0 - t * t) + acc
     tl.store(dct_ptr + st, dct, mask=m)
     orow = op_ptr + j[:, None] * OW + ch[None, :]
@@ -443,41 +523,10 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
     tl.store(dr + 2 * HS, dct * cr * fr * (1.0 - fr), mask=m)
     tl.store(dr + 3 * HS, dct * i * (1.0 - g * g), mask=m)
     if MODE < 4:
-        cx = tl.arange(0, BX)
-        xm = rm[:, None] & (cx < XS)[None, :]
-        pmx = xm & (p < N)[:, None]
-        gp = tl.load(par_ptr + p, mask=rm & (p < N), other=N)
-        qp = tl.load(pos_ptr + p, mask=rm & (p < N), other=0)
-        gm = pmx & (gp < N)[:, None]
-        if MODE == 0:
-            zg = tl.load(z_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
-            coef = tl.where((qp == 0)[:, None], zg, 1.0 - zg)
-        elif MODE == 1:
-            coef = tl.where((qp == 0)[:, None], 1.0, 0.0)
-        elif MODE == 2:
-            coef = tl.where((qp == 1)[:, None], 1.0, 0.0)
-        else:
-            coef = tl.full([BM, 1], 0.5, dtype=dct.dtype)
-        dxp = tl.load(dop_ptr + p[:, None] * OW + 4 * HS + cx[None, :], mask=pmx, other=0.0) \
-            + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
-        if XO:
-            dxp += tl.load(dxo_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
-        s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
-        s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
-        last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
-        fm = pmx & (last == j)[:, None]
-        tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
-        if MODE == 0:
-            xl = tl.load(op_ptr + s0[:, None] * OW + 4 * HS + cx[None, :],
-                         mask=pmx & (s0 < N)[:, None], other=0.0)
-            xr = tl.load(op_ptr + s1[:, None] * OW + 4 * HS + cx[None, :],
-                         mask=pmx & (s1 < N)[:, None], other=0.0)
-            zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
-            dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
-            tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
-            zr = dp_ptr + j[:, None] * PW + 5 * HS + cx[None, :]
-            tl.store(zr + q[:, None] * XS, dz, mask=xm)
-            tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
+        _head_grad(dop_ptr + 4 * HS, OW, dxo_ptr, XO, op_ptr + 4 * HS, OW, z_ptr, slots_ptr,
+                   par_ptr, pos_ptr, dxt_ptr, dz_ptr, dp_ptr + 5 * HS, PW, p, q, j, rm, N, XS,
+                   MODE, BM, BX)
+
 
 # ============================================================== head lexicons (eqs 9-10)
 @triton.jit
@@ -491,30 +540,8 @@ def head_forward(pz_ptr, bz_ptr, slots_ptr, par_ptr, x_ptr, z_ptr, a, n, N, XS,
     rm = r < n
     j = a + r
     p = tl.load(par_ptr + j, mask=rm, other=N)
-    s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
-    s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
-    last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
-    fin = rm & (p < N) & (last == j)
-    cx = tl.arange(0, BX)
-    fm = fin[:, None] & (cx < XS)[None, :]
-    xl = tl.load(x_ptr + s0[:, None] * XS + cx[None, :], mask=fm & (s0 < N)[:, None], other=0.0)
-    xr = tl.load(x_ptr + s1[:, None] * XS + cx[None, :], mask=fm & (s1 < N)[:, None], other=0.0)
-    if MODE == 0:
-        zp = tl.load(pz_ptr + s0[:, None] * (2 * XS) + cx[None, :],
-                     mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
-            pz_ptr + s1[:, None] * (2 * XS) + XS + cx[None, :],
-            mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
-            bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
-        z = _sig(zp)  # eq 10
-        tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
-        xp = z * xl + (1.0 - z) * xr  # eq 9
-    elif MODE == 1:
-        xp = xl
-    elif MODE == 2:
-        xp = xr
-    else:
-        xp = 0.5 * (xl + xr)
-    tl.store(x_ptr + p[:, None] * XS + cx[None, :], xp, mask=fm)
+    s0, s1, fin = _finisher(slots_ptr, p, j, rm, N)
+    _head_combine(x_ptr, XS, pz_ptr, 2 * XS, bz_ptr, z_ptr, p, s0, s1, fin, N, XS, MODE, BX)
 
 
 @triton.jit
@@ -530,43 +557,9 @@ def head_backward(dx_ptr, dpx_ptr, x_ptr, z_ptr, slots_ptr, par_ptr, pos_ptr, dx
     r = tl.program_id(0) * BM + tl.arange(0, BM)
     rm = r < n
     j = a + r
-    p = tl.load(par_ptr + j, mask=rm, other=N)
-    q = tl.load(pos_ptr + j, mask=rm, other=0)
-    cx = tl.arange(0, BX)
-    xm = rm[:, None] & (cx < XS)[None, :]
-    pmx = xm & (p < N)[:, None]
-    gp = tl.load(par_ptr + p, mask=rm & (p < N), other=N)
-    qp = tl.load(pos_ptr + p, mask=rm & (p < N), other=0)
-    gm = pmx & (gp < N)[:, None]
-    if MODE == 0:
-        zg = tl.load(z_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
-        coef = tl.where((qp == 0)[:, None], zg, 1.0 - zg)
-    elif MODE == 1:
-        coef = tl.where((qp == 0)[:, None], 1.0, 0.0)
-    elif MODE == 2:
-        coef = tl.where((qp == 1)[:, None], 1.0, 0.0)
-    else:
-        coef = tl.full([BM, 1], 0.5, dtype=tl.float32)
-    dxp = tl.load(dx_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0) \
-        + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
-    if MODE == 0:
-        dxp += tl.load(dpx_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
-    s0 = tl.load(slots_ptr + p * 2, mask=rm & (p < N), other=N)
-    s1 = tl.load(slots_ptr + p * 2 + 1, mask=rm & (p < N), other=N)
-    last = tl.maximum(tl.where(s0 < N, s0, -1), tl.where(s1 < N, s1, -1))
-    fm = pmx & (last == j)[:, None]
-    tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
-    if MODE == 0:
-        xl = tl.load(x_ptr + s0[:, None] * XS + cx[None, :], mask=pmx & (s0 < N)[:, None],
-                     other=0.0)
-        xr = tl.load(x_ptr + s1[:, None] * XS + cx[None, :], mask=pmx & (s1 < N)[:, None],
-                     other=0.0)
-        zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
-        dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
-        tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
-        zr = dpz_ptr + j[:, None] * (2 * XS) + cx[None, :]
-        tl.store(zr + q[:, None] * XS, dz, mask=xm)
-        tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
+    p, q = _parent(par_ptr, pos_ptr, j, rm, N)
+    _head_grad(dx_ptr, XS, dpx_ptr, MODE == 0, x_ptr, XS, z_ptr, slots_ptr, par_ptr, pos_ptr,
+               dxt_ptr, dz_ptr, dpz_ptr, 2 * XS, p, q, j, rm, N, XS, MODE, BM, BX)
 
 
 # ============================================================== Teng & Zhang top-down (eqs 14-15)
@@ -581,11 +574,7 @@ def topdown_forward(p_ptr, b_ptr, side_ptr, wco_ptr, kids_ptr, op_ptr, act_ptr, 
     and ``h_t, c_t`` into each child's operand row, in the slot of the child's side."""
     PW = 4 * HS
     OW = 4 * HS + XW
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    ch = tl.arange(0, BH)
-    rm = r < n
-    m = rm[:, None] & (ch < HS)[None, :]
-    j = a + r
+    r, j, ch, rm, m = _tile(a, n, HS, BM, BH)
     sd = tl.load(side_ptr + j, mask=rm, other=0)
     pr = p_ptr + j[:, None] * PW + ch[None, :]
     if S == 2:
@@ -604,18 +593,9 @@ def topdown_forward(p_ptr, b_ptr, side_ptr, wco_ptr, kids_ptr, op_ptr, act_ptr, 
     st = j[:, None] * HS + ch[None, :]
     tl.store(c_ptr + st, cj, mask=m)
     tl.debug_barrier()
-    acc0 = tl.zeros([BM, BH], dtype=cj.dtype)  # W_co^L c_t
-    acc1 = tl.zeros([BM, BH], dtype=cj.dtype)  # W_co^R c_t
-    for k0 in range(0, HS, CK):
-        kk = k0 + tl.arange(0, CK)
-        ck = tl.load(c_ptr + j[:, None] * HS + kk[None, :],
-                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
-        wm = (kk < HS)[:, None] & (ch < HS)[None, :]
-        w0 = tl.load(wco_ptr + ch[None, :] * HS + kk[:, None], mask=wm, other=0.0)
-        w1 = tl.load(wco_ptr + HS * HS + ch[None, :] * HS + kk[:, None], mask=wm, other=0.0)
-        acc0 += tl.dot(ck, w0, input_precision="ieee")
-        acc1 += tl.dot(ck, w1, input_precision="ieee")
-    peep = tl.where((sd == 0)[:, None], acc0, acc1)
+    peep = tl.where((sd == 0)[:, None],  # W_co^L c_t or W_co^R c_t by side
+                    _times_w(c_ptr, HS, j, rm, wco_ptr, ch, HS, True, BM, BH, CK),
+                    _times_w(c_ptr, HS, j, rm, wco_ptr + HS * HS, ch, HS, True, BM, BH, CK))
     o = _sig(tl.load(pr + 3 * HS, mask=m, other=0.0) + tl.load(bb + 3 * HS, mask=m, other=0.0)
              + peep)  # eq 15 (o)
     hj = o * t  # eq 14 (as eq 1)
@@ -645,11 +625,7 @@ def topdown_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, side_ptr, wco_ptr,
     product inside the kernel."""
     PW = 4 * HS
     OW = 4 * HS + XW
-    r = tl.program_id(0) * BM + tl.arange(0, BM)
-    ch = tl.arange(0, BH)
-    rm = r < n
-    m = rm[:, None] & (ch < HS)[None, :]
-    j = a + r
+    r, j, ch, rm, m = _tile(a, n, HS, BM, BH)
     st = j[:, None] * HS + ch[None, :]
     dh = tl.load(dh_ptr + st, mask=m, other=0.0)
     dc = tl.load(dc_ptr + st, mask=m, other=0.0)
@@ -672,18 +648,11 @@ def topdown_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, side_ptr, wco_ptr,
     dr = dp_ptr + j[:, None] * PW + ch[None, :]
     tl.store(dr + 3 * HS, dpo, mask=m)
     tl.debug_barrier()
-    acc0 = tl.zeros([BM, BH], dtype=dpo.dtype)  # W_co^L^T δo
-    acc1 = tl.zeros([BM, BH], dtype=dpo.dtype)  # W_co^R^T δo
-    for k0 in range(0, HS, CK):
-        kk = k0 + tl.arange(0, CK)
-        dk = tl.load(dp_ptr + j[:, None] * PW + 3 * HS + kk[None, :],
-                     mask=rm[:, None] & (kk < HS)[None, :], other=0.0)
-        wm = (kk < HS)[:, None] & (ch < HS)[None, :]
-        w0 = tl.load(wco_ptr + kk[:, None] * HS + ch[None, :], mask=wm, other=0.0)
-        w1 = tl.load(wco_ptr + HS * HS + kk[:, None] * HS + ch[None, :], mask=wm, other=0.0)
-        acc0 += tl.dot(dk, w0, input_precision="ieee")
-        acc1 += tl.dot(dk, w1, input_precision="ieee")
-    dct = dc + dh * o * (1.0 - t * t) + tl.where((sd == 0)[:, None], acc0, acc1)
+    peep = tl.where((sd == 0)[:, None],  # W_co^L^T δo or W_co^R^T δo by side
+                    _times_w(dp_ptr + 3 * HS, PW, j, rm, wco_ptr, ch, HS, False, BM, BH, CK),
+                    _times_w(dp_ptr + 3 * HS, PW, j, rm, wco_ptr + HS * HS, ch, HS, False, BM,
+                             BH, CK))
+    dct = dc + dh * o * (1.0 - t * t) + peep
     tl.store(dct_ptr + st, dct, mask=m)
     orow = op_ptr + j[:, None] * OW + ch[None, :]
     cprev = tl.load(orow + 2 * HS, mask=m, other=0.0) + tl.load(orow + 3 * HS, mask=m,

@@ -38,7 +38,7 @@ Nothing here assumes binary trees, a maximum depth or a batch composition.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 
 import dgl
 import numpy as np
@@ -240,6 +240,10 @@ class LevelSchedule:
     #: constituency trees, or every node has one, as in chains): kernels then copy the
     #: input terms with one slice instead of a scatter.
     word_rows_contiguous: bool = False
+    #: the host (CPU) schedule this one was moved from by :meth:`to` (``None`` on the CPU):
+    #: a schedule is checked against a CPU graph there, so a device forward does not wait
+    #: for the device (:func:`~gnn_treelstm.engine.propagator.check_schedule`)
+    host: LevelSchedule | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     @eager  # host-side numpy work: eager under torch.compile, never traced
@@ -281,11 +285,18 @@ class LevelSchedule:
     def device(self) -> torch.device:
         return self.up.device
 
+    def on_host(self) -> LevelSchedule | None:
+        """This schedule if it lives on the CPU, else the CPU schedule it was moved from
+        (``None`` if it was not moved from one)."""
+        return self if self.device.type == "cpu" else self.host
+
     def to(self, device: torch.device | str, non_blocking: bool = True) -> LevelSchedule:
-        """Move the index tensors (only) to ``device``; offsets stay host-side ints."""
+        """Move the index tensors (only) to ``device``; offsets stay host-side ints. Off
+        the CPU the copy keeps the CPU schedule (:attr:`host`)."""
         nb = non_blocking
         return replace(
             self,
+            host=None if torch.device(device).type == "cpu" else self.on_host(),
             up=self.up.to(device, non_blocking=nb),
             down=None if self.down is None else self.down.to(device, non_blocking=nb),
             word_ids=None if self.word_ids is None else self.word_ids.to(device, non_blocking=nb),

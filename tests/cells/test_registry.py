@@ -19,9 +19,9 @@ from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.kernels import fused, fused_triton, native
+from gnn_treelstm.kernels.count import OpCounter
 from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
 from tests.engine.compare import assert_same_run
-from tests.engine.count import OpCounter
 from tests.handbuilt import chain, random_batch, random_dependency_batch
 from tests.reference import tai, teng
 from tests.reference.tran import tran_forward

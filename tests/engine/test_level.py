@@ -5,14 +5,17 @@ Engine-equals-engine for every cell is ``tests/cells/test_registry.py``."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import dgl
 import pytest
 import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.engine import level
-from gnn_treelstm.engine.propagator import Propagator
+from gnn_treelstm.engine.propagator import Propagator, check_schedule
 from gnn_treelstm.kernels import native
+from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.handbuilt import random_batch, random_dependency_batch
 
@@ -51,6 +54,23 @@ def test_a_schedule_of_another_graph_is_refused():
     small = dgl.batch(random_batch(3, 2, max_children=2, words="leaves"))
     with pytest.raises(ValueError, match="schedule is for a graph of"):
         cell(a, x, schedule=LevelSchedule.from_graph(small))
+
+
+def test_a_moved_schedule_is_checked_on_the_host():
+    """A schedule moved off the CPU is checked against a CPU graph with its CPU copy: the
+    device copy is never read (a ``meta`` copy holds no values), the errors stay."""
+    words = [0, 1, 2, NO_WORD, NO_WORD]
+    a = make_tree([3, 3, 4, 4, -1], words)
+    b = make_tree([4, 3, 3, 4, -1], words)  # same sizes, other edges
+    sched = LevelSchedule.from_graph(a)
+    moved = sched.to("meta")
+    assert moved.up.edge_src.is_meta and moved.host is sched and moved.on_host() is sched
+    assert sched.to("cpu").host is None and sched.on_host() is sched
+    check_schedule(moved, a, "cell")
+    with pytest.raises(ValueError, match="cell: the schedule's edges differ"):
+        check_schedule(LevelSchedule.from_graph(b).to("meta"), a, "cell")
+    with pytest.raises(RuntimeError, match="meta"):  # without the CPU copy: the device's
+        check_schedule(replace(moved, host=None), a, "cell")
 
 
 @pytest.mark.parametrize("name", ["childsum", "lex", "topdown"])

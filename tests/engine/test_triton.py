@@ -11,9 +11,9 @@ import torch
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.kernels import fused_triton, native
+from gnn_treelstm.kernels.count import OpCounter, count_step
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 from gnn_treelstm.trees.schedule import LevelSchedule
-from tests.engine.count import OpCounter
 
 X, H = 6, 8
 #: the most operations one training step may dispatch per level on the Triton path
@@ -38,19 +38,14 @@ def _deep_batch() -> dgl.DGLGraph:
     return dgl.batch([_caterpillar(3 + (7 * i) % 30) for i in range(25)])
 
 
-def _step_ops(name: str, kernels: str, **kw) -> tuple[OpCounter, int]:
+def _step_ops(name: str, kernels: str, native_choice: str | None = None
+              ) -> tuple[OpCounter, int]:
     g = _deep_batch()
     sched = LevelSchedule.from_graph(g)
     torch.manual_seed(0)
-    cell = build_cell(name, X, H, engine="level", **kw)
+    cell = build_cell(name, X, H, engine="level")
     x = torch.randn(g.num_nodes(), X, requires_grad=True)
-    fused_triton.set_choice(kernels)
-    try:
-        with OpCounter() as count:
-            h, c = cell(g, x, schedule=sched)
-            (h.sum() + c.sum()).backward()
-    finally:
-        fused_triton.set_choice(None)
+    count = count_step(cell, g, x, sched, kernels=kernels, native_choice=native_choice)
     return count, sched.up.num_levels
 
 
@@ -92,11 +87,7 @@ def test_a_step_of_several_loops_dispatches_at_most_8_operations_per_level_of_ea
 def test_the_general_driver_dispatches_more_than_8_per_level():
     """The count has teeth: the general level driver (the path CUDA ran before the Triton
     kernels) dispatches several times the budget."""
-    native.set_choice("off")
-    try:
-        count, levels = _step_ops("nary", "native")
-    finally:
-        native.set_choice(None)
+    count, levels = _step_ops("nary", "native", native_choice="off")
     assert count.total > 3 * PER_LEVEL * levels, count.total / levels
 
 
@@ -146,15 +137,19 @@ def test_triton_on_the_cpu_without_the_interpreter_says_how(monkeypatch):
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available() or not fused_triton.installed(),
                     reason="needs CUDA and triton")
+@pytest.mark.parametrize("moved", [False, True], ids=["pinned", "on-cuda"])
 @pytest.mark.parametrize("name", ["nary", "childsum", "lstm"])
-def test_a_cuda_step_does_not_synchronise(name):
+def test_a_cuda_step_does_not_synchronise(name, moved):
     """One forward + backward step on CUDA: no host-device synchronisation inside
     (``set_sync_debug_mode("error")``). The schedule is given in pinned CPU memory, checked
     against the graph there, and moved once per forward (``Propagator.schedule_on``,
-    non-blocking copies)."""
+    non-blocking copies); or given on CUDA already (as a training step's batch brings it),
+    checked against the CPU graph with its CPU copy."""
     g = _deep_batch() if name != "lstm" else dgl.batch(
         [make_tree(list(range(1, n)) + [-1], list(range(n))) for n in (3, 9, 17)])
     sched = LevelSchedule.from_graph(g).pin_memory()
+    if moved:
+        sched = sched.to("cuda")
     torch.manual_seed(0)
     cell = build_cell(name, X, H, engine="level").cuda()
     x = torch.randn(g.num_nodes(), X, device="cuda", requires_grad=True)
