@@ -17,6 +17,7 @@ import importlib.util
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,6 +62,9 @@ MAX_WIDTH = 65536
 #: states, the gates and their gradients; evaluation keeps a third of them)
 _NODES_PER_TREE = 64
 _VALUES_PER_NODE = 24
+
+#: the time stamp of a run's default name (:meth:`RunConfig.run_name`)
+RUN_TIME = "%Y%m%d-%H%M%S"
 
 #: the groups of ``gnn-treelstm train --help``, in their order
 WHAT, MODEL, OPTIMIZATION, SCHEDULE, OUTPUT = (
@@ -234,6 +238,11 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def run_name(self) -> str:
+        """The run's name: ``name``, else ``TASK-MODEL-TREE-YYYYmmdd-HHMMSS`` (the local time
+        now), the run directory's name under ``runs_dir``."""
+        return self.name or f"{self.task}-{self.model}-{self.tree}-{time.strftime(RUN_TIME)}"
 
     def resolved(self) -> RunConfig:
         """A copy with every paper default filled in (what ``config.json`` records).

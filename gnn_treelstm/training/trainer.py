@@ -250,8 +250,7 @@ class Trainer:
                      self.cfg.model, self.cfg.hidden, self.cfg.engine,
                      f"{sum(p.numel() for p in params):,}",
                      f"{sum(p.numel() for p in params if p.requires_grad):,}")
-        self.name = self.cfg.name or (f"{self.cfg.task}-{self.cfg.model}-{self.cfg.tree}-"
-                                      f"{time.strftime('%Y%m%d-%H%M%S')}")
+        self.name = self.cfg.run_name()
         self.out = Path(self.cfg.runs_dir) / self.name
         if self.cfg.tensorboard:  # the configuration attaches it, as hooks: first, as a
             tb = TensorBoardLog(self.out)  # record of the run beside metrics.jsonl
