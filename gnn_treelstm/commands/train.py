@@ -22,10 +22,11 @@ from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy  # no
 
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
+import argparse
 import logging
 import os
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
@@ -35,6 +36,7 @@ from gnn_treelstm.files import NoSpaceError
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.training import rundir
+from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.faults import NonFiniteError, WriteFailed
 from gnn_treelstm.training.options import build_parser, config_from_args, parse_args
@@ -78,38 +80,46 @@ class _RunLog(logging.FileHandler):
             self.stream = None
 
 
-def main(argv: list[str] | None = None) -> int:
-    a = parse_args(argv)
-    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+class _Refused(Exception):
+    """A run refused before it starts: ``error: MESSAGE``, exit status 2."""
+
+
+def _run_config(a: argparse.Namespace) -> RunConfig:
+    """The checked :class:`RunConfig` of the parsed arguments, its cell modules imported
+    and the process set up (threads); :class:`_Refused` naming a bad value."""
     try:
         import_cell_modules(a.cell_module)
         cfg = config_from_args(a)
         cfg.check()
         process.setup_training(a.threads)
     except (ValueError, UnknownNameError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    cfg.name = cfg.name or f"{cfg.task}-{cfg.model}-{cfg.tree}-{time.strftime('%Y%m%d-%H%M%S')}"
-    run_dir = Path(cfg.runs_dir) / cfg.name
-    # ranks > 0 of a distributed run write nothing: no log file, no directory
-    writer = not a.distributed or os.environ.get("RANK", "0") == "0"
+        raise _Refused(e) from e
+    cfg.name = cfg.run_name()
+    return cfg
+
+
+def _run_log(a: argparse.Namespace, run_dir: Path, writer: bool) -> logging.Handler:
+    """The handler of ``run_dir/train.log`` (a null one where this process writes nothing:
+    ranks > 0 of a distributed run); :class:`_Refused` for a run directory that is taken
+    or cannot be written."""
+    if not writer:
+        return logging.NullHandler()
     try:  # before train.log is opened: a refused directory keeps its old log
-        if a.resume is None and writer:
+        if a.resume is None:
             rundir.check_free(run_dir, overwrite=a.overwrite)
     except rundir.RunDirError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    if writer:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-            handler = _RunLog(run_dir / "train.log", mode="a" if a.resume else "w",
-                              encoding="utf-8")
-        except OSError as e:  # --runs-dir is a file, not writable, ...
-            print(f"error: cannot write the run directory {run_dir} ({e.strerror or e}); "
-                  "pass --runs-dir a writable directory", file=sys.stderr)
-            return 2
-    else:
-        handler = logging.NullHandler()
+        raise _Refused(e) from e
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        return _RunLog(run_dir / "train.log", mode="a" if a.resume else "w", encoding="utf-8")
+    except OSError as e:  # --runs-dir is a file, not writable, ...
+        raise _Refused(f"cannot write the run directory {run_dir} ({e.strerror or e}); "
+                       "pass --runs-dir a writable directory") from e
+
+
+def _attach(handler: logging.Handler, level: str, writer: bool) -> logging.Handler | None:
+    """Send the library's INFO records to ``handler`` (``train.log``) and the console's at
+    ``level``; the start-up lines' console handler (:func:`_startup_console`), if any."""
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     handler.setLevel(logging.INFO)
     root = logging.getLogger()
@@ -117,13 +127,29 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("gnn_treelstm").setLevel(logging.INFO)
     for h in root.handlers:
         if h is not handler:
-            h.setLevel(a.log_level)
-    shown = _startup_console(a.log_level) if writer else None
+            h.setLevel(level)
+    shown = _startup_console(level) if writer else None
     if shown is not None:
         for h in root.handlers:
             if h is not handler:
                 h.addFilter(_not_startup)
+    return shown
 
+
+def _detach(handler: logging.Handler, shown: logging.Handler | None) -> None:
+    """Undo :func:`_attach`."""
+    root = logging.getLogger()
+    root.removeHandler(handler)
+    handler.close()
+    if shown is not None:
+        logging.getLogger(STARTUP_LOG).removeHandler(shown)
+        for h in root.handlers:
+            h.removeFilter(_not_startup)
+
+
+def _epoch_printer(cfg: RunConfig) -> Callable[[dict], None]:
+    """The ``on_epoch_end`` hook: one summary line per epoch on stdout (the learning rate
+    too when a schedule or a warm-up changes it)."""
     scheduled = cfg.lr_schedule != "constant" or cfg.lr_warmup_epochs > 0
 
     def on_epoch(r: dict) -> None:
@@ -134,29 +160,11 @@ def main(argv: list[str] | None = None) -> int:
               f"({r['trees_per_second']:.0f} trees/s, peak {r['peak_rss_mb']:.0f} MB, "
               f"dev {r['eval_seconds']:.1f}s{lr}){star}", flush=True)
 
-    try:
-        hooks = TrainHooks(progress=progress_bar(a.quiet), on_epoch_end=on_epoch,
-                           release_heap=heap.release_free_heap)  # free pages back each epoch
-        res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
-                  resume=a.resume is not None)
-    except (ValueError, DataError, UnknownNameError, FileNotFoundError,
-            NotImplementedError, NonFiniteError, WriteFailed, NoSpaceError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\ninterrupted: the run's state is saved after every epoch (and every "
-              f"--checkpoint-every N batches); continue it with `gnn-treelstm train --resume "
-              f"{run_dir}`", file=sys.stderr)
-        return 130
-    finally:
-        root.removeHandler(handler)
-        handler.close()
-        if shown is not None:
-            logging.getLogger(STARTUP_LOG).removeHandler(shown)
-            for h in root.handlers:
-                h.removeFilter(_not_startup)
-    if "rank" in res:  # a distributed run's other ranks: rank 0 reports
-        return 0
+    return on_epoch
+
+
+def _print_results(res: dict) -> None:
+    """The results on stdout: each seed's selected epoch, the mean over seeds, the files."""
     sel = res["selection_metric"]
     for r in res["seeds"]:
         test = f" | test {format_metrics(r['test'], sep=' ', counts=False)}" if "test" in r else ""
@@ -173,6 +181,39 @@ def main(argv: list[str] | None = None) -> int:
     print(f"run: {res['run_dir']}  checkpoint: {res['checkpoint']}  "
           f"({res['seconds_per_epoch']:.2f} s/epoch median, training peak "
           f"{res['peak_rss_mb']:.0f} MB RSS, process peak {res['process_peak_rss_mb']:.0f} MB)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = parse_args(argv)
+    logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
+    # ranks > 0 of a distributed run write nothing: no log file, no directory
+    writer = not a.distributed or os.environ.get("RANK", "0") == "0"
+    try:
+        cfg = _run_config(a)
+        run_dir = Path(cfg.runs_dir) / cfg.name
+        handler = _run_log(a, run_dir, writer)
+    except _Refused as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    shown = _attach(handler, a.log_level, writer)
+    try:
+        hooks = TrainHooks(progress=progress_bar(a.quiet), on_epoch_end=_epoch_printer(cfg),
+                           release_heap=heap.release_free_heap)  # free pages back each epoch
+        res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
+                  resume=a.resume is not None)
+    except (ValueError, DataError, UnknownNameError, FileNotFoundError,
+            NotImplementedError, NonFiniteError, WriteFailed, NoSpaceError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"\ninterrupted: the run's state is saved after every epoch (and every "
+              f"--checkpoint-every N batches); continue it with `gnn-treelstm train --resume "
+              f"{run_dir}`", file=sys.stderr)
+        return 130
+    finally:
+        _detach(handler, shown)
+    if "rank" not in res:  # a distributed run's other ranks: rank 0 reports
+        _print_results(res)
     return 0
 
 

@@ -3,11 +3,12 @@
 configurations differ (:func:`config_changes`), ``config.yaml`` (:func:`run_config_yaml`)
 and the model it trains (:func:`build_model_config`).
 
-Every run option is declared once, as a :class:`RunConfig` field whose metadata names its
-command-line flag, help text, choices and argument type (:func:`run_options` reads them):
-the ``train`` parser, the keys of ``--config`` files
-(:mod:`gnn_treelstm.training.options`) and the reproduction runner's train commands
-(:func:`gnn_treelstm.reproduce.runner.command`) are derived from these fields.
+Every run option is declared once, as a :class:`RunConfig` field whose metadata (an
+:class:`OptionSpec`) names its command-line flag, help text, choices, argument type and the
+checks of its values (:func:`run_options` reads them): the ``train`` parser, the keys of
+``--config`` files (:mod:`gnn_treelstm.training.options`), :meth:`RunConfig.check` and the
+reproduction runner's train commands (:func:`gnn_treelstm.reproduce.runner.command`) are
+derived from these fields.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import importlib.util
 import json
 import math
 import os
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -31,7 +33,8 @@ from gnn_treelstm.tasks import build_task, tasks
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RunConfig", "RunOption", "run_options", "TREE_KINDS", "OPTIMIZERS",
+__all__ = ["RunConfig", "RunOption", "OptionSpec", "Check", "run_options", "TREE_KINDS",
+           "OPTIMIZERS",
            "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "LR_SCHEDULES", "config_changes",
            "run_config_yaml", "build_model_config", "absolute_path", "MAX_SEED", "MAX_WIDTH",
            "estimate_memory", "machine_memory"]
@@ -62,6 +65,9 @@ MAX_WIDTH = 65536
 _NODES_PER_TREE = 64
 _VALUES_PER_NODE = 24
 
+#: the time stamp of a run's default name (:meth:`RunConfig.run_name`)
+RUN_TIME = "%Y%m%d-%H%M%S"
+
 #: the groups of ``gnn-treelstm train --help``, in their order
 WHAT, MODEL, OPTIMIZATION, SCHEDULE, OUTPUT = (
     "what to train", "model", "optimization", "schedule and stopping", "output")
@@ -72,14 +78,68 @@ def _one_of(names: Callable[[], Iterable[str]]) -> Callable[[], str]:
     return lambda: f"one of: {', '.join(names())}"
 
 
+@dataclass(frozen=True)
+class Check:
+    """A condition a run option's value meets (:meth:`RunConfig.check`), and the error when
+    it does not: ``error`` is formatted with ``flag``, ``name`` (the field) and ``value``."""
+
+    holds: Callable[[Any], bool]
+    error: str
+
+    def verify(self, flag: str, name: str, value: Any) -> None:
+        """``ValueError`` with :attr:`error` unless ``value`` meets the condition."""
+        if not self.holds(value):
+            raise ValueError(self.error.format(flag=flag, name=name, value=value))
+
+
+def _known(noun: str, names: Sequence[str], key: Callable[[Any], Any] = lambda v: v) -> Check:
+    """The value (``key`` of it) is one of ``names``."""
+    return Check(lambda v: key(v) in names,
+                 f"unknown {noun} {{value!r}}; choose one of: {', '.join(names)}")
+
+
+def _at_least(low: int, why: str = "") -> Check:
+    return Check(lambda v: v >= low, f"{{flag}} {{value}}: must be >= {low}{why}")
+
+
+#: the checks of sizes and counts whose default is the papers' (None)
+_POSITIVE_OR_DEFAULT = Check(lambda v: v > 0, "{flag} {value}: must be a positive integer "
+                                              "(leave it out for the default)")
+_POSITIVE = Check(lambda v: v > 0, "{name} must be positive, got {value}")
+_WIDTH = (_POSITIVE_OR_DEFAULT,
+          Check(lambda v: v <= MAX_WIDTH, f"{{flag}} {{value}}: at most {MAX_WIDTH} (the "
+                                          "papers use 50-300)"))
+_LEARNING_RATE = Check(lambda v: math.isfinite(v) and 0 < v <= MAX_LR,
+                       f"{{flag}} {{value}}: a learning rate must be in (0, {MAX_LR:g}] (the "
+                       "papers use 0.05-0.1 with AdaGrad, 0.001 with Adam)")
+_L2 = Check(lambda v: math.isfinite(v) and v >= 0,
+            "{flag} {value}: must be a finite number >= 0 (the papers use 1e-4)")
+_DROPOUT = Check(lambda v: 0 <= v < 1, "{flag} {value}: must be in [0, 1)")
+
+
+@dataclass(frozen=True)
+class OptionSpec:
+    """How a :class:`RunConfig` field is a command-line option (the field's ``metadata``;
+    see :class:`RunOption` for what each attribute means)."""
+
+    flag: str
+    group: str
+    help: str | Callable[[], str] | None = None
+    type: Callable[[str], Any] | None = None
+    choices: Sequence[str] | None = None
+    metavar: str | None = None
+    in_command: bool = True
+    path: bool = False
+    checks: tuple[Check, ...] = ()
+
+
 def _option(default: Any, flag: str, group: str, help: str | Callable[[], str] | None = None,
-            *, type: Callable[[str], Any] | None = None, choices: Sequence[str] | None = None,
-            metavar: str | None = None, in_command: bool = True, path: bool = False) -> Any:
-    """A :class:`RunConfig` field declared with its command-line option (the field's
-    ``metadata``; see :class:`RunOption` for what each key means)."""
-    metadata = {"flag": flag, "group": group, "help": help, "type": type,
-                "choices": None if choices is None else tuple(choices), "metavar": metavar,
-                "in_command": in_command, "path": path}
+            **spec: Any) -> Any:
+    """A :class:`RunConfig` field declared with its command-line option: ``spec`` holds
+    the other :class:`OptionSpec` attributes (``type``, ``choices``, ``checks``, ...)."""
+    if spec.get("choices") is not None:
+        spec["choices"] = tuple(spec["choices"])
+    metadata = {"option": OptionSpec(flag, group, help, **spec)}
     if isinstance(default, dict):
         return field(default_factory=dict, metadata=metadata)
     return field(default=default, metadata=metadata)
@@ -95,7 +155,8 @@ class RunConfig:
 
     task: str = _option("sst-5", "--task", WHAT, _one_of(tasks.names))
     model: str = _option("nary", "--model", WHAT, _one_of(cells.names))
-    tree: str = _option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}")
+    tree: str = _option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}",
+                        checks=(_known("tree", TREE_KINDS),))
     supervision: str | None = _option(
         None, "--supervision", WHAT,
         "SST: phrase (every labelled node, Tai), root (Tran Table 1) or phrase-sequences "
@@ -112,21 +173,24 @@ class RunConfig:
     embeddings_mode: str | None = _option(
         None, "--embeddings-mode", MODEL,
         "Tai Table 2: tuned, fixed or random word vectors (default: fixed for sick-r, tuned "
-        "otherwise, as Tai §5.3)", choices=EMBEDDING_MODES)
+        "otherwise, as Tai §5.3)", choices=EMBEDDING_MODES,
+        checks=(_known("embeddings mode", EMBEDDING_MODES),))
     emb_dim: int | None = _option(
         None, "--emb-dim", MODEL, "word vector size (default: the vectors file's, else 300)",
-        type=int)
-    hidden: int = _option(150, "--hidden", MODEL, "cell memory size", type=positive_int)
+        type=int, checks=_WIDTH)
+    hidden: int = _option(150, "--hidden", MODEL, "cell memory size", type=positive_int,
+                          checks=(_POSITIVE,))
     head_hidden: int | None = _option(
         None, "--head-hidden", MODEL,
-        "hidden layer of the head (default: the paper's for the task)", type=int)
+        "hidden layer of the head (default: the paper's for the task)", type=int,
+        checks=_WIDTH)
     dropout: float | None = _option(
         None, "--dropout", MODEL, "dropout on the head input (default: 0.5, relatedness 0)",
-        type=float)
+        type=float, checks=(_DROPOUT,))
     emb_dropout: float | None = _option(
         None, "--emb-dropout", MODEL,
         "dropout on the word vectors (default: 0.5 for Teng's cells lex, topdown, bitree "
-        "(Teng §6), else 0)", type=float)
+        "(Teng §6), else 0)", type=float, checks=(_DROPOUT,))
     cell_kwargs: dict[str, Any] = _option(
         {}, "--cell-arg", MODEL, "extra cell keyword argument (JSON value), e.g. n_ary=3")
     head_kwargs: dict[str, Any] = _option(
@@ -136,47 +200,57 @@ class RunConfig:
     sentence_state: str | None = _option(
         None, "--sentence-state", MODEL,
         "root state used as the sentence vector (default: the task's)",
-        choices=SENTENCE_STATES)
+        choices=SENTENCE_STATES, checks=(_known("sentence state", SENTENCE_STATES),))
     engine: str = _option("dgl", "--engine", MODEL, "propagation engine passed to the cell",
                           choices=ENGINES)
     optimizer: str | None = _option(
         None, "--optimizer", OPTIMIZATION,
-        "default: adam for Teng's cells and for sick-e/snli, else adagrad", choices=OPTIMIZERS)
+        "default: adam for Teng's cells and for sick-e/snli, else adagrad", choices=OPTIMIZERS,
+        checks=(_known("optimizer", OPTIMIZERS),))
     lr: float | None = _option(
         None, "--lr", OPTIMIZATION, "learning rate (default: adagrad 0.05, adam 0.001)",
-        type=float)
+        type=float, checks=(_LEARNING_RATE,))
     emb_lr: float | None = _option(
         None, "--emb-lr", OPTIMIZATION,
-        "embedding learning rate (default: adagrad 0.1, adam = --lr)", type=float)
-    l2: float = _option(1e-4, "--l2", OPTIMIZATION, "per-minibatch L2 strength", type=float)
+        "embedding learning rate (default: adagrad 0.1, adam = --lr)", type=float,
+        checks=(_LEARNING_RATE,))
+    l2: float = _option(1e-4, "--l2", OPTIMIZATION, "per-minibatch L2 strength", type=float,
+                        checks=(_L2,))
     emb_l2: float | None = _option(
         None, "--emb-l2", OPTIMIZATION,
-        "L2 on the word embeddings (default: the task's, 0 for most)", type=float)
+        "L2 on the word embeddings (default: the task's, 0 for most)", type=float,
+        checks=(_L2,))
     rel_lr: float | None = _option(
         None, "--rel-lr", OPTIMIZATION,
         "learning rate of mtree's relation embeddings, without L2 (Tran §6.1: 0.1; default: "
-        "with the other weights)", type=float)
+        "with the other weights)", type=float, checks=(_LEARNING_RATE,))
     clip_grad_norm: float | None = _option(
         None, "--clip-grad-norm", OPTIMIZATION,
         "clip the gradient of all trained weights, word embeddings included, to this L2 "
         "norm before each optimizer step (default: no clipping, as the papers)",
-        type=float, metavar="X")
+        type=float, metavar="X", checks=(Check(
+            lambda v: math.isfinite(v) and v > 0,
+            "{flag} {value}: must be a positive number (leave it out for no clipping)"),))
     loss_reduction: str | None = _option(
         None, "--loss-reduction", OPTIMIZATION,
-        "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS)
+        "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS,
+        checks=(_known("loss reduction", LOSS_REDUCTIONS),))
     batch_size: int = _option(25, "--batch-size", OPTIMIZATION,
-                              "training examples per optimizer step", type=positive_int)
+                              "training examples per optimizer step", type=positive_int,
+                              checks=(_POSITIVE,))
     eval_batch_size: int = _option(256, "--eval-batch-size", OPTIMIZATION,
                                    "batch size of dev/test evaluation", type=positive_int,
-                                   in_command=False)
+                                   in_command=False, checks=(_POSITIVE,))
     epochs: int = _option(10, "--epochs", OPTIMIZATION, "training epochs per seed",
-                          type=positive_int)
+                          type=positive_int, checks=(_POSITIVE,))
     seed: int = _option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
     seeds: int = _option(
         1, "--seeds", OPTIMIZATION,
-        "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=positive_int)
+        "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=positive_int,
+        checks=(_POSITIVE,))
     device: str = _option("cpu", "--device", OPTIMIZATION, "where to train",
-                          choices=DEVICES)
+                          choices=DEVICES,
+                          checks=(_known("device", DEVICES, lambda d: d.split(":")[0]),))
     distributed: bool = _option(
         False, "--distributed", OPTIMIZATION,
         "data-parallel over the processes torchrun starts (--batch-size is the global batch; "
@@ -187,24 +261,29 @@ class RunConfig:
         "(from the learning rates towards 0 over the epochs), step (x --lr-gamma every "
         "--lr-step-size epochs), plateau (x --lr-gamma when more than "
         "--lr-plateau-patience epochs in a row bring no better dev score)",
-        choices=LR_SCHEDULES)
+        choices=LR_SCHEDULES, checks=(_known("learning-rate schedule", LR_SCHEDULES),))
     lr_warmup_epochs: int = _option(
         0, "--lr-warmup-epochs", SCHEDULE,
         "raise the learning rates linearly over the first N epochs (epoch k of N at "
-        "k/(N+1) of them) before the schedule; not with plateau", type=int, metavar="N")
+        "k/(N+1) of them) before the schedule; not with plateau", type=int, metavar="N",
+        checks=(_at_least(0),))
     lr_step_size: int = _option(5, "--lr-step-size", SCHEDULE,
                                 "epochs between the step schedule's decays", type=int,
-                                metavar="N")
+                                metavar="N", checks=(_at_least(1),))
     lr_gamma: float = _option(0.1, "--lr-gamma", SCHEDULE,
-                              "the factor of each step or plateau decay", type=float)
+                              "the factor of each step or plateau decay", type=float,
+                              checks=(Check(lambda v: math.isfinite(v) and 0 < v <= 1,
+                                            "{flag} {value}: a decay factor must be in (0, 1]"),))
     lr_plateau_patience: int = _option(
         1, "--lr-plateau-patience", SCHEDULE,
         "plateau: epochs in a row without a better dev score that pass without a decay "
-        "(the next one decays)", type=int, metavar="N")
+        "(the next one decays)", type=int, metavar="N", checks=(_at_least(0),))
     patience: int | None = _option(
         None, "--patience", SCHEDULE,
         "early stopping: end a seed's training after N epochs without a better dev score "
-        "(default: train every epoch, as the papers)", type=int, metavar="N")
+        "(default: train every epoch, as the papers)", type=int, metavar="N",
+        checks=(Check(lambda v: v >= 1, "{flag} {value}: must be a positive number of epochs "
+                                        "(leave it out to train every epoch)"),))
     runs_dir: str = _option("runs", "--runs-dir", OUTPUT, "where run directories are made",
                             metavar="DIR", in_command=False)
     name: str | None = _option(None, "--name", OUTPUT,
@@ -213,16 +292,20 @@ class RunConfig:
         0, "--workers", OPTIMIZATION,
         "data loader processes building the training batches (default 0: built in the "
         "training process; the batches are the same for any number)",
-        type=non_negative_int, metavar="N", in_command=False)
+        type=non_negative_int, metavar="N", in_command=False,
+        checks=(_at_least(0, " (0: the batches are built in the training process)"),))
     max_train: int | None = _option(None, "--max-train", OUTPUT,
-                                    "use only the first N training examples", type=int)
+                                    "use only the first N training examples", type=int,
+                                    checks=(_POSITIVE_OR_DEFAULT,))
     max_eval: int | None = _option(None, "--max-eval", OUTPUT,
-                                   "use only the first N examples of dev/test", type=int)
+                                   "use only the first N examples of dev/test", type=int,
+                                   checks=(_POSITIVE_OR_DEFAULT,))
     test: bool = _option(True, "--no-test", OUTPUT, "skip the test-set evaluation")
     checkpoint_every: int = _option(
         0, "--checkpoint-every", OUTPUT,
         "also save the training state every N batches (default: at the end of every epoch "
-        "only)", type=int, metavar="N", in_command=False)
+        "only)", type=int, metavar="N", in_command=False,
+        checks=(_at_least(0, " (0: at the end of every epoch only)"),))
     skip_nonfinite: bool = _option(
         False, "--skip-nonfinite", OUTPUT,
         "skip (and count) batches whose loss or gradients are NaN/inf instead of stopping "
@@ -234,6 +317,11 @@ class RunConfig:
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    def run_name(self) -> str:
+        """The run's name: ``name``, else ``TASK-MODEL-TREE-YYYYmmdd-HHMMSS`` (the local time
+        now), the run directory's name under ``runs_dir``."""
+        return self.name or f"{self.task}-{self.model}-{self.tree}-{time.strftime(RUN_TIME)}"
 
     def resolved(self) -> RunConfig:
         """A copy with every paper default filled in (what ``config.json`` records).
@@ -278,61 +366,26 @@ class RunConfig:
             or ("fixed" if task.name in ("sick-r", "pair-score") else "tuned"))
 
     def check(self) -> None:
-        """Refuse bad names and values before anything is loaded (``ValueError``)."""
+        """Refuse bad names and values before anything is loaded (``ValueError``): each
+        option's own checks (its field's :attr:`OptionSpec.checks`; a ``None`` of an option
+        whose default is ``None`` asks for the default and passes), then those that join
+        options."""
         tasks.get(self.task)                      # UnknownNameError lists the choices
         cells.get(self.model)
         check_cell_options(self.model, self.cell_kwargs)  # --cell-arg names and types
-        if self.tree not in TREE_KINDS:
-            raise ValueError(f"unknown tree {self.tree!r}; choose one of: "
-                             f"{', '.join(TREE_KINDS)}")
-        if self.optimizer is not None and self.optimizer not in OPTIMIZERS:
-            raise ValueError(f"unknown optimizer {self.optimizer!r}; choose one of: "
-                             f"{', '.join(OPTIMIZERS)}")
-        if self.embeddings_mode is not None and self.embeddings_mode not in EMBEDDING_MODES:
-            raise ValueError(f"unknown embeddings mode {self.embeddings_mode!r}; choose one "
-                             f"of: {', '.join(EMBEDDING_MODES)}")
-        if self.device.split(":")[0] not in DEVICES:
-            raise ValueError(f"unknown device {self.device!r}; choose one of: "
-                             f"{', '.join(DEVICES)}")
+        for opt in run_options():
+            value = getattr(self, opt.name)
+            if value is None and opt.default is None:
+                continue
+            for c in opt.checks:
+                c.verify(opt.flag, opt.name, value)
         build_task(self.task, supervision=self.supervision)  # valid supervision
-        if self.workers < 0:
-            raise ValueError(f"--workers {self.workers}: must be >= 0 (0: the batches are "
-                             "built in the training process)")
-        if self.checkpoint_every < 0:
-            raise ValueError(f"--checkpoint-every {self.checkpoint_every}: must be >= 0 "
-                             "(0: at the end of every epoch only)")
-        for name in ("batch_size", "eval_batch_size", "epochs", "seeds", "hidden"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("lr", "emb_lr", "rel_lr"):
-            v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and 0 < v <= MAX_LR):
-                raise ValueError(f"--{name.replace('_', '-')} {v}: a learning rate must be in "
-                                 f"(0, {MAX_LR:g}] (the papers use 0.05-0.1 with AdaGrad, "
-                                 "0.001 with Adam)")
-        for name in ("l2", "emb_l2"):
-            v = getattr(self, name)
-            if v is not None and not (math.isfinite(v) and v >= 0):
-                raise ValueError(f"--{name.replace('_', '-')} {v}: must be a finite number "
-                                 ">= 0 (the papers use 1e-4)")
-        for name in ("dropout", "emb_dropout"):
-            v = getattr(self, name)
-            if v is not None and not 0 <= v < 1:
-                raise ValueError(f"--{name.replace('_', '-')} {v}: must be in [0, 1)")
-        for name in ("max_train", "max_eval", "emb_dim", "head_hidden"):
-            v = getattr(self, name)
-            if v is not None and v <= 0:
-                raise ValueError(f"--{name.replace('_', '-')} {v}: must be a positive integer "
-                                 "(leave it out for the default)")
-        if self.loss_reduction not in (None, *LOSS_REDUCTIONS):
-            raise ValueError(f"unknown loss reduction {self.loss_reduction!r}; choose one of: "
-                             f"{', '.join(LOSS_REDUCTIONS)}")
-        if self.sentence_state not in (None, *SENTENCE_STATES):
-            raise ValueError(f"unknown sentence state {self.sentence_state!r}; choose one of: "
-                             f"{', '.join(SENTENCE_STATES)}")
         if self.embeddings is not None and not Path(self.embeddings).is_file():
             raise ValueError(f"--embeddings {self.embeddings}: no such file")
-        self._check_training_options()
+        self._check_schedule()
+        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:
+            raise ValueError("--tensorboard needs the tensorboard package, which is not "
+                             "installed: pip install tensorboard (or drop --tensorboard)")
         self._check_seed()
         self._check_model_size()
 
@@ -348,11 +401,6 @@ class RunConfig:
     def _check_model_size(self) -> None:
         """The model's estimated memory (:func:`estimate_memory`) fits the machine's
         (:func:`machine_memory`); ``ValueError`` with both and the flags to lower."""
-        for name in ("emb_dim", "head_hidden"):
-            v = getattr(self, name)
-            if v is not None and v > MAX_WIDTH:
-                raise ValueError(f"--{name.replace('_', '-')} {v}: at most {MAX_WIDTH} (the "
-                                 "papers use 50-300)")
         have, where = machine_memory(self.device)
         h, e, hh = self.hidden, self.emb_dim or 300, self.head_hidden or 300
         rough = 4 * (4 * 64 * h * (h + e + hh) + max(self.batch_size, self.eval_batch_size)
@@ -368,26 +416,8 @@ class RunConfig:
                 f"{where} has {_gib(have)}; lower --hidden (the papers use 120-300), "
                 "--emb-dim, --head-hidden or --batch-size")
 
-    def _check_training_options(self) -> None:
-        """The checks of clipping, the learning-rate schedule, early stopping and
-        TensorBoard (``ValueError``)."""
-        v = self.clip_grad_norm
-        if v is not None and not (math.isfinite(v) and v > 0):
-            raise ValueError(f"--clip-grad-norm {v}: must be a positive number (leave it out "
-                             "for no clipping)")
-        if self.lr_schedule not in LR_SCHEDULES:
-            raise ValueError(f"unknown learning-rate schedule {self.lr_schedule!r}; choose "
-                             f"one of: {', '.join(LR_SCHEDULES)}")
-        if self.patience is not None and self.patience < 1:
-            raise ValueError(f"--patience {self.patience}: must be a positive number of "
-                             "epochs (leave it out to train every epoch)")
-        for name in ("lr_step_size", "lr_plateau_patience", "lr_warmup_epochs"):
-            low = 1 if name == "lr_step_size" else 0
-            if getattr(self, name) < low:
-                raise ValueError(f"--{name.replace('_', '-')} {getattr(self, name)}: must be "
-                                 f">= {low}")
-        if not (math.isfinite(self.lr_gamma) and 0 < self.lr_gamma <= 1):
-            raise ValueError(f"--lr-gamma {self.lr_gamma}: a decay factor must be in (0, 1]")
+    def _check_schedule(self) -> None:
+        """The learning-rate warm-up against the schedule and the epochs (``ValueError``)."""
         if self.lr_warmup_epochs and self.lr_schedule == "plateau":
             raise ValueError("--lr-warmup-epochs with --lr-schedule plateau: the plateau "
                              "schedule follows the dev score and takes no warm-up; use "
@@ -395,9 +425,6 @@ class RunConfig:
         if self.lr_warmup_epochs and self.lr_warmup_epochs >= self.epochs:
             raise ValueError(f"--lr-warmup-epochs {self.lr_warmup_epochs}: must be fewer "
                              f"than --epochs {self.epochs}")
-        if self.tensorboard and importlib.util.find_spec("tensorboard") is None:
-            raise ValueError("--tensorboard needs the tensorboard package, which is not "
-                             "installed: pip install tensorboard (or drop --tensorboard)")
 
     def with_absolute_paths(self) -> RunConfig:
         """A copy whose path options (``data``, ``embeddings``: the fields declared with
@@ -436,6 +463,8 @@ class RunOption:
         path: the value names a file or directory: a run records it absolute
             (:meth:`RunConfig.with_absolute_paths`) and :func:`config_changes` compares it
             by the file it names.
+        checks: the conditions :meth:`RunConfig.check` holds its value to (ranges, known
+            names), each with its error.
     """
 
     name: str
@@ -449,6 +478,7 @@ class RunOption:
     metavar: str | None = None
     in_command: bool = True
     path: bool = False
+    checks: tuple[Check, ...] = ()
 
     @property
     def dest(self) -> str:
@@ -463,7 +493,7 @@ def _kind(f: dataclasses.Field) -> str:
     if f.default_factory is dict:
         return "pairs"
     if isinstance(f.default, bool):
-        return "negated" if f.metadata["flag"].startswith("--no-") else "switch"
+        return "negated" if f.metadata["option"].flag.startswith("--no-") else "switch"
     return "value"
 
 
@@ -471,12 +501,11 @@ def run_options() -> list[RunOption]:
     """The run options, one per :class:`RunConfig` field, in the order of ``--help``."""
     out = []
     for f in dataclasses.fields(RunConfig):
-        m = f.metadata
+        spec: OptionSpec = f.metadata["option"]
         default = {} if f.default_factory is dict else f.default
-        out.append(RunOption(name=f.name, flag=m["flag"], group=m["group"], kind=_kind(f),
-                             default=default, help=m["help"], type=m["type"],
-                             choices=m["choices"], metavar=m["metavar"],
-                             in_command=m["in_command"], path=m["path"]))
+        out.append(RunOption(name=f.name, kind=_kind(f), default=default,
+                             **{k.name: getattr(spec, k.name)
+                                for k in dataclasses.fields(OptionSpec)}))
     return out
 
 

@@ -1,7 +1,11 @@
 """The ``gnn-treelstm train`` options: the parser, ``--config`` files, and the
 :class:`~gnn_treelstm.training.config.RunConfig` they make, all derived from the run options
 the :class:`~gnn_treelstm.training.config.RunConfig` fields declare
-(:func:`~gnn_treelstm.training.config.run_options`).
+(:func:`~gnn_treelstm.training.config.run_options`) and the command's own options
+(:data:`COMMAND_FLAGS`: ``--config``, ``--resume``, ``--threads``, ...), which a run's
+configuration does not record and ``--help`` lists in their own group. Each flag is a
+:class:`Flag` (its names and ``add_argument`` keywords, :func:`flags`): the parser and the
+checks of ``--config`` keys read the same declarations.
 
 Library code (the reproduction runner's command strings, tests) reads train commands
 through :func:`parse_args` and :func:`config_from_args`, the same way the CLI does.
@@ -11,14 +15,15 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from gnn_treelstm.cells.registry import CELL_MODULE_HELP
 from gnn_treelstm.training.config import RunConfig, RunOption, run_options
 
-__all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args"]
+__all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args", "Flag",
+           "flags", "COMMAND", "COMMAND_FLAGS"]
 
 #: the command's one-line description (``--help``)
 DESCRIPTION = "train a Tree-LSTM on a task of the papers"
@@ -44,71 +49,81 @@ class _DefaultsOnce(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)".strip()
 
 
-def _add_option(group: argparse._ArgumentGroup, opt: RunOption) -> None:
-    """Add the flag of one run option (:func:`~gnn_treelstm.training.config.run_options`)."""
+@dataclass(frozen=True)
+class Flag:
+    """A flag of the ``train`` parser: its names and the keywords of
+    :meth:`argparse.ArgumentParser.add_argument` (``action``, ``type``, ``choices``, ...),
+    which the ``--config`` keys' checks read too."""
+
+    names: tuple[str, ...]
+    options: dict[str, Any]
+
+    @property
+    def dest(self) -> str:
+        """The attribute of the parsed command line (and the ``--config`` key) it sets."""
+        return self.options.get("dest") or self.names[-1].lstrip("-").replace("-", "_")
+
+
+#: the ``--help`` group of the options of the command itself
+COMMAND = "the command (not part of the run's configuration)"
+
+#: the options of the command itself, not run options (they do not change what a run
+#: trains), in their order in ``--help``
+COMMAND_FLAGS = (
+    Flag(("--config",), {"default": None, "metavar": "YAML", "help":
+         "a run config (YAML or JSON; every flag below may be a key, with - or _; a run's "
+         "config.yaml reproduces it); flags given on the command line override it"}),
+    Flag(("--resume",), {"default": None, "metavar": "RUN_DIR", "help":
+         "continue a stopped run (its config.yaml, its saved states) where it stopped; no "
+         "other option changes the run"}),
+    Flag(("--overwrite",), {"action": "store_true", "help":
+         "replace the run already in runs/NAME (default: refuse it)"}),
+    Flag(("--threads",), {"type": int, "default": None, "help":
+         "torch CPU threads (default: torch's; 1 avoids slow-downs when other jobs share "
+         "the cores)"}),
+    Flag(("--log-level",), {"default": "WARNING", "choices": ("DEBUG", "INFO", "WARNING",
+                                                              "ERROR"),
+                            "help": "console log level (train.log in the run directory gets "
+                                    "INFO)"}),
+    Flag(("-v", "--verbose"), {"dest": "log_level", "action": "store_const", "const": "INFO",
+                               "help": "= --log-level INFO"}),
+    Flag(("-q", "--quiet"), {"action": "store_true", "help": "no progress bars"}),
+    Flag(("--cell-module",), {"action": "append", "default": [], "metavar": "MODULE",
+                              "help": CELL_MODULE_HELP}),
+)
+
+
+def _run_flag(opt: RunOption) -> Flag:
+    """The flag of one run option (:func:`~gnn_treelstm.training.config.run_options`)."""
     if opt.kind in ("switch", "negated"):
-        group.add_argument(opt.flag, action="store_true", help=opt.help_text())
-    elif opt.kind == "pairs":
-        group.add_argument(opt.flag, action="append", default=[], metavar="KEY=VALUE",
-                           help=opt.help_text())
-    else:
-        group.add_argument(opt.flag, default=opt.default, type=opt.type, choices=opt.choices,
-                           metavar=opt.metavar, help=opt.help_text())
+        return Flag((opt.flag,), {"action": "store_true", "help": opt.help_text()})
+    if opt.kind == "pairs":
+        return Flag((opt.flag,), {"action": "append", "default": [], "metavar": "KEY=VALUE",
+                                  "help": opt.help_text()})
+    return Flag((opt.flag,), {"default": opt.default, "type": opt.type,
+                              "choices": opt.choices, "metavar": opt.metavar,
+                              "help": opt.help_text()})
 
 
-def _threads(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--threads", type=int, default=None,
-                   help="torch CPU threads (default: torch's; 1 avoids slow-downs when other "
-                        "jobs share the cores)")
-
-
-def _resume(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--resume", default=None, metavar="RUN_DIR",
-                   help="continue a stopped run (its config.yaml, its saved states) where "
-                        "it stopped; no other option changes the run")
-
-
-def _overwrite(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("--overwrite", action="store_true",
-                   help="replace the run already in runs/NAME (default: refuse it)")
-
-
-def _quiet(g: argparse._ArgumentGroup) -> None:
-    g.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
-
-
-#: the command's options that are not run options (they do not change what a run
-#: trains), listed in ``--help`` after the run option named here
-_COMMAND_OPTIONS: dict[str, Callable[[argparse._ArgumentGroup], None]] = {
-    "distributed": _threads, "test": _resume, "checkpoint_every": _overwrite,
-    "skip_nonfinite": _quiet}
+def flags() -> list[tuple[str, Flag]]:
+    """``(group, flag)`` of every ``train`` flag in the order of ``--help``: the command's
+    own (:data:`COMMAND_FLAGS`), then a flag per run option in its group."""
+    return [(COMMAND, f) for f in COMMAND_FLAGS] + \
+        [(o.group, _run_flag(o)) for o in run_options()]
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The ``gnn-treelstm train`` parser: a flag per run option, in its ``--help`` group,
-    plus the options of the command itself (``--config``, ``--resume``, ``--threads``,
-    ...)."""
+    """The ``gnn-treelstm train`` parser: the options of the command itself (``--config``,
+    ``--resume``, ``--threads``, ...) in their group, then a flag per run option in its
+    ``--help`` group (:func:`flags`)."""
     ap = argparse.ArgumentParser(
         prog="gnn-treelstm train", description=DESCRIPTION,
         formatter_class=_DefaultsOnce)
-    ap.add_argument("--config", default=None, metavar="YAML",
-                    help="a run config (YAML or JSON; every flag below may be a key, with "
-                         "- or _; a run's config.yaml reproduces it); flags given on the "
-                         "command line override it")
-    ap.add_argument("--log-level", default="WARNING",
-                    choices=("DEBUG", "INFO", "WARNING", "ERROR"),
-                    help="console log level (train.log in the run directory gets INFO)")
-    ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
-                    help="= --log-level INFO")
-    ap.add_argument("--cell-module", action="append", default=[], metavar="MODULE",
-                    help=CELL_MODULE_HELP)
-    groups: dict[str, argparse._ArgumentGroup] = {}
-    for opt in run_options():
-        if opt.group not in groups:
-            groups[opt.group] = ap.add_argument_group(opt.group)
-        _add_option(groups[opt.group], opt)
-        if opt.name in _COMMAND_OPTIONS:
-            _COMMAND_OPTIONS[opt.name](groups[opt.group])
+    groups = {}
+    for group, flag in flags():
+        if group not in groups:
+            groups[group] = ap.add_argument_group(group)
+        groups[group].add_argument(*flag.names, **flag.options)
     return ap
 
 
@@ -124,11 +139,11 @@ def _cli_value(opt: RunOption, value: Any, path: str, key: str) -> Any:
     return value
 
 
-def config_file_defaults(path: str, ap: argparse.ArgumentParser) -> dict:
+def config_file_defaults(path: str) -> dict:
     """The parser defaults a ``--config`` file sets (keys checked, values type-checked).
 
     A key is a run option's :class:`RunConfig` field name (``cell_kwargs: {n_ary: 3}``,
-    ``test: false``) or the name of a flag of ``ap`` (``cell-arg: [n_ary=3]``,
+    ``test: false``) or the name of a flag (:func:`flags`: ``cell-arg: [n_ary=3]``,
     ``no-test: true``, ``threads: 1``), with ``-`` or ``_``.
 
     Raises:
@@ -149,7 +164,10 @@ def config_file_defaults(path: str, ap: argparse.ArgumentParser) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"--config {path}: expected a mapping of options, got "
                          f"{type(data).__name__}")
-    actions = {a.dest: a for a in ap._actions if a.dest not in ("help", "config")}
+    actions: dict[str, Flag] = {}
+    for _, flag in flags():  # -v sets log_level too: the key is --log-level's
+        if flag.dest != "config":
+            actions.setdefault(flag.dest, flag)
     # run options whose field is not named like its flag (cell_kwargs: --cell-arg)
     renamed = {o.name: o for o in run_options() if o.name != o.dest}
     out: dict = {}
@@ -167,33 +185,34 @@ def config_file_defaults(path: str, ap: argparse.ArgumentParser) -> dict:
     return out
 
 
-def _check_value(path: str, key: str, value, action: argparse.Action) -> None:
+def _check_value(path: str, key: str, value: Any, flag: Flag) -> None:
+    o = flag.options
+    action, kind, choices = o.get("action"), o.get("type"), o.get("choices")
     bad = None
-    if isinstance(action, argparse._StoreTrueAction):
+    if action == "store_true":
         bad = None if isinstance(value, bool) else "true or false"
-    elif action.type is int:
+    elif kind is int:
         ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
         bad = None if ok else "an integer"
-    elif action.type is float:
+    elif kind is float:
         ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
         bad = None if ok else "a number"
-    elif action.type not in (None, str) and callable(action.type):  # e.g. positive_int
+    elif kind not in (None, str) and callable(kind):  # e.g. positive_int
         bad = None
         if value is not None:
             try:
                 if isinstance(value, bool | list | dict):
                     raise argparse.ArgumentTypeError("expected a number")
-                action.type(str(value))
+                kind(str(value))
             except (argparse.ArgumentTypeError, ValueError) as exc:
                 bad = str(exc).removeprefix("expected ").split(", got")[0]
-    elif isinstance(action, argparse._AppendAction):
+    elif action == "append":
         ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
         bad = None if ok else "a list of KEY=VALUE strings"
     elif value is not None and not isinstance(value, str):
         bad = "a string"
-    if bad is None and action.choices is not None and value is not None \
-            and value not in action.choices:
-        bad = f"one of {', '.join(map(str, action.choices))}"
+    if bad is None and choices is not None and value is not None and value not in choices:
+        bad = f"one of {', '.join(map(str, choices))}"
     if bad:
         raise ValueError(f"--config {path}: {key} must be {bad}, got {value!r}")
 
@@ -214,7 +233,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         known.config = str(run_dir / "config.yaml")
     if known.config is not None:
         try:
-            ap.set_defaults(**config_file_defaults(known.config, ap))
+            ap.set_defaults(**config_file_defaults(known.config))
         except ValueError as exc:
             ap.error(str(exc))  # exit 2 with the message
     a = ap.parse_args(argv)

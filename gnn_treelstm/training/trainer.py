@@ -61,7 +61,7 @@ import functools
 import logging
 import math
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -205,6 +205,100 @@ class EpochTraining:
     peak_scope: str
 
 
+@dataclass(frozen=True)
+class RunPlace:
+    """Where a run trains, settled by :meth:`Trainer.fit` once it holds the run directory.
+
+    Attributes:
+        run_id: the run's id (:func:`~gnn_treelstm.training.rundir.new_run_id`; a resumed
+            run keeps its recorded one).
+        writes: whether this process writes the run's files (rank 0 of a distributed run,
+            or the only process).
+        world: how many processes train the run (1 unless distributed).
+    """
+
+    run_id: str
+    writes: bool
+    world: int
+
+
+@dataclass
+class SeedRun:
+    """What training one seed holds, built by :meth:`Trainer.start_seed`.
+
+    Attributes:
+        seed_dir: the seed's files (``best.pt``, ``state.pt``).
+        model: the model.
+        net: the model, or its DDP wrapper in a distributed run (what a step runs).
+        optimizer: its optimizer (:func:`~gnn_treelstm.training.optim.build_optimizer`).
+        scheduler: its learning-rate scheduler, None for the papers' constant rates.
+        loader: the training batches, shuffled by the seed's generator.
+        zero_watch: the weights watched for collapsing to zero.
+        trained: the weights the optimizer trains (clipped together).
+        checked: the weights whose gradients are checked for NaN/inf each step (all
+            trained ones but the word embedding: a fault upstream of it shows in the
+            cell's gradients too; ~0.2 ms a step).
+        state: the progress ``--resume`` saves and restores
+            (:class:`~gnn_treelstm.training.resume.TrainState`).
+    """
+
+    seed_dir: Path
+    model: TreeLSTMModel
+    net: torch.nn.Module
+    optimizer: torch.optim.Optimizer
+    scheduler: Scheduler | None
+    loader: torch.utils.data.DataLoader
+    zero_watch: ZeroWatch
+    trained: list[torch.nn.Parameter]
+    checked: list[torch.nn.Parameter]
+    state: TrainState
+
+
+@dataclass
+class _EpochSums:
+    """The running sums of an epoch's training (a resumed epoch starts from its saved
+    ones, :attr:`TrainState.partial <gnn_treelstm.training.resume.TrainState.partial>`)."""
+
+    loss_sum: torch.Tensor  # summed on the device: no sync per step
+    examples: int = 0
+    trees: int = 0
+    skipped: int = 0
+
+    @classmethod
+    def start(cls, partial: dict | None, device: torch.device) -> _EpochSums:
+        """Zero sums, or the saved ``partial`` ones of a seed resumed inside the epoch."""
+        sums = cls(torch.zeros((), device=device))
+        if partial is not None:
+            sums.loss_sum += partial["loss_sum"]
+            sums.examples, sums.trees = partial["n_ex"], partial["n_trees"]
+            sums.skipped = partial["skipped"]
+        return sums
+
+    def add(self, loss: torch.Tensor, batch: Any) -> None:
+        """Count a trained batch of mean loss ``loss``."""
+        b = len(batch)
+        self.loss_sum += loss * b
+        self.examples += b
+        self.trees += b * (2 if batch.graph_b is not None else 1)
+
+    def saved(self, seconds: float) -> dict:
+        """The sums as a state saved inside the epoch records them, ``seconds`` in."""
+        return {"loss_sum": float(self.loss_sum), "n_ex": self.examples,
+                "n_trees": self.trees, "skipped": self.skipped, "seconds": seconds}
+
+
+def _after(batches: Iterable, done: int, rng: Any) -> Iterator[tuple[int, Any]]:
+    """``(step, batch)`` of ``batches`` after the first ``done``, the random generators set
+    to ``rng`` (:func:`~gnn_treelstm.training.resume.restore_rng`) before the first of
+    them."""
+    for step, batch in enumerate(batches, 1):
+        if step <= done:
+            continue  # done before the run was stopped
+        if step == done + 1 and done:
+            restore_rng(rng)  # as it was after batch ``done``
+        yield step, batch
+
+
 class Trainer:
     """Trains the ``cfg.seeds`` models of one run and writes its run directory.
 
@@ -212,9 +306,10 @@ class Trainer:
     once, loads the data and word vectors, and builds the model configuration (a bad
     architecture fails here, before anything is written). :meth:`fit` then trains.
 
-    Per seed, the trainer holds the model, its optimizer, its loader and its
-    :class:`~gnn_treelstm.training.resume.TrainState` (``state``: what ``--resume`` saves
-    and restores), set by :meth:`start_seed`.
+    :meth:`fit` settles the run's :class:`RunPlace` (``place``); per seed,
+    :meth:`start_seed` builds the :class:`SeedRun` (``current``: the model, its optimizer,
+    its loader and its :class:`~gnn_treelstm.training.resume.TrainState`, what ``--resume``
+    saves and restores), which ``model``, ``optimizer``, ``scheduler`` and ``state`` read.
     """
 
     def __init__(self, cfg: RunConfig, *, hooks: TrainHooks | None = None) -> None:
@@ -250,8 +345,7 @@ class Trainer:
                      self.cfg.model, self.cfg.hidden, self.cfg.engine,
                      f"{sum(p.numel() for p in params):,}",
                      f"{sum(p.numel() for p in params if p.requires_grad):,}")
-        self.name = self.cfg.name or (f"{self.cfg.task}-{self.cfg.model}-{self.cfg.tree}-"
-                                      f"{time.strftime('%Y%m%d-%H%M%S')}")
+        self.name = self.cfg.run_name()
         self.out = Path(self.cfg.runs_dir) / self.name
         if self.cfg.tensorboard:  # the configuration attaches it, as hooks: first, as a
             tb = TensorBoardLog(self.out)  # record of the run beside metrics.jsonl
@@ -259,22 +353,38 @@ class Trainer:
                 on_seed_start=tb.seed_start, on_epoch_end=tb.epoch_end,
                 on_seed_end=tb.seed_end), self.hooks)
         self.dev_tokens = self._tokens(self.data.dev_split)
-        # set by fit: the run, and whether this process writes it (rank 0 of a
-        # distributed run, or the only process) among how many
-        self.run_id: str | None = None
-        self.writes = True
-        self.world = 1
-        # set by start_seed: the seed being trained
-        self.seed_dir = self.out
-        self.state = TrainState(seed=self.cfg.seed)
-        self.model: TreeLSTMModel | None = None
-        self.net: torch.nn.Module | None = None  # the model, or its DDP wrapper
-        self.optimizer: torch.optim.Optimizer | None = None
-        self.scheduler: Scheduler | None = None
-        self.trained: list[torch.nn.Parameter] = []
-        self.loader: torch.utils.data.DataLoader | None = None
-        self.zero_watch: ZeroWatch | None = None
-        self.checked: list[torch.nn.Parameter] = []
+        self._place: RunPlace | None = None  # fit settles it
+        self._current: SeedRun | None = None  # start_seed builds it, per seed
+
+    @property
+    def place(self) -> RunPlace:
+        """The run's :class:`RunPlace` (from :meth:`fit` on)."""
+        if self._place is None:
+            raise RuntimeError("the run has no place yet: fit() settles it")
+        return self._place
+
+    @property
+    def current(self) -> SeedRun:
+        """The :class:`SeedRun` of the seed being trained (the last one after :meth:`fit`)."""
+        if self._current is None:
+            raise RuntimeError("no seed is being trained: start_seed() builds one")
+        return self._current
+
+    @property
+    def model(self) -> TreeLSTMModel:
+        return self.current.model
+
+    @property
+    def optimizer(self) -> torch.optim.Optimizer:
+        return self.current.optimizer
+
+    @property
+    def scheduler(self) -> Scheduler | None:
+        return self.current.scheduler
+
+    @property
+    def state(self) -> TrainState:
+        return self.current.state
 
     # ------------------------------------------------------------------ the run
     def fit(self, *, overwrite: bool = False, keep: Sequence[str] = (),
@@ -296,33 +406,34 @@ class Trainer:
                 run directory still holds to resume from."""
         if not self.cfg.distributed:
             with rundir.claim(self.out, overwrite=overwrite, keep=keep, resume=resume), \
-                    self._run_log(keep, resume):
-                return self._train_seeds(resume)
+                    self._run_log(keep, resume, writes=True):
+                return self._train_seeds(resume, writes=True, world=1)
         created = DIST.init(self.device)
-        self.world, self.writes = DIST.world_size(), DIST.is_main()
-        if not self.writes:  # rank 0 alone shows progress and epoch records
+        world, writes = DIST.world_size(), DIST.is_main()
+        if not writes:  # rank 0 alone shows progress and epoch records
             self.hooks = TrainHooks(release_heap=self.hooks.release_heap)
         # data parallel: rank 0 claims the directory and tells the others whether it could
         claim = functools.partial(rundir.claim, self.out, overwrite=overwrite, keep=keep,
                                   resume=resume)
         try:
             with DIST.claimed_by_main(claim, self.out, self.device), \
-                    self._run_log(keep, resume):
-                return self._train_seeds(resume)
+                    self._run_log(keep, resume, writes=writes):
+                return self._train_seeds(resume, writes=writes, world=world)
         finally:
             if created:  # the group this run joined; a caller's own stays
-                self.net = None  # DDP's reducer goes first, while the group is still there
+                if self._current is not None:  # DDP's reducer goes first, while the
+                    self._current.net = self._current.model  # group is still there
                 DIST.shutdown()
 
     @contextlib.contextmanager
-    def _run_log(self, keep: Sequence[str], resume: bool):  # noqa: ANN202 - a context
+    def _run_log(self, keep: Sequence[str], resume: bool, *, writes: bool):  # noqa: ANN202
         """``train.log`` in the run directory, for a run started from Python: a handler on
         the ``gnn_treelstm`` logger for the run's duration, taken off afterwards. It gets
         the records the logging configuration lets through (WARNING by default; INFO, the
         command line's, with ``logging.getLogger("gnn_treelstm").setLevel(logging.INFO)``).
         A caller that writes its own (``keep`` holds ``train.log``: the command line) and
         ranks > 0 write none."""
-        if rundir.LOG_NAME in keep or not self.writes:
+        if rundir.LOG_NAME in keep or not writes:
             yield
             return
         handler = logging.FileHandler(self.out / rundir.LOG_NAME, mode="a" if resume else "w",
@@ -337,14 +448,16 @@ class Trainer:
             library.removeHandler(handler)
             handler.close()
 
-    def _train_seeds(self, resume: bool) -> dict:
-        """The body of :meth:`fit`, inside the claimed run directory."""
+    def _train_seeds(self, resume: bool, *, writes: bool, world: int) -> dict:
+        """The body of :meth:`fit`, inside the claimed run directory: ``writes`` and
+        ``world`` as :class:`RunPlace` says."""
         cfg, out = self.cfg, self.out
-        self.run_id = DIST.from_main(
+        run_id = DIST.from_main(
             lambda: resumed_run_id(out, cfg) if resume else rundir.new_run_id(), self.device)
-        record = run_record(self.run_id, cfg, self.task, self.data, self.model_config,
+        self._place = RunPlace(run_id=run_id, writes=writes, world=world)
+        record = run_record(run_id, cfg, self.task, self.data, self.model_config,
                             self.emb_info, self.num_relations, data_given=self.data_given)
-        if not resume and self.writes:
+        if not resume and writes:
             with self._writing(out / "config.json"):
                 write_json(out / "config.json", record)
             with self._writing(out / "config.yaml"):
@@ -356,7 +469,7 @@ class Trainer:
         per_seed = []
         for seed in seeds:
             seed_dir = out if len(seeds) == 1 else out / f"seed-{seed}"
-            if self.writes:
+            if writes:
                 seed_dir.mkdir(parents=True, exist_ok=True)
             done = DIST.from_main(functools.partial(load_seed_result, seed_dir),
                                   self.device) if resume else None
@@ -366,11 +479,11 @@ class Trainer:
                 per_seed.append(done)
                 continue
             result = self.train_seed(seed, seed_dir, resume=resume)
-            if self.writes:
+            if writes:
                 with self._writing(seed_dir / SEED_RESULT_NAME):
                     save_seed_result(seed_dir, jsonable(result))
             per_seed.append(result)
-        if not self.writes:
+        if not writes:
             return {"rank": DIST.rank()}
         with self._writing(out / "results.json"):
             results = write_results(out, self.name, record, self.task, per_seed, seeds,
@@ -397,105 +510,123 @@ class Trainer:
         return self.finish_seed()
 
     def start_seed(self, seed: int, seed_dir: Path, *, resume: bool = False) -> None:
-        """Seed the generators, build the model, optimizer, scheduler and loader of
-        ``seed``; on ``resume``, put its saved state (if any) back in place. Calls the
+        """Seed the generators, build the :class:`SeedRun` of ``seed`` (:attr:`current`);
+        on ``resume``, put its saved state (if any) back in place. Calls the
         ``on_seed_start`` hook."""
-        cfg = self.cfg
         seed_everything(seed)
-        self.seed_dir = seed_dir
+        self._current = self._build_seed(seed, seed_dir)
+        if resume:
+            self._restore_seed(seed, seed_dir)
+        if self.hooks.on_seed_start is not None:
+            self.hooks.on_seed_start(seed, seed_dir, self.state.epoch)
+
+    def _build_seed(self, seed: int, seed_dir: Path) -> SeedRun:
+        """A fresh :class:`SeedRun`: the model (with the word vectors), its optimizer,
+        scheduler and loader (shuffled by ``seed``; this rank's shard in a distributed
+        run)."""
+        cfg, world = self.cfg, self.place.world
         model = TreeLSTMModel(self.model_config)
         if self.embeddings is not None:
             model.load_embeddings(self.embeddings)
         model.to(self.device)
-        self.model = model
-        self.optimizer = build_optimizer(model, cfg)
-        self.scheduler = build_scheduler(
-            self.optimizer, cfg,
+        optimizer = build_optimizer(model, cfg)
+        scheduler = build_scheduler(
+            optimizer, cfg,
             lower_is_better=self.task.selection_metric in self.task.lower_is_better)
-        self.zero_watch = ZeroWatch(model)
-        self.loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
-                                  seed=seed, schedule=cfg.engine == "level",
-                                  shard=(DIST.rank(), self.world) if cfg.distributed else None,
-                                  workers=cfg.workers)
-        self.net = model
+        zero_watch = ZeroWatch(model)
+        loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
+                             seed=seed, schedule=cfg.engine == "level",
+                             shard=(DIST.rank(), world) if cfg.distributed else None,
+                             workers=cfg.workers)
+        net: torch.nn.Module = model
         if cfg.distributed:  # gradients averaged over the ranks in backward
             from torch.nn.parallel import DistributedDataParallel
 
-            self.net = DistributedDataParallel(model, find_unused_parameters=True)
-        # gradients checked for NaN/inf each step: all but the word embedding (a fault
-        # upstream of it shows in the cell's gradients too); ~0.2 ms a step
-        self.checked = [p for n, p in model.named_parameters()
-                        if p.requires_grad and not n.startswith("embedding.")]
-        self.trained = [p for p in model.parameters() if p.requires_grad]  # clipped
-        self.state = TrainState(seed=seed, run_id=self.run_id)
-        saved = _saved_state(seed_dir, self.device) if resume else None
-        if saved is not None:
-            saved = saved.for_rank(DIST.rank(), self.world)  # this rank's generators
-            restore_training(saved, model, self.optimizer, self.loader.generator,
-                             self.scheduler)
-            # the weights now live in the model, optimizer and scheduler; the generators'
-            # states stay for the replay of a stopped epoch (train_epoch)
-            self.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None,
-                                             scheduler=None)
-            with self._writing(self.out / "metrics.jsonl"):
-                truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
-            log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, saved.epoch,
-                     saved.step, seed_dir / STATE_NAME)
-        if self.hooks.on_seed_start is not None:
-            self.hooks.on_seed_start(seed, seed_dir, self.state.epoch)
+            net = DistributedDataParallel(model, find_unused_parameters=True)
+        return SeedRun(
+            seed_dir=seed_dir, model=model, net=net, optimizer=optimizer,
+            scheduler=scheduler, loader=loader, zero_watch=zero_watch,
+            trained=[p for p in model.parameters() if p.requires_grad],
+            checked=[p for n, p in model.named_parameters()
+                     if p.requires_grad and not n.startswith("embedding.")],
+            state=TrainState(seed=seed, run_id=self.place.run_id))
+
+    def _restore_seed(self, seed: int, seed_dir: Path) -> None:
+        """Put the seed's saved state (``seed_dir/state.pt``), if any, in place: weights,
+        optimizer, scheduler and shuffle generator; the progress in :attr:`state`, the
+        records of the epochs after it dropped from ``metrics.jsonl``."""
+        saved = _saved_state(seed_dir, self.device)
+        if saved is None:
+            return
+        run = self.current
+        saved = saved.for_rank(DIST.rank(), self.place.world)  # this rank's generators
+        restore_training(saved, run.model, run.optimizer, run.loader.generator, run.scheduler)
+        # the weights now live in the model, optimizer and scheduler; the generators'
+        # states stay for the replay of a stopped epoch (_replay)
+        run.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None,
+                                        scheduler=None)
+        with self._writing(self.out / "metrics.jsonl"):
+            truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
+        log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, saved.epoch,
+                 saved.step, seed_dir / STATE_NAME)
 
     def train_epoch(self, epoch: int) -> EpochTraining:
         """One pass over the training batches (the rest of it when the seed resumed inside
-        ``epoch``), with a state saved every ``cfg.checkpoint_every`` batches."""
-        cfg, state, loader = self.cfg, self.state, self.loader
+        ``epoch``: :meth:`_replay`), with a state saved every ``cfg.checkpoint_every``
+        batches."""
+        cfg, state, loader = self.cfg, self.state, self.current.loader
         self.model.train()
         state.process_peak = max(state.process_peak,
                                  memory_stats(self.device)["peak_rss_mb"])
         per_epoch_peak = self._new_peak_window()
         epoch_loader_state = loader.generator.get_state()  # replays this epoch's order
         t0 = time.perf_counter()
-        loss_sum = torch.zeros((), device=self.device)  # summed on the device: no sync per step
-        n_ex, n_trees, skipped, skip_to = 0, 0, 0, 0
+        sums = _EpochSums.start(state.partial, self.device)
         if state.partial is not None:  # resumed inside this epoch
-            loss_sum += state.partial["loss_sum"]
-            n_ex, n_trees = state.partial["n_ex"], state.partial["n_trees"]
-            skipped, skip_to = state.partial["skipped"], state.step
             t0 -= state.partial["seconds"]
         batches: Iterable = loader
         if self.hooks.progress is not None:
             batches = self.hooks.progress(loader, total=len(loader),
                                           desc=f"seed {state.seed} epoch {epoch}/{cfg.epochs}")
-        for step, batch in enumerate(batches, 1):
-            if step <= skip_to:
-                continue  # done before the run was stopped
-            if step == skip_to + 1 and skip_to:
-                restore_rng(state.rng)  # as it was after batch ``skip_to``
+        for step, batch in self._replay(batches):
             loss = self.train_step(batch, epoch, step)
             if loss is None:
-                skipped += 1
+                sums.skipped += 1
                 continue
-            b = len(batch)
-            loss_sum += loss * b
-            n_ex += b
-            n_trees += b * (2 if batch.graph_b is not None else 1)
+            sums.add(loss, batch)
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 \
                     and step < len(loader):
-                state.step, state.partial = step, {
-                    "loss_sum": float(loss_sum), "n_ex": n_ex, "n_trees": n_trees,
-                    "skipped": skipped, "seconds": time.perf_counter() - t0}
+                state.step, state.partial = step, sums.saved(time.perf_counter() - t0)
                 self.save_state(epoch_loader_state)
             if (step % 5 == 0 or step == len(loader)) and hasattr(batches, "set_postfix"):
                 elapsed = time.perf_counter() - t0
-                batches.set_postfix(loss=f"{float(loss_sum) / max(n_ex, 1):.4f}",
-                                    trees_s=f"{n_trees / max(elapsed, 1e-9):.0f}")
-        total_loss = float(loss_sum)  # waits for the device: the epoch's work is done
-        if self.world > 1:  # the epoch over all ranks
+                batches.set_postfix(loss=f"{float(sums.loss_sum) / max(sums.examples, 1):.4f}",
+                                    trees_s=f"{sums.trees / max(elapsed, 1e-9):.0f}")
+        return self._epoch_training(sums, t0, per_epoch_peak)
+
+    def _replay(self, batches: Iterable) -> Iterator[tuple[int, Any]]:
+        """``(step, batch)`` of the epoch's ``batches`` still to train. A seed resumed
+        inside the epoch drew the first ``state.step`` of them before it was stopped: they
+        are drawn again (the same order, the same draws of the loader) and passed over, and
+        the random generators are put back as they were after the last of them."""
+        state = self.state
+        if state.partial is None:
+            return enumerate(batches, 1)
+        return _after(batches, state.step, state.rng)
+
+    def _epoch_training(self, sums: _EpochSums, t0: float,
+                        per_epoch_peak: bool) -> EpochTraining:
+        """The epoch's :class:`EpochTraining` from its sums (over every rank), started at
+        ``t0``."""
+        total_loss = float(sums.loss_sum)  # waits for the device: the epoch's work is done
+        n_ex, n_trees, skipped = sums.examples, sums.trees, sums.skipped
+        if self.place.world > 1:  # the epoch over all ranks
             total_loss, n_ex, n_trees, skipped = DIST.all_sum(
                 [total_loss, n_ex, n_trees, skipped], self.device)
             n_ex, n_trees, skipped = int(n_ex), int(n_trees), int(skipped)
         seconds = time.perf_counter() - t0
         memory = memory_stats(self.device)  # the training epoch's peak (per_epoch_peak)
-        state.process_peak = max(state.process_peak, memory["peak_rss_mb"])
+        self.state.process_peak = max(self.state.process_peak, memory["peak_rss_mb"])
         return EpochTraining(loss=total_loss / max(n_ex, 1), examples=n_ex, trees=n_trees,
                              skipped=skipped, seconds=seconds, memory=memory,
                              peak_scope="epoch" if per_epoch_peak else "process")
@@ -508,19 +639,19 @@ class Trainer:
         joint norm before the step (:func:`~gnn_treelstm.training.optim.clip_gradients`)."""
         reduction = self.cfg.loss_reduction
         batch = to_device(batch, self.device, self.graphs_on_device)
-        out = self.net(batch.graph, batch.graph_b, schedule=batch.schedule)
+        out = self.current.net(batch.graph, batch.graph_b, schedule=batch.schedule)
         loss = self.model.task.loss(out, batch)  # the model's task: its head's options
         b = len(batch)
         self.optimizer.zero_grad(set_to_none=True)
         objective = batch_objective(loss, b, reduction)
-        if self.world > 1:  # DDP averages over the ranks: make that the global batch's
+        world = self.place.world
+        if world > 1:  # DDP averages over the ranks: make that the global batch's
             # objective (the mean over the global batch, or its sum)
-            glob = self.loader.batch_sampler.last_global
-            objective = objective * (self.world if reduction == "sum"
-                                     else b * self.world / glob)
+            glob = self.current.loader.batch_sampler.last_global
+            objective = objective * (world if reduction == "sum" else b * world / glob)
         objective.backward()
-        fault = nonfinite(loss, self.checked)
-        if self.world > 1 and DIST.all_sum([float(bool(fault))], self.device)[0] \
+        fault = nonfinite(loss, self.current.checked)
+        if world > 1 and DIST.all_sum([float(bool(fault))], self.device)[0] \
                 and not fault:
             fault = "another rank's loss or gradients are NaN or infinite"
         if fault:
@@ -532,7 +663,7 @@ class Trainer:
             self.optimizer.zero_grad(set_to_none=True)
             return None
         if self.cfg.clip_grad_norm is not None:
-            clip_gradients(self.trained, self.cfg.clip_grad_norm)
+            clip_gradients(self.current.trained, self.cfg.clip_grad_norm)
         self.optimizer.step()
         return loss.detach()
 
@@ -563,11 +694,11 @@ class Trainer:
         if improved:
             state.best_score = score
             state.best = {"epoch": epoch, "dev": dev}
-            if self.writes:
+            if self.place.writes:
                 with self._writing(self._best_path()):
                     self.save_best(epoch, dev)
         record = {
-            "run_id": self.run_id,
+            "run_id": self.place.run_id,
             "seed": state.seed, "epoch": epoch, "train_loss": training.loss,
             "train_seconds": round(training.seconds, 3),
             "trees_per_second": round(training.trees / max(training.seconds, 1e-9), 1),
@@ -579,7 +710,8 @@ class Trainer:
             "eval_peak_rss_mb": eval_memory["peak_rss_mb"],
             "process_peak_rss_mb": state.process_peak,
         }
-        record["zeroed_parameters"] = " ".join(self.zero_watch.warn(state.seed, epoch))  # newly
+        record["zeroed_parameters"] = " ".join(  # newly
+            self.current.zero_watch.warn(state.seed, epoch))
         state.epochs.append(record)
         metrics_file = self._metrics_file()
         if metrics_file is not None:
@@ -596,7 +728,7 @@ class Trainer:
                      "epochs (best: epoch %s)", state.seed, epoch, sel, state.bad_epochs,
                      state.best.get("epoch"))
         state.epoch, state.step, state.partial = epoch + 1, 0, None  # the epoch is done
-        self.save_state(self.loader.generator.get_state())
+        self.save_state(self.current.loader.generator.get_state())
         if self.hooks.on_epoch_end is not None:
             self.hooks.on_epoch_end(record)
         return record
@@ -611,7 +743,7 @@ class Trainer:
                   "data_dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
                   "tree": self.cfg.tree, "dev_split": rd.dev_split,
                   "data_examples": {k: len(v) for k, v in rd.splits.items()},
-                  "run_id": self.run_id},
+                  "run_id": self.place.run_id},
         )
 
     def save_state(self, loader_state: torch.Tensor) -> None:
@@ -622,16 +754,16 @@ class Trainer:
         own generators and epoch sums into the one file it writes."""
         own = {"rng": capture_rng(), "partial": self.state.partial,
                "process_peak": self.state.process_peak}
-        ranks = DIST.gather_to_main(own, self.device) if self.world > 1 else None
-        if not self.writes:
+        ranks = DIST.gather_to_main(own, self.device) if self.place.world > 1 else None
+        if not self.place.writes:
             return
         scheduler = None if self.scheduler is None else self.scheduler.state_dict()
         state = dataclasses.replace(self.state, loader=loader_state,
                                     model=self.model.state_dict(),
                                     optimizer=self.optimizer.state_dict(), scheduler=scheduler,
-                                    rng=own["rng"], world=self.world, ranks=ranks)
-        with self._writing(self.seed_dir / STATE_NAME):
-            state.save(self.seed_dir)
+                                    rng=own["rng"], world=self.place.world, ranks=ranks)
+        with self._writing(self.current.seed_dir / STATE_NAME):
+            state.save(self.current.seed_dir)
 
     def finish_seed(self) -> dict:
         """The seed's result; with ``cfg.test``, its selected checkpoint's test metrics.
@@ -647,11 +779,11 @@ class Trainer:
                                                         for r in state.epochs])),
                   "peak_rss_mb": max(r["peak_rss_mb"] for r in state.epochs),
                   "process_peak_rss_mb": state.process_peak,
-                  "zeroed_parameters": self.zero_watch.zeroed, "epochs": state.epochs}
+                  "zeroed_parameters": self.current.zero_watch.zeroed, "epochs": state.epochs}
         if self.cfg.patience is not None:
             result["stopped_early"] = None if state.stopped_early is None else {
                 "epoch": state.stopped_early, "patience": self.cfg.patience}
-        if self.cfg.test and "test" in self.data.splits and self.writes:
+        if self.cfg.test and "test" in self.data.splits and self.place.writes:
             ck = load_model(self._best_path(), device=self.device)
             result["test"], _ = evaluate(ck.model, self.data.splits["test"],
                                          batch_size=self.cfg.eval_batch_size,
@@ -712,13 +844,14 @@ class Trainer:
     def _writing(self, path: Path) -> contextlib.AbstractContextManager[None]:
         """The block writes ``path``: an OSError there (a full disk) ends the run with
         :class:`~gnn_treelstm.training.faults.WriteFailed` (:func:`writing`)."""
-        return writing(path, run_dir=self.out, seed_dir=self.seed_dir)
+        seed_dir = self.out if self._current is None else self._current.seed_dir
+        return writing(path, run_dir=self.out, seed_dir=seed_dir)
 
     def _best_path(self) -> Path:
-        return self.seed_dir / "best.pt"
+        return self.current.seed_dir / "best.pt"
 
     def _metrics_file(self) -> Path | None:
-        return self.out / "metrics.jsonl" if self.writes else None
+        return self.out / "metrics.jsonl" if self.place.writes else None
 
 
 def _saved_state(seed_dir: Path, device: torch.device) -> TrainState | None:

@@ -26,7 +26,7 @@ class NormSpy(Trainer):
         step = self.optimizer.step
 
         def spied(*a, **k):
-            self.norms.append(_grad_norm(self.trained))
+            self.norms.append(_grad_norm(self.current.trained))
             return step(*a, **k)
 
         self.optimizer.step = spied

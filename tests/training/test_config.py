@@ -1,6 +1,7 @@
 """``gnn-treelstm train --config``: a run's config.yaml trains the same run again."""
 
 import json
+import re
 
 import pytest
 import yaml
@@ -48,6 +49,8 @@ def test_command_line_flags_override_the_file(tmp_path):
     ("lr-schedule: linear\n", "lr-schedule must be one of constant, cosine, step, plateau"),
     ("patience: many\n", "patience must be an integer"),
     ("cell_kwargs: [1]\n", "cell_kwargs must be a mapping"),
+    ("log_level: LOUD\n", "log_level must be one of DEBUG, INFO, WARNING, ERROR, got 'LOUD'"),
+    ("threads: two\n", "threads must be an integer"),
     ("- a\n- b\n", "expected a mapping"),
     ("a: [\n", "not valid YAML"),
 ])
@@ -154,6 +157,48 @@ def test_every_run_option_is_a_field_with_its_flag():
         patience=5, runs_dir="R", name="N", max_train=16, max_eval=17, test=False,
         checkpoint_every=18, skip_nonfinite=True, tensorboard=True, workers=19)
     assert all(getattr(cfg, o.name) != o.default for o in opts)  # none left out above
+
+
+def test_the_command_options_have_their_own_group_in_a_fixed_order():
+    """--help lists the command's own options (not recorded in a run's configuration)
+    together, in the order COMMAND_FLAGS declares, before the run options' groups."""
+    from gnn_treelstm.training.options import COMMAND, build_parser
+
+    text = build_parser().format_help()
+    start = text.index(f"\n{COMMAND}:\n")
+    section = text[start:text.index("\n\n", start + 2)]
+    shown = [line.split()[0].rstrip(",") for line in section.splitlines()[2:]
+             if line.startswith("  -")]
+    assert shown == ["--config", "--resume", "--overwrite", "--threads", "--log-level", "-v",
+                     "-q", "--cell-module"]
+    assert start < text.index("\nwhat to train:\n")
+    assert text.count("--threads THREADS  ") == 1 and text.count("--resume RUN_DIR  ") == 1
+
+
+@pytest.mark.parametrize("field,value,message", [
+    ("workers", -1, "--workers -1: must be >= 0"),
+    ("lr_step_size", 0, "--lr-step-size 0: must be >= 1"),
+    ("lr", 20.0, "--lr 20.0: a learning rate must be in (0, 10]"),
+    ("dropout", 1.0, "--dropout 1.0: must be in [0, 1)"),
+    ("emb_dim", 70000, "--emb-dim 70000: at most 65536"),
+    ("tree", "forest", "unknown tree 'forest'; choose one of: constituency"),
+    ("device", "tpu:0", "unknown device 'tpu:0'; choose one of: cpu, cuda"),
+    ("batch_size", 0, "batch_size must be positive, got 0"),
+])
+def test_check_holds_each_field_to_the_checks_it_declares(field, value, message):
+    """RunConfig.check runs the checks each field declares beside its flag; a None where
+    the default is None asks for the default and passes them."""
+    import dataclasses
+
+    from gnn_treelstm.training.config import RunConfig, run_options
+
+    opt = next(o for o in run_options() if o.name == field)
+    assert opt.checks, f"{field} declares no check"
+    with pytest.raises(ValueError, match=re.escape(message)):
+        dataclasses.replace(RunConfig(), **{field: value}).check()
+    optional = [o.name for o in run_options() if o.default is None and o.checks]
+    assert "lr" in optional and "emb_dim" in optional
+    RunConfig(**{name: None for name in optional}).check()
 
 
 def test_config_file_keys_are_the_fields_and_the_flags(tmp_path):

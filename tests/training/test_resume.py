@@ -137,3 +137,38 @@ def test_a_distributed_state_gives_each_rank_its_own_generators():
     assert single.for_rank(0, 1) is single
     with pytest.raises(ValueError, match="of a run of 1 process"):
         single.for_rank(0, 2)
+
+
+def test_the_replay_passes_over_the_trained_batches_and_puts_the_generators_back(
+        monkeypatch):
+    """A seed stopped after batch 2 of an epoch draws batches 1-2 again without training
+    them and restores the generators saved after batch 2 just before batch 3."""
+    from gnn_treelstm.training import trainer
+
+    events: list = []
+    monkeypatch.setattr(trainer, "restore_rng", lambda rng: events.append(("rng", rng)))
+
+    def drawn(n: int):
+        for i in range(1, n + 1):
+            events.append(("drawn", i))
+            yield f"batch {i}"
+
+    got = [(step, batch) for step, batch in trainer._after(drawn(4), 2, "saved")]
+    assert got == [(3, "batch 3"), (4, "batch 4")]
+    assert events == [("drawn", 1), ("drawn", 2), ("drawn", 3), ("rng", "saved"),
+                      ("drawn", 4)]
+    events.clear()
+    assert list(trainer._after(drawn(2), 0, "unused")) == [(1, "batch 1"), (2, "batch 2")]
+    assert ("rng", "unused") not in events
+
+
+def test_a_trainer_refuses_its_seed_state_before_a_seed_starts(tiny_sst, tmp_path):
+    from gnn_treelstm.training.config import RunConfig
+    from gnn_treelstm.training.trainer import Trainer
+
+    trainer = Trainer(RunConfig(data=str(tiny_sst), runs_dir=str(tmp_path), name="r",
+                                embeddings_mode="random", emb_dim=6, hidden=5, test=False))
+    with pytest.raises(RuntimeError, match="start_seed"):
+        trainer.state  # noqa: B018 - the property refuses
+    with pytest.raises(RuntimeError, match="fit"):
+        trainer.place  # noqa: B018
