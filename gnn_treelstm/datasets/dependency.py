@@ -18,11 +18,15 @@ import functools
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import dgl
 
 from gnn_treelstm.trees.graph import IGNORE, make_tree
 from gnn_treelstm.trees.vocab import Relations
+
+if TYPE_CHECKING:
+    from spacy.language import Language
 
 logger = logging.getLogger(__name__)
 
@@ -72,7 +76,7 @@ def _pip_name(name: str) -> str:
     return name.replace("_", "-")
 
 
-def load_pipeline(name: str | None = None, *, disable: Sequence[str] = DISABLE):
+def load_pipeline(name: str | None = None, *, disable: Sequence[str] = DISABLE) -> Language:
     """Load a spaCy pipeline by name (any installed one), without the pipes in ``disable``.
 
     With ``name=None`` the :data:`DEFAULT_PIPELINES` are tried in order. Loaded pipelines
@@ -157,7 +161,7 @@ def _progress(it: Iterable, progress: bool | Callable, total: int, desc: str | N
 
 
 def parse_tokenized(
-    nlp,
+    nlp: Language,
     sentences: Sequence[Sequence[str]],
     *,
     batch_size: int = 512,
@@ -202,7 +206,7 @@ def parse_tokenized(
 
 
 def parse_texts(
-    nlp,
+    nlp: Language,
     texts: Sequence[str],
     *,
     batch_size: int = 512,
