@@ -25,9 +25,24 @@ def test_cell_options_come_from_the_constructor():
     from gnn_treelstm.cells import cell_options
 
     assert set(cell_options("nary")) == {"n_ary", "tie_forget", "output_gate"}
-    assert {"rel_size", "m_size", "rel_init"} <= set(cell_options("mtree"))  # via cell_class
+    assert {"rel_size", "m_size", "rel_init"} <= set(cell_options("mtree"))
     assert "num_layers" in cell_options("lstm2")
     assert not {"x_size", "h_size", "engine"} & set(cell_options("childsum"))
+
+
+def test_every_registry_entry_is_a_cell_class_holding_its_defaults():
+    """The registry reads a cell's options (its constructor) and its run defaults (the class
+    attribute ``run_defaults``) from the class registered under its name."""
+    from gnn_treelstm.cells import TreeCell, cell_module, run_defaults
+
+    for name in cells.names():
+        cls = cells.get(name)
+        assert isinstance(cls, type) and issubclass(cls, TreeCell), name
+        assert run_defaults(name) is cls.run_defaults, name
+        assert cell_module(name) == cls.__module__, name
+    assert run_defaults("mtree") == {"optimizer": "adam", "loss_reduction": "sum"}
+    assert run_defaults("mtree-add") == run_defaults("childsum") == {}
+    assert run_defaults("lex")["teng_head"] is True
 
 
 @pytest.mark.parametrize("options, match", [
