@@ -77,6 +77,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm.cells.base import TreeCell
+from gnn_treelstm.cells.gates import gate_order
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
@@ -148,7 +149,7 @@ class LSTMLayer(nn.Module):
     @property
     def gates(self) -> str:
         """Gate order of the rows of ``W_x`` and ``U``: ``"iouf"``, or ``"iuf"``."""
-        return "iouf" if self.output_gate else "iuf"
+        return gate_order(self.output_gate)
 
     def paper_weights(self) -> dict[str, torch.Tensor]:
         """``W_g`` (h, in), ``U_g`` (h, h), ``b_g`` (h,) for ``g`` in ``i, f, o, u`` (no
