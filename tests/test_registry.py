@@ -25,9 +25,24 @@ def test_cell_options_come_from_the_constructor():
     from gnn_treelstm.cells import cell_options
 
     assert set(cell_options("nary")) == {"n_ary", "tie_forget", "output_gate"}
-    assert {"rel_size", "m_size", "rel_init"} <= set(cell_options("mtree"))  # via cell_class
+    assert {"rel_size", "m_size", "rel_init"} <= set(cell_options("mtree"))
     assert "num_layers" in cell_options("lstm2")
     assert not {"x_size", "h_size", "engine"} & set(cell_options("childsum"))
+
+
+def test_every_registry_entry_is_a_cell_class_holding_its_defaults():
+    """The registry reads a cell's options (its constructor) and its run defaults (the class
+    attribute ``run_defaults``) from the class registered under its name."""
+    from gnn_treelstm.cells import TreeCell, cell_module, run_defaults
+
+    for name in cells.names():
+        cls = cells.get(name)
+        assert isinstance(cls, type) and issubclass(cls, TreeCell), name
+        assert run_defaults(name) is cls.run_defaults, name
+        assert cell_module(name) == cls.__module__, name
+    assert run_defaults("mtree") == {"optimizer": "adam", "loss_reduction": "sum"}
+    assert run_defaults("mtree-add") == run_defaults("childsum") == {}
+    assert run_defaults("lex")["teng_head"] is True
 
 
 @pytest.mark.parametrize("options, match", [
@@ -59,3 +74,22 @@ def test_run_config_refuses_bad_cell_args_before_loading_anything():
 def test_cell_sizes_must_be_integers():
     with pytest.raises(ValueError, match=r"x_size must be an integer, got 8.5 \(float\)"):
         build_cell("childsum", 8.5, 6)
+
+
+def test_the_cells_package_imports_every_module_that_registers_a_cell():
+    """``gnn_treelstm/cells/__init__.py`` lists its cell modules by hand (docs/design.md):
+    a module of the package that registers a cell and is missing there fails here."""
+    import ast
+    import re
+    from pathlib import Path
+
+    import gnn_treelstm.cells as package
+
+    folder = Path(package.__file__).parent
+    init = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+    imported = {alias.name for node in init.body if isinstance(node, ast.ImportFrom)
+                and node.module == "gnn_treelstm.cells" for alias in node.names}
+    registers = re.compile(r"^\s*@?cells\.(register|add)\(", re.M)
+    cell_modules = {path.stem for path in folder.glob("*.py")
+                    if path.stem != "registry" and registers.search(path.read_text("utf-8"))}
+    assert cell_modules and cell_modules <= imported, sorted(cell_modules - imported)

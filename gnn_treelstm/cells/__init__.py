@@ -1,8 +1,10 @@
 """Tree-LSTM cells and the ``cells`` registry (name -> constructor).
 
 Every cell module registers its cells with ``@cells.register(name)`` (from
-:mod:`~gnn_treelstm.cells.registry`) on a factory ``f(x_size, h_size, **kwargs) -> TreeCell``
-and is imported here; :func:`build_cell` resolves a name.
+:mod:`~gnn_treelstm.cells.registry`) on a :class:`TreeCell` class, one class per name (its
+constructor's keyword arguments are the cell's options, its class attribute ``run_defaults``
+the training defaults of its paper family), and is imported here; :func:`build_cell`
+resolves a name.
 """
 
 from gnn_treelstm.cells import (  # noqa: F401  (each module registers its cells)

@@ -18,7 +18,8 @@ Without output gate (``output_gate=False``): eq 5 is dropped and eq 8 becomes
 ``h_j = tanh(c_j)``. This is the cell of Tai et al.'s semantic-relatedness (SICK) models: the
 authors' Torch code (stanfordnlp/treelstm, ``relatedness/TreeLSTMSim.lua`` builds
 ``ChildSumTreeLSTM{gate_output = false}``; ``models/ChildSumTreeLSTM.lua``:
-``h = nn.Tanh()(c)``), and Tai Table 1's relatedness parameter counts assume it.
+``h = nn.Tanh()(c)``), and Tai Table 1's relatedness parameter counts assume it. The gates
+are laid out as N-ary's, with or without output gate (:mod:`gnn_treelstm.cells.gates`).
 
 Parameters (the public mapping used by the reference implementation and the tests; see
 :meth:`ChildSumTreeLSTM.paper_weights`): ``W_x`` (Linear ``x_size -> 4h`` holding all biases,
@@ -50,6 +51,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm.cells.base import TreeCell
+from gnn_treelstm.cells.gates import OutputGateLayout, split_non_forget
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
@@ -99,12 +101,9 @@ def childsum_node_update(
     (2h, h), rows ``i, u``), eq 5 is dropped and eq 8 is ``h_j = tanh(c_j)``.
     """
     iou = iou_x + F.linear(h_tilde, U_iou)  # (N, 3h) or (N, 2h) without output gate
-    if output_gate:
-        i, o, u = torch.chunk(iou, 3, dim=-1)  # 3 x (N, h)
-    else:
-        i, u = torch.chunk(iou, 2, dim=-1)  # 2 x (N, h)
+    i, o, u = split_non_forget(iou, output_gate)  # (N, h) each; o None without output gate
     c = torch.sigmoid(i) * torch.tanh(u) + fc_sum  # eqs 3, 6, 7
-    if not output_gate:
+    if o is None:
         return torch.tanh(c), c  # eq 8 without o_j (Tai's relatedness models)
     h = torch.sigmoid(o) * torch.tanh(c)  # eqs 5, 8
     return h, c
@@ -112,7 +111,7 @@ def childsum_node_update(
 
 # ---------------------------------------------------------------- module
 @cells.register("childsum")
-class ChildSumTreeLSTM(TreeCell):
+class ChildSumTreeLSTM(OutputGateLayout, TreeCell):
     """Child-Sum Tree-LSTM (Tai et al. 2015, eqs 2-8): any number of unordered children.
 
     Args:
@@ -136,24 +135,16 @@ class ChildSumTreeLSTM(TreeCell):
         super().__init__(x_size, h_size, engine=engine)
         self.output_gate = bool(output_gate)
         h = self.h_size
-        if self.output_gate:
-            self.W_x = nn.Linear(self.x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
-            self.U_iou = nn.Linear(h, 3 * h, bias=False)  # rows i, o, u
-        else:
-            self.W_x = nn.Linear(self.x_size, 3 * h)  # rows i, u, f; holds b^(i,u,f)
-            self.U_iu = nn.Linear(h, 2 * h, bias=False)  # rows i, u
+        # rows i, o, u, f (i, u, f without output gate); holds the biases
+        self.W_x = nn.Linear(self.x_size, len(self.gates) * h)
+        self.add_non_forget_layer(h, h)  # U_iou, rows i, o, u (U_iu, rows i, u)
         self.U_f = nn.Linear(h, h, bias=False)
         self.reset_parameters()
-
-    @property
-    def gates(self) -> str:
-        """Gate order of the rows of ``W_x``: ``"iouf"``, or ``"iuf"`` without output gate."""
-        return "iouf" if self.output_gate else "iuf"
 
     def _U_in(self) -> torch.Tensor:
         """The recurrent matrix of the non-forget gates, (3h, h) ``U_iou`` or (2h, h)
         ``U_iu``."""
-        return (self.U_iou if self.output_gate else self.U_iu).weight
+        return self.non_forget_layer().weight
 
     def reset_parameters(self) -> None:
         """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""

@@ -3,28 +3,30 @@ r"""Multiplicative Tree-LSTM (Tran & Cheng 2018, §3) and its two relation basel
 The cell is the Child-Sum Tree-LSTM of Tai et al. (2015, eqs 2-8; Tran & Cheng eq 1) in
 which the plain sum of the children's hidden states is replaced by a relation-dependent
 transition. For node ``j`` with children ``C(j)`` and the relation ``r(j,k)`` of the edge
-``k -> j`` (``graph.edata["rel"]``):
+``k -> j`` (``graph.edata["rel"]``), the three cells, each a class registered under its
+name with its :attr:`~MultiplicativeTreeLSTM.variant`, are:
 
-``variant="mult"`` (mTreeLSTM, eqs 3-4; eq 3 factorizes eq 2's matrix as
-``W_hh^r = W_hm diag(W_mr e_r) W_mh``)::
+``mtree``, :class:`MTreeLSTM`, ``variant="mult"`` (mTreeLSTM, eqs 3-4; eq 3 factorizes eq 2's
+matrix as ``W_hh^r = W_hm diag(W_mr e_r) W_mh``)::
 
     m_jk  = (W_mr e_jk) ⊙ (W_mh h_k)                   (eq 4)   e_jk = rel_emb[r(j,k)]
     h~_j  = Σ_{k∈C(j)} W_hm m_jk                        (eq 4)
 
-``variant="full"`` (fullTreeLSTM of Table 6: one dense matrix per relation)::
+``mtree-full``, :class:`FullTreeLSTM`, ``variant="full"`` (fullTreeLSTM of Table 6: one
+dense matrix per relation)::
 
     h~_j  = Σ_{k∈C(j)} W_hh^{r(j,k)} h_k                (eq 2)
 
-``variant="add"`` (addTreeLSTM of Table 6: the relation is an extra node input). The node
-input is ``[x_j ; e_j]`` where ``e_j`` embeds the relation of ``j``'s own edge to its head
-(the dependency label of word ``j``); the root, which has no edge in our schema, gets an
-extra learned "root" embedding (index ``num_relations``), as the authors' code embeds the
-dependency label ``root``. The children are summed as in Child-Sum::
+``mtree-add``, :class:`AddTreeLSTM`, ``variant="add"`` (addTreeLSTM of Table 6: the relation
+is an extra node input). The node input is ``[x_j ; e_j]`` where ``e_j`` embeds the relation
+of ``j``'s own edge to its head (the dependency label of word ``j``); the root, which has no
+edge in our schema, gets an extra learned "root" embedding (index ``num_relations``), as the
+authors' code embeds the dependency label ``root``. The children are summed as in Child-Sum::
 
     h~_j  = Σ_{k∈C(j)} h_k                              (Tai eq 2)
     W^(*) x_j  is replaced by  W^(*) x_j + W_r^(*) e_j  for * ∈ {i, o, u, f}
 
-Gates, all variants, as Child-Sum (Tran eq 1 = Tai eqs 3-8); "the gating units are computed
+Gates, all three cells, as Child-Sum (Tran eq 1 = Tai eqs 3-8); "the gating units are computed
 in the same way as in the TreeLSTM with Eq. (1)" (Tran §3), so ``i, o, u`` see ``h~_j`` while
 each forget gate sees its own child's *untransformed* ``h_k`` (Tai eq 4; this is also what
 the authors' released code does)::
@@ -40,25 +42,28 @@ Leaves have no children: ``h~_j = 0`` and the forget sum is 0.
 
 Parameters (attribute names are the public mapping used by the tests and by the identity
 with Child-Sum): ``W_x`` (Linear x_size -> 4h, with the biases; output rows in gate order
-``i, o, u, f``), ``U_iou`` (h -> 3h, rows ``i, o, u``, no bias), ``U_f`` (h -> h, no bias);
-``mult``: ``rel_emb`` (num_relations x rel_size), ``W_mr`` (rel_size -> m_size),
-``W_mh`` (h -> m_size), ``W_hm`` (m_size -> h), no biases; ``full``: ``W_hh``
-(num_relations x h x h, ``W_hh[r] @ h_k``); ``add``: ``rel_emb`` ((num_relations + 1) x
+``i, o, u, f``), ``U_iou`` (h -> 3h, rows ``i, o, u``, no bias), ``U_f`` (h -> h, no bias)
+(:class:`MultiplicativeTreeLSTM`, the base of the three);
+``mtree``: ``rel_emb`` (num_relations x rel_size), ``W_mr`` (rel_size -> m_size),
+``W_mh`` (h -> m_size), ``W_hm`` (m_size -> h), no biases; ``mtree-full``: ``W_hh``
+(num_relations x h x h, ``W_hh[r] @ h_k``); ``mtree-add``: ``rel_emb`` ((num_relations + 1) x
 rel_size, last row = root) and ``W_r`` (rel_size -> 4h, no bias, gate order ``i, o, u, f``).
 The relation embeddings are part of the cell (the paper does not count them, Tran §6.5).
 
 Propagation. Everything that depends only on the inputs (``W x + b``, and ``W_r e_j`` for
-``add``) is computed for all nodes once (:meth:`MultiplicativeTreeLSTM.input_terms`). The
-gates, the forget term and the node update are Child-Sum's own functions
-(:func:`~gnn_treelstm.cells.childsum.childsum_forget_term`,
+``mtree-add``) is computed for all nodes once (:meth:`MultiplicativeTreeLSTM.input_terms`,
+:meth:`AddTreeLSTM.input_terms`). The gates, the forget term and the node update are
+Child-Sum's own functions (:func:`~gnn_treelstm.cells.childsum.childsum_forget_term`,
 :func:`~gnn_treelstm.cells.childsum.childsum_node_update`: Tran eq 1 *is* Tai eqs 3-8, so
 they are written once, there); this file adds the relation transforms of eqs 2 and 4
-(:func:`mult_transform`, :func:`full_transform`). The recurrence
+(:func:`mult_transform`, :func:`full_transform`), each cell's
+:meth:`~MultiplicativeTreeLSTM.transform_children`. The recurrence
 (:meth:`MultiplicativeTreeLSTM.recurrence`) sends the summand of ``h~_j`` and
 ``f_jk ⊙ c_k`` per child edge; both engines run it. Fast level kernels (float32 CPU),
-Child-Sum's C++ loop: ``add`` with its own input terms
-(:func:`gnn_treelstm.kernels.fused.childsum_levels`), ``mult`` and ``full`` with the
-transforms of eqs 4 and 2 inside the loop (:func:`~gnn_treelstm.kernels.fused.mtree_levels`,
+Child-Sum's C++ loop (each cell's :meth:`~MultiplicativeTreeLSTM.level_loops`): ``mtree-add``
+with its own input terms (:func:`gnn_treelstm.kernels.fused.childsum_levels`), ``mtree`` and
+``mtree-full`` with the transforms of eqs 4 and 2 inside the loop
+(:func:`~gnn_treelstm.kernels.fused.mtree_levels`,
 :func:`~gnn_treelstm.kernels.fused.mtree_full_levels`).
 """
 
@@ -67,6 +72,7 @@ from __future__ import annotations
 import logging
 import math
 from types import MappingProxyType
+from typing import ClassVar
 
 import dgl
 import torch
@@ -86,11 +92,16 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "MultiplicativeTreeLSTM",
+    "MTreeLSTM",
+    "AddTreeLSTM",
+    "FullTreeLSTM",
     "VARIANTS",
+    "init_relation_embeddings",
     "mult_transform",
     "full_transform",
 ]
 
+#: :attr:`MultiplicativeTreeLSTM.variant` of MTreeLSTM, AddTreeLSTM and FullTreeLSTM
 VARIANTS = ("mult", "add", "full")
 #: relation-embedding initializations: ``uniform`` U(-0.05, 0.05) as Tran §6.1 writes;
 #: ``normal`` N(0, 1), what the authors' released code gets (``nn.Embedding``'s default)
@@ -119,9 +130,23 @@ def full_transform(h_child: torch.Tensor, rel: torch.Tensor, W_hh: torch.Tensor)
     return torch.bmm(W_hh[rel], h_child.unsqueeze(-1)).squeeze(-1)  # (E,h,h)@(E,h,1) -> (E,h)
 
 
-# ---------------------------------------------------------------- module
+def init_relation_embeddings(weight: torch.Tensor, rel_init: str) -> None:
+    """Relation embeddings ``U(-0.05, 0.05)`` (Tran §6.1) or, ``rel_init="normal"``,
+    ``N(0, 1)`` (the authors' released code), in place."""
+    if rel_init == "normal":
+        nn.init.normal_(weight)
+    else:
+        nn.init.uniform_(weight, -0.05, 0.05)
+
+
+# ---------------------------------------------------------------- modules
 class MultiplicativeTreeLSTM(TreeCell):
-    """Tran & Cheng (2018) mTreeLSTM (``variant="mult"``), addTreeLSTM and fullTreeLSTM.
+    """What Tran & Cheng's (2018) three cells share: Child-Sum's gates (Tran eq 1 = Tai eqs
+    3-8) over ``h~_j``, the sum of a per-child summand each subclass declares
+    (:meth:`transform_children`). The cells are its subclasses, one per registry name:
+    :class:`MTreeLSTM` (``mtree``, eqs 3-4), :class:`AddTreeLSTM` (``mtree-add``, the
+    relation as an extra node input) and :class:`FullTreeLSTM` (``mtree-full``, eq 2);
+    :attr:`variant` names each (``"mult"``, ``"add"``, ``"full"``).
 
     Args:
         x_size: node input size (word vector).
@@ -129,19 +154,24 @@ class MultiplicativeTreeLSTM(TreeCell):
         num_relations: size of the relation vocabulary; ``edata["rel"]`` must be in
             ``[0, num_relations)``.
         rel_size: relation embedding size (Tran Table 5: 50, 75, 100, 200; paper default
-            100). Unused by ``full``.
-        variant: ``"mult"`` (eqs 3-4), ``"add"`` (relation as an extra node input) or
-            ``"full"`` (one ``W_hh`` per relation, eq 2).
+            100). Unused by ``mtree-full``.
+        variant: the class's own :attr:`variant` or ``None``; any other value is refused
+            (checkpoints written when one class took every variant may name it).
         m_size: size of the multiplicative space ``m_jk`` (default ``h_size``, as the
-            authors' code). ``mult`` only.
+            authors' code). ``mtree`` only.
         rel_init: ``"uniform"`` (U(-0.05, 0.05), Tran §6.1) or ``"normal"`` (N(0, 1), the
-            authors' code) for the relation embeddings (``mult``, ``add``).
+            authors' code) for the relation embeddings (``mtree``, ``mtree-add``).
         engine: ``"dgl"`` (``dgl.prop_nodes_topo``, the reference) or ``"level"``
             (:mod:`gnn_treelstm.engine.level`).
     """
 
     uses_relations = True
     tree_kinds = ("dependency", "amr", "constituency")
+    #: the cell of Tran & Cheng's Table 6 this class is: ``"mult"``, ``"add"`` or ``"full"``
+    variant: ClassVar[str]
+    #: the recurrence's messages read each edge's relation (eqs 2, 4); ``add`` reads the
+    #: relations as node inputs instead
+    edge_relations: ClassVar[bool] = True
 
     def __init__(
         self,
@@ -150,24 +180,19 @@ class MultiplicativeTreeLSTM(TreeCell):
         num_relations: int,
         *,
         rel_size: int = 100,
-        variant: str = "mult",
+        variant: str | None = None,
         m_size: int | None = None,
         rel_init: str = "uniform",
         engine: str = "dgl",
     ) -> None:
         super().__init__(x_size, h_size, engine=engine)
-        if variant not in VARIANTS:
-            raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS}")
+        self._check_variant(variant)
         if int(num_relations) <= 0:
             raise ValueError(f"num_relations must be positive, got {num_relations}")
-        if rel_init not in REL_INITS:
-            raise ValueError(f"unknown rel_init {rel_init!r}; choose one of {REL_INITS}")
-        if variant == "full" and rel_init != "uniform":
-            raise ValueError("rel_init applies to relation embeddings; variant 'full' has none")
+        self._check_rel_init(rel_init)
         self.rel_init = rel_init
         if int(rel_size) <= 0:
             raise ValueError(f"rel_size must be positive, got {rel_size}")
-        self.variant = variant
         self.num_relations = int(num_relations)
         self.rel_size = int(rel_size)
         self.m_size = int(m_size) if m_size is not None else self.h_size
@@ -177,76 +202,68 @@ class MultiplicativeTreeLSTM(TreeCell):
         self.W_x = nn.Linear(x_size, 4 * h)  # rows i, o, u, f; holds b^(i,o,u,f)
         self.U_iou = nn.Linear(h, 3 * h, bias=False)
         self.U_f = nn.Linear(h, h, bias=False)
-        if variant == "mult":
-            self.rel_emb = nn.Embedding(self.num_relations, self.rel_size)
-            self.W_mr = nn.Linear(self.rel_size, self.m_size, bias=False)
-            self.W_mh = nn.Linear(h, self.m_size, bias=False)
-            self.W_hm = nn.Linear(self.m_size, h, bias=False)
-        elif variant == "add":
-            # last row: the root's "relation" (it has no edge in the graph schema)
-            self.rel_emb = nn.Embedding(self.num_relations + 1, self.rel_size)
-            self.W_r = nn.Linear(self.rel_size, 4 * h, bias=False)
-        else:
-            self.W_hh = nn.Parameter(torch.empty(self.num_relations, h, h))
+        self.make_relation_parameters()
         self.reset_parameters()
 
+    def _check_variant(self, variant: str | None) -> None:
+        cls = type(self)
+        if cls is MultiplicativeTreeLSTM:
+            raise TypeError("MultiplicativeTreeLSTM is the base of Tran & Cheng's cells; build "
+                            "MTreeLSTM (mtree), AddTreeLSTM (mtree-add) or FullTreeLSTM "
+                            "(mtree-full), or build_cell(NAME, ...)")
+        if variant is not None and variant != cls.variant:
+            raise ValueError(f"{cls.__name__} is the variant {cls.variant!r}, got "
+                             f"variant={variant!r}; use the registry name of that variant "
+                             f"(variants {VARIANTS}: mtree, mtree-add, mtree-full)")
+
+    def _check_rel_init(self, rel_init: str) -> None:
+        if rel_init not in REL_INITS:
+            raise ValueError(f"unknown rel_init {rel_init!r}; choose one of {REL_INITS}")
+
+    def make_relation_parameters(self) -> None:
+        """Create the cell's relation parameters (after ``W_x, U_iou, U_f``)."""
+        raise NotImplementedError
+
     def reset_parameters(self) -> None:
-        """Linear layers: PyTorch's default uniform init; relation embeddings
-        ``U(-0.05, 0.05)`` (Tran §6.1) or ``N(0, 1)`` (``rel_init="normal"``); ``W_hh[r]``
-        uniform ``±1/sqrt(h)``; biases zero."""
+        """Linear layers: PyTorch's default uniform init; biases zero; then the relation
+        parameters (:meth:`reset_relations`)."""
         for mod in self.modules():
             if isinstance(mod, nn.Linear):
                 mod.reset_parameters()
         nn.init.zeros_(self.W_x.bias)
-        if self.variant in ("mult", "add") and self.rel_init == "normal":
-            nn.init.normal_(self.rel_emb.weight)
-        elif self.variant in ("mult", "add"):
-            nn.init.uniform_(self.rel_emb.weight, -0.05, 0.05)
-        else:
-            bound = 1.0 / math.sqrt(self.h_size)
-            nn.init.uniform_(self.W_hh, -bound, bound)
+        self.reset_relations()
 
-    def embedding_parameters(self) -> list[nn.Parameter]:
-        """The relation embeddings ("updated during training with a learning rate of 0.1",
-        Tran §6.1; ``--rel-lr 0.1``)."""
-        return [self.rel_emb.weight] if self.variant in ("mult", "add") else []
+    def reset_relations(self) -> None:
+        """Initialise the relation parameters that are not ``nn.Linear`` layers."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------ plain-tensor API
     def node_relations(self, prop: Propagator) -> torch.Tensor:
-        """``add`` only: relation id of each node's edge to its parent; the root gets
-        ``num_relations`` (the extra root embedding). (N,) int64."""
+        """Relation id of each node's edge to its parent; the root gets ``num_relations``
+        (``mtree-add``'s extra root embedding). (N,) int64."""
         return prop.parent_edge_data(G.REL, self.num_relations)
 
     def input_terms(self, x: torch.Tensor, node_rel: torch.Tensor | None = None) -> torch.Tensor:
-        """All input-only terms for every node at once: ``W^(*) x_j + b^(*)`` (plus
-        ``W_r^(*) e_j`` for ``add``), gate order ``i, o, u, f``. (N, x) -> (N, 4h).
+        """All input-only terms for every node at once: ``W^(*) x_j + b^(*)``, gate order
+        ``i, o, u, f``. (N, x) -> (N, 4h). ``node_rel``: :meth:`node_relations`, read by
+        ``mtree-add`` only."""
+        return self.W_x(x)  # (N, 4h)
 
-        ``W_r e_j`` is a row of the table ``W_r e_r`` over the R + 1 relations, computed
-        once and gathered per node (a product of R + 1 rows instead of N)."""
-        wx = self.W_x(x)  # (N, 4h)
-        if self.variant == "add":
-            if node_rel is None:
-                raise ValueError("variant 'add' needs node_rel (see node_relations)")
-            rel_terms = F.linear(self.rel_emb.weight, self.W_r.weight)  # (R + 1, 4h): W_r e_r
-            # node_rel lives with the graph (the CPU with a CPU-only DGL build)
-            wx = wx + rel_terms.index_select(0, node_rel.to(wx.device, non_blocking=True))
-        return wx
+    def graph_input_terms(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor:
+        """:meth:`input_terms` of the nodes of ``prop``'s graph."""
+        return self.input_terms(x)
 
     def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
-        """The summand of ``h~_j`` per edge: eq 4 (mult), eq 2 (full), ``h_k`` (add)."""
-        if self.variant == "mult":
-            return mult_transform(h_child, self.rel_emb(rel), self.W_mr.weight,
-                                  self.W_mh.weight, self.W_hm.weight)
-        if self.variant == "full":
-            return full_transform(h_child, rel, self.W_hh)
-        return h_child
+        """The summand of ``h~_j`` per edge (E, h) from the children's ``h_k`` (E, h) and
+        the edges' relation ids (E,)."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:
-        """Child-Sum's recurrence with the summand of ``h~_j`` from eq 4 (``mult``), eq 2
-        (``full``) or ``h_k`` (``add``): state ``h, c``; inputs ``iou`` and ``f`` (the
-        input terms of the gates ``i, o, u`` and ``f``); message ``h`` (the summand) and
-        ``fc`` (``f_jk ⊙ c_k``)."""
+        """Child-Sum's recurrence with the summand of ``h~_j`` from
+        :meth:`transform_children`: state ``h, c``; inputs ``iou`` and ``f`` (the input
+        terms of the gates ``i, o, u`` and ``f``); message ``h`` (the summand) and ``fc``
+        (``f_jk ⊙ c_k``)."""
         h = self.h_size
         U_f, U_iou = self.U_f.weight, self.U_iou.weight
         transform = self.transform_children
@@ -260,49 +277,31 @@ class MultiplicativeTreeLSTM(TreeCell):
             return {"h": hj, "c": cj}
 
         return Recurrence(state={"h": h, "c": h}, inputs=("iou", "f"), message=message,
-                          msg={"h": h, "fc": h}, update=update,
-                          uses_rel=self.variant != "add")
+                          msg={"h": h, "fc": h}, update=update, uses_rel=self.edge_relations)
 
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        node_rel = self.node_relations(prop) if self.variant == "add" else None
-        wx = self.input_terms(x, node_rel)  # (N, 4h), gate order i, o, u, f
+        wx = self.graph_input_terms(prop, x)  # (N, 4h), gate order i, o, u, f
         k = 3 * self.h_size
         out = prop(self.recurrence(), iou=wx[:, :k], f=wx[:, k:])
         return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The Triton kernels where selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA;
-        ``mult`` and ``full`` through one recurrent matrix per relation), else Child-Sum's
-        C++ level loops (float32 CPU): ``add`` on its input terms; ``mult``
-        with eq 4's transform (``s_jk = W_mr e_jk`` per edge gathered here from the
-        relation table ``W_mr e_r``, one row per relation; the products with ``W_mh``,
-        ``W_hm`` inside the loop); ``full`` with eq 2's ``W_hh[r]``."""
+        """The Triton kernels where selected (:mod:`gnn_treelstm.kernels.fused_triton`;
+        CUDA), else Child-Sum's C++ level loops (float32 CPU), on the input terms in
+        schedule order (:meth:`level_loops`)."""
         triton = fused_triton.selected(x)
         if not (triton or fused.available(x)):
             return None
         lv = prop.schedule_on(x.device).up
-        node_rel = self.node_relations(prop) if self.variant == "add" else None
-        wx = to_schedule_order(self.input_terms(x, node_rel), lv)  # (N, 4h)
-        U_iou, U_f = self.U_iou.weight, self.U_f.weight
-        if self.variant == "add":  # the Triton kernels where selected, else the C++ loops
-            out = fused_triton.childsum_levels(wx, U_iou, U_f, lv)
-        elif triton:
-            # U^(i,o,u) h~_j = Σ_k V_r h_k with one matrix per relation r (R, 3h, h):
-            # eq 4, V_r = U_iou W_hm diag(W_mr e_r) W_mh; eq 2, V_r = U_iou W_hh[r]
-            if self.variant == "mult":
-                s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
-                V = torch.matmul(U_iou @ self.W_hm.weight,
-                                 s_rel.unsqueeze(-1) * self.W_mh.weight)
-            else:
-                V = torch.matmul(U_iou, self.W_hh)
-            out = fused_triton.relation_childsum_levels(wx, V, U_f, lv)
-        elif self.variant == "mult":
-            s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
-            s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)
-            out = fused.mtree_levels(wx, U_iou, U_f, s, self.W_mh.weight, self.W_hm.weight, lv)
-        else:
-            out = fused.mtree_full_levels(wx, U_iou, U_f, self.W_hh, lv)
+        wx = to_schedule_order(self.graph_input_terms(prop, x), lv)  # (N, 4h)
+        out = self.level_loops(wx, lv, triton)
         return to_node_order(out[0], lv), to_node_order(out[1], lv)
+
+    def level_loops(self, wx: torch.Tensor, lv, triton: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(h, c)`` in schedule order from the input terms ``wx`` (N, 4h) in schedule
+        order: the Triton kernels (``triton``) or the C++ loops."""
+        raise NotImplementedError
 
     # ------------------------------------------------------------ validation
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
@@ -320,35 +319,146 @@ class MultiplicativeTreeLSTM(TreeCell):
                             num_relations=self.num_relations, **tree_kw)
 
     def extra_repr(self) -> str:
-        s = (f"{super().extra_repr()}, num_relations={self.num_relations}, "
-             f"variant={self.variant!r}")
-        if self.variant != "full":
-            s += f", rel_size={self.rel_size}"
-        if self.variant == "mult":
-            s += f", m_size={self.m_size}"
-        return s
+        return (f"{super().extra_repr()}, num_relations={self.num_relations}, "
+                f"variant={self.variant!r}")
 
 
-def _factory(variant: str):
-    def build(x_size: int, h_size: int, num_relations: int, **kwargs) -> MultiplicativeTreeLSTM:
-        if "variant" in kwargs and kwargs["variant"] != variant:
-            raise ValueError(
-                f"cell registered for variant {variant!r} got variant={kwargs['variant']!r}; "
-                f"use the registry name for that variant"
-            )
-        kwargs.pop("variant", None)
-        return MultiplicativeTreeLSTM(x_size, h_size, num_relations, variant=variant, **kwargs)
+@cells.register("mtree")
+class MTreeLSTM(MultiplicativeTreeLSTM):
+    """mTreeLSTM (Tran & Cheng 2018, eqs 3-4): the summand of ``h~_j`` is
+    ``W_hm ((W_mr e_jk) ⊙ (W_mh h_k))`` (:func:`mult_transform`). Parameters beyond the
+    gates: ``rel_emb`` (num_relations x rel_size), ``W_mr`` (rel_size -> m_size),
+    ``W_mh`` (h -> m_size), ``W_hm`` (m_size -> h), no biases. Arguments: see
+    :class:`MultiplicativeTreeLSTM`."""
 
-    build.cell_class = MultiplicativeTreeLSTM  # its options (cells.cell_options)
-    if variant == "mult":
-        # the authors' code (Tran & Cheng 2018 §6.1 as released): Adam on the summed batch
-        # loss; under the paper's text L2 zeroes the relation path (docs/RESULTS.md)
-        build.run_defaults = MappingProxyType({"optimizer": "adam", "loss_reduction": "sum"})
-    build.__name__ = f"build_mtree_{variant}"
-    build.__doc__ = f"MultiplicativeTreeLSTM with variant={variant!r} (Tran & Cheng 2018)."
-    return build
+    variant = "mult"
+    # the authors' code (Tran & Cheng 2018 §6.1 as released): Adam on the summed batch
+    # loss; under the paper's text L2 zeroes the relation path (docs/RESULTS.md)
+    run_defaults = MappingProxyType({"optimizer": "adam", "loss_reduction": "sum"})
+
+    def make_relation_parameters(self) -> None:
+        self.rel_emb = nn.Embedding(self.num_relations, self.rel_size)
+        self.W_mr = nn.Linear(self.rel_size, self.m_size, bias=False)
+        self.W_mh = nn.Linear(self.h_size, self.m_size, bias=False)
+        self.W_hm = nn.Linear(self.m_size, self.h_size, bias=False)
+
+    def reset_relations(self) -> None:
+        init_relation_embeddings(self.rel_emb.weight, self.rel_init)
+
+    def embedding_parameters(self) -> list[nn.Parameter]:
+        """The relation embeddings ("updated during training with a learning rate of 0.1",
+        Tran §6.1; ``--rel-lr 0.1``)."""
+        return [self.rel_emb.weight]
+
+    def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+        """Eq 4 per edge."""
+        return mult_transform(h_child, self.rel_emb(rel), self.W_mr.weight,
+                              self.W_mh.weight, self.W_hm.weight)
+
+    def level_loops(self, wx: torch.Tensor, lv, triton: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Triton: one recurrent matrix per relation, ``U^(i,o,u) h~_j = Σ_k V_r h_k`` with
+        ``V_r = U_iou W_hm diag(W_mr e_r) W_mh`` (R, 3h, h). C++: eq 4's transform inside the
+        loop, ``s_jk = W_mr e_jk`` per edge gathered here from the relation table
+        ``W_mr e_r``, the products with ``W_mh``, ``W_hm`` inside."""
+        U_iou, U_f = self.U_iou.weight, self.U_f.weight
+        s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
+        if triton:
+            V = torch.matmul(U_iou @ self.W_hm.weight, s_rel.unsqueeze(-1) * self.W_mh.weight)
+            return fused_triton.relation_childsum_levels(wx, V, U_f, lv)
+        s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)
+        return fused.mtree_levels(wx, U_iou, U_f, s, self.W_mh.weight, self.W_hm.weight, lv)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rel_size={self.rel_size}, m_size={self.m_size}"
 
 
-cells.register("mtree")(_factory("mult"))
-cells.register("mtree-add")(_factory("add"))
-cells.register("mtree-full")(_factory("full"))
+@cells.register("mtree-add")
+class AddTreeLSTM(MultiplicativeTreeLSTM):
+    """addTreeLSTM (Tran & Cheng 2018, Table 6): the relation of a node's own edge to its
+    head is an extra node input, ``W^(*) x_j`` becomes ``W^(*) x_j + W_r^(*) e_j``, and the
+    children are summed as in Child-Sum (Tai eq 2). Parameters beyond the gates: ``rel_emb``
+    ((num_relations + 1) x rel_size, the last row the root's) and ``W_r`` (rel_size -> 4h,
+    no bias, gate order ``i, o, u, f``). Arguments: see :class:`MultiplicativeTreeLSTM`."""
+
+    variant = "add"
+    edge_relations = False
+
+    def make_relation_parameters(self) -> None:
+        # last row: the root's "relation" (it has no edge in the graph schema)
+        self.rel_emb = nn.Embedding(self.num_relations + 1, self.rel_size)
+        self.W_r = nn.Linear(self.rel_size, 4 * self.h_size, bias=False)
+
+    def reset_relations(self) -> None:
+        init_relation_embeddings(self.rel_emb.weight, self.rel_init)
+
+    def embedding_parameters(self) -> list[nn.Parameter]:
+        """The relation embeddings (``--rel-lr``, as :class:`MTreeLSTM`'s)."""
+        return [self.rel_emb.weight]
+
+    def input_terms(self, x: torch.Tensor, node_rel: torch.Tensor | None = None) -> torch.Tensor:
+        """``W^(*) x_j + b^(*) + W_r^(*) e_j`` for every node, gate order ``i, o, u, f``;
+        ``node_rel`` (:meth:`node_relations`) picks ``e_j``. (N, x) -> (N, 4h).
+
+        ``W_r e_j`` is a row of the table ``W_r e_r`` over the R + 1 relations, computed
+        once and gathered per node (a product of R + 1 rows instead of N)."""
+        if node_rel is None:
+            raise ValueError("AddTreeLSTM.input_terms needs node_rel (see node_relations)")
+        wx = super().input_terms(x)  # (N, 4h)
+        rel_terms = F.linear(self.rel_emb.weight, self.W_r.weight)  # (R + 1, 4h): W_r e_r
+        # node_rel lives with the graph (the CPU with a CPU-only DGL build)
+        return wx + rel_terms.index_select(0, node_rel.to(wx.device, non_blocking=True))
+
+    def graph_input_terms(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor:
+        return self.input_terms(x, self.node_relations(prop))
+
+    def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+        """Tai eq 2's summand, ``h_k`` itself."""
+        return h_child
+
+    def level_loops(self, wx: torch.Tensor, lv, triton: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Child-Sum's loops on this cell's input terms (Triton where selected)."""
+        return fused_triton.childsum_levels(wx, self.U_iou.weight, self.U_f.weight, lv)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, rel_size={self.rel_size}"
+
+
+@cells.register("mtree-full")
+class FullTreeLSTM(MultiplicativeTreeLSTM):
+    """fullTreeLSTM (Tran & Cheng 2018, eq 2 and Table 6): one dense matrix per relation,
+    the summand of ``h~_j`` is ``W_hh^{r(j,k)} h_k`` (:func:`full_transform`). Parameters
+    beyond the gates: ``W_hh`` (num_relations x h x h, ``W_hh[r] @ h_k``); no relation
+    embeddings, so ``rel_size`` is unused and ``rel_init`` must stay ``"uniform"``.
+    Arguments: see :class:`MultiplicativeTreeLSTM`."""
+
+    variant = "full"
+
+    def _check_rel_init(self, rel_init: str) -> None:
+        super()._check_rel_init(rel_init)
+        if rel_init != "uniform":
+            raise ValueError("rel_init applies to relation embeddings; FullTreeLSTM "
+                             "(mtree-full) has none")
+
+    def make_relation_parameters(self) -> None:
+        self.W_hh = nn.Parameter(torch.empty(self.num_relations, self.h_size, self.h_size))
+
+    def reset_relations(self) -> None:
+        """``W_hh[r]`` uniform ``±1/sqrt(h)``."""
+        bound = 1.0 / math.sqrt(self.h_size)
+        nn.init.uniform_(self.W_hh, -bound, bound)
+
+    def transform_children(self, h_child: torch.Tensor, rel: torch.Tensor) -> torch.Tensor:
+        """Eq 2 per edge."""
+        return full_transform(h_child, rel, self.W_hh)
+
+    def level_loops(self, wx: torch.Tensor, lv, triton: bool
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """Triton: ``V_r = U_iou W_hh[r]`` (R, 3h, h), one recurrent matrix per relation;
+        C++: eq 2's ``W_hh[r]`` inside the loop."""
+        U_iou, U_f = self.U_iou.weight, self.U_f.weight
+        if triton:
+            return fused_triton.relation_childsum_levels(wx, torch.matmul(U_iou, self.W_hh),
+                                                         U_f, lv)
+        return fused.mtree_full_levels(wx, U_iou, U_f, self.W_hh, lv)

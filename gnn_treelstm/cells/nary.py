@@ -22,6 +22,8 @@ Without output gate (``output_gate=False``): eq 11 is dropped and eq 14 becomes
 ``h_j = tanh(c_j)``, as in Tai et al.'s semantic-relatedness (SICK) models: the authors'
 Torch code (stanfordnlp/treelstm, ``relatedness/TreeLSTMSim.lua`` builds
 ``BinaryTreeLSTM{gate_output = false}``), and Tai Table 1's relatedness counts assume it.
+The gates are laid out as Child-Sum's, with or without output gate
+(:mod:`gnn_treelstm.cells.gates`).
 
 Forget-gate parameterisation: by default the full set of ``N x N`` matrices ``U^(f)_kℓ``
 (eq 10, with the "off-diagonal" ``k ≠ ℓ`` terms). With ``tie_forget=True`` — Tai: "for large
@@ -64,6 +66,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm.cells.base import TreeCell
+from gnn_treelstm.cells.gates import OutputGateLayout, gate_order, split_non_forget
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
@@ -91,15 +94,12 @@ def nary_gates(
     eq 14 is ``h_j = tanh(c_j)``.
     """
     hs = c_kids.shape[-1]
-    n_iou = 3 if output_gate else 2
+    n_iou = len(gate_order(output_gate)) - 1  # non-forget gates: 3, or 2
     pre = wx[:, : n_iou * hs] + iou_h  # eqs 9, 11, 12 pre-activations: (n, 3h) or (n, 2h)
-    if output_gate:
-        i, o, u = torch.chunk(pre, 3, dim=-1)  # 3 x (n, h)
-    else:
-        i, u = torch.chunk(pre, 2, dim=-1)  # 2 x (n, h)
+    i, o, u = split_non_forget(pre, output_gate)  # (n, h) each; o None without output gate
     f = torch.sigmoid(wx[:, n_iou * hs:].unsqueeze(1) + f_h)  # eq 10: (n, N, h)
     c = torch.sigmoid(i) * torch.tanh(u) + (f * c_kids).sum(dim=1)  # eq 13
-    if not output_gate:
+    if o is None:
         return torch.tanh(c), c  # eq 14 without o_j (Tai's relatedness models)
     h = torch.sigmoid(o) * torch.tanh(c)  # eq 14
     return h, c
@@ -107,7 +107,7 @@ def nary_gates(
 
 # ---------------------------------------------------------------- module
 @cells.register("nary")
-class NaryTreeLSTM(TreeCell):
+class NaryTreeLSTM(OutputGateLayout, TreeCell):
     """N-ary Tree-LSTM (Tai et al. 2015, eqs 9-14); ``n_ary=2`` is the Constituency Tree-LSTM.
 
     Args:
@@ -146,22 +146,13 @@ class NaryTreeLSTM(TreeCell):
         # rows i, o, u, f (i, u, f without output gate); holds the biases
         self.W_x = nn.Linear(self.x_size, (g + 1) * h)
         if self.tie_forget:
-            # [h_j1..h_jN] -> i, o, u (i, u without output gate)
-            iou = nn.Linear(n * h, g * h, bias=False)
-            if self.output_gate:
-                self.U_iou = iou
-            else:
-                self.U_iu = iou
+            # U_iou: [h_j1..h_jN] -> i, o, u (U_iu: -> i, u without output gate)
+            self.add_non_forget_layer(n * h, h)
             self.U_f_diag = nn.Parameter(torch.empty(n, h, h))  # U^(f)_kk
             self.U_f_off = nn.Linear(h, h, bias=False)  # U^(f)_kl, k != l (tied)
         else:
             self.U = nn.Linear(n * h, (g + n) * h, bias=False)  # -> i, (o,) u, f_1..f_N
         self.reset_parameters()
-
-    @property
-    def gates(self) -> str:
-        """Gate order of the rows of ``W_x``: ``"iouf"``, or ``"iuf"`` without output gate."""
-        return "iouf" if self.output_gate else "iuf"
 
     def reset_parameters(self) -> None:
         """Every weight and bias uniform in ``±1/sqrt(h_size)`` (as ``torch.nn.LSTM``)."""
@@ -181,7 +172,7 @@ class NaryTreeLSTM(TreeCell):
         for k, g in enumerate(self.gates):
             out[f"W_{g}"] = self.W_x.weight[k * h:(k + 1) * h]
             out[f"b_{g}"] = self.W_x.bias[k * h:(k + 1) * h]
-        U_iou = self._U_iou_tied().weight if self.tie_forget else self.U.weight[: g_iou * h]
+        U_iou = self.non_forget_layer().weight if self.tie_forget else self.U.weight[: g_iou * h]
         for k, g in enumerate(self.gates[:-1]):
             out[f"U_{g}"] = [U_iou[k * h:(k + 1) * h, m * h:(m + 1) * h] for m in range(n)]
         if self.tie_forget:
@@ -192,10 +183,6 @@ class NaryTreeLSTM(TreeCell):
             out["U_f"] = [[Uf[k * h:(k + 1) * h, m * h:(m + 1) * h] for m in range(n)]
                           for k in range(n)]
         return out
-
-    def _U_iou_tied(self) -> nn.Linear:
-        """Tied forget gates: the children -> i, o, u (i, u) layer, ``U_iou`` (``U_iu``)."""
-        return self.U_iou if self.output_gate else self.U_iu
 
     # ------------------------------------------------------------ plain-tensor API
     def word_mask(self, graph: dgl.DGLGraph) -> torch.Tensor:
@@ -222,7 +209,7 @@ class NaryTreeLSTM(TreeCell):
         if not self.tie_forget:
             pre = F.linear(flat, self.U.weight)  # (n, (g+N) h)
             return pre[:, : g * h], pre[:, g * h:].reshape(n_nodes, n, h)
-        iou_h = F.linear(flat, self._U_iou_tied().weight)  # (n, g h)
+        iou_h = F.linear(flat, self.non_forget_layer().weight)  # (n, g h)
         # U_kk h_k + U_off Σ_{l≠k} h_l = (U_kk h_k - U_off h_k) + U_off Σ_l h_l
         diag = torch.einsum("nkd,ked->nke", h_kids, self.U_f_diag)  # (n, N, h)
         off_k = F.linear(h_kids, self.U_f_off.weight)  # (n, N, h)
@@ -286,7 +273,7 @@ class NaryTreeLSTM(TreeCell):
         k = self.n_ary
         rows = [torch.cat([self.U_f_diag[r] if r == col else self.U_f_off.weight
                            for col in range(k)], 1) for r in range(k)]
-        return torch.cat([self._U_iou_tied().weight, *rows], dim=0)
+        return torch.cat([self.non_forget_layer().weight, *rows], dim=0)
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
         """The level loops with the input products inside (with or without output gate): the

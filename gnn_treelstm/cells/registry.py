@@ -21,6 +21,7 @@ import inspect
 import numbers
 import types
 from collections.abc import Callable, Iterable, Mapping
+from types import MappingProxyType
 from typing import Any
 
 from gnn_treelstm.cells.base import TreeCell
@@ -71,9 +72,9 @@ def import_cell_modules(modules: Iterable[str]) -> None:
 
 
 def cell_module(name: str) -> str:
-    """The module that defines the cell registered as ``name`` (where its factory lives)."""
-    factory = cells.get(name)
-    return getattr(factory, "__module__", None) or type(factory).__module__
+    """The module that defines the cell registered as ``name`` (where its class lives)."""
+    cls = cells.get(name)
+    return getattr(cls, "__module__", None) or type(cls).__module__
 
 
 #: arguments of every cell that are not options: sizes are build_cell's own, the engine is
@@ -83,10 +84,8 @@ _NOT_OPTIONS = {"x_size": "--emb-dim", "h_size": "--hidden", "engine": "--engine
 
 def cell_options(name: str) -> dict[str, inspect.Parameter]:
     """The options of the cell registered as ``name``: its constructor's keyword parameters
-    other than the sizes and the engine (a factory function names the class it builds in
-    ``cell_class``)."""
-    factory = cells.get(name)
-    params = inspect.signature(getattr(factory, "cell_class", factory)).parameters
+    other than the sizes and the engine."""
+    params = inspect.signature(cells.get(name)).parameters
     return {k: p for k, p in params.items()
             if k != "self" and k not in _NOT_OPTIONS
             and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
@@ -132,13 +131,10 @@ def check_cell_options(name: str, options: Mapping[str, Any]) -> None:
 
 
 def run_defaults(name: str) -> Mapping[str, Any]:
-    """The training defaults of the paper family of the cell registered as ``name``
-    (:attr:`TreeCell.run_defaults`; a factory may carry its own ``run_defaults``)."""
-    factory = cells.get(name)
-    found = getattr(factory, "run_defaults", None)
-    if found is None:
-        found = getattr(getattr(factory, "cell_class", None), "run_defaults", {})
-    return found
+    """The training defaults of the paper family of the cell registered as ``name``: its
+    class attribute :attr:`TreeCell.run_defaults` (none for a constructor that is not a
+    :class:`TreeCell` class)."""
+    return getattr(cells.get(name), "run_defaults", MappingProxyType({}))
 
 
 def build_cell(name: str, x_size: int, h_size: int, **kwargs) -> TreeCell:

@@ -16,7 +16,9 @@ carries the previous word's state ``h_{t-1}, c_{t-1}`` (summed over that one edg
 first word has no in-edge and gets zeros, i.e. ``h_0 = c_0 = 0``. The backward direction
 runs on ``dgl.reverse(graph)`` (a new graph; the caller's graph is never touched).
 
-Variants (Tai §2.2 and Table 1), registered as ``lstm``, ``bilstm``, ``lstm2``, ``bilstm2``:
+Variants (Tai §2.2 and Table 1), the subclasses :class:`LSTM`, :class:`BiLSTM`,
+:class:`LSTM2`, :class:`BiLSTM2` registered as ``lstm``, ``bilstm``, ``lstm2``, ``bilstm2``
+(their ``num_layers`` and ``bidirectional`` in :data:`KINDS`):
 
 * **2-layer** (``num_layers=2``): layer ``ℓ+1`` reads layer ``ℓ``'s ``h_t`` as its input.
 * **Bidirectional** (``bidirectional=True``): "two LSTMs run in parallel: one on the input
@@ -67,6 +69,7 @@ from __future__ import annotations
 
 import logging
 import math
+from typing import ClassVar
 
 import dgl
 import torch
@@ -74,6 +77,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm.cells.base import TreeCell
+from gnn_treelstm.cells.gates import gate_order
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
@@ -85,6 +89,10 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "SequentialLSTM",
+    "LSTM",
+    "BiLSTM",
+    "LSTM2",
+    "BiLSTM2",
     "LSTMLayer",
     "lstm_node_update",
     "KINDS",
@@ -141,7 +149,7 @@ class LSTMLayer(nn.Module):
     @property
     def gates(self) -> str:
         """Gate order of the rows of ``W_x`` and ``U``: ``"iouf"``, or ``"iuf"``."""
-        return "iouf" if self.output_gate else "iuf"
+        return gate_order(self.output_gate)
 
     def paper_weights(self) -> dict[str, torch.Tensor]:
         """``W_g`` (h, in), ``U_g`` (h, h), ``b_g`` (h,) for ``g`` in ``i, f, o, u`` (no
@@ -339,25 +347,55 @@ class SequentialLSTM(TreeCell):
                 + ("" if self.tie_directions else ", tie_directions=False"))
 
 
-def _factory(kind: str):
-    layers, bidir = KINDS[kind]
+class _RegisteredKind(SequentialLSTM):
+    """A registry kind of :class:`SequentialLSTM`: ``num_layers`` and ``bidirectional`` are
+    the class's (:data:`KINDS`); given anyway (a checkpoint may name them), they must
+    match."""
 
-    def build(x_size: int, h_size: int, **kwargs) -> SequentialLSTM:
-        for key, want in (("num_layers", layers), ("bidirectional", bidir)):
-            if key in kwargs and kwargs.pop(key) != want:
-                raise ValueError(f"cell {kind!r} has {key}={want}; use the registry name "
+    kind: ClassVar[str]
+
+    def __init__(
+        self, x_size: int, h_size: int, *, num_layers: int | None = None,
+        bidirectional: bool | None = None, concat_layers: bool = True,
+        output_gate: bool = True, tie_directions: bool = True, engine: str = "dgl",
+    ) -> None:
+        layers, bidir = KINDS[self.kind]
+        for key, got, want in (("num_layers", num_layers, layers),
+                               ("bidirectional", bidirectional, bidir)):
+            if got is not None and got != want:
+                raise ValueError(f"cell {self.kind!r} has {key}={want}; use the registry name "
                                  f"of the variant you want ({', '.join(KINDS)})")
-        return SequentialLSTM(x_size, h_size, num_layers=layers, bidirectional=bidir, **kwargs)
-
-    build.cell_class = SequentialLSTM  # its options (cells.cell_options)
-    build.__name__ = f"build_{kind}"
-    build.__doc__ = (f"SequentialLSTM(num_layers={layers}, bidirectional={bidir}) "
-                     "(Tai et al. 2015, Table 1).")
-    return build
+        super().__init__(x_size, h_size, num_layers=layers, bidirectional=bidir,
+                         concat_layers=concat_layers, output_gate=output_gate,
+                         tie_directions=tie_directions, engine=engine)
 
 
-for _kind in KINDS:
-    cells.register(_kind)(_factory(_kind))
+@cells.register("lstm")
+class LSTM(_RegisteredKind):
+    """Tai et al.'s (2015, Table 1) LSTM: one layer, forward."""
+
+    kind = "lstm"
+
+
+@cells.register("bilstm")
+class BiLSTM(_RegisteredKind):
+    """Tai et al.'s (2015, Table 1) bidirectional LSTM: one layer per direction."""
+
+    kind = "bilstm"
+
+
+@cells.register("lstm2")
+class LSTM2(_RegisteredKind):
+    """Tai et al.'s (2015, Table 1) 2-layer LSTM."""
+
+    kind = "lstm2"
+
+
+@cells.register("bilstm2")
+class BiLSTM2(_RegisteredKind):
+    """Tai et al.'s (2015, Table 1) 2-layer bidirectional LSTM: two layers per direction."""
+
+    kind = "bilstm2"
 
 
 # ---------------------------------------------------------------- parameter budgets

@@ -1,8 +1,8 @@
 r"""The level engine: a cell's :class:`~.recurrence.Recurrence` on a precomputed schedule.
 
 :func:`propagate` runs any declared recurrence level by level on a
-:class:`~gnn_treelstm.trees.schedule.LevelSchedule` (built once per batch, usually in the data loader's
-collate function): the inputs are permuted once into *schedule order* (nodes sorted by
+:class:`~gnn_treelstm.trees.schedule.LevelSchedule` (built once per batch, usually in the data
+loader's collate function): the inputs are permuted once into *schedule order* (nodes sorted by
 level, so a level is a contiguous block of rows), and each level gathers its sources'
 states, applies the cell's message (aggregated with one ``index_add`` or
 ``scatter_reduce``: :attr:`~.recurrence.Recurrence.aggregate`) or slots them by

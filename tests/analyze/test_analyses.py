@@ -14,7 +14,12 @@ from gnn_treelstm.analyze.curves import read_metrics
 from gnn_treelstm.analyze.heads import agreement, model_heads, rule_heads
 from gnn_treelstm.analyze.neighbours import mean_vectors, nearest
 from gnn_treelstm.analyze.relations import relation_counts, relation_norms
-from gnn_treelstm.cells.multiplicative import MultiplicativeTreeLSTM, mult_transform
+from gnn_treelstm.cells.multiplicative import (
+    AddTreeLSTM,
+    FullTreeLSTM,
+    MTreeLSTM,
+    mult_transform,
+)
 from gnn_treelstm.commands import analyze as A
 from gnn_treelstm.commands import train
 from gnn_treelstm.models.checkpoint import Checkpoint
@@ -108,7 +113,7 @@ def test_agreement_refuses_trees_of_different_sentences():
 
 def test_relation_norms_equal_the_direct_frobenius_norm():
     torch.manual_seed(1)
-    cell = MultiplicativeTreeLSTM(5, 4, num_relations=3, rel_size=2, m_size=6)
+    cell = MTreeLSTM(5, 4, num_relations=3, rel_size=2, m_size=6)
     with torch.no_grad():
         cell.rel_emb.weight.normal_()
     norms = relation_norms(cell)
@@ -120,12 +125,12 @@ def test_relation_norms_equal_the_direct_frobenius_norm():
         assert torch.allclose(h @ W.T, mult_transform(
             h, e.expand(7, -1), cell.W_mr.weight, cell.W_mh.weight, cell.W_hm.weight),
             atol=1e-5)
-    full = MultiplicativeTreeLSTM(5, 4, num_relations=2, variant="full")
+    full = FullTreeLSTM(5, 4, num_relations=2)
     with torch.no_grad():
         full.W_hh.copy_(torch.stack([torch.eye(4), 3 * torch.eye(4)]))
     assert relation_norms(full).tolist() == pytest.approx([2.0, 6.0])
     with pytest.raises(ValueError, match="no relation matrices"):
-        relation_norms(MultiplicativeTreeLSTM(5, 4, num_relations=2, variant="add"))
+        relation_norms(AddTreeLSTM(5, 4, num_relations=2))
 
 
 def test_relation_counts():

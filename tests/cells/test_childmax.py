@@ -21,6 +21,7 @@ import torch
 from gnn_treelstm import make_tree
 from gnn_treelstm.cells import ENTRY_POINT_GROUP, build_cell, cells
 from gnn_treelstm.models.checkpoint import load_model
+from tests.cells.common import tree_by_tree
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "write-a-cell.md"
@@ -103,13 +104,7 @@ def test_child_max_equals_its_reference_on_both_engines(childmax, engine):
     got = {n: p.grad.clone() for n, p in cell.named_parameters()} | {"x": x.grad.clone()}
     cell.zero_grad()
     x_ref = x.detach().clone().requires_grad_(True)
-    hs, cs, off = [], [], 0
-    for parents in TREES:
-        hr, cr = child_max_reference(cell, parents, x_ref[off:off + len(parents)])
-        hs.append(hr)
-        cs.append(cr)
-        off += len(parents)
-    h_ref, c_ref = torch.cat(hs), torch.cat(cs)
+    h_ref, c_ref = tree_by_tree(child_max_reference, cell, TREES, x_ref)
     (h_ref.sum() + 0.5 * c_ref.sum()).backward()
     want = {n: p.grad for n, p in cell.named_parameters()} | {"x": x_ref.grad}
     torch.testing.assert_close(h, h_ref, rtol=1e-10, atol=1e-10)

@@ -1,4 +1,5 @@
-"""MultiplicativeTreeLSTM (Tran & Cheng 2018): mTreeLSTM, addTreeLSTM, fullTreeLSTM."""
+"""Tran & Cheng (2018): mTreeLSTM, addTreeLSTM, fullTreeLSTM (MTreeLSTM, AddTreeLSTM,
+FullTreeLSTM, the subclasses of MultiplicativeTreeLSTM)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,13 @@ import torch
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
-from gnn_treelstm.cells.multiplicative import VARIANTS, MultiplicativeTreeLSTM
+from gnn_treelstm.cells.multiplicative import (
+    VARIANTS,
+    AddTreeLSTM,
+    FullTreeLSTM,
+    MTreeLSTM,
+    MultiplicativeTreeLSTM,
+)
 from gnn_treelstm.trees.graph import make_tree
 from tests.handbuilt import random_dependency_tree, random_tree
 from tests.reference.tran import tran_forward
@@ -20,6 +27,7 @@ from tests.reference.tran import tran_forward
 R = 6  # relations
 X, H, RS = 7, 5, 4  # x_size, h_size, rel_size
 NAMES = {"mult": "mtree", "add": "mtree-add", "full": "mtree-full"}
+CLASSES = {"mult": MTreeLSTM, "add": AddTreeLSTM, "full": FullTreeLSTM}
 
 
 def _trees(seed: int = 0) -> list[dgl.DGLGraph]:
@@ -163,18 +171,29 @@ def test_repr_shows_sizes(variant):
 
 def test_registry_names_and_class_attributes():
     for variant, name in NAMES.items():
-        assert name in cells
+        assert cells.get(name) is CLASSES[variant] and CLASSES[variant].variant == variant
         cell = build_cell(name, X, H, num_relations=R)
         assert isinstance(cell, MultiplicativeTreeLSTM) and cell.variant == variant
         assert cell.rel_size == 100 and cell.out_size == H
+        # the variant's own name is accepted (model configs of older checkpoints hold it)
+        assert type(build_cell(name, X, H, num_relations=R, variant=variant)) is CLASSES[variant]
     assert MultiplicativeTreeLSTM.uses_relations is True
     assert set(MultiplicativeTreeLSTM.tree_kinds) == {"dependency", "amr", "constituency"}
-    with pytest.raises(ValueError, match="variant"):
+    with pytest.raises(ValueError, match="MTreeLSTM is the variant 'mult', got variant='full'"):
         build_cell("mtree", X, H, num_relations=R, variant="full")
     with pytest.raises(ValueError, match="variant"):
-        MultiplicativeTreeLSTM(X, H, R, variant="other")
+        FullTreeLSTM(X, H, R, variant="other")
+    with pytest.raises(TypeError, match="build MTreeLSTM"):
+        MultiplicativeTreeLSTM(X, H, R)
     with pytest.raises(ValueError, match="unknown engine"):
-        MultiplicativeTreeLSTM(X, H, R, engine="levels")
+        MTreeLSTM(X, H, R, engine="levels")
+    with pytest.raises(ValueError, match="FullTreeLSTM .mtree-full. has none"):
+        FullTreeLSTM(X, H, R, rel_init="normal")
+
+
+def test_only_mtree_brings_the_authors_run_defaults():
+    assert dict(MTreeLSTM.run_defaults) == {"optimizer": "adam", "loss_reduction": "sum"}
+    assert not AddTreeLSTM.run_defaults and not FullTreeLSTM.run_defaults
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
@@ -349,7 +368,7 @@ def test_bad_constructor_sizes():
     for kw in ({"num_relations": 0}, {"num_relations": R, "rel_size": 0},
                {"num_relations": R, "m_size": 0}):
         with pytest.raises(ValueError):
-            MultiplicativeTreeLSTM(X, H, **kw)
+            MTreeLSTM(X, H, **kw)
 
 
 # ---------------------------------------------------------------- paper sizes
@@ -367,7 +386,7 @@ def test_parameter_counts_match_tran_tables_5_6(variant, rel_size, paper_k):
     second bias per gate (the authors' code has biased Linear layers for both W x and U h;
     Tai's equations, and this cell, have one bias per gate)."""
     x, h, rels = 300, 150, 37
-    cell = MultiplicativeTreeLSTM(x, h, rels, rel_size=rel_size, variant=variant)
+    cell = CLASSES[variant](x, h, rels, rel_size=rel_size)
     classifier = (4 * h * 50 + 50) + (50 * 3 + 3)
     total = _count(cell) + classifier + 4 * h
     if paper_k >= 1000:
@@ -379,10 +398,10 @@ def test_parameter_counts_match_tran_tables_5_6(variant, rel_size, paper_k):
 @pytest.mark.parametrize("variant", ["mult", "add"])
 def test_relation_embedding_init_paper_and_code(variant):
     torch.manual_seed(0)
-    paper = MultiplicativeTreeLSTM(6, 5, 40, variant=variant)
+    paper = CLASSES[variant](6, 5, 40)
     assert paper.rel_emb.weight.abs().max() <= 0.05           # Tran §6.1: U(-0.05, 0.05)
-    code = MultiplicativeTreeLSTM(6, 5, 40, variant=variant, rel_init="normal")
+    code = CLASSES[variant](6, 5, 40, rel_init="normal")
     std = float(code.rel_emb.weight.std())
     assert 0.9 < std < 1.1                                    # N(0, 1), the authors' code
     with pytest.raises(ValueError, match="unknown rel_init 'xavier'"):
-        MultiplicativeTreeLSTM(6, 5, 4, variant=variant, rel_init="xavier")
+        CLASSES[variant](6, 5, 4, rel_init="xavier")

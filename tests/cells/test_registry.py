@@ -7,6 +7,8 @@ and of ``x``, in float32 and float64.
 
 A kernel that drifts from its cell's declaration fails here
 (:func:`test_a_mutated_kernel_fails` shows the comparison catches a one-ulp-scale change).
+The comparison is :func:`tests.cells.common.assert_engines_agree`, which
+``tests/cells/test_write_a_cell.py`` also runs for the cell of docs/write-a-cell.md.
 """
 
 from __future__ import annotations
@@ -17,17 +19,23 @@ import torch
 
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.base import TreeCell
-from gnn_treelstm.engine.propagator import Propagator
-from gnn_treelstm.kernels import fused, fused_triton, native
+from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.kernels.count import OpCounter
 from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
+from tests.cells.common import (
+    TOL,
+    H,
+    X,
+    assert_engines_agree,
+    engine_runs,
+    run_and_grads,
+)
 from tests.engine.compare import assert_same_run
 from tests.handbuilt import chain, random_batch, random_dependency_batch
 from tests.reference import tai, teng
 from tests.reference.tran import tran_forward
 
-X, H, R = 6, 5, 4
-TOL = {torch.float32: 2e-5, torch.float64: 1e-10}
+R = 4
 
 
 # ---------------------------------------------------------------- per-node references
@@ -133,67 +141,10 @@ def _params():
     return out
 
 
-def _run(cell, fwd, g, x, wh, wc):
-    x = x.detach().clone().requires_grad_(True)
-    for p in cell.parameters():
-        p.grad = None
-    h, c = fwd(g, x)
-    ((h * wh).sum() + (c * wc).sum()).backward()
-    grads = {n: p.grad.detach().clone() if p.grad is not None else torch.zeros_like(p)
-             for n, p in cell.named_parameters()}
-    grads["x"] = x.grad.detach().clone()
-    return h.detach(), c.detach(), grads
-
-
-def _engines(name, kw, g, x, dtype):
-    """(reference, dgl, level-general, level-fast or None) runs of one cell's weights."""
-    torch.manual_seed(0)
-    cell_dgl = build_cell(name, X, H, **kw).to(dtype)
-    cell_lvl = build_cell(name, X, H, engine="level", **kw).to(dtype)
-    cell_lvl.load_state_dict(cell_dgl.state_dict())
-    torch.manual_seed(1)
-    wh = torch.randn(g.num_nodes(), cell_dgl.out_size, dtype=dtype)
-    wc = torch.randn(g.num_nodes(), cell_dgl.out_size, dtype=dtype)
-    out = {"dgl": _run(cell_dgl, cell_dgl, g, x, wh, wc)}
-    native.set_choice("off")
-    try:
-        out["level"] = _run(cell_lvl, cell_lvl, g, x, wh, wc)
-    finally:
-        native.set_choice(None)
-    return cell_dgl, wh, wc, out
-
-
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("name,kw,trees,ref", _params())
 def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):
-    g = trees()
-    torch.manual_seed(2)
-    x = torch.randn(g.num_nodes(), X, dtype=dtype)
-    cell, wh, wc, out = _engines(name, kw, g, x, dtype)
-    tol = TOL[dtype]
-    want = _run(cell, lambda gg, xx: ref(cell, gg, xx), g, x, wh, wc)
-    assert_same_run(out["dgl"], want, tol=tol)
-    assert_same_run(out["level"], want, tol=tol)
-    # the C++ kernel, where the cell names one and it applies (float32 CPU, library built)
-    cell_fast = build_cell(name, X, H, engine="level", **kw).to(dtype)
-    cell_fast.load_state_dict(cell.state_dict())
-    fused_triton.set_choice("native")
-    try:
-        _check_cpp_kernel(name, kw, cell_fast, g, x, wh, wc, want, dtype)
-    finally:
-        fused_triton.set_choice(None)
-
-
-def _check_cpp_kernel(name, kw, cell_fast, g, x, wh, wc, want, dtype):
-    tol = TOL[dtype]
-    fast = cell_fast.level_kernel(Propagator("level", g), x)
-    if dtype == torch.float32 and fused.available(x) and cell_fast.has_kernel:
-        assert fast is not None, f"{name} {kw}: no fast kernel applies in float32 on the CPU"
-    if not cell_fast.has_kernel:
-        assert fast is None, f"{name} {kw}: has_kernel is False but level_kernel ran"
-    if fast is not None:
-        assert dtype == torch.float32 and fused.available(x)
-        assert_same_run(_run(cell_fast, cell_fast, g, x, wh, wc), want, tol=tol)
+    assert_engines_agree(name, kw, trees, ref, dtype)
 
 
 #: the registry names whose level kernel has a Triton path
@@ -224,11 +175,11 @@ def test_reference_and_triton_kernel_agree(name, kw, trees, ref, dtype):
     torch.manual_seed(1)
     wh = torch.randn(g.num_nodes(), cell.out_size, dtype=dtype)
     wc = torch.randn(g.num_nodes(), cell.out_size, dtype=dtype)
-    want = _run(cell, lambda gg, xx: ref(cell, gg, xx), g, x, wh, wc)
+    want = run_and_grads(cell, lambda gg, xx: ref(cell, gg, xx), g, x, wh, wc)
     fused_triton.set_choice("triton")
     try:
         with OpCounter() as count:
-            got = _run(cell, cell, g, x, wh, wc)
+            got = run_and_grads(cell, cell, g, x, wh, wc)
     finally:
         fused_triton.set_choice(None)
     op = TRITON[name]
@@ -247,11 +198,11 @@ def test_cuda_equals_cpu(name, kw, trees, ref):
     g = trees()
     torch.manual_seed(2)
     x = torch.randn(g.num_nodes(), X)
-    cell, wh, wc, out = _engines(name, kw, g, x, torch.float32)
+    cell, wh, wc, out = engine_runs(name, kw, g, x, torch.float32)
     gpu = build_cell(name, X, H, engine="level", **kw)
     gpu.load_state_dict(cell.state_dict())
     gpu.cuda()
-    h, c, grads = _run(gpu, gpu, g, x.cuda(), wh.cuda(), wc.cuda())
+    h, c, grads = run_and_grads(gpu, gpu, g, x.cuda(), wh.cuda(), wc.cuda())
     assert h.is_cuda and c.is_cuda
     got = (h.cpu(), c.cpu(), {n: v.cpu() for n, v in grads.items()})
     assert_same_run(got, out["level"], tol=TOL[torch.float32])
@@ -269,8 +220,7 @@ def test_a_mutated_kernel_fails(monkeypatch):
 
     monkeypatch.setattr(fused, "childsum_levels", mutated)
     with pytest.raises(AssertionError):
-        test_reference_dgl_level_and_fast_kernel_agree("childsum", {}, _dependency,
-                                                       tai.childsum, torch.float32)
+        assert_engines_agree("childsum", {}, _dependency, tai.childsum, torch.float32)
 
 
 def test_a_named_kernel_that_does_not_run_fails(monkeypatch):
@@ -281,8 +231,7 @@ def test_a_named_kernel_that_does_not_run_fails(monkeypatch):
 
     monkeypatch.setattr(ChildSumTreeLSTM, "level_kernel", lambda self, prop, x: None)
     with pytest.raises(AssertionError, match="no fast kernel applies"):
-        test_reference_dgl_level_and_fast_kernel_agree("childsum", {}, _dependency,
-                                                       tai.childsum, torch.float32)
+        assert_engines_agree("childsum", {}, _dependency, tai.childsum, torch.float32)
 
 
 def test_has_kernel_is_whether_the_cell_overrides_level_kernel():

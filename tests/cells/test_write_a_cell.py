@@ -1,9 +1,12 @@
 """The page docs/write-a-cell.md: its Python blocks run, and the cell they write equals the
 per-node reference written beside it, on both engines, on small hand-built trees and a
-batched forest, states and gradients alike."""
+batched forest, states and gradients alike; and it passes the registry-wide test's
+comparison (:func:`tests.cells.common.assert_engines_agree`), as a cell added to the
+package would."""
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -14,6 +17,7 @@ import torch
 from gnn_treelstm import make_tree
 from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
+from tests.cells.common import assert_engines_agree, on_forest, tree_by_tree
 from tests.engine.compare import assert_same_run
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "write-a-cell.md"
@@ -108,18 +112,40 @@ def test_a_batched_forest_equals_the_reference_tree_by_tree(page, engine):
     x = torch.randn(n, X, dtype=torch.float64)
     wh, wc = torch.randn(2, n, H, dtype=torch.float64)
 
-    def tree_by_tree(xx):
-        hs, cs, row = [], [], 0
-        for parents in trees:
-            h, c = reference(cell, parents, xx[row:row + len(parents)])
-            hs.append(h)
-            cs.append(c)
-            row += len(parents)
-        return torch.cat(hs), torch.cat(cs)
-
     got = _run(cell, lambda xx: cell(forest, xx), x, wh, wc)
-    want = _run(cell, tree_by_tree, x, wh, wc)
+    want = _run(cell, lambda xx: tree_by_tree(reference, cell, trees, xx), x, wh, wc)
     assert_same_run(got, want, tol=TOL)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
+def test_the_page_cell_passes_the_registry_wide_comparison(page, dtype):
+    """What tests/cells/test_registry.py runs for a registry name, for ``childmean`` with
+    the page's reference: reference = dgl engine = level engine, states and gradients (no
+    fast kernel: the level engine runs the declaration)."""
+    def forest():
+        return dgl.batch([make_tree(p, _words(p)) for p in TREES.values()] * 2)
+
+    assert_engines_agree("childmean", {}, forest, on_forest(page["child_mean_reference"]),
+                         dtype)
+
+
+def test_the_page_cells_follow_the_design_rules():
+    """Every cell class on the page (Child-Mean, and Child-Max of childmax.py) has its own
+    ``reset_parameters`` and its constructor ends by calling it (docs/design.md), and the
+    page calls the registry by the package's name, ``cells``."""
+    text = PAGE.read_text(encoding="utf-8")
+    blocks = re.findall(r"^```python[^\n]*\n(.*?)^```", text, re.S | re.M)
+    classes = [node for block in blocks for node in ast.walk(ast.parse(block))
+               if isinstance(node, ast.ClassDef)]
+    assert {c.name for c in classes} == {"ChildMeanTreeLSTM", "ChildMaxTreeLSTM"}
+    for cls in classes:
+        methods = {f.name: f for f in cls.body if isinstance(f, ast.FunctionDef)}
+        assert "reset_parameters" in methods, cls.name
+        last = methods["__init__"].body[-1]
+        assert ast.unparse(last) == "self.reset_parameters()", cls.name
+        assert [ast.unparse(d) for d in cls.decorator_list] == [
+            f"cells.register({'childmean' if 'Mean' in cls.name else 'childmax'!r})"]
+    assert "cell_registry" not in text and "from gnn_treelstm.cells import cells" in text
 
 
 def test_on_a_chain_it_is_childsum_and_on_a_wide_tree_it_is_not(page):
