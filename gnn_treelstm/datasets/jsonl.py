@@ -64,6 +64,7 @@ from typing import Any
 from gnn_treelstm.datasets import amr as A
 from gnn_treelstm.datasets.bracketed import parse_bracketed
 from gnn_treelstm.datasets.example import Example, Sentence, split_files
+from gnn_treelstm.datasets.readers import numbered_lines
 
 log = logging.getLogger(__name__)
 
@@ -417,8 +418,6 @@ _Row = tuple[str, dict, list[Sentence]]  # where, the JSON object, its sentences
 def _read_rows(files: dict[str, list], shape: _RowShape,
                amr_options: dict | None) -> dict[str, list[_Row]]:
     """``{split: rows}`` of the files, every row checked."""
-    from gnn_treelstm.datasets.readers import numbered_lines
-
     tokenize, opts = _Tokenizer(), dict(amr_options or {})
     raw: dict[str, list[_Row]] = {}
     for split, paths in files.items():

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import penman
 
+from gnn_treelstm.datasets.readers import numbered_lines
+
 log = logging.getLogger("gnn_treelstm.datasets.amr")
 
 __all__ = ["AmrError", "AmrEntry", "parse_amr", "parse_graph", "read_amr"]
@@ -185,8 +187,6 @@ def read_amr(path: str | os.PathLike) -> list[AmrEntry]:
             names the file, the line and the graph.
         ValueError: a byte that is not UTF-8 (the file, the line and the column).
     """
-    from gnn_treelstm.datasets.readers import numbered_lines
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file not found: {path}")

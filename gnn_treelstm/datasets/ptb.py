@@ -23,6 +23,7 @@ from pathlib import Path
 
 import dgl
 
+from gnn_treelstm.datasets.readers import numbered_lines
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
 __all__ = [
@@ -284,8 +285,6 @@ def parse_ptb(
 
 def read_ptb_file(path: str | os.PathLike, *, binary: bool = True) -> list[PTBTree]:
     """Parse every line of an SST tree file (UTF-8). Blank lines are errors."""
-    from gnn_treelstm.datasets.readers import numbered_lines
-
     path = Path(path)
     trees = []
     for lineno, line in numbered_lines(path):
