@@ -300,7 +300,8 @@ class _Colours:
         return _OTHER_COLOURS[lab % len(_OTHER_COLOURS)]
 
 
-def _figure(pos: Mapping[int, tuple[float, float]], legend: bool, title: str | None):
+def _figure(pos: Mapping[int, tuple[float, float]], legend: bool,
+            title: str | None) -> tuple[Any, Any]:
     """A bare Figure (the Agg canvas, pyplot's global state left alone) sized to the
     layout, and its axes without frame."""
     from matplotlib.figure import Figure
