@@ -175,6 +175,122 @@ def find_cycle(tree: penman.Tree) -> list[str] | None:
     return None
 
 
+def _check_choices(reentrancy: str, cycles: str) -> None:
+    if reentrancy not in ("copy", "drop"):
+        raise ValueError(f"reentrancy must be 'copy' or 'drop', got {reentrancy!r}")
+    if cycles not in ("split", "error"):
+        raise ValueError(f"cycles must be 'split' or 'error', got {cycles!r}")
+
+
+def _tree_and_name(entry: AmrEntry | penman.Tree | str) -> tuple[penman.Tree, str]:
+    """The parsed tree and the name its errors give (file:line and id, or the id)."""
+    if isinstance(entry, AmrEntry):
+        return entry.penman_tree(), entry.where or entry.id
+    if isinstance(entry, penman.Tree):
+        return entry, str(entry.metadata.get("id", "<amr>"))
+    return parse_graph(entry, "<amr>"), "<amr>"
+
+
+def _check_node(var: str, branches: list, ident: str, concept_of: dict[str, str]) -> str:
+    """The concept of one node, after checking its branches."""
+    empty = [r for r, t in branches if isinstance(t, tuple) and t[0] is None]
+    if empty:
+        raise AmrError(f"{ident}: an empty node '()' as {empty[0]} of node {var!r}")
+    missing = [r for r, t in branches if r != "/" and t is None]
+    if missing:
+        raise AmrError(f"{ident}: role {missing[0]} of node {var!r} has no value")
+    concepts = [t for r, t in branches if r == "/"]
+    if not concepts or concepts[0] is None:
+        raise AmrError(f"{ident}: node {var!r} has no concept; write it as "
+                       f"({var} / concept)")
+    if var in concept_of:
+        raise AmrError(f"{ident}: variable {var!r} is defined twice "
+                       f"(/ {concept_of[var]} and / {concepts[0]}); refer to it again by "
+                       "its name only, or give the second node another variable")
+    for r, target in branches:
+        if r != "/" and not isinstance(target, tuple) and _strip_align(target)[0] == var:
+            raise AmrError(f"{ident}: node {var!r} ({concepts[0]}) is its own {r} "
+                           "argument (a self-loop)")
+    return concepts[0]
+
+
+def _concepts(tree: penman.Tree, ident: str) -> dict[str, str]:
+    """``{variable: concept as written}`` of a checked graph."""
+    if tree.node[0] is None:
+        raise AmrError(f"{ident}: empty graph '()'; an AMR needs at least one concept")
+    concept_of: dict[str, str] = {}
+    for var, branches in tree.nodes():
+        concept_of[var] = _check_node(var, branches, ident, concept_of)
+    return concept_of
+
+
+@dataclass
+class _AmrWalk:
+    """The pre-order walk that numbers the nodes of the tree form (:func:`amr_tree`)."""
+
+    concept_of: dict[str, str]
+    strip_senses: bool
+    copy: bool  # reentrancy == "copy"
+    normalize_inverse: bool
+    merge_ops: bool
+    drop: set[str]
+    out: AmrTree
+
+    def add(self, parent: int, label: str, role: str, constant: bool, copy: bool,
+            align: int | None) -> int:
+        out = self.out
+        out.parents.append(parent)
+        out.labels.append(label)
+        out.roles.append(role)
+        out.is_constant.append(constant)
+        out.is_copy.append(copy)
+        out.align.append(align)
+        return len(out.parents) - 1
+
+    def concept(self, var: str) -> tuple[str, int | None]:
+        label, al = _strip_align(self.concept_of[var])
+        return _clean_concept(label, self.strip_senses), al
+
+    def run(self, top: Any) -> AmrTree:
+        # iterative (deep AMRs must not hit the recursion limit); stack items are
+        # (kind, payload, parent, role), children pushed in reverse branch order
+        stack: list[tuple[str, Any, int, str]] = [("concept", top, -1, "")]
+        while stack:
+            kind, payload, parent, role = stack.pop()
+            if kind == "copy":  # a split re-entrancy: leaf copy of the concept
+                var, al = payload
+                label, own = self.concept(var)
+                self.add(parent, label, role, False, True, al if al is not None else own)
+            elif kind == "const":
+                value, al = _strip_align(payload)
+                self.add(parent, _clean_constant(value), role, True, False, al)
+            else:
+                stack.extend(reversed(self.visit(payload, parent, role)))
+        return self.out
+
+    def visit(self, node: Any, parent: int, role: str) -> list[tuple[str, Any, int, str]]:
+        """Add a concept node; its branches to walk, in order."""
+        var, branches = node
+        label, al = self.concept(var)
+        me = self.add(parent, label, role, False, False, al)
+        todo: list[tuple[str, Any, int, str]] = []
+        for r, target in branches:
+            if r == "/" or _strip_align(r)[0] in self.drop:
+                continue
+            r = _role(r, self.normalize_inverse, self.merge_ops)
+            if isinstance(target, tuple):
+                todo.append(("concept", target, me, r))
+                continue
+            tv, tal = _strip_align(target)
+            if tv in self.concept_of:  # a re-entrancy: a variable named again
+                self.out.reentrancies += 1
+                if self.copy:
+                    todo.append(("copy", (tv, tal), me, r))
+            else:
+                todo.append(("const", target, me, r))
+        return todo
+
+
 def amr_tree(
     entry: AmrEntry | penman.Tree | str,
     *,
@@ -201,96 +317,17 @@ def amr_tree(
         AmrError: an empty graph, a node without a concept, a variable defined twice, a
             node that is its own argument, or a cycle with ``cycles="error"``.
     """
-    if reentrancy not in ("copy", "drop"):
-        raise ValueError(f"reentrancy must be 'copy' or 'drop', got {reentrancy!r}")
-    if cycles not in ("split", "error"):
-        raise ValueError(f"cycles must be 'split' or 'error', got {cycles!r}")
-    if isinstance(entry, AmrEntry):
-        tree, ident = entry.penman_tree(), entry.where or entry.id
-    elif isinstance(entry, penman.Tree):
-        tree, ident = entry, str(entry.metadata.get("id", "<amr>"))
-    else:
-        tree, ident = parse_graph(entry, "<amr>"), "<amr>"
-    if tree.node[0] is None:
-        raise AmrError(f"{ident}: empty graph '()'; an AMR needs at least one concept")
-    drop = set(drop_roles)
-    concept_of: dict[str, str] = {}
-    for var, branches in tree.nodes():
-        empty = [r for r, t in branches if isinstance(t, tuple) and t[0] is None]
-        if empty:
-            raise AmrError(f"{ident}: an empty node '()' as {empty[0]} of node {var!r}")
-        missing = [r for r, t in branches if r != "/" and t is None]
-        if missing:
-            raise AmrError(f"{ident}: role {missing[0]} of node {var!r} has no value")
-        concepts = [t for r, t in branches if r == "/"]
-        if not concepts or concepts[0] is None:
-            raise AmrError(f"{ident}: node {var!r} has no concept; write it as "
-                           f"({var} / concept)")
-        if var in concept_of:
-            raise AmrError(f"{ident}: variable {var!r} is defined twice "
-                           f"(/ {concept_of[var]} and / {concepts[0]}); refer to it again by "
-                           "its name only, or give the second node another variable")
-        concept_of[var] = concepts[0]
-        for r, target in branches:
-            if r != "/" and not isinstance(target, tuple) and _strip_align(target)[0] == var:
-                raise AmrError(f"{ident}: node {var!r} ({concepts[0]}) is its own {r} "
-                               "argument (a self-loop)")
+    _check_choices(reentrancy, cycles)
+    tree, ident = _tree_and_name(entry)
+    concept_of = _concepts(tree, ident)
     cycle = find_cycle(tree)
     if cycle is not None and cycles == "error":
         raise AmrError(f"{ident}: the graph has a cycle through re-entrancies "
                        f"({' -> '.join(cycle)}); fix the AMR or build with cycles='split' "
                        "(--amr-cycles split), which breaks it by the re-entrancy split")
-
-    out = AmrTree([], [], [], [], [], [], cycle=cycle)
-
-    def add(parent: int, label: str, role: str, constant: bool, copy: bool,
-            align: int | None) -> int:
-        out.parents.append(parent)
-        out.labels.append(label)
-        out.roles.append(role)
-        out.is_constant.append(constant)
-        out.is_copy.append(copy)
-        out.align.append(align)
-        return len(out.parents) - 1
-
-    def concept(var: str) -> tuple[str, int | None]:
-        label, al = _strip_align(concept_of[var])
-        return _clean_concept(label, strip_senses), al
-
-    # iterative pre-order traversal (deep AMRs must not hit the recursion limit); stack
-    # items are (kind, payload, parent, role), children pushed in reverse branch order
-    stack: list[tuple[str, Any, int, str]] = [("concept", tree.node, -1, "")]
-    while stack:
-        kind, payload, parent, role = stack.pop()
-        if kind == "copy":  # a split re-entrancy: leaf copy of the concept
-            var, al = payload
-            label, own = concept(var)
-            add(parent, label, role, False, True, al if al is not None else own)
-            continue
-        if kind == "const":
-            value, al = _strip_align(payload)
-            add(parent, _clean_constant(value), role, True, False, al)
-            continue
-        var, branches = payload
-        label, al = concept(var)
-        me = add(parent, label, role, False, False, al)
-        todo: list[tuple[str, Any, int, str]] = []
-        for r, target in branches:
-            if r == "/" or _strip_align(r)[0] in drop:
-                continue
-            r = _role(r, normalize_inverse, merge_ops)
-            if isinstance(target, tuple):
-                todo.append(("concept", target, me, r))
-                continue
-            tv, tal = _strip_align(target)
-            if tv in concept_of:  # a re-entrancy: a variable named again
-                out.reentrancies += 1
-                if reentrancy == "copy":
-                    todo.append(("copy", (tv, tal), me, r))
-            else:
-                todo.append(("const", target, me, r))
-        stack.extend(reversed(todo))
-    return out
+    walk = _AmrWalk(concept_of, strip_senses, reentrancy == "copy", normalize_inverse,
+                    merge_ops, set(drop_roles), AmrTree([], [], [], [], [], [], cycle=cycle))
+    return walk.run(tree.node)
 
 
 def node_words(t: AmrTree, tokens: Sequence[str] | None = None, *,

@@ -40,7 +40,7 @@ import shutil
 import urllib.error
 import urllib.request
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -342,6 +342,45 @@ def _read_sums(path: Path) -> dict[str, str]:
     return sums
 
 
+def _mirror_files(src: Path, dest: Path, resources: Sequence[Resource],
+                  archives: Mapping[str, Resource]) -> list[Path]:
+    """The files of the mirror ``src``, after checking it looks like one."""
+    if not src.is_dir():
+        raise ValueError(f"--from {src}: " + ("not a folder" if src.exists() else
+                                              "no such folder") + " (the data mirror to copy)")
+    if src.resolve() == dest.resolve():
+        raise ValueError(f"--from and --dest are the same folder: {src}")
+    files = sorted(p for p in src.rglob("*") if p.is_file() and ".downloads" not in p.parts)
+    folders = sorted({o.split("/", 1)[0] for r in resources for o in r.outputs})
+    if not any(p.relative_to(src).parts[0] in folders or p.name in archives for p in files):
+        examples = [o for r in resources for o in r.outputs][:3]
+        raise ValueError(
+            f"--from {src}: nothing of a data mirror there ({len(files)} files, none under "
+            f"{', '.join(f'{f}/' for f in folders)}); expected a folder laid out like "
+            f"{', '.join(examples)} ..., or the official archives "
+            f"({', '.join(sorted(archives))})")
+    return files
+
+
+def _mirror_sums(src: Path, verify: bool) -> dict[str, str]:
+    """``{relative path: sha256}`` of the mirror's ``SHA256SUMS`` (empty without one or
+    without ``verify``), every listed file present."""
+    sums_file = src / "SHA256SUMS"
+    sums = _read_sums(sums_file) if verify and sums_file.is_file() else {}
+    if verify and sums:
+        missing = [p for p in sums if not (src / p).is_file()]
+        if missing:
+            raise FetchError(f"{src}: files listed in SHA256SUMS are missing: {missing[:5]}")
+    return sums
+
+
+def _unpack_if_needed(res: Resource, archive: Path, dest: Path, force: bool) -> str:
+    if force or not all((dest / o).is_file() for o in res.outputs):
+        _unpack(res, archive, dest)
+        return "unpacked"
+    return "present"
+
+
 def copy_from_mirror(
     src: str | os.PathLike,
     dest: str | os.PathLike,
@@ -367,39 +406,16 @@ def copy_from_mirror(
         FetchError: a checksum mismatch, or a file of ``SHA256SUMS`` missing.
     """
     src, dest = Path(src), Path(dest)
-    if not src.is_dir():
-        raise ValueError(f"--from {src}: " + ("not a folder" if src.exists() else
-                                              "no such folder") + " (the data mirror to copy)")
-    if src.resolve() == dest.resolve():
-        raise ValueError(f"--from and --dest are the same folder: {src}")
     archives = {r.filename: r for r in resources if r.archive}
-    files = sorted(p for p in src.rglob("*") if p.is_file() and ".downloads" not in p.parts)
-    folders = sorted({o.split("/", 1)[0] for r in resources for o in r.outputs})
-    if not any(p.relative_to(src).parts[0] in folders or p.name in archives for p in files):
-        examples = [o for r in resources for o in r.outputs][:3]
-        raise ValueError(
-            f"--from {src}: nothing of a data mirror there ({len(files)} files, none under "
-            f"{', '.join(f'{f}/' for f in folders)}); expected a folder laid out like "
-            f"{', '.join(examples)} ..., or the official archives "
-            f"({', '.join(sorted(archives))})")
-    sums_file = src / "SHA256SUMS"
-    sums = _read_sums(sums_file) if verify and sums_file.is_file() else {}
-    if verify and sums:
-        missing = [p for p in sums if not (src / p).is_file()]
-        if missing:
-            raise FetchError(f"{src}: files listed in SHA256SUMS are missing: {missing[:5]}")
+    files = _mirror_files(src, dest, resources, archives)
+    sums = _mirror_sums(src, verify)
     bar = _progress(len(files), "copy", progress, files=True)
     status: dict[str, str] = {}
     try:
         for path in files:
             rel = path.relative_to(src).as_posix()
             if path.name in archives:
-                res = archives[path.name]
-                if force or not all((dest / o).is_file() for o in res.outputs):
-                    _unpack(res, path, dest)
-                    status[rel] = "unpacked"
-                else:
-                    status[rel] = "present"
+                status[rel] = _unpack_if_needed(archives[path.name], path, dest, force)
             else:
                 status[rel] = _copy_one(path, dest / rel, sums.get(rel), force)
             if bar is not None:

@@ -64,6 +64,7 @@ from typing import Any
 from gnn_treelstm.datasets import amr as A
 from gnn_treelstm.datasets.bracketed import parse_bracketed
 from gnn_treelstm.datasets.example import Example, Sentence, split_files
+from gnn_treelstm.datasets.readers import numbered_lines
 
 log = logging.getLogger(__name__)
 
@@ -218,7 +219,8 @@ def _check_heads(heads: Any, rels: Any, n: int, where: str) -> list[int]:
     return out
 
 
-def _sentence(obj: Any, where: str, tokenize: _Tokenizer, amr_options: dict) -> Sentence:
+def _sentence_object(obj: Any, where: str) -> dict:
+    """A sentence as an object of known fields (a string is its ``text``)."""
     if isinstance(obj, str):
         obj = {"text": obj}
     if not isinstance(obj, dict):
@@ -228,49 +230,84 @@ def _sentence(obj: Any, where: str, tokenize: _Tokenizer, amr_options: dict) -> 
     if unknown:
         raise JsonlError(f"{where}: unknown field(s) {unknown}; a sentence has "
                          f"{sorted(_SENT_KEYS)} (put anything else under 'meta')")
-    tokens: list[str] | None = None
-    if "tokens" in obj:
-        tokens = obj["tokens"]
-        if not isinstance(tokens, list) or not all(isinstance(t, str) and t.strip()
-                                                   for t in tokens):
-            raise JsonlError(f"{where}: 'tokens' must be a list of non-empty strings")
-    heads, rels, cparents = obj.get("heads"), obj.get("deprels"), None
-    if "conllu" in obj:
-        if "heads" in obj or "deprels" in obj:
-            raise JsonlError(f"{where}: give 'conllu' or 'heads'/'deprels', not both")
-        ctoks, heads, rels = _conllu(obj["conllu"], where)
-        if tokens is not None and ctoks != tokens:
-            raise JsonlError(f"{where}: the CoNLL-U FORMs differ from 'tokens'")
-        tokens = ctoks
-    if "ptb" in obj:
-        if not isinstance(obj["ptb"], str):
-            raise JsonlError(f"{where}: 'ptb' must be a string (a bracketed tree)")
-        ptoks, cparents = parse_bracketed(obj["ptb"], where=f"{where}: ptb")
-        if tokens is not None and ptoks != tokens:
-            raise JsonlError(f"{where}: the PTB tree's words {ptoks[:8]} differ from the "
-                             f"tokens {tokens[:8]}")
-        if isinstance(obj.get("text"), str) and tokens is None:
-            odd = _same_words(obj["text"], ptoks)
-            if odd is not None:
-                raise JsonlError(f"{where}: the PTB tree's words differ from 'text' "
-                                 f"({odd!r} is not next in {obj['text'][:60]!r}); the tree "
-                                 "is the sentence's parse: fix one of the two, or drop "
-                                 "'text' (the tree's words are the sentence)")
-        tokens = ptoks
-    entry = None
-    if "amr" in obj:
-        if not isinstance(obj["amr"], str):
-            raise JsonlError(f"{where}: 'amr' must be a string (a PENMAN graph)")
-        graphs = A.parse_amr(obj["amr"], f"{where}: amr")
-        if len(graphs) != 1:
-            raise JsonlError(f"{where}: 'amr' holds {len(graphs)} graphs; exactly one")
-        entry = graphs[0]
-    if tokens is None and "text" in obj:
+    return obj
+
+
+def _given_tokens(obj: dict, where: str) -> list[str] | None:
+    if "tokens" not in obj:
+        return None
+    tokens = obj["tokens"]
+    if not isinstance(tokens, list) or not all(isinstance(t, str) and t.strip()
+                                               for t in tokens):
+        raise JsonlError(f"{where}: 'tokens' must be a list of non-empty strings")
+    return tokens
+
+
+def _conllu_tokens(obj: dict, tokens: list[str] | None,
+                   where: str) -> tuple[list[str], list[int], list[str]]:
+    """Tokens, heads and deprels of the sentence's ``conllu`` block."""
+    if "heads" in obj or "deprels" in obj:
+        raise JsonlError(f"{where}: give 'conllu' or 'heads'/'deprels', not both")
+    ctoks, heads, rels = _conllu(obj["conllu"], where)
+    if tokens is not None and ctoks != tokens:
+        raise JsonlError(f"{where}: the CoNLL-U FORMs differ from 'tokens'")
+    return ctoks, heads, rels
+
+
+def _ptb_tokens(obj: dict, tokens: list[str] | None, where: str) -> tuple[list[str], list[int]]:
+    """Words and parents of the sentence's ``ptb`` tree, checked against its tokens or
+    text."""
+    if not isinstance(obj["ptb"], str):
+        raise JsonlError(f"{where}: 'ptb' must be a string (a bracketed tree)")
+    ptoks, cparents = parse_bracketed(obj["ptb"], where=f"{where}: ptb")
+    if tokens is not None and ptoks != tokens:
+        raise JsonlError(f"{where}: the PTB tree's words {ptoks[:8]} differ from the "
+                         f"tokens {tokens[:8]}")
+    if isinstance(obj.get("text"), str) and tokens is None:
+        odd = _same_words(obj["text"], ptoks)
+        if odd is not None:
+            raise JsonlError(f"{where}: the PTB tree's words differ from 'text' "
+                             f"({odd!r} is not next in {obj['text'][:60]!r}); the tree "
+                             "is the sentence's parse: fix one of the two, or drop "
+                             "'text' (the tree's words are the sentence)")
+    return ptoks, cparents
+
+
+def _amr_entry(obj: dict, where: str) -> A.AmrEntry | None:
+    if "amr" not in obj:
+        return None
+    if not isinstance(obj["amr"], str):
+        raise JsonlError(f"{where}: 'amr' must be a string (a PENMAN graph)")
+    graphs = A.parse_amr(obj["amr"], f"{where}: amr")
+    if len(graphs) != 1:
+        raise JsonlError(f"{where}: 'amr' holds {len(graphs)} graphs; exactly one")
+    return graphs[0]
+
+
+def _text_tokens(obj: dict, entry: A.AmrEntry | None, where: str,
+                 tokenize: _Tokenizer) -> list[str] | None:
+    """The tokens of the ``text`` field, else of the AMR's sentence (None without
+    either)."""
+    if "text" in obj:
         if not isinstance(obj["text"], str) or not obj["text"].strip():
             raise JsonlError(f"{where}: 'text' must be a non-empty string")
-        tokens = tokenize(obj["text"])
-    if tokens is None and entry is not None and (entry.metadata.get("tok") or entry.sentence):
-        tokens = entry.tokens()
+        return tokenize(obj["text"])
+    if entry is not None and (entry.metadata.get("tok") or entry.sentence):
+        return entry.tokens()
+    return None
+
+
+def _sentence(obj: Any, where: str, tokenize: _Tokenizer, amr_options: dict) -> Sentence:
+    obj = _sentence_object(obj, where)
+    tokens = _given_tokens(obj, where)
+    heads, rels, cparents = obj.get("heads"), obj.get("deprels"), None
+    if "conllu" in obj:
+        tokens, heads, rels = _conllu_tokens(obj, tokens, where)
+    if "ptb" in obj:
+        tokens, cparents = _ptb_tokens(obj, tokens, where)
+    entry = _amr_entry(obj, where)
+    if tokens is None:
+        tokens = _text_tokens(obj, entry, where, tokenize)
     if not tokens:
         raise JsonlError(f"{where}: no sentence; give 'text', 'tokens', 'ptb' or 'conllu'")
     if heads is not None or rels is not None:
@@ -316,6 +353,102 @@ def _label_ids(rows: list[tuple[str, Any]], labels: Sequence[str] | None) -> lis
     return names
 
 
+def _json_row(line: str, where: str) -> dict:
+    """One line as a JSON object (nesting, syntax and characters checked)."""
+    _check_nesting(line, where)
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError as e:
+        raise JsonlError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
+    if not isinstance(row, dict):
+        raise JsonlError(f"{where}: a row is a JSON object, got "
+                         f"{type(row).__name__}")
+    _check_characters(row, line, where)
+    return row
+
+
+@dataclass
+class _RowShape:
+    """What every row must share with the first: pair or single sentence, and targets."""
+
+    pair: bool | None = None
+    first: tuple[str, set[str]] | None = None  # where the first row is, its targets
+
+    def check(self, row: dict, where: str) -> bool:
+        """Whether the row is a pair, after checking it has the shape of the rows before."""
+        is_pair = "a" in row or "b" in row
+        if is_pair and not ("a" in row and "b" in row):
+            raise JsonlError(f"{where}: a pair needs both 'a' and 'b'")
+        if self.pair is not None and is_pair != self.pair:
+            raise JsonlError(f"{where}: {'a pair' if is_pair else 'a single sentence'}"
+                             f" but the rows before are "
+                             f"{'pairs' if self.pair else 'single sentences'}")
+        self.pair = is_pair
+        keys = {k for k in TARGETS if k in row}
+        if not keys:
+            raise JsonlError(f"{where}: no 'label' or 'score'; every row needs its "
+                             "gold class ('label') or number ('score')")
+        if self.first is None:
+            self.first = (where, keys)
+        elif keys != self.first[1]:
+            first_where, first_keys = self.first
+            miss = sorted(first_keys - keys) or sorted(keys - first_keys)
+            raise JsonlError(f"{where}: has {sorted(keys)} but the first row "
+                             f"({first_where}) has {sorted(first_keys)}; every row needs "
+                             f"the same targets ({miss[0]!r})")
+        return is_pair
+
+
+def _row_sentences(row: dict, where: str, is_pair: bool, tokenize: _Tokenizer,
+                   opts: dict) -> list[Sentence]:
+    if not is_pair:
+        return [_sentence({k: v for k, v in row.items() if k not in TARGETS},
+                          where, tokenize, opts)]
+    if set(row) - _ROW_KEYS - {"id", "meta"}:
+        raise JsonlError(f"{where}: unknown field(s) "
+                         f"{sorted(set(row) - _ROW_KEYS - {'id', 'meta'})} in a "
+                         "pair row; sentence fields go under 'a' and 'b'")
+    return [_sentence(row["a"], f"{where} (a)", tokenize, opts),
+            _sentence(row["b"], f"{where} (b)", tokenize, opts)]
+
+
+_Row = tuple[str, dict, list[Sentence]]  # where, the JSON object, its sentences
+
+
+def _read_rows(files: dict[str, list], shape: _RowShape,
+               amr_options: dict | None) -> dict[str, list[_Row]]:
+    """``{split: rows}`` of the files, every row checked."""
+    tokenize, opts = _Tokenizer(), dict(amr_options or {})
+    raw: dict[str, list[_Row]] = {}
+    for split, paths in files.items():
+        rows = raw.setdefault(split, [])
+        for path in paths:
+            for lineno, line in numbered_lines(path):
+                if not line.strip():
+                    continue
+                where = f"{path}:{lineno}"
+                row = _json_row(line, where)
+                is_pair = shape.check(row, where)
+                rows.append((where, row, _row_sentences(row, where, is_pair, tokenize, opts)))
+    return raw
+
+
+def _example(row: dict, sents: list[Sentence], ident: Any, pair: bool,
+             label_names: list[str] | None, rng: list[int] | None) -> Example:
+    tg: dict[str, float | int] = {}
+    if label_names is not None:
+        tg["label"] = label_names.index(str(row["label"]))
+    if rng is not None:
+        tg["score"] = float(row["score"])
+    text: dict[str, Any] = {"id": ident}
+    if pair:
+        text.update(a=sents[0].tokens, b=sents[1].tokens)
+    else:
+        text["tokens"] = sents[0].tokens
+    text.update(tg)
+    return Example([s.tokens for s in sents], tg, text, sources=sents)
+
+
 def read_jsonl(
     sources: Sequence[str | os.PathLike],
     *,
@@ -332,61 +465,11 @@ def read_jsonl(
             line.
     """
     files = split_files(sources, (".jsonl", ".json", ".jsonl.gz"))
-    tokenize, opts = _Tokenizer(), dict(amr_options or {})
-    raw: dict[str, list[tuple[str, dict, list[Sentence]]]] = {}
-    pair: bool | None = None
-    first: tuple[str, set[str]] | None = None
-    from gnn_treelstm.datasets.readers import numbered_lines
-
-    for split, paths in files.items():
-        rows = raw.setdefault(split, [])
-        for path in paths:
-            for lineno, line in numbered_lines(path):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                _check_nesting(line, where)
-                try:
-                    row = json.loads(line)
-                except json.JSONDecodeError as e:
-                    raise JsonlError(f"{where}: not JSON ({e.msg} at column {e.colno})") from None
-                if not isinstance(row, dict):
-                    raise JsonlError(f"{where}: a row is a JSON object, got "
-                                     f"{type(row).__name__}")
-                _check_characters(row, line, where)
-                is_pair = "a" in row or "b" in row
-                if is_pair and not ("a" in row and "b" in row):
-                    raise JsonlError(f"{where}: a pair needs both 'a' and 'b'")
-                if pair is not None and is_pair != pair:
-                    raise JsonlError(f"{where}: {'a pair' if is_pair else 'a single sentence'}"
-                                     f" but the rows before are "
-                                     f"{'pairs' if pair else 'single sentences'}")
-                pair = is_pair
-                keys = {k for k in TARGETS if k in row}
-                if not keys:
-                    raise JsonlError(f"{where}: no 'label' or 'score'; every row needs its "
-                                     "gold class ('label') or number ('score')")
-                if first is None:
-                    first = (where, keys)
-                elif keys != first[1]:
-                    miss = sorted(first[1] - keys) or sorted(keys - first[1])
-                    raise JsonlError(f"{where}: has {sorted(keys)} but the first row "
-                                     f"({first[0]}) has {sorted(first[1])}; every row needs "
-                                     f"the same targets ({miss[0]!r})")
-                if is_pair:
-                    if set(row) - _ROW_KEYS - {"id", "meta"}:
-                        raise JsonlError(f"{where}: unknown field(s) "
-                                         f"{sorted(set(row) - _ROW_KEYS - {'id', 'meta'})} in a "
-                                         "pair row; sentence fields go under 'a' and 'b'")
-                    sents = [_sentence(row["a"], f"{where} (a)", tokenize, opts),
-                             _sentence(row["b"], f"{where} (b)", tokenize, opts)]
-                else:
-                    sents = [_sentence({k: v for k, v in row.items() if k not in TARGETS},
-                                       where, tokenize, opts)]
-                rows.append((where, row, sents))
-    if first is None:
+    shape = _RowShape()
+    raw = _read_rows(files, shape, amr_options)
+    if shape.first is None:
         raise JsonlError(f"{', '.join(str(p) for ps in files.values() for p in ps)}: no rows")
-    targets = [k for k in TARGETS if k in first[1]]
+    targets = [k for k in TARGETS if k in shape.first[1]]
     label_names = None
     if "label" in targets:
         label_names = _label_ids([(w, _target(r, "label", w)) for rs in raw.values()
@@ -395,25 +478,11 @@ def read_jsonl(
     if "score" in targets:
         scores = [(w, _target(r, "score", w)) for rs in raw.values() for w, r, _ in rs]
         rng = _score_range(scores, score_range)
-    out: dict[str, list[Example]] = {}
-    for split, rows in raw.items():
-        exs = []
-        for k, (_where, row, sents) in enumerate(rows):
-            tg: dict[str, float | int] = {}
-            if label_names is not None:
-                tg["label"] = label_names.index(str(row["label"]))
-            if rng is not None:
-                tg["score"] = float(row["score"])
-            ident = row.get("id", f"{split}-{k + 1}")
-            text: dict[str, Any] = {"id": ident}
-            if pair:
-                text.update(a=sents[0].tokens, b=sents[1].tokens)
-            else:
-                text["tokens"] = sents[0].tokens
-            text.update(tg)
-            exs.append(Example([s.tokens for s in sents], tg, text, sources=sents))
-        out[split] = exs
-    return JsonlData(out, bool(pair), targets, label_names, rng,
+    pair = bool(shape.pair)
+    out = {split: [_example(row, sents, row.get("id", f"{split}-{k + 1}"), pair, label_names,
+                            rng) for k, (_where, row, sents) in enumerate(rows)]
+           for split, rows in raw.items()}
+    return JsonlData(out, pair, targets, label_names, rng,
                      {s: [str(p) for p in ps] for s, ps in files.items()})
 
 

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import penman
 
+from gnn_treelstm.datasets.readers import numbered_lines
+
 log = logging.getLogger("gnn_treelstm.datasets.amr")
 
 __all__ = ["AmrError", "AmrEntry", "parse_amr", "parse_graph", "read_amr"]
@@ -102,6 +104,39 @@ def _scan(line: str, depth: int, where: str) -> tuple[int, str]:
     return depth, ""
 
 
+def _graph_id(meta: list[str], number: int) -> str:
+    """The ``# ::id`` of a graph's metadata, else its number in the text."""
+    return next((m.group(1) for m in map(_ID.search, meta) if m), str(number))
+
+
+def _entry(source: str, start: int, meta: list[str], graph: list[str],
+           number: int) -> AmrEntry:
+    """The graph ``number`` of the text (its lines from ``start``), parsed."""
+    where = f"{source}:{start} (graph {_graph_id(meta, number)})"
+    try:
+        tree = penman.parse("\n".join(meta + graph))
+    except penman.DecodeError as exc:
+        line = start + max(exc.lineno - 1 - len(meta), 0)
+        raise AmrError(f"{where}: not valid PENMAN: {exc.message} at line {line}, column "
+                       f"{exc.offset + 1}") from None
+    md = dict(tree.metadata)
+    return AmrEntry(
+        id=md.get("id") or f"{Path(source).name}#{number}",
+        sentence=md.get("snt", ""),
+        graph_penman=penman.format(penman.Tree(tree.node)),
+        metadata=md, tree=tree, where=where)
+
+
+def _graph_start(stripped: str, where: str) -> bool:
+    """Whether a line outside a graph starts one (False: a blank or a comment line)."""
+    if not stripped or stripped.startswith("#"):
+        return False
+    if not stripped.startswith("("):
+        raise AmrError(f"{where}: expected a PENMAN graph starting with "
+                       f"'(' or a '#' comment line, got {stripped[:40]!r}")
+    return True
+
+
 def parse_amr(text: str, source: str = "<string>") -> list[AmrEntry]:
     """Split PENMAN text into graphs (with their ``# ::`` metadata) and parse each.
 
@@ -116,52 +151,27 @@ def parse_amr(text: str, source: str = "<string>") -> list[AmrEntry]:
     meta: list[str] = []
     graph: list[str] = []
     start = depth = 0
-
-    def ident() -> str:
-        return next((m.group(1) for m in map(_ID.search, meta) if m), str(len(entries) + 1))
-
-    def here() -> str:
-        return f"{source}:{start} (graph {ident()})"
-
-    def finish() -> None:
-        where = here()
-        try:
-            tree = penman.parse("\n".join(meta + graph))
-        except penman.DecodeError as exc:
-            line = start + max(exc.lineno - 1 - len(meta), 0)
-            raise AmrError(f"{where}: not valid PENMAN: {exc.message} at line {line}, column "
-                           f"{exc.offset + 1}") from None
-        md = dict(tree.metadata)
-        entries.append(AmrEntry(
-            id=md.get("id") or f"{Path(source).name}#{len(entries) + 1}",
-            sentence=md.get("snt", ""),
-            graph_penman=penman.format(penman.Tree(tree.node)),
-            metadata=md, tree=tree, where=where))
-
     for lineno, line in enumerate(text.splitlines(), 1):
         stripped = line.strip()
         if depth == 0:
-            if not stripped:
+            if not _graph_start(stripped, f"{source}:{lineno}"):
+                if stripped:
+                    meta.append(line)
                 continue
-            if stripped.startswith("#"):
-                meta.append(line)
-                continue
-            if not stripped.startswith("("):
-                raise AmrError(f"{source}:{lineno}: expected a PENMAN graph starting with "
-                               f"'(' or a '#' comment line, got {stripped[:40]!r}")
             start, graph = lineno, []
         graph.append(line)
-        depth, trailing = _scan(line, depth, f"{source}:{lineno} (graph {ident()})")
+        where = f"{source}:{lineno} (graph {_graph_id(meta, len(entries) + 1)})"
+        depth, trailing = _scan(line, depth, where)
         if trailing:
-            raise AmrError(f"{source}:{lineno} (graph {ident()}): {trailing[:40]!r} after the "
+            raise AmrError(f"{where}: {trailing[:40]!r} after the "
                            f"end of the graph (an extra ')'?); one graph per block, blocks "
                            "separated by a blank line")
         if depth == 0:
-            finish()
+            entries.append(_entry(source, start, meta, graph, len(entries) + 1))
             meta, graph = [], []
     if depth > 0:
-        raise AmrError(f"{here()}: the graph is not closed ({depth} '(' still open at the "
-                       "end of the file)")
+        raise AmrError(f"{source}:{start} (graph {_graph_id(meta, len(entries) + 1)}): the "
+                       f"graph is not closed ({depth} '(' still open at the end of the file)")
     if any("::" in m for m in meta):
         raise AmrError(f"{source}: metadata at the end of the file has no graph after it "
                        f"({meta[0].strip()[:60]!r}); an empty graph")
@@ -177,8 +187,6 @@ def read_amr(path: str | os.PathLike) -> list[AmrEntry]:
             names the file, the line and the graph.
         ValueError: a byte that is not UTF-8 (the file, the line and the column).
     """
-    from gnn_treelstm.datasets.readers import numbered_lines
-
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"AMR file not found: {path}")

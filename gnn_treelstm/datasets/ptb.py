@@ -23,6 +23,7 @@ from pathlib import Path
 
 import dgl
 
+from gnn_treelstm.datasets.readers import numbered_lines
 from gnn_treelstm.trees.graph import NO_WORD, make_tree
 
 __all__ = [
@@ -108,6 +109,158 @@ def unescape(token: str) -> str:
     return token.replace("\\/", "/")
 
 
+_Node = tuple[str, int]  # ("leaf", word id) or ("int", index of the internal node)
+
+
+@dataclass
+class _Open:
+    """An internal node whose ')' is not read yet."""
+
+    col: int  # column of its '('
+    label: int
+    start: int  # its first token
+    children: list[_Node] = field(default_factory=list)
+
+
+class _PtbParser:
+    """The iterative parse of one tree (no recursion, so a tree of any depth parses).
+
+    Leaves get ids ``0..n-1`` in sentence order; internal nodes are collected as
+    ``(label, children, span)`` in post-order, a child being its internal index, or
+    ``-1 - id`` for a leaf.
+    """
+
+    def __init__(self, text: str, where: str, binary: bool) -> None:
+        self.toks = list(tokenize_ptb(text))
+        self.where, self.binary = where, binary
+        self.k = 0  # the next token
+        self.tokens: list[str] = []
+        self.leaf_labels: list[int] = []
+        self.internal: list[tuple[int, list[int], tuple[int, int]]] = []
+        self.open: list[_Open] = []
+
+    def parse(self) -> _Node:
+        """Read the whole tree; its root."""
+        if not self.toks:
+            raise PTBError(f"{self.where}: empty line; expected a PTB tree like "
+                           "'(3 (2 good) (2 film))'")
+        root: _Node | None = None
+        while root is None:
+            node = self.read_open()
+            if node is None and self.toks[self.k][0] == "(":
+                continue  # the first child of the node just opened
+            root = self.close(node)
+        if self.k != len(self.toks):
+            raise PTBError(f"{self.where}: unbalanced parentheses or trailing text at column "
+                           f"{self.toks[self.k][1] + 1}: {self.toks[self.k][0]!r}")
+        if not self.tokens:
+            raise PTBError(f"{self.where}: empty sentence (the tree has no words)")
+        return root
+
+    def label(self, k: int) -> int:
+        toks, where = self.toks, self.where
+        if k >= len(toks) or toks[k][0] in "()":
+            raise PTBError(f"{where}: missing label after '(' at column {toks[k - 1][1] + 1}")
+        lab_s, col = toks[k]
+        try:
+            lab = int(lab_s)
+        except ValueError:
+            raise PTBError(
+                f"{where}: label {lab_s!r} at column {col + 1} is not an integer 0-4"
+            ) from None
+        if not 0 <= lab < NUM_LABELS:
+            raise PTBError(f"{where}: label {lab} at column {col + 1} is outside 0-4")
+        return lab
+
+    def read_open(self) -> _Node | None:
+        """Read ``(label`` and, for a pre-terminal, ``word)``: the leaf, or None when an
+        internal node was opened."""
+        toks, where, k = self.toks, self.where, self.k
+        if k >= len(toks):
+            raise PTBError(f"{where}: unbalanced parentheses: the tree ends early")
+        if toks[k][0] != "(":
+            raise PTBError(
+                f"{where}: expected '(' at column {toks[k][1] + 1}, got {toks[k][0]!r}"
+            )
+        open_col = toks[k][1]
+        lab = self.label(k + 1)
+        self.k = k = k + 2
+        if k >= len(toks):
+            raise PTBError(f"{where}: unbalanced parentheses: '(' at column {open_col + 1} "
+                           "is never closed")
+        if toks[k][0] not in "()":
+            return self.leaf(lab)
+        self.open.append(_Open(open_col, lab, len(self.tokens)))
+        return None
+
+    def leaf(self, lab: int) -> _Node:
+        """Read ``word)`` of a pre-terminal ``(label word)``."""
+        toks, k = self.toks, self.k
+        word = toks[k][0]
+        k += 1
+        if k >= len(toks) or toks[k][0] != ")":
+            got = "end of line" if k >= len(toks) else repr(toks[k][0])
+            raise PTBError(f"{self.where}: unbalanced parentheses: expected ')' after word "
+                           f"{word!r} (column {toks[k - 1][1] + 1}), got {got}")
+        self.tokens.append(unescape(word))
+        self.leaf_labels.append(lab)
+        self.k = k + 1
+        return ("leaf", len(self.tokens) - 1)
+
+    def close(self, node: _Node | None) -> _Node | None:
+        """Attach the finished node, then close the nodes that end here: the root when the
+        tree is done, None when a next child starts."""
+        toks, where = self.toks, self.where
+        while True:
+            if node is not None:
+                if not self.open:
+                    return node
+                self.open[-1].children.append(node)
+            top = self.open[-1]
+            if self.k >= len(toks):
+                raise PTBError(f"{where}: unbalanced parentheses: '(' at column {top.col + 1} "
+                               "is never closed")
+            tok = toks[self.k][0]
+            if tok == "(":
+                return None
+            if tok != ")":
+                raise PTBError(f"{where}: unexpected {tok!r} at column "
+                               f"{toks[self.k][1] + 1}; words must be wrapped as "
+                               "'(label word)'")
+            self.check_children(top)
+            self.internal.append((top.label, [c[1] if c[0] == "int" else -1 - c[1]
+                                              for c in top.children],
+                                  (top.start, len(self.tokens))))
+            self.open.pop()
+            node, self.k = ("int", len(self.internal) - 1), self.k + 1
+
+    def check_children(self, top: _Open) -> None:
+        if not top.children:
+            raise PTBError(f"{self.where}: node at column {top.col + 1} has no children and "
+                           "no word")
+        if self.binary and len(top.children) > 2:
+            raise PTBError(f"{self.where}: node at column {top.col + 1} has "
+                           f"{len(top.children)} children; a binary tree is required "
+                           "(at most 2)")
+
+    def tree(self, source: str, lineno: int) -> PTBTree:
+        """The parsed tree in graph order (words, then internal nodes in post-order)."""
+        n = len(self.tokens)
+        total = n + len(self.internal)
+        parents = [-1] * total
+        positions = [0] * total
+        labels = self.leaf_labels + [lab for lab, _, _ in self.internal]
+        spans: list[tuple[int, int]] = [(i, i + 1) for i in range(n)]
+        for j, (_, children, span) in enumerate(self.internal):
+            spans.append(span)
+            for p, c in enumerate(children):
+                cid = -1 - c if c < 0 else n + c  # leaf ids were encoded as -1 - id
+                parents[cid] = n + j
+                positions[cid] = p
+        return PTBTree(list(self.tokens), parents, labels, spans, positions, source=source,
+                       lineno=lineno)
+
+
 def parse_ptb(
     text: str, *, source: str = "<string>", lineno: int = 0, binary: bool = True
 ) -> PTBTree:
@@ -123,116 +276,15 @@ def parse_ptb(
             0-4, a node with more than two children (``binary``), an empty tree or
             sentence, or trailing text.
     """
-    where = _where(source, lineno)
-    toks = list(tokenize_ptb(text))
-    if not toks:
-        raise PTBError(f"{where}: empty line; expected a PTB tree like '(3 (2 good) (2 film))'")
-    tokens: list[str] = []
-    # internal nodes are collected as (label, children ids, span); leaves get ids 0..n-1
-    internal: list[tuple[int, list[int], tuple[int, int]]] = []
-    leaf_labels: list[int] = []
-    pos = 0
-
-    def parse_label(k: int) -> int:
-        if k >= len(toks) or toks[k][0] in "()":
-            raise PTBError(f"{where}: missing label after '(' at column {toks[k - 1][1] + 1}")
-        lab_s, col = toks[k]
-        try:
-            lab = int(lab_s)
-        except ValueError:
-            raise PTBError(
-                f"{where}: label {lab_s!r} at column {col + 1} is not an integer 0-4"
-            ) from None
-        if not 0 <= lab < NUM_LABELS:
-            raise PTBError(f"{where}: label {lab} at column {col + 1} is outside 0-4")
-        return lab
-
-    # iterative: a tree of any depth parses (no recursion); a node is a ("leaf", id) or
-    # ("int", idx) reference; ``open_nodes`` holds the internal nodes not yet closed as
-    # [column of their '(', label, first token, children]
-    open_nodes: list[list] = []
-    root: tuple[str, int] | None = None
-    k = 0
-    while root is None:
-        if k >= len(toks):
-            raise PTBError(f"{where}: unbalanced parentheses: the tree ends early")
-        if toks[k][0] != "(":
-            raise PTBError(
-                f"{where}: expected '(' at column {toks[k][1] + 1}, got {toks[k][0]!r}"
-            )
-        open_col = toks[k][1]
-        lab = parse_label(k + 1)
-        k += 2
-        if k >= len(toks):
-            raise PTBError(f"{where}: unbalanced parentheses: '(' at column {open_col + 1} "
-                           "is never closed")
-        node: tuple[str, int] | None = None
-        if toks[k][0] not in "()":  # pre-terminal (label word)
-            word = toks[k][0]
-            k += 1
-            if k >= len(toks) or toks[k][0] != ")":
-                got = "end of line" if k >= len(toks) else repr(toks[k][0])
-                raise PTBError(f"{where}: unbalanced parentheses: expected ')' after word "
-                               f"{word!r} (column {toks[k - 1][1] + 1}), got {got}")
-            tokens.append(unescape(word))
-            leaf_labels.append(lab)
-            pos += 1
-            node, k = ("leaf", len(tokens) - 1), k + 1
-        else:
-            open_nodes.append([open_col, lab, pos, []])
-            if toks[k][0] == "(":
-                continue  # its first child
-        while True:  # attach the finished node, then close the nodes that end here
-            if node is not None:
-                if not open_nodes:
-                    root = node
-                    break
-                open_nodes[-1][3].append(node)
-            col, nlab, start, children = open_nodes[-1]
-            if k >= len(toks):
-                raise PTBError(f"{where}: unbalanced parentheses: '(' at column {col + 1} "
-                               "is never closed")
-            if toks[k][0] == "(":
-                break  # the next child
-            if toks[k][0] != ")":
-                raise PTBError(f"{where}: unexpected {toks[k][0]!r} at column "
-                               f"{toks[k][1] + 1}; words must be wrapped as '(label word)'")
-            if not children:
-                raise PTBError(f"{where}: node at column {col + 1} has no children and no "
-                               "word")
-            if binary and len(children) > 2:
-                raise PTBError(f"{where}: node at column {col + 1} has {len(children)} "
-                               "children; a binary tree is required (at most 2)")
-            internal.append((nlab, [c[1] if c[0] == "int" else -1 - c[1] for c in children],
-                             (start, pos)))
-            open_nodes.pop()
-            node, k = ("int", len(internal) - 1), k + 1
-    if k != len(toks):
-        raise PTBError(f"{where}: unbalanced parentheses or trailing text at column "
-                       f"{toks[k][1] + 1}: {toks[k][0]!r}")
-    n = len(tokens)
-    if n == 0:
-        raise PTBError(f"{where}: empty sentence (the tree has no words)")
-    total = n + len(internal)
-    parents = [-1] * total
-    positions = [0] * total
-    labels = leaf_labels + [lab for lab, _, _ in internal]
-    spans: list[tuple[int, int]] = [(i, i + 1) for i in range(n)]
-    for j, (_, children, span) in enumerate(internal):
-        node = n + j
-        spans.append(span)
-        for p, c in enumerate(children):
-            cid = -1 - c if c < 0 else n + c  # leaf ids were encoded as -1 - id
-            parents[cid] = node
-            positions[cid] = p
-    assert root[0] == "int" or total == 1  # a one-word sentence is "(2 word)"
-    return PTBTree(tokens, parents, labels, spans, positions, source=source, lineno=lineno)
+    parser = _PtbParser(text, _where(source, lineno), binary)
+    root = parser.parse()
+    tree = parser.tree(source, lineno)
+    assert root[0] == "int" or tree.num_nodes == 1  # a one-word sentence is "(2 word)"
+    return tree
 
 
 def read_ptb_file(path: str | os.PathLike, *, binary: bool = True) -> list[PTBTree]:
     """Parse every line of an SST tree file (UTF-8). Blank lines are errors."""
-    from gnn_treelstm.datasets.readers import numbered_lines
-
     path = Path(path)
     trees = []
     for lineno, line in numbered_lines(path):

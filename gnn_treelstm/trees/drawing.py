@@ -15,6 +15,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +28,7 @@ from gnn_treelstm.trees.graph import IGNORE, LABEL, LEAF, NO_WORD, POS, REL, ROO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["to_networkx", "tree_layout", "draw_tree", "SST_LABEL_NAMES"]
+__all__ = ["to_networkx", "tree_layout", "draw_tree", "TreeStyle", "SST_LABEL_NAMES"]
 
 # SST's five classes, very negative .. very positive (red -> grey -> green)
 _SST_COLOURS = ["#d7301f", "#fc8d59", "#d9d9d9", "#91cf60", "#1a9850"]
@@ -59,6 +60,37 @@ def _single(graph: dgl.DGLGraph, index: int | None) -> dgl.DGLGraph:
     return graph
 
 
+def _node_columns(g: dgl.DGLGraph) -> tuple[list, list, list, list, list]:
+    """Words, labels, leaf and root flags and spans of every node, as lists (the schema's
+    defaults where a field is absent; leaf and root from the degrees)."""
+    n = g.num_nodes()
+    nd = g.ndata
+
+    def col(key: str, default: Any) -> list:
+        if key in nd:
+            return nd[key].cpu().tolist()
+        return [default] * n
+
+    words = col(WORD, NO_WORD)
+    labels = col(LABEL, IGNORE)
+    leaf = col(LEAF, None)
+    if n and leaf[0] is None:
+        leaf = (g.in_degrees() == 0).tolist()
+    root = col(ROOT, None)
+    if n and root[0] is None:
+        root = (g.out_degrees() == 0).tolist()
+    return words, labels, leaf, root, col(SPAN, (-1, -1))
+
+
+def _add_edges(out: nx.DiGraph, g: dgl.DGLGraph, rels: Sequence[str] | None) -> None:
+    src, dst = (t.cpu().tolist() for t in g.edges())
+    rel = g.edata[REL].cpu().tolist() if REL in g.edata else [0] * len(src)
+    pos = g.edata[POS].cpu().tolist() if POS in g.edata else [None] * len(src)
+    for s, d, r, p in zip(src, dst, rel, pos):
+        name = rels[r] if rels is not None and 0 <= r < len(rels) else r
+        out.add_edge(s, d, relation=name, rel=r, position=p)
+
+
 def to_networkx(
     graph: dgl.DGLGraph,
     index: int | None = None,
@@ -83,24 +115,9 @@ def to_networkx(
     (id), ``position``. Graph attribute ``root``: the root node.
     """
     g = _single(graph, index)
-    itos, rels = _names(vocab), _names(relations)
+    itos = _names(vocab)
     n = g.num_nodes()
-    nd = g.ndata
-
-    def col(key: str, default: Any) -> list:
-        if key in nd:
-            return nd[key].cpu().tolist()
-        return [default] * n
-
-    words = col(WORD, NO_WORD)
-    labels = col(LABEL, IGNORE)
-    leaf = col(LEAF, None)
-    if n and leaf[0] is None:
-        leaf = (g.in_degrees() == 0).tolist()
-    root = col(ROOT, None)
-    if n and root[0] is None:
-        root = (g.out_degrees() == 0).tolist()
-    spans = col(SPAN, (-1, -1))
+    words, labels, leaf, root, spans = _node_columns(g)
     out = nx.DiGraph()
     for i in range(n):
         w = words[i]
@@ -113,12 +130,7 @@ def to_networkx(
                         else None),
             leaf=bool(leaf[i]), root=bool(root[i]), span=tuple(spans[i]),
         )
-    src, dst = (t.cpu().tolist() for t in g.edges())
-    rel = g.edata[REL].cpu().tolist() if REL in g.edata else [0] * len(src)
-    pos = g.edata[POS].cpu().tolist() if POS in g.edata else [None] * len(src)
-    for s, d, r, p in zip(src, dst, rel, pos):
-        name = rels[r] if rels is not None and 0 <= r < len(rels) else r
-        out.add_edge(s, d, relation=name, rel=r, position=p)
+    _add_edges(out, g, _names(relations))
     roots = [i for i in range(n) if root[i]]
     out.graph["root"] = roots[0] if roots else None
     return out
@@ -213,88 +225,100 @@ def _in_sentence_order(tree: nx.DiGraph) -> bool:
     return n > 0
 
 
-def draw_tree(
-    graph: dgl.DGLGraph | nx.DiGraph,
-    path: str | os.PathLike,
-    vocab: Sequence[str] | Any | None = None,
-    relations: Sequence[str] | Any | None = None,
-    title: str | None = None,
-    *,
-    index: int | None = None,
-    label_names: Sequence[str] | None = None,
-    edge_labels: bool | None = None,
-    leaves_at_bottom: bool | None = None,
-    sentence_order: bool | None = None,
-    dpi: int = 120,
-    format: str | None = None,  # noqa: A002 - matplotlib's name
-) -> Path:
-    """Write a picture (PNG, or SVG for a ``.svg`` path or ``format="svg"``) of one tree.
+@dataclass(frozen=True)
+class TreeStyle:
+    """How :func:`draw_tree` draws: every field's default (None) is chosen from the tree.
 
-    Layout (:func:`tree_layout`): dependency trees and chains (every node a word, spans
-    covering their own position) are drawn in sentence order, each word in its slot and
-    its depth as the row, so projective trees have no crossing edges; constituency trees
-    put the leaves in sentence order on the bottom row (``leaves_at_bottom``) and each
-    phrase above the middle of its children; AMR and other trees use the same tidy layout
-    with leaves one row below their parent. A slot is as wide as its word, so the width
-    follows the sentence's length in characters, not its longest word times its nodes.
-
-    Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`)
-    or, for nodes without a word, the label id. Nodes are coloured by label (the five SST
-    classes from red to green when ``label_names`` has five entries, e.g.
-    :data:`SST_LABEL_NAMES`; other label sets by a qualitative palette), white without
-    one; the legend names the labels by ``label_names``, else by id. Edge labels are
-    relation names (``relations``: a list or a :class:`~gnn_treelstm.trees.vocab.Relations`;
-    shown by default when given). Written
-    atomically; returns the path.
+    Attributes:
+        edge_labels: write the relation on each edge (default: when ``relations`` is
+            given).
+        leaves_at_bottom: put every leaf on the lowest row (default: when every word is
+            a leaf, as in constituency trees).
+        sentence_order: every node in its word's slot (default: when every node is a
+            word covering its own position, as in dependency trees and chains).
+        dpi: dots per inch of a PNG.
+        format: ``"png"``, ``"svg"`` or ``"pdf"`` (default: the path's suffix, else PNG).
     """
-    # a bare Figure renders with the Agg canvas and leaves pyplot's global state alone
-    from matplotlib.figure import Figure
-    from matplotlib.patches import Patch
 
-    path = Path(path)
+    edge_labels: bool | None = None
+    leaves_at_bottom: bool | None = None
+    sentence_order: bool | None = None
+    dpi: int = 120
+    format: str | None = None  # matplotlib's name
+
+
+def _picture_format(path: Path, format: str | None) -> str:  # noqa: A002 - matplotlib's name
     fmt = (format or path.suffix.lstrip(".") or "png").lower()
     if fmt not in ("png", "svg", "pdf"):
         raise ValueError(f"draw_tree: cannot write {fmt!r}; use a .png, .svg or .pdf path "
                          "(or format='png'|'svg'|'pdf')")
-    tree = graph if isinstance(graph, nx.DiGraph) else to_networkx(
-        graph, index, vocab=vocab, relations=relations, label_names=label_names)
-    if sentence_order is None:
-        sentence_order = _in_sentence_order(tree)
-    if leaves_at_bottom is None:
-        leaves_at_bottom = all(d["word"] is None for _, d in tree.nodes(data=True)
-                               if not d["leaf"])
+    return fmt
+
+
+def _box_texts(tree: nx.DiGraph) -> dict[int, str]:
+    """Every node's box text, cut with an ellipsis past :data:`_MAX_TEXT` characters."""
     texts = {}
     for v, d in tree.nodes(data=True):
         t = _node_text(d)
         texts[v] = t if len(t) <= _MAX_TEXT else t[:_MAX_TEXT - 1] + "…"
-    widths = {v: max(1, len(t)) * _CHAR_IN + _PAD_IN for v, t in texts.items()}
-    pos = tree_layout(tree, leaves_at_bottom=leaves_at_bottom, sentence_order=sentence_order,
-                      widths=widths)
-    if edge_labels is None:
-        edge_labels = relations is not None
-    labels_seen = sorted({d["label"] for _, d in tree.nodes(data=True) if d["label"] is not None})
-    # the red-to-green scale for five ordered classes; names only when given (a custom data
-    # set's label 1 is not SST's "negative")
-    sst = bool(labels_seen) and max(labels_seen) <= 4 and label_names is not None and \
-        len(label_names) == 5
+    return texts
 
-    def colour(lab: int | None) -> str:
+
+def _drawn_layout(tree: nx.DiGraph, texts: Mapping[int, str],
+                  style: TreeStyle) -> dict[int, tuple[float, float]]:
+    """The layout of :func:`tree_layout` in inches across and rows down, each slot as
+    wide as its text."""
+    sentence_order = style.sentence_order
+    if sentence_order is None:
+        sentence_order = _in_sentence_order(tree)
+    leaves_at_bottom = style.leaves_at_bottom
+    if leaves_at_bottom is None:
+        leaves_at_bottom = all(d["word"] is None for _, d in tree.nodes(data=True)
+                               if not d["leaf"])
+    widths = {v: max(1, len(t)) * _CHAR_IN + _PAD_IN for v, t in texts.items()}
+    return tree_layout(tree, leaves_at_bottom=leaves_at_bottom, sentence_order=sentence_order,
+                       widths=widths)
+
+
+@dataclass(frozen=True)
+class _Colours:
+    """Box colours by label: the red-to-green scale for five ordered classes with names
+    (a custom data set's label 1 is not SST's "negative"), else a qualitative palette."""
+
+    sst: bool
+
+    @classmethod
+    def of(cls, labels_seen: list[int], label_names: Sequence[str] | None) -> _Colours:
+        return cls(bool(labels_seen) and max(labels_seen) <= 4 and label_names is not None
+                   and len(label_names) == 5)
+
+    def __call__(self, lab: int | None) -> str:
         if lab is None:
             return _NO_LABEL
-        if sst:
+        if self.sst:
             return _SST_COLOURS[lab]
         return _OTHER_COLOURS[lab % len(_OTHER_COLOURS)]
 
+
+def _figure(pos: Mapping[int, tuple[float, float]], legend: bool,
+            title: str | None) -> tuple[Any, Any]:
+    """A bare Figure (the Agg canvas, pyplot's global state left alone) sized to the
+    layout, and its axes without frame."""
+    from matplotlib.figure import Figure
+
     xs = [p[0] for p in pos.values()] or [0.0]
     ys = [p[1] for p in pos.values()] or [0.0]
-    legend_in = 1.4 if labels_seen else 0.0
+    legend_in = 1.4 if legend else 0.0
     width_in = (max(xs) - min(xs)) + 2 * _PAD_IN + 0.6 + legend_in
     height_in = (max(ys) - min(ys)) * _ROW_IN + 0.9 + (0.3 if title else 0.0)
     fig = Figure(figsize=(max(2.5, width_in), max(1.6, height_in)))
     ax = fig.add_axes((0.0, 0.0, 1.0 - legend_in / max(2.5, width_in), 1.0))
     ax.set_axis_off()
-    # y in rows -> inches, so the axes keep the aspect the figure size assumes
-    pos = {v: (x, y * _ROW_IN) for v, (x, y) in pos.items()}
+    return fig, ax
+
+
+def _draw_edges(ax: Any, tree: nx.DiGraph, pos: Mapping[int, tuple[float, float]],
+                edge_labels: bool) -> None:
     for c, p in tree.edges:
         (x0, y0), (x1, y1) = pos[c], pos[p]
         ax.plot([x0, x1], [y0, y1], color="#555555", linewidth=0.8, zorder=1)
@@ -305,6 +329,10 @@ def draw_tree(
                         ha="center", va="center", zorder=3,
                         bbox={"boxstyle": "round,pad=0.1", "fc": "white", "ec": "none",
                               "alpha": 0.85})
+
+
+def _draw_nodes(ax: Any, tree: nx.DiGraph, pos: Mapping[int, tuple[float, float]],
+                texts: Mapping[int, str], colour: _Colours) -> None:
     for v, d in tree.nodes(data=True):
         x, y = pos[v]
         ax.text(x, y, texts[v] or " ", ha="center", va="center", zorder=4,
@@ -312,19 +340,77 @@ def draw_tree(
                 bbox={"boxstyle": "round,pad=0.25", "fc": colour(d["label"]),
                       "ec": "#333333" if d["word"] is not None else "#999999",
                       "lw": 0.7})
+
+
+def _draw_legend(fig: Any, labels_seen: list[int], label_names: Sequence[str] | None,
+                 colour: _Colours) -> None:
+    from matplotlib.patches import Patch
+
+    handles = [Patch(facecolor=colour(lab), edgecolor="#333333",
+                     label=(f"{lab} {label_names[lab]}" if label_names is not None
+                            and lab < len(label_names) else str(lab)))
+               for lab in labels_seen]
+    fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False,
+               title="label", title_fontsize=7)
+
+
+def draw_tree(
+    graph: dgl.DGLGraph | nx.DiGraph,
+    path: str | os.PathLike,
+    vocab: Sequence[str] | Any | None = None,
+    relations: Sequence[str] | Any | None = None,
+    title: str | None = None,
+    *,
+    index: int | None = None,
+    label_names: Sequence[str] | None = None,
+    style: TreeStyle | None = None,
+) -> Path:
+    """Write a picture (PNG, or SVG for a ``.svg`` path or ``TreeStyle(format="svg")``) of
+    one tree.
+
+    Layout (:func:`tree_layout`): dependency trees and chains (every node a word, spans
+    covering their own position) are drawn in sentence order, each word in its slot and
+    its depth as the row, so projective trees have no crossing edges; constituency trees
+    put the leaves in sentence order on the bottom row (``leaves_at_bottom``) and each
+    phrase above the middle of its children; AMR and other trees use the same tidy layout
+    with leaves one row below their parent. A slot is as wide as its word, so the width
+    follows the sentence's length in characters, not its longest word times its nodes.
+    ``style`` (:class:`TreeStyle`) overrides these choices, the edge labels, the dpi and
+    the format.
+
+    Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`)
+    or, for nodes without a word, the label id. Nodes are coloured by label (the five SST
+    classes from red to green when ``label_names`` has five entries, e.g.
+    :data:`SST_LABEL_NAMES`; other label sets by a qualitative palette), white without
+    one; the legend names the labels by ``label_names``, else by id. Edge labels are
+    relation names (``relations``: a list or a :class:`~gnn_treelstm.trees.vocab.Relations`;
+    shown by default when given). Written
+    atomically; returns the path.
+    """
+    style = style or TreeStyle()
+    path = Path(path)
+    fmt = _picture_format(path, style.format)
+    tree = graph if isinstance(graph, nx.DiGraph) else to_networkx(
+        graph, index, vocab=vocab, relations=relations, label_names=label_names)
+    texts = _box_texts(tree)
+    pos = _drawn_layout(tree, texts, style)
+    edge_labels = relations is not None if style.edge_labels is None else style.edge_labels
+    labels_seen = sorted({d["label"] for _, d in tree.nodes(data=True) if d["label"] is not None})
+    colour = _Colours.of(labels_seen, label_names)
+    fig, ax = _figure(pos, bool(labels_seen), title)
+    xs = [p[0] for p in pos.values()] or [0.0]
+    # y in rows -> inches, so the axes keep the aspect the figure size assumes
+    pos = {v: (x, y * _ROW_IN) for v, (x, y) in pos.items()}
+    _draw_edges(ax, tree, pos, edge_labels)
+    _draw_nodes(ax, tree, pos, texts, colour)
     ys_in = [p[1] for p in pos.values()] or [0.0]
     ax.set_xlim(min(xs) - _PAD_IN - 0.3, max(xs) + _PAD_IN + 0.3)
     ax.set_ylim(min(ys_in) - 0.45, max(ys_in) + 0.45)
     if labels_seen:
-        handles = [Patch(facecolor=colour(lab), edgecolor="#333333",
-                         label=(f"{lab} {label_names[lab]}" if label_names is not None
-                                and lab < len(label_names) else str(lab)))
-                   for lab in labels_seen]
-        fig.legend(handles=handles, loc="upper right", fontsize=7, frameon=False,
-                   title="label", title_fontsize=7)
+        _draw_legend(fig, labels_seen, label_names, colour)
     if title:
         ax.set_title(title, fontsize=9)
-    path = atomic_write(path, lambda f: fig.savefig(f, dpi=dpi, format=fmt,
+    path = atomic_write(path, lambda f: fig.savefig(f, dpi=style.dpi, format=fmt,
                                                   bbox_inches="tight", pad_inches=0.1))
     log.info("drew a tree of %d nodes to %s", tree.number_of_nodes(), path)
     return path

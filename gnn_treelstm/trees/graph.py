@@ -92,12 +92,37 @@ def make_tree(
             or duplicate sibling positions.
     """
     n = len(parents)
+    _check_lengths(n, words=words, labels=labels, rels=rels, positions=positions, spans=spans)
+    par, root_id = _parent_array(parents)
+    child = np.flatnonzero(par >= 0)
+    pos = _child_positions(par, child, positions)
+    g = dgl.graph((torch.from_numpy(child), torch.from_numpy(par[child])), num_nodes=n)
+    g.ndata[WORD] = torch.as_tensor(_ints("words", words))
+    g.ndata[LEAF] = g.in_degrees() == 0
+    g.ndata[LABEL] = (torch.full((n,), IGNORE, dtype=torch.int64) if labels is None
+                      else torch.as_tensor(_ints("labels", labels)))
+    g.ndata[SPAN] = (torch.full((n, 2), -1, dtype=torch.int64) if spans is None
+                     else torch.as_tensor(_ints("spans", spans).reshape(n, 2)))
+    root = torch.zeros(n, dtype=torch.bool)
+    root[root_id] = True
+    g.ndata[ROOT] = root
+    rel_arr = _relation_ids(rels, child, n)
+    g.edata[REL] = torch.from_numpy(rel_arr[child].copy())
+    g.edata[POS] = torch.from_numpy(pos[child].copy())
+    return g
+
+
+def _check_lengths(n: int, **per_node: Sequence | None) -> None:
     if n == 0:
         raise ValueError("make_tree: a tree needs at least one node (got an empty sentence)")
-    for name, seq in (("words", words), ("labels", labels), ("rels", rels),
-                      ("positions", positions), ("spans", spans)):
+    for name, seq in per_node.items():
         if seq is not None and len(seq) != n:
             raise ValueError(f"make_tree: {name} has {len(seq)} entries but there are {n} nodes")
+
+
+def _parent_array(parents: Sequence[int]) -> tuple[np.ndarray, int]:
+    """The parent pointers as an array and the root, checked to form one tree."""
+    n = len(parents)
     par = _ints("parents", parents)
     roots = np.flatnonzero(par == -1)
     if len(roots) != 1:
@@ -106,41 +131,39 @@ def make_tree(
     if len(bad):
         raise ValueError(f"make_tree: node {int(bad[0])} has invalid parent {int(par[bad[0]])}")
     _check_acyclic(par, int(roots[0]))
-    child = np.flatnonzero(par >= 0)
-    src, dst = child, par[child]
+    return par, int(roots[0])
+
+
+def _child_positions(par: np.ndarray, child: np.ndarray,
+                     positions: Sequence[int] | None) -> np.ndarray:
+    """Every node's position among its siblings: the given ones, checked, else the
+    siblings numbered in increasing node index order."""
     if positions is None:
-        pos = np.zeros(n, dtype=np.int64)
+        pos = np.zeros(len(par), dtype=np.int64)
         counts: dict[int, int] = {}
         for c in child:  # increasing node index
             p = int(par[c])
             pos[c] = counts.get(p, 0)
             counts[p] = pos[c] + 1
-    else:
-        pos = _ints("positions", positions)
-        pairs = set()
-        for c in child:
-            key = (int(par[c]), int(pos[c]))
-            if key in pairs or pos[c] < 0:
-                raise ValueError(f"make_tree: node {c} has duplicate or negative position {pos[c]}")
-            pairs.add(key)
-    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=n)
-    g.ndata[WORD] = torch.as_tensor(_ints("words", words))
-    g.ndata[LEAF] = g.in_degrees() == 0
-    g.ndata[LABEL] = (torch.full((n,), IGNORE, dtype=torch.int64) if labels is None
-                      else torch.as_tensor(_ints("labels", labels)))
-    g.ndata[SPAN] = (torch.full((n, 2), -1, dtype=torch.int64) if spans is None
-                     else torch.as_tensor(_ints("spans", spans).reshape(n, 2)))
-    root = torch.zeros(n, dtype=torch.bool)
-    root[int(roots[0])] = True
-    g.ndata[ROOT] = root
+        return pos
+    pos = _ints("positions", positions)
+    pairs = set()
+    for c in child:
+        key = (int(par[c]), int(pos[c]))
+        if key in pairs or pos[c] < 0:
+            raise ValueError(f"make_tree: node {c} has duplicate or negative position {pos[c]}")
+        pairs.add(key)
+    return pos
+
+
+def _relation_ids(rels: Sequence[int] | None, child: np.ndarray, n: int) -> np.ndarray:
+    """Relation id per node (0 by default), every non-root one >= 0."""
     rel_arr = np.zeros(n, dtype=np.int64) if rels is None else _ints("rels", rels)
     if len(child) and int(rel_arr[child].min()) < 0:
         c = int(child[np.argmin(rel_arr[child])])
         raise ValueError(f"make_tree: node {c} has relation id {int(rel_arr[c])}; relation ids "
                          "are >= 0 (only the root's entry is ignored)")
-    g.edata[REL] = torch.from_numpy(rel_arr[child].copy())
-    g.edata[POS] = torch.from_numpy(pos[child].copy())
-    return g
+    return rel_arr
 
 
 def _ints(name: str, seq: Sequence) -> np.ndarray:

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from html import escape
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,74 @@ def _hover(n: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _legend_svg(table: Mapping[str, tuple[str, str]], y0: float) -> list[str]:
+    """The legend row at ``y0``: a swatch and the name of every label."""
+    out = []
+    lx = float(_MARGIN)
+    for name, (fill, _) in table.items():
+        out.append(f'<rect x="{lx:.1f}" y="{y0 + 2}" width="14" height="14" rx="3" '
+                   f'fill="{fill}" stroke="#555"/><text x="{lx + 19:.1f}" y="{y0 + 14}" '
+                   f'font-size="11">{escape(name)}</text>')
+        lx += 19 + len(name) * 6.4 + 16
+    return out
+
+
+def _edge_svg(n: Mapping[str, Any], xy: Mapping[Any, tuple[float, float]]) -> list[str]:
+    """The line from a node to its parent and its relation (nothing for the root)."""
+    p = n.get("parent")
+    if p is None:
+        return []
+    (x1, y1), (x2, y2) = xy[n["id"]], xy[p]
+    out = [f'<line class="edge" data-child="{escape(str(n["id"]))}" '
+           f'data-parent="{escape(str(p))}" x1="{x1:.1f}" y1="{y1:.1f}" '
+           f'x2="{x2:.1f}" y2="{y2:.1f}" stroke="#777" stroke-width="1.2"/>']
+    if n.get("relation") is not None:
+        rel = escape(str(n["relation"]))
+        out.append(f'<text class="relation" x="{(x1 + x2) / 2:.1f}" '
+                   f'y="{(y1 + y2) / 2 + 4:.1f}" text-anchor="middle" font-size="10" '
+                   f'fill="#1f4e79" stroke="#fff" stroke-width="3" paint-order="stroke">'
+                   f'{rel}</text>')
+    return out
+
+
+def _node_attributes(n: Mapping[str, Any]) -> str:
+    """The ``data-*`` attributes of a node's group (what the page's script reads)."""
+    probs = n.get("probabilities")
+    attrs = {"data-id": n["id"], "data-parent": "" if n.get("parent") is None else n["parent"],
+             "data-label": n.get("label") or "", "data-word": n.get("word") or "",
+             "data-words": n.get("words") or n.get("word") or "",
+             "data-probabilities": json.dumps(probs, ensure_ascii=False) if probs else ""}
+    if n.get("gold") is not None:
+        attrs["data-gold"] = n["gold"]
+    return " ".join(f'{k}="{escape(str(a))}"' for k, a in attrs.items())
+
+
+def _node_svg(n: Mapping[str, Any], at: tuple[float, float], text: str, width: float,
+              colour: Callable[[str | None], tuple[str, str]]) -> list[str]:
+    """A node's group: its hover text and a box with its word, or a circle with the
+    label's glyph for a node without a word."""
+    x, y = at
+    fill, glyph = colour(n.get("label"))
+    ink = "#fff" if fill in _DARK else "#111"
+    root = " root" if n.get("parent") is None else ""
+    out = [f'<g class="node{root}" {_node_attributes(n)}><title>{escape(_hover(n))}</title>']
+    if text:
+        w = width - _PAD / 2
+        out.append(f'<rect x="{x - w / 2:.1f}" y="{y - _BOX_H / 2:.1f}" width="{w:.1f}" '
+                   f'height="{_BOX_H}" rx="5" fill="{fill}" stroke="#333" '
+                   f'stroke-width="{2 if root else 1}"/>'
+                   f'<text x="{x:.1f}" y="{y + 4.5:.1f}" text-anchor="middle" '
+                   f'fill="{ink}">{escape(text)}</text>')
+    else:
+        out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{_RADIUS}" fill="{fill}" '
+                   f'stroke="#333" stroke-width="{2 if root else 1}"/>')
+        if glyph:
+            out.append(f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle" '
+                       f'font-size="10" fill="{ink}">{glyph}</text>')
+    out.append("</g>")
+    return out
+
+
 def tree_svg(nodes: Sequence[Mapping[str, Any]], *, label_names: Sequence[str] | None = None,
              title: str | None = None, legend: bool = True) -> str:
     """One tree as an SVG string (an ``<svg>`` element, no XML declaration).
@@ -212,9 +280,10 @@ def tree_svg(nodes: Sequence[Mapping[str, Any]], *, label_names: Sequence[str] |
     pos = _layout(nodes, widths)
     labels = [n["label"] for n in nodes if n.get("label") is not None]
     colour, table = _palette(label_names, labels)
-    top = _MARGIN + (24 if title else 0) + (28 if legend and labels else 0) + _BOX_H / 2
+    legend = legend and bool(labels)
+    top = _MARGIN + (24 if title else 0) + (28 if legend else 0) + _BOX_H / 2
     xy = {v: (_MARGIN + x, top + row * _ROW) for v, (x, row) in pos.items()}
-    legend_w = sum(19 + len(name) * 6.4 + 16 for name in table) if legend and labels else 0
+    legend_w = sum(19 + len(name) * 6.4 + 16 for name in table) if legend else 0
     width = max(max(x + widths[v] / 2 for v, (x, _) in xy.items()) + _MARGIN,
                 _MARGIN * 2 + legend_w, _MARGIN * 2 + len(title or "") * _CHAR)
     height = max(y for _, y in xy.values()) + _BOX_H / 2 + _MARGIN
@@ -226,57 +295,14 @@ def tree_svg(nodes: Sequence[Mapping[str, Any]], *, label_names: Sequence[str] |
         out.append(f'<text class="caption" x="{_MARGIN}" y="{y0 + 14}" font-weight="bold">'
                    f'{escape(title)}</text>')
         y0 += 24
-    if legend and labels:
-        lx = float(_MARGIN)
-        for name, (fill, _) in table.items():
-            out.append(f'<rect x="{lx:.1f}" y="{y0 + 2}" width="14" height="14" rx="3" '
-                       f'fill="{fill}" stroke="#555"/><text x="{lx + 19:.1f}" y="{y0 + 14}" '
-                       f'font-size="11">{escape(name)}</text>')
-            lx += 19 + len(name) * 6.4 + 16
+    if legend:
+        out += _legend_svg(table, y0)
     drawn = [by_id[v] for v in pos]  # pre-order: the output does not depend on list order
     for n in drawn:  # edges first, under the nodes
-        p = n.get("parent")
-        if p is None:
-            continue
-        (x1, y1), (x2, y2) = xy[n["id"]], xy[p]
-        out.append(f'<line class="edge" data-child="{escape(str(n["id"]))}" '
-                   f'data-parent="{escape(str(p))}" x1="{x1:.1f}" y1="{y1:.1f}" '
-                   f'x2="{x2:.1f}" y2="{y2:.1f}" stroke="#777" stroke-width="1.2"/>')
-        if n.get("relation") is not None:
-            rel = escape(str(n["relation"]))
-            out.append(f'<text class="relation" x="{(x1 + x2) / 2:.1f}" '
-                       f'y="{(y1 + y2) / 2 + 4:.1f}" text-anchor="middle" font-size="10" '
-                       f'fill="#1f4e79" stroke="#fff" stroke-width="3" paint-order="stroke">'
-                       f'{rel}</text>')
+        out += _edge_svg(n, xy)
     for n in drawn:
         v = n["id"]
-        x, y = xy[v]
-        fill, glyph = colour(n.get("label"))
-        ink = "#fff" if fill in _DARK else "#111"
-        probs = n.get("probabilities")
-        attrs = {"data-id": v, "data-parent": "" if n.get("parent") is None else n["parent"],
-                 "data-label": n.get("label") or "", "data-word": n.get("word") or "",
-                 "data-words": n.get("words") or n.get("word") or "",
-                 "data-probabilities": json.dumps(probs, ensure_ascii=False) if probs else ""}
-        if n.get("gold") is not None:
-            attrs["data-gold"] = n["gold"]
-        attr = " ".join(f'{k}="{escape(str(a))}"' for k, a in attrs.items())
-        root = " root" if n.get("parent") is None else ""
-        out.append(f'<g class="node{root}" {attr}><title>{escape(_hover(n))}</title>')
-        if texts[v]:
-            w = widths[v] - _PAD / 2
-            out.append(f'<rect x="{x - w / 2:.1f}" y="{y - _BOX_H / 2:.1f}" width="{w:.1f}" '
-                       f'height="{_BOX_H}" rx="5" fill="{fill}" stroke="#333" '
-                       f'stroke-width="{2 if root else 1}"/>'
-                       f'<text x="{x:.1f}" y="{y + 4.5:.1f}" text-anchor="middle" '
-                       f'fill="{ink}">{escape(texts[v])}</text>')
-        else:
-            out.append(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="{_RADIUS}" fill="{fill}" '
-                       f'stroke="#333" stroke-width="{2 if root else 1}"/>')
-            if glyph:
-                out.append(f'<text x="{x:.1f}" y="{y + 4:.1f}" text-anchor="middle" '
-                           f'font-size="10" fill="{ink}">{glyph}</text>')
-        out.append("</g>")
+        out += _node_svg(n, xy[v], texts[v], widths[v], colour)
     out.append("</svg>")
     return "\n".join(out)
 

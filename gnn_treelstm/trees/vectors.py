@@ -120,6 +120,113 @@ def _lines(path: Path) -> Iterator[tuple[int, str]]:
         ) from exc
 
 
+class _VectorsText:
+    """The parse of one GloVe / word2vec text file: words in file order and their values
+    converted to float32 :data:`_CHUNK` lines at a time."""
+
+    def __init__(self, path: Path, dim: int | None) -> None:
+        self.path, self.dim = path, dim
+        self.words: list[str] = []
+        self.chunks: list[np.ndarray] = []
+        self.buf: list[list[str]] = []  # values of the lines not converted yet
+        self.buf_first_line = 0
+        self.file_dim: int | None = None
+        self.header_count: int | None = None  # the word2vec header's count
+        self.last_line = ""
+        self.last_lineno = 0
+
+    def read(self) -> None:
+        for lineno, line in _lines(self.path):
+            self.last_line, self.last_lineno = line, lineno
+            stripped = line.rstrip("\r\n")
+            if not stripped.strip():
+                continue  # blank line
+            parts = stripped.rstrip(" ").split(" ")
+            if lineno == 1 and _is_header(parts):
+                self.header(parts)
+                continue
+            if self.file_dim is None:
+                self.first_vector(parts, lineno, stripped)
+            self.add(parts, lineno)
+        self.flush()
+
+    def header(self, parts: list[str]) -> None:
+        self.header_count, self.file_dim = int(parts[0]), int(parts[1])
+        if self.dim is not None and self.file_dim != self.dim:
+            raise VectorsFormatError(
+                f"{self.path}:1: the word2vec header says dimension {self.file_dim} but "
+                f"{self.dim} was expected; pass the matching file or dim"
+            )
+
+    def first_vector(self, parts: list[str], lineno: int, stripped: str) -> None:
+        """The file's dimension from its first vector (a file without a header)."""
+        self.file_dim = len(parts) - 1
+        if self.file_dim < 1:
+            raise VectorsFormatError(f"{self.path}:{lineno}: a word without values: "
+                                     f"{stripped!r}")
+        if self.dim is not None and self.file_dim != self.dim:
+            raise VectorsFormatError(
+                f"{self.path}:{lineno}: vectors have dimension {self.file_dim} but "
+                f"{self.dim} was expected; pass the matching file or dim"
+            )
+
+    def add(self, parts: list[str], lineno: int) -> None:
+        """One ``word v1 ... vD`` line (a word may hold spaces: the last D fields are the
+        values)."""
+        file_dim = self.file_dim
+        n_values = len(parts) - 1
+        if n_values < file_dim or (n_values > file_dim and _looks_numeric(parts[1])
+                                   and _all_numeric(parts[1:n_values - file_dim + 1])):
+            what = "truncated line" if n_values < file_dim else "inconsistent dimension"
+            raise VectorsFormatError(
+                f"{self.path}:{lineno}: {what}: {n_values} values where the file has "
+                f"dimension {file_dim} (word {parts[0]!r}); the file is cut short or mixes "
+                "dimensions"
+            )
+        if not self.buf:
+            self.buf_first_line = lineno
+        self.words.append(" ".join(parts[:-file_dim]) if n_values > file_dim else parts[0])
+        self.buf.append(parts[-file_dim:])
+        if len(self.buf) >= _CHUNK:
+            self.flush()
+
+    def flush(self) -> None:
+        """Convert the buffered values; a value that is not a number names its line."""
+        if not self.buf:
+            return
+        try:
+            self.chunks.append(np.array(self.buf, dtype=np.float32))
+        except ValueError:
+            for k, row in enumerate(self.buf):
+                for v in row:
+                    try:
+                        float(v)
+                    except ValueError:
+                        raise VectorsFormatError(
+                            f"{self.path}:{self.buf_first_line + k}: value {v!r} is not a "
+                            "number"
+                        ) from None
+            raise
+        self.buf = []
+
+    def result(self) -> tuple[list[str], np.ndarray]:
+        """The words and their matrix, after checking the file was read whole."""
+        path, words = self.path, self.words
+        if not words:
+            raise VectorsFormatError(f"{path}: no vectors found (empty file?)")
+        if self.header_count is not None and self.header_count != len(words):
+            raise VectorsFormatError(
+                f"{path}:{self.last_lineno}: the word2vec header promises {self.header_count} "
+                f"vectors but the file has {len(words)}; the file is truncated or the header "
+                "is wrong"
+            )
+        if self.last_line and not self.last_line.endswith("\n") and self.header_count is None:
+            log.debug("%s: no newline after the last line", path)
+        vectors = np.concatenate(self.chunks, axis=0)
+        assert vectors.shape == (len(words), self.file_dim)
+        return words, vectors
+
+
 def read_vectors(
     path: str | os.PathLike, *, dim: int | None = None
 ) -> tuple[list[str], np.ndarray]:
@@ -141,83 +248,10 @@ def read_vectors(
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"vectors file not found: {path}")
-    words: list[str] = []
-    chunks: list[np.ndarray] = []
-    buf: list[list[str]] = []
-    buf_first_line = 0
-    file_dim: int | None = None
-    header_count: int | None = None
-    last_line = ""
-    last_lineno = 0
-
-    def flush() -> None:
-        nonlocal buf
-        if not buf:
-            return
-        try:
-            chunks.append(np.array(buf, dtype=np.float32))
-        except ValueError:
-            for k, row in enumerate(buf):
-                for v in row:
-                    try:
-                        float(v)
-                    except ValueError:
-                        raise VectorsFormatError(
-                            f"{path}:{buf_first_line + k}: value {v!r} is not a number"
-                        ) from None
-            raise
-        buf = []
-
-    for lineno, line in _lines(path):
-        last_line, last_lineno = line, lineno
-        stripped = line.rstrip("\r\n")
-        if not stripped.strip():
-            continue  # blank line
-        parts = stripped.rstrip(" ").split(" ")
-        if lineno == 1 and _is_header(parts):
-            header_count, file_dim = int(parts[0]), int(parts[1])
-            if dim is not None and file_dim != dim:
-                raise VectorsFormatError(
-                    f"{path}:1: the word2vec header says dimension {file_dim} but {dim} was "
-                    "expected; pass the matching file or dim"
-                )
-            continue
-        if file_dim is None:
-            file_dim = len(parts) - 1
-            if file_dim < 1:
-                raise VectorsFormatError(f"{path}:{lineno}: a word without values: {stripped!r}")
-            if dim is not None and file_dim != dim:
-                raise VectorsFormatError(
-                    f"{path}:{lineno}: vectors have dimension {file_dim} but {dim} was "
-                    "expected; pass the matching file or dim"
-                )
-        n_values = len(parts) - 1
-        if n_values < file_dim or (n_values > file_dim and _looks_numeric(parts[1])
-                                   and _all_numeric(parts[1:n_values - file_dim + 1])):
-            what = "truncated line" if n_values < file_dim else "inconsistent dimension"
-            raise VectorsFormatError(
-                f"{path}:{lineno}: {what}: {n_values} values where the file has dimension "
-                f"{file_dim} (word {parts[0]!r}); the file is cut short or mixes dimensions"
-            )
-        if not buf:
-            buf_first_line = lineno
-        words.append(" ".join(parts[:-file_dim]) if n_values > file_dim else parts[0])
-        buf.append(parts[-file_dim:])
-        if len(buf) >= _CHUNK:
-            flush()
-    flush()
-    if not words:
-        raise VectorsFormatError(f"{path}: no vectors found (empty file?)")
-    if header_count is not None and header_count != len(words):
-        raise VectorsFormatError(
-            f"{path}:{last_lineno}: the word2vec header promises {header_count} vectors but "
-            f"the file has {len(words)}; the file is truncated or the header is wrong"
-        )
-    if last_line and not last_line.endswith("\n") and header_count is None:
-        log.debug("%s: no newline after the last line", path)
-    vectors = np.concatenate(chunks, axis=0)
-    assert vectors.shape == (len(words), file_dim)
-    log.info("read %d vectors of dimension %d from %s", len(words), file_dim, path)
+    text = _VectorsText(path, dim)
+    text.read()
+    words, vectors = text.result()
+    log.info("read %d vectors of dimension %d from %s", len(words), vectors.shape[1], path)
     return words, vectors
 
 
