@@ -67,6 +67,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import dgl
 import penman
 from penman.models.amr import model as _amr_model
 
@@ -363,7 +364,7 @@ def amr_to_tree(
     concept_vocab: Mapping[str, int] | Sequence[str] | Any,
     rel_vocab: Mapping[str, int] | Sequence[str] | Any,
     **options: Any,
-):
+) -> dgl.DGLGraph:
     """One AMR as a tree graph (``gnn_treelstm.trees.graph.make_tree`` schema).
 
     Args:
@@ -377,8 +378,8 @@ def amr_to_tree(
             ``normalize_inverse``, ``merge_ops``, ``drop_roles``, ``cycles``).
 
     Returns:
-        A ``DGLGraph`` with ``ndata["word"]`` concept ids, edges child -> parent,
-        ``edata["rel"]`` role ids and ``edata["pos"]`` branch order.
+        The tree: ``ndata["word"]`` concept ids, edges child -> parent, ``edata["rel"]``
+            role ids and ``edata["pos"]`` branch order.
     """
     t = amr_tree(entry, **options)
     cv, rv = _lookup(concept_vocab), _lookup(rel_vocab)

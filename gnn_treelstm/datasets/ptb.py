@@ -268,7 +268,8 @@ def parse_ptb(
 
     Args:
         text: the tree, e.g. ``"(3 (2 good) (2 film))"``.
-        source, lineno: used in error messages.
+        source: the file the tree came from, for error messages.
+        lineno: its line in that file, for error messages.
         binary: raise if a node has more than two children.
 
     Raises:
