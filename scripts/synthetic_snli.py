@@ -4,7 +4,7 @@ Every generated pair takes the dependency trees (head of every token, relation o
 arc) of a pair of the real SNLI dev set, drawn uniformly with replacement, so the lengths
 and depths of premises and hypotheses (and how the two go together) follow the dev set's;
 the words are drawn from a Zipf law over a vocabulary of SNLI's size (``w0``, ``w1``, ...)
-and the labels uniformly. The rows are what ``gnn_treelstm.datasets.build --dataset jsonl`` reads
+and the labels uniformly. The rows are what ``gnn-treelstm build --dataset jsonl`` reads
 (``tokens`` + ``heads`` + ``deprels``, so nothing is parsed)::
 
     gnn-treelstm build --dataset snli --src ../shared/data --out /tmp/snli-dev \\

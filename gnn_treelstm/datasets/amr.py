@@ -54,7 +54,7 @@ a variable defined twice, an alignment past the sentence's end, a self-loop.
 
 Vocabularies: :func:`build_amr_vocabs` collects the concept and relation labels of a
 corpus; both lists start with ``"<unk>"`` (id 0), which unseen concepts and relations
-are mapped to. ``gnn_treelstm.datasets.build --dataset amr`` instead uses the data set's word
+are mapped to. ``gnn-treelstm build --dataset amr`` instead uses the data set's word
 vocabulary (the node words) and a :class:`gnn_treelstm.trees.vocab.Relations` of the roles.
 """
 

@@ -1,4 +1,4 @@
-"""``gnn_treelstm.datasets.build --dataset amr``: AMR banks as built data sets."""
+"""``gnn-treelstm build --dataset amr``: AMR banks as built data sets."""
 
 import json
 

@@ -1,4 +1,4 @@
-"""``gnn_treelstm.datasets.build --workers``: the same data set for any number of spaCy processes,
+"""``gnn-treelstm build --workers``: the same data set for any number of spaCy processes,
 and a killed build resumes from its finished parse shards.
 
 Every file but ``meta.json`` (build times) is compared byte for byte, the packed trees'

@@ -1,4 +1,4 @@
-"""``gnn_treelstm.datasets.build --dataset jsonl``: users' own data sets."""
+"""``gnn-treelstm build --dataset jsonl``: users' own data sets."""
 
 import json
 import re

@@ -33,11 +33,11 @@ def test_the_modules_of_a_model_are_its_cells_and_tasks_modules_and_the_model():
         "cells.bidirectional", "cells.lexicalized", "cells.topdown", "cells.base",
         "tasks.classification", "tasks.base", "models.treelstm", "kernels.dropout"}
     assert _short(P.model_modules("mtree", "sick-e")) == {
-        "cells.multiplicative", "cells.childsum", "cells.base", "tasks.inference",
-        "tasks.base", "models.treelstm", "kernels.dropout"}
+        "cells.multiplicative", "cells.childsum", "cells.gates", "cells.base",
+        "tasks.inference", "tasks.base", "models.treelstm", "kernels.dropout"}
     assert _short(P.model_modules("childsum", "sick-r")) == {
-        "cells.childsum", "cells.base", "tasks.relatedness", "tasks.base", "models.treelstm",
-        "kernels.dropout"}
+        "cells.childsum", "cells.gates", "cells.base", "tasks.relatedness", "tasks.base",
+        "models.treelstm", "kernels.dropout"}
 
 
 @pytest.mark.parametrize("cell", cells.names())
