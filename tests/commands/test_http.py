@@ -61,17 +61,17 @@ def served():
     s.stop()
 
 
-def exchange(address, data: bytes) -> tuple[int, dict[str, str], bytes]:
-    """Status, headers (lower-case names) and body of one raw request."""
-    with socket.create_connection(address, timeout=10) as sock:
+def exchange(address, data: bytes, *, timeout: float = 30) -> tuple[int, dict[str, str], bytes]:
+    """Status, headers (lower-case names) and body of bytes sent on a plain socket."""
+    with socket.create_connection(address, timeout=timeout) as sock:
         sock.sendall(data)
-        raw = b""
+        chunks = []
         while chunk := sock.recv(65536):
-            raw += chunk
-    head, _, body = raw.partition(b"\r\n\r\n")
-    lines = head.decode("latin-1").split("\r\n")
-    headers = dict(line.split(": ", 1) for line in lines[1:])
-    return int(lines[0].split()[1]), {k.lower(): v for k, v in headers.items()}, body
+            chunks.append(chunk)
+    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
+    status_line, *lines = head.decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines)}
+    return int(status_line.split()[1]), headers, body
 
 
 def get(address, target: str, method: str = "GET") -> tuple[int, dict[str, str], bytes]:
@@ -114,7 +114,8 @@ def test_bodies_are_bounded_and_read_whole(served):
     assert status == 400 and "not UTF-8" in json.loads(body)["error"]
 
 
-def _closed_within(sock: socket.socket, seconds: float) -> float | None:
+def closed_within(sock: socket.socket, seconds: float) -> float | None:
+    """Seconds until the server closed ``sock`` (what it sent is read and dropped)."""
     t0 = time.monotonic()
     sock.settimeout(seconds)
     try:
@@ -138,7 +139,7 @@ def test_a_dripping_client_is_closed_at_the_deadline(served):
             break
         time.sleep(0.1)
     assert time.monotonic() - t0 < 2.5
-    assert _closed_within(drip, 5) is not None
+    assert closed_within(drip, 5) is not None
     drip.close()
 
 
@@ -155,7 +156,7 @@ def test_connections_beyond_the_bound_get_a_quick_503(served, caplog):
         assert "--max-connections" in json.loads(body)["error"]
         assert "answered 503" in caplog.text
         for sock in held:  # they time out and free their slots
-            assert _closed_within(sock, 5) is not None
+            assert closed_within(sock, 5) is not None
     finally:
         for sock in held:
             sock.close()

@@ -18,6 +18,7 @@ import pytest
 
 from gnn_treelstm.commands import serve as S
 from gnn_treelstm.commands import train
+from tests.commands.test_http import closed_within, exchange
 
 SST5 = ["very negative", "negative", "neutral", "positive", "very positive"]
 SENTENCE = "The film is a gorgeous , witty and moving story ."
@@ -207,19 +208,6 @@ def test_parallel_requests_agree(sst):
     assert answers[0] == answers[2] == answers[4] and answers[1] == answers[3]
 
 
-def raw_exchange(address, data: bytes, *, timeout: float = 30) -> tuple[int, dict, bytes]:
-    """(status, headers, body) of bytes sent on a plain socket (``data`` as is)."""
-    with socket.create_connection(address, timeout=timeout) as sock:
-        sock.sendall(data)
-        chunks = []
-        while chunk := sock.recv(65536):
-            chunks.append(chunk)
-    head, _, body = b"".join(chunks).partition(b"\r\n\r\n")
-    status_line, *lines = head.decode("latin-1").split("\r\n")
-    headers = {k.strip().lower(): v.strip() for k, v in (x.split(":", 1) for x in lines)}
-    return int(status_line.split()[1]), headers, body
-
-
 def test_json_is_read_whatever_the_content_type(sst):
     body = json.dumps({"sentence": "a witty film"}).encode()
     status, _, want = request(sst.url + "/api/predict", body)
@@ -231,7 +219,7 @@ def test_json_is_read_whatever_the_content_type(sst):
         assert json.loads(got) == json.loads(want), ctype
     # no Content-Type at all: JSON if it parses, else a form
     for data in (body, b"sentence=a+witty+film"):
-        status, headers, got = raw_exchange(sst.address, (
+        status, headers, got = exchange(sst.address, (
             f"POST /api/predict HTTP/1.0\r\nContent-Length: {len(data)}\r\n\r\n"
         ).encode() + data)
         assert status == 200 and json.loads(got)["trees"] == json.loads(want)["trees"]
@@ -254,9 +242,9 @@ def test_every_method_gets_a_json_answer(sst, method):
     status, ctype, body = request(sst.url + "/api/predict", b"{}", method=method)
     assert (status, ctype) == (405, "application/json")
     assert method in json.loads(body)["error"]
-    status, headers, _ = raw_exchange(sst.address, f"{method} / HTTP/1.0\r\n\r\n".encode())
+    status, headers, _ = exchange(sst.address, f"{method} / HTTP/1.0\r\n\r\n".encode())
     assert status == 405 and headers["allow"] == "GET"
-    status, headers, _ = raw_exchange(sst.address,
+    status, headers, _ = exchange(sst.address,
                                       f"{method} /api/predict HTTP/1.0\r\n\r\n".encode())
     assert status == 405 and headers["allow"] == "GET, POST"
     status, ctype, body = request(sst.url + "/nope", b"{}", method=method)
@@ -264,12 +252,12 @@ def test_every_method_gets_a_json_answer(sst, method):
 
 
 def test_head_and_malformed_requests_get_json_without_html(sst):
-    status, headers, body = raw_exchange(sst.address, b"HEAD / HTTP/1.0\r\n\r\n")
+    status, headers, body = exchange(sst.address, b"HEAD / HTTP/1.0\r\n\r\n")
     assert status == 405 and headers["allow"] == "GET" and body == b""
     for data, code in ((b"GET / x HTTP/1.0\r\n\r\n", 400),
                        (b"GET /" + b"x" * 70000 + b" HTTP/1.0\r\n\r\n", 414),
                        (b"GET / HTTP/1.0\r\nX: " + b"x" * 70000 + b"\r\n\r\n", 431)):
-        status, headers, body = raw_exchange(sst.address, data)
+        status, headers, body = exchange(sst.address, data)
         assert status == code, data[:20]
         assert headers["content-type"].startswith("application/json")
         assert json.loads(body)["error"] and b"<html" not in body.lower()
@@ -314,20 +302,6 @@ def test_clients_that_disconnect_are_one_debug_line(sst_explorer, caplog, capfd)
     assert "Traceback" not in capfd.readouterr().err
 
 
-def _closed_within(sock: socket.socket, seconds: float) -> float | None:
-    """Seconds until the server closed ``sock`` (what it sent is read and dropped)."""
-    t0 = time.monotonic()
-    sock.settimeout(seconds)
-    try:
-        while sock.recv(65536):
-            pass
-    except TimeoutError:
-        return None
-    except ConnectionResetError:
-        pass
-    return time.monotonic() - t0
-
-
 def test_stalled_clients_are_closed_after_the_timeout(sst_explorer):
     served = Served(sst_explorer, timeout=0.5)
     try:
@@ -347,7 +321,7 @@ def test_stalled_clients_are_closed_after_the_timeout(sst_explorer):
             time.sleep(0.1)
         assert time.monotonic() - t0 < 3, "a dripping client held its connection"
         for sock in (silent, half, drip):
-            assert _closed_within(sock, 5) is not None
+            assert closed_within(sock, 5) is not None
             sock.close()
         assert _wait_for(lambda: threading.active_count() <= threads)
         assert post(served.url, {"sentence": "a witty film"})[0] == 200
@@ -366,10 +340,10 @@ def test_connections_beyond_the_bound_get_a_quick_503(sst_explorer):
         assert time.monotonic() - t0 < 1
         assert (status, ctype) == (503, "application/json")
         assert "--max-connections" in json.loads(body)["error"]
-        status, headers, _ = raw_exchange(served.address, b"GET / HTTP/1.0\r\n\r\n")
+        status, headers, _ = exchange(served.address, b"GET / HTTP/1.0\r\n\r\n")
         assert status == 503 and headers["retry-after"] == "1"
         for sock in stalled:  # the stalled ones time out and free their slots
-            assert _closed_within(sock, 5) is not None
+            assert closed_within(sock, 5) is not None
             sock.close()
         assert _wait_for(lambda: post(served.url, {"sentence": "a witty film"})[0] == 200)
     finally:
