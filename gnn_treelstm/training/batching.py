@@ -12,7 +12,7 @@ from torch.utils.data import DataLoader
 
 from gnn_treelstm.trees import data as D
 
-__all__ = ["make_loader", "ShardedBatches", "to_device"]
+__all__ = ["make_loader", "ShardedBatches", "Share", "to_device"]
 
 
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
@@ -33,22 +33,59 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
 
         data = D.TreeDataset(split)
         order = RandomSampler(data, generator=gen) if shuffle else SequentialSampler(data)
-        return DataLoader(data, batch_sampler=ShardedBatches(order, batch_size, *shard),
-                          collate_fn=collate, generator=gen if shuffle else None, **extra)
+        shares = ShardedBatches(order, batch_size, *shard)
+        return DataLoader(_SharedOut(data), batch_sampler=shares,
+                          collate_fn=functools.partial(_collate_share, collate=collate),
+                          generator=gen if shuffle else None, **extra)
     return DataLoader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
                       collate_fn=collate, generator=gen if shuffle else None, **extra)
+
+
+class Share(list):
+    """One rank's share of a global batch (its example ids), which knows the size of the
+    global batch it came from (``global_size``): it travels with the ids to the loader
+    process that builds the batch, so the batch carries it (:attr:`Batch.global_size`)
+    however far ahead the loader draws."""
+
+    def __init__(self, ids: Iterable[int], global_size: int):
+        super().__init__(ids)
+        self.global_size = global_size
+
+
+class _SharedOut(torch.utils.data.Dataset):
+    """A :class:`~gnn_treelstm.trees.data.TreeDataset` whose minibatch fetch also returns
+    the global batch size of the :class:`Share` it was asked for."""
+
+    def __init__(self, data: D.TreeDataset):
+        self.data = data
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+    def __getitem__(self, i: int) -> D.Example:
+        return self.data[i]
+
+    def __getitems__(self, share: Share) -> tuple[int, object]:
+        return share.global_size, self.data.__getitems__(list(share))
+
+
+def _collate_share(fetched: tuple[int, object], collate) -> D.Batch:
+    """The batch of a rank's share, carrying the size of its global batch."""
+    global_size, examples = fetched
+    batch = collate(examples)
+    batch.global_size = global_size
+    return batch
 
 
 class ShardedBatches:
     """The batches one process would draw (same sampler, same generator draws), each split
     round-robin over ``world`` ranks: rank ``r`` gets ``batch[r::world]``, so the ranks of a
-    step together see exactly the one-process batch. ``last_global`` is the size of the
-    global batch the last yielded share came from. A final batch smaller than ``world`` is
+    step together see exactly the one-process batch. Each yielded :class:`Share` knows the
+    size of the global batch it came from. A final batch smaller than ``world`` is
     topped up by repeating its first examples, so that every rank has a share."""
 
     def __init__(self, sampler: Iterable[int], batch_size: int, rank: int, world: int):
         self.sampler, self.batch_size, self.rank, self.world = sampler, batch_size, rank, world
-        self.last_global = 0
 
     def __len__(self) -> int:
         return math.ceil(len(self.sampler) / self.batch_size)  # type: ignore[arg-type]
@@ -63,11 +100,10 @@ class ShardedBatches:
         if batch:
             yield self._share(batch)
 
-    def _share(self, batch: list[int]) -> list[int]:
+    def _share(self, batch: list[int]) -> Share:
         if len(batch) < self.world:
             batch = (batch * self.world)[:self.world]
-        self.last_global = len(batch)
-        return batch[self.rank::self.world]
+        return Share(batch[self.rank::self.world], len(batch))
 
 
 def to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D.Batch:
@@ -79,4 +115,5 @@ def to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D
         return batch.to(device)
     return D.Batch(batch.graph, batch.graph_b,
                    {k: v.to(device) for k, v in batch.targets.items()}, batch.index,
-                   None if batch.schedule is None else batch.schedule.to(device))
+                   None if batch.schedule is None else batch.schedule.to(device),
+                   batch.global_size)

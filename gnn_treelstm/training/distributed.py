@@ -14,7 +14,9 @@ How a run is split (the trainer in :mod:`gnn_treelstm.training.trainer` does thi
   would (same sampler, same generator) and keeps its round-robin share
   (:class:`gnn_treelstm.training.batching.ShardedBatches`); ``DistributedDataParallel`` averages
   the gradients, and each rank's objective is scaled so that the average is the global
-  batch's mean (or sum). A step therefore sees the same examples and takes the same
+  batch's mean (or sum); each share carries the size of its global batch
+  (``Batch.global_size``), so loader processes (``--workers``) drawing batches ahead scale
+  every step as ``--workers 0`` does. A step therefore sees the same examples and takes the same
   update as one process with the whole batch (``tests/training/test_distributed.py`` checks the
   parameters to 1e-5 for AdaGrad, Adam and a summed loss; with dropout the masks differ,
   as with any change of the random stream). A last batch smaller than the number of

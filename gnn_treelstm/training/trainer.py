@@ -647,7 +647,8 @@ class Trainer:
         world = self.place.world
         if world > 1:  # DDP averages over the ranks: make that the global batch's
             # objective (the mean over the global batch, or its sum)
-            glob = self.current.loader.batch_sampler.last_global
+            glob = batch.global_size  # set by the sharded loader, ahead-drawn or not
+            assert glob is not None, "a data parallel step's batch knows its global size"
             objective = objective * (world if reduction == "sum" else b * world / glob)
         objective.backward()
         fault = nonfinite(loss, self.current.checked)

@@ -313,6 +313,9 @@ class Batch:
     (every A sentence, then every B sentence; :meth:`encoder_graph`). ``collate`` builds it
     once per batch when asked (``schedule=True``), so the level engine does no scheduling
     in the training step.
+
+    ``global_size`` (data parallel training) is the size of the global batch this batch is
+    one rank's share of; None: the batch is the whole of its step's batch.
     """
 
     graph: dgl.DGLGraph
@@ -320,6 +323,7 @@ class Batch:
     targets: dict[str, torch.Tensor]
     index: torch.Tensor  # example ids within the split, (batch,)
     schedule: LevelSchedule | None = None
+    global_size: int | None = None
 
     def __len__(self) -> int:
         return len(self.index)
@@ -334,7 +338,8 @@ class Batch:
                      None if self.graph_b is None else self.graph_b.to(device),
                      {k: v.to(device) for k, v in self.targets.items()},
                      self.index.to(device),
-                     None if self.schedule is None else self.schedule.to(device))
+                     None if self.schedule is None else self.schedule.to(device),
+                     self.global_size)
 
     def pin_memory(self) -> Batch:
         """Pinned host copies of the tensors (``DataLoader(pin_memory=True)``, CUDA only)."""

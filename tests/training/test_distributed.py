@@ -139,3 +139,42 @@ def test_resume_with_another_number_of_processes_is_refused(tiny_sst, tmp_path):
     assert again.wait(300) != 0
     err = again.stderr.read()
     assert "of a run of 3 process(es) and this run has 2" in err
+
+
+def test_each_share_carries_its_global_batch_size_with_loader_processes(tmp_path):
+    from gnn_treelstm.training.batching import make_loader
+    from gnn_treelstm.trees.data import load_split
+
+    # 16 training examples: global batches of 7, 7, 2
+    split = load_split(build_tiny(tmp_path, "sst"), "train", "constituency")
+
+    def sizes(workers):
+        loader = make_loader(split, 7, shuffle=True, seed=3, shard=(1, 2), workers=workers)
+        return [(len(b), b.global_size, b.index.tolist()) for b in loader]
+
+    want = sizes(0)
+    assert [g for _, g, _ in want] == [7, 7, 2]
+    assert sizes(2) == want
+
+
+def test_two_processes_with_loader_workers_equal_the_run_without(tmp_path):
+    # the last global batch (16 = 7 + 7 + 2) is smaller: its share must be scaled by its
+    # own size, although the loader processes have drawn it long before it is trained
+    data = tmp_path / "data"
+    build_tiny(data, "sst")
+    common = ["--data", str(data), "--runs-dir", str(tmp_path / "runs"), "--task", "sst-5",
+              *ARGS, "--distributed"]
+    for workers in ("0", "2"):
+        res = _torchrun(["-m", "gnn_treelstm.commands.train", *common,
+                         "--name", f"w{workers}", "--workers", workers])
+        assert res.wait(300) == 0, res.stderr.read()[-3000:]
+
+    def losses(name):
+        lines = (tmp_path / "runs" / name / "metrics.jsonl").read_text().splitlines()
+        return [(r["epoch"], r["examples"], r["train_loss"]) for r in map(json.loads, lines)]
+
+    assert losses("w2") == losses("w0")
+    w0, w2 = (torch.load(tmp_path / "runs" / n / "best.pt", weights_only=True)
+              for n in ("w0", "w2"))
+    for k, v in w0["state_dict"].items():
+        assert torch.equal(w2["state_dict"][k], v), k
