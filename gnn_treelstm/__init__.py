@@ -11,8 +11,12 @@ SequentialLSTM             lstm bilstm lstm2 bilstm2   Tai et al. 2015, Table 1
 LexicalizedTreeLSTM        lex                         Teng & Zhang, eqs 5-12
 TopDownTreeLSTM            topdown                     Teng & Zhang, eqs 14-15
 BidirectionalTreeLSTM      bitree                      Teng & Zhang, eqs 5-16
-MultiplicativeTreeLSTM     mtree mtree-add mtree-full  Tran & Cheng 2018, eqs 2-4
+MTreeLSTM                  mtree                       Tran & Cheng 2018, eqs 3-4
+AddTreeLSTM                mtree-add                   Tran & Cheng 2018, Table 6
+FullTreeLSTM               mtree-full                  Tran & Cheng 2018, eq 2
 =========================  ==========================  ===============================
+
+``MultiplicativeTreeLSTM`` is the base class of the last three.
 """
 
 from gnn_treelstm import _dgl_compat  # noqa: F401  (must run before anything imports dgl)
@@ -49,6 +53,9 @@ _LAZY = {
     "TopDownTreeLSTM": ("gnn_treelstm.cells.topdown", "TopDownTreeLSTM"),
     "BidirectionalTreeLSTM": ("gnn_treelstm.cells.bidirectional", "BidirectionalTreeLSTM"),
     "MultiplicativeTreeLSTM": ("gnn_treelstm.cells.multiplicative", "MultiplicativeTreeLSTM"),
+    "MTreeLSTM": ("gnn_treelstm.cells.multiplicative", "MTreeLSTM"),
+    "AddTreeLSTM": ("gnn_treelstm.cells.multiplicative", "AddTreeLSTM"),
+    "FullTreeLSTM": ("gnn_treelstm.cells.multiplicative", "FullTreeLSTM"),
     # models: a cell with embeddings and a task head; trained checkpoints
     "ModelConfig": ("gnn_treelstm.models.treelstm", "ModelConfig"),
     "TreeLSTMModel": ("gnn_treelstm.models.treelstm", "TreeLSTMModel"),
@@ -72,4 +79,4 @@ def __getattr__(name: str):  # noqa: ANN202 - module protocol
 
 
 def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+    return sorted({*globals(), *_LAZY})

@@ -45,3 +45,9 @@ def test_top_level_tree_through_a_cell() -> None:
 
 def test_py_typed_marker_ships() -> None:
     assert (Path(gnn_treelstm.__file__).parent / "py.typed").is_file()
+
+
+def test_dir_lists_each_name_once() -> None:
+    assert gnn_treelstm.Predictor is not None and gnn_treelstm.draw_tree is not None
+    names = dir(gnn_treelstm)
+    assert len(names) == len(set(names)) and {"Predictor", "draw_tree"} <= set(names)

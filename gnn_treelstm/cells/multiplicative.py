@@ -69,10 +69,12 @@ with its own input terms (:func:`gnn_treelstm.kernels.fused.childsum_levels`), `
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
+import warnings
 from types import MappingProxyType
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import dgl
 import torch
@@ -205,12 +207,29 @@ class MultiplicativeTreeLSTM(TreeCell):
         self.make_relation_parameters()
         self.reset_parameters()
 
+    def __new__(cls, *args: Any, **kwargs: Any) -> MultiplicativeTreeLSTM:
+        """``MultiplicativeTreeLSTM(..., variant=V)``, the one class of earlier releases,
+        builds the class of variant ``V`` (default ``"mult"``) with a
+        :class:`DeprecationWarning` naming it; the subclasses build themselves."""
+        if cls is not MultiplicativeTreeLSTM:
+            return super().__new__(cls)
+        variant = kwargs.get("variant") or "mult"
+        by_variant = {c.variant: c for c in (MTreeLSTM, AddTreeLSTM, FullTreeLSTM)}
+        if variant not in by_variant:
+            raise ValueError(f"unknown variant {variant!r}; choose one of {VARIANTS} or build "
+                             "MTreeLSTM, AddTreeLSTM or FullTreeLSTM")
+        new = by_variant[variant]
+        name = next(n for n in cells if cells.get(n) is new)
+        warnings.warn(f"MultiplicativeTreeLSTM(..., variant={variant!r}) is deprecated: build "
+                      f"{new.__name__}(...) (registry name {name!r}), which it returns now",
+                      DeprecationWarning, stacklevel=2)
+        return super().__new__(new)
+
+    # the class's signature (the registry reads the options from it) is its constructor's
+    __new__.__signature__ = inspect.signature(__init__)  # type: ignore[attr-defined]
+
     def _check_variant(self, variant: str | None) -> None:
         cls = type(self)
-        if cls is MultiplicativeTreeLSTM:
-            raise TypeError("MultiplicativeTreeLSTM is the base of Tran & Cheng's cells; build "
-                            "MTreeLSTM (mtree), AddTreeLSTM (mtree-add) or FullTreeLSTM "
-                            "(mtree-full), or build_cell(NAME, ...)")
         if variant is not None and variant != cls.variant:
             raise ValueError(f"{cls.__name__} is the variant {cls.variant!r}, got "
                              f"variant={variant!r}; use the registry name of that variant "

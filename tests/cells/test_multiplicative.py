@@ -183,8 +183,6 @@ def test_registry_names_and_class_attributes():
         build_cell("mtree", X, H, num_relations=R, variant="full")
     with pytest.raises(ValueError, match="variant"):
         FullTreeLSTM(X, H, R, variant="other")
-    with pytest.raises(TypeError, match="build MTreeLSTM"):
-        MultiplicativeTreeLSTM(X, H, R)
     with pytest.raises(ValueError, match="unknown engine"):
         MTreeLSTM(X, H, R, engine="levels")
     with pytest.raises(ValueError, match="FullTreeLSTM .mtree-full. has none"):
@@ -405,3 +403,32 @@ def test_relation_embedding_init_paper_and_code(variant):
     assert 0.9 < std < 1.1                                    # N(0, 1), the authors' code
     with pytest.raises(ValueError, match="unknown rel_init 'xavier'"):
         CLASSES[variant](6, 5, 4, rel_init="xavier")
+
+
+@pytest.mark.parametrize("variant", [None, *VARIANTS])
+def test_the_earlier_single_class_call_builds_the_variant_with_a_deprecation(variant):
+    kw = {} if variant is None else {"variant": variant}
+    new = CLASSES[variant or "mult"]
+    torch.manual_seed(0)
+    with pytest.warns(DeprecationWarning, match=f"build {new.__name__}"):
+        cell = MultiplicativeTreeLSTM(X, H, R, rel_size=RS, **kw)
+    assert type(cell) is new and cell.variant == (variant or "mult")
+    torch.manual_seed(0)
+    want = new(X, H, R, rel_size=RS)
+    g = dgl.batch(_trees())
+    x = torch.randn(g.num_nodes(), X)
+    for a, b in zip(cell(g, x), want(g, x)):
+        assert torch.equal(a, b)
+    with pytest.raises(ValueError, match="unknown variant 'other'"):
+        MultiplicativeTreeLSTM(X, H, R, variant="other")
+
+
+def test_the_cells_are_exported_at_the_top_level():
+    for cls in (MTreeLSTM, AddTreeLSTM, FullTreeLSTM, MultiplicativeTreeLSTM):
+        assert getattr(gnn_treelstm, cls.__name__) is cls and cls.__name__ in gnn_treelstm.__all__
+    table = gnn_treelstm.__doc__.split("\n")
+    rows = {line.split()[0]: line.split()[1:] for line in table if "Tran & Cheng" in line}
+    assert rows == {c.__name__: [n, *"Tran & Cheng 2018,".split(), *eq]
+                    for c, n, eq in [(MTreeLSTM, "mtree", ["eqs", "3-4"]),
+                                     (AddTreeLSTM, "mtree-add", ["Table", "6"]),
+                                     (FullTreeLSTM, "mtree-full", ["eq", "2"])]}
