@@ -245,50 +245,62 @@ FIELD_HELP = {
 
 def missing_field(field: str, kind: str, who: str = "cell") -> str:
     """The message for a graph without the ``kind`` (``"node"`` / ``"edge"``) field
-    ``field`` that ``who`` reads (docs/trees.md tabulates them per cell)."""
+    ``field`` that ``who`` reads (docs/trees.md tabulates them per cell); ``who`` is
+    :func:`validate_tree` itself where a caller asked it for the field."""
     store = "ndata" if kind == "node" else "edata"
     fix = FIELD_HELP.get(field, f"set graph.{store}[{field!r}] or build graphs with make_tree")
-    return f"{who}: graph has no {kind} field {field!r}, which the cell reads; {fix}"
+    reader = "fields= asks for" if who == _VALIDATE else "the cell reads"
+    return f"{who}: graph has no {kind} field {field!r}, which {reader}; {fix}"
+
+
+_VALIDATE = "validate_tree"
+#: the schema's fields by where they live, for ``validate_tree(graph, fields=...)``
+NODE_FIELDS, EDGE_FIELDS = (WORD, LEAF, LABEL, SPAN, ROOT), (REL, POS)
 
 
 def validate_tree(
     graph: dgl.DGLGraph,
     *,
-    edge_fields: Sequence[str] = (POS,),
+    fields: Sequence[str] = (),
+    edge_fields: Sequence[str] = (),
     node_fields: Sequence[str] = (),
     max_children: int | None = None,
     num_relations: int | None = None,
-    who: str = "cell",
+    who: str = _VALIDATE,
 ) -> None:
-    """Boundary check run before any computation; raises ``ValueError`` naming the fix."""
+    """Check ``graph`` before any computation; raises a ``ValueError`` naming the fix.
+
+    The structure always: one or more trees with edges pointing child -> parent (a
+    reversed tree, self-loops and edges both ways each get their own message, see
+    :func:`check_direction`), no node with two parents, no cycle, and at most
+    ``max_children`` children per node. A field only when asked: ``fields`` names fields
+    of the schema (node fields ``word leaf label span root``, edge fields ``rel pos``),
+    ``edge_fields`` / ``node_fields`` any field by where it lives; a cell passes its own
+    (``cell.edge_fields``), so ``validate_tree(graph, fields=cell.edge_fields)`` asks
+    what the cell will. ``num_relations`` bounds ``edata['rel']`` where present, and
+    ``max_children`` the child positions ``edata['pos']``. ``who`` begins each message
+    (a cell passes its class name)."""
     if not isinstance(graph, dgl.DGLGraph):
         raise ValueError(f"{who}: expected a dgl.DGLGraph, got {type(graph).__name__}")
-    for f in edge_fields:
-        if graph.num_edges() and f not in graph.edata:
+    unknown = [f for f in fields if f not in NODE_FIELDS + EDGE_FIELDS]
+    if unknown:
+        raise ValueError(f"{who}: fields={list(fields)} names {unknown[0]!r}, not a field of "
+                         f"the schema (node fields {NODE_FIELDS}, edge fields {EDGE_FIELDS}); "
+                         "name any other field with node_fields= or edge_fields=")
+    _validate_structure(graph, max_children, who)
+    e = graph.num_edges()
+    for f in [*edge_fields, *(f for f in fields if f in EDGE_FIELDS)]:
+        if e and f not in graph.edata:
             raise ValueError(missing_field(f, "edge", who))
-    for f in node_fields:
+    for f in [*node_fields, *(f for f in fields if f in NODE_FIELDS)]:
         if f not in graph.ndata:
             raise ValueError(missing_field(f, "node", who))
-    n, e = graph.num_nodes(), graph.num_edges()
-    # the edges once, as host arrays: DGL's degree queries cost ~60 µs each in Python
-    src, dst = (t.cpu().numpy() for t in graph.edges()) if e else (None, None)
-    if e:
-        _check_direction(graph, n, src, dst, who)
-    if max_children is not None and e:
-        in_deg = np.bincount(dst)
-        deg = int(in_deg.max())
-        if deg > max_children:
-            raise ValueError(
-                f"{who}: node {int(in_deg.argmax())} has {deg} children but the cell is "
-                f"{max_children}-ary; binarize the trees or use a cell with a larger n_ary / "
-                "the Child-Sum cell"
-            )
     if max_children is not None and POS in graph.edata and e:
         pmax = int(graph.edata[POS].max())
         if pmax >= max_children:
             raise ValueError(
-                f"{who}: an edge has child position {pmax} >= n_ary={max_children}; "
-                "child positions must be 0..n_ary-1"
+                f"{who}: an edge has child position {pmax} but nodes may have at most "
+                f"{max_children} children here; child positions must be 0..{max_children - 1}"
             )
     if num_relations is not None and REL in graph.edata and e:
         r = graph.edata[REL]
@@ -298,18 +310,37 @@ def validate_tree(
                 f"num_relations={num_relations}; build the cell with the size of the data's "
                 "relation vocabulary"
             )
-    if e and int(np.bincount(src).max()) > 1:
+
+
+def _validate_structure(graph: dgl.DGLGraph, max_children: int | None, who: str) -> None:
+    """:func:`validate_tree`'s structural checks: direction, children, parents, cycles."""
+    n, e = graph.num_nodes(), graph.num_edges()
+    if not e:
+        return
+    # the edges once, as host arrays: DGL's degree queries cost ~60 µs each in Python
+    src, dst = (t.cpu().numpy() for t in graph.edges())
+    _check_direction(graph, n, src, dst, who)
+    if int(np.bincount(src).max()) > 1:
         out_deg = np.bincount(src)
         node = int(out_deg.argmax())
         raise ValueError(
             f"{who}: node {node} has {int(out_deg[node])} outgoing edges: a node has more than "
             "one parent, so the graph is not a tree (edges point child -> parent, one per "
             "child)")
-    if e:
-        _check_forest_acyclic(n, src, dst, who)
+    _check_forest_acyclic(n, src, dst, who)
+    if max_children is not None:
+        in_deg = np.bincount(dst)
+        deg = int(in_deg.max())
+        if deg > max_children:
+            raise ValueError(
+                f"{who}: node {int(in_deg.argmax())} has {deg} children but the cell is "
+                f"{max_children}-ary (at most {max_children} children per node); binarize the "
+                "trees, or use a cell without that limit (childsum takes any number of "
+                "children; nary takes n_ary of them)"
+            )
 
 
-def check_direction(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
+def check_direction(graph: dgl.DGLGraph, *, who: str = "check_direction") -> None:
     """The most common ways a graph built by hand misses the schema's edge direction, each
     with its own ``ValueError``: self-loops (``dgl.add_self_loop``), edges both ways
     (``dgl.add_reverse_edges``, ``dgl.to_bidirected``), and edges pointing parent -> child
@@ -424,18 +455,24 @@ def _check_forest_acyclic(n: int, src: np.ndarray, dst: np.ndarray, who: str = "
         anc = anc[anc]
     if not is_root[anc].all():
         raise ValueError(
-            "graph has a cycle: some nodes never reach a root; tree graphs must be acyclic "
+            f"{who}: graph has a cycle: some nodes never reach a root; tree graphs must be acyclic "
             "with edges pointing child -> parent"
         )
 
 
 def batch_roots(graph: dgl.DGLGraph) -> torch.Tensor:
-    """Root node id of every graph in a batch, shape ``(batch_size,)``, in batch order."""
+    """The root of every tree of ``graph`` (the nodes without a parent), in node order:
+    for a :func:`dgl.batch` of single trees, one per graph in batch order, shape
+    ``(batch_size,)``; for a graph holding several trees that :func:`dgl.batch` did not make
+    (``dgl.graph`` of a forest, ``batch_size`` 1), each tree's root. A batch of several
+    graphs, one of them with several roots, is refused: its roots would not line up with
+    its graphs."""
     roots = torch.nonzero(graph.out_degrees() == 0, as_tuple=True)[0]
-    if roots.numel() != graph.batch_size:
+    if graph.batch_size > 1 and roots.numel() != graph.batch_size:
         raise ValueError(
-            f"batch of {graph.batch_size} graphs has {roots.numel()} roots; every graph must be "
-            "a single tree with edges pointing child -> parent"
+            f"batch of {graph.batch_size} graphs has {roots.numel()} roots; every graph of a "
+            "dgl.batch must be a single tree with edges pointing child -> parent (a graph "
+            "holding several trees gives each tree's root when it is not batched with others)"
         )
     return roots.to(graph.device)
 

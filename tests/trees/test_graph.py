@@ -67,7 +67,7 @@ def test_validate_tree_errors_name_the_fix():
         G.validate_tree(g, edge_fields=(G.REL,), num_relations=1)
     bare = dgl.graph(([0], [1]))
     with pytest.raises(ValueError, match="no edge field 'pos'"):
-        G.validate_tree(bare)
+        G.validate_tree(bare, fields=(G.POS,))
     cyc = dgl.graph(([0, 1, 2], [1, 2, 0]))
     cyc.edata[G.POS] = torch.zeros(3, dtype=torch.long)
     with pytest.raises(ValueError, match="cycle"):
@@ -106,8 +106,19 @@ def test_batch_roots_and_leaves():
     assert all(offsets[o] <= leaf < offsets[o + 1]
                for leaf, o in zip(leaves.tolist(), owner.tolist()))
     forest = dgl.graph(([0], [1]), num_nodes=3)
-    with pytest.raises(ValueError, match="1 graphs has 2 roots"):
-        G.batch_roots(forest)
+    with pytest.raises(ValueError, match="2 graphs has 3 roots"):
+        G.batch_roots(dgl.batch([forest, dgl.graph(([0], [1]))]))
+
+
+def test_batch_roots_finds_the_roots_of_a_graph_of_several_trees_by_structure():
+    from gnn_treelstm.cells import build_cell
+
+    forest = dgl.graph(([0, 1, 3], [2, 2, 4]), num_nodes=6)  # trees at 2, 4 and 5
+    assert forest.batch_size == 1
+    assert G.batch_roots(forest).tolist() == [2, 4, 5]
+    G.validate_tree(forest)
+    h, _ = build_cell("childsum", 4, 3)(forest, torch.randn(6, 4))  # as the cells accept it
+    assert h[G.batch_roots(forest)].shape == (3, 3)
 
 
 @pytest.mark.parametrize("kw, match", [
@@ -213,3 +224,61 @@ def test_make_tree_graphs_pass_the_direction_check():
     for _ in range(20):
         G.check_direction(random_dependency_tree(rng, rng.randint(1, 9)))
     G.check_direction(dgl.batch(random_batch(2, 8)))
+
+
+def test_validate_tree_checks_the_structure_always_and_a_field_when_asked():
+    from gnn_treelstm.cells import build_cell
+
+    bare = dgl.graph(([1, 2], [0, 0]))  # a valid tree of dgl.graph, no fields
+    G.validate_tree(bare)
+    build_cell("childsum", 4, 3)(bare, torch.randn(3, 4))  # which Child-Sum accepts
+    with pytest.raises(ValueError) as err:
+        G.validate_tree(bare, fields=(G.POS, G.WORD))
+    assert str(err.value).startswith(
+        "validate_tree: graph has no edge field 'pos', which fields= asks for; set ")
+    bare.edata[G.POS] = torch.tensor([0, 1])
+    with pytest.raises(ValueError, match="^validate_tree: graph has no node field 'word'"):
+        G.validate_tree(bare, fields=(G.POS, G.WORD))
+    G.validate_tree(bare, fields=build_cell("nary", 4, 3).edge_fields)
+    with pytest.raises(ValueError, match="'heads', not a field of the schema"):
+        G.validate_tree(bare, fields=("heads",))
+    G.validate_tree(bare, edge_fields=(G.POS,))
+
+
+@pytest.mark.parametrize("fields", [(), (G.POS,), (G.REL, G.WORD)])
+def test_a_reversed_graph_without_fields_is_named_reversed(fields):
+    g = dgl.graph(([0, 0], [1, 2]))  # the tree above, parent -> child
+    with pytest.raises(ValueError) as err:
+        G.validate_tree(g, fields=fields)
+    msg = str(err.value)
+    assert msg.startswith("validate_tree: edges must point child -> parent; this graph looks "
+                          "reversed: node 0 has 2 outgoing edges and no incoming")
+    assert "cell" not in msg
+
+
+def test_no_cell_is_named_where_none_is_involved():
+    cases = [dgl.graph(([0, 1, 2], [1, 2, 0])), dgl.graph(([0, 0, 1], [1, 1, 2])),
+             dgl.graph(([0, 1], [0, 2])), dgl.add_reverse_edges(dgl.graph(([1], [0])))]
+    for g in cases:
+        with pytest.raises(ValueError) as err:
+            G.validate_tree(g)
+        assert str(err.value).startswith("validate_tree: ") and "cell:" not in str(err.value)
+    with pytest.raises(ValueError, match="^check_direction: "):
+        G.check_direction(cases[-1])
+
+
+@pytest.mark.parametrize("name", ["lex", "topdown", "bitree"])
+def test_binary_cells_do_not_suggest_an_option_they_lack(name):
+    from gnn_treelstm.cells import build_cell
+
+    three = G.make_tree([3, 3, 3, -1], [0, 1, 2, 3])  # a node with 3 children
+    cell = build_cell(name, 4, 3)
+    with pytest.raises(ValueError) as err:
+        cell(three, torch.randn(4, 4))
+    msg = str(err.value)
+    assert "3 children but the cell is 2-ary" in msg
+    assert "larger n_ary" not in msg and "n_ary=" not in msg
+    wide = G.make_tree([2, 2, -1], [0, 1, 2], positions=[0, 2, 0])  # position 2 of 2 children
+    with pytest.raises(ValueError) as err:
+        cell(wide, torch.randn(3, 4))
+    assert "child position 2" in str(err.value) and "n_ary" not in str(err.value)
