@@ -390,12 +390,15 @@ class Predictor:
     def draw(self, text: str | tuple[str, str] | Input, path: str | os.PathLike, *,
              side: int = 0, **kwargs: Any) -> Path:
         """Draw the tree the model predicted on for ``text`` (``side=1``: sentence B of a
-        pair) to ``path`` (PNG, or SVG for a ``.svg`` name), with its words, relation names
-        and, for a sentence label, the predicted label in the title;
-        :func:`gnn_treelstm.trees.drawing.draw_tree`'s keyword arguments pass through."""
-        from gnn_treelstm.trees.drawing import draw_tree
+        pair) to ``path`` (PNG, or SVG for a ``.svg`` name), with its words, relation names,
+        the predicted label (or score) in the title and, where the model labels every node
+        (phrase-level sentiment), every node coloured by its predicted label, the legend
+        naming them; :func:`gnn_treelstm.trees.drawing.draw_tree`'s keyword arguments pass
+        through."""
+        from gnn_treelstm.trees.drawing import draw_tree, to_networkx
 
-        rec, graphs = self.trees(text)
+        nodes = not self.task.pair and bool(getattr(self.task, "node_labels", False))
+        rec, graphs = self.trees(text, nodes=nodes)
         if side not in range(len(graphs)):
             raise ValueError(f"side={side}: this input has {len(graphs)} sentence(s) "
                              "(0: sentence A, 1: sentence B of a pair)")
@@ -403,8 +406,18 @@ class Predictor:
         verdict = rec.get("label", rec.get("score"))
         kwargs.setdefault("title", " ".join(tokens) + ("" if verdict is None
                                                         else f"  [{verdict}]"))
-        return draw_tree(graphs[side], path, vocab=self.checkpoint.vocab,
-                         relations=self.checkpoint.relations or None, **kwargs)
+        relations = self.checkpoint.relations or None
+        if not nodes:
+            return draw_tree(graphs[side], path, vocab=self.checkpoint.vocab,
+                             relations=relations, **kwargs)
+        names = list(rec["nodes"][0]["probabilities"])  # the head's classes, in order
+        tree = to_networkx(graphs[side], vocab=self.checkpoint.vocab, relations=relations,
+                           label_names=names)
+        for node in rec["nodes"]:
+            tree.nodes[node["id"]].update(label=names.index(node["label"]),
+                                          label_name=node["label"])
+        kwargs.setdefault("label_names", names)
+        return draw_tree(tree, path, relations=relations, **kwargs)
 
     def format_text(self, rec: dict) -> str:
         """The text form of a record: ``label<TAB>p<TAB>sentence`` (a score for

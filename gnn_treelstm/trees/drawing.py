@@ -28,7 +28,8 @@ from gnn_treelstm.trees.graph import IGNORE, LABEL, LEAF, NO_WORD, POS, REL, ROO
 
 log = logging.getLogger(__name__)
 
-__all__ = ["to_networkx", "tree_layout", "draw_tree", "TreeStyle", "SST_LABEL_NAMES"]
+__all__ = ["to_networkx", "tree_layout", "draw_tree", "TreeStyle", "SST_LABEL_NAMES",
+           "edge_points"]
 
 # SST's five classes, very negative .. very positive (red -> grey -> green)
 _SST_COLOURS = ["#d7301f", "#fc8d59", "#d9d9d9", "#91cf60", "#1a9850"]
@@ -256,10 +257,14 @@ def _picture_format(path: Path, format: str | None) -> str:  # noqa: A002 - matp
 
 
 def _box_texts(tree: nx.DiGraph) -> dict[int, str]:
-    """Every node's box text, cut with an ellipsis past :data:`_MAX_TEXT` characters."""
+    """Every node's box text, cut with an ellipsis past :data:`_MAX_TEXT` characters; in a
+    tree without words, the node ids (with the label where there is one)."""
+    wordless = all(d.get("word") is None for _, d in tree.nodes(data=True))
     texts = {}
     for v, d in tree.nodes(data=True):
         t = _node_text(d)
+        if wordless:
+            t = str(v) if d.get("label") is None else f"{v}: {d['label']}"
         texts[v] = t if len(t) <= _MAX_TEXT else t[:_MAX_TEXT - 1] + "…"
     return texts
 
@@ -317,11 +322,25 @@ def _figure(pos: Mapping[int, tuple[float, float]], legend: bool,
     return fig, ax
 
 
+def edge_points(child: tuple[float, float], parent: tuple[float, float],
+                row: float) -> list[tuple[float, float]]:
+    """The points of the line drawn from a node at ``child`` to its parent at ``parent``
+    (rows ``row`` apart): straight when the child is one row below; a child further down
+    (a leaf put on the bottom row) hangs from the row below its parent by a vertical line,
+    as in parse-tree drawings, so its edge passes no other node's box."""
+    (x0, y0), y1 = child, parent[1]
+    if y1 - y0 <= row * 1.5:
+        return [child, parent]
+    return [child, (x0, y1 - row), parent]
+
+
 def _draw_edges(ax: Any, tree: nx.DiGraph, pos: Mapping[int, tuple[float, float]],
                 edge_labels: bool) -> None:
     for c, p in tree.edges:
-        (x0, y0), (x1, y1) = pos[c], pos[p]
-        ax.plot([x0, x1], [y0, y1], color="#555555", linewidth=0.8, zorder=1)
+        points = edge_points(pos[c], pos[p], _ROW_IN)
+        ax.plot([q[0] for q in points], [q[1] for q in points], color="#555555",
+                linewidth=0.8, zorder=1)
+        (x0, y0), (x1, y1) = points[-2], points[-1]
         if edge_labels:
             rel = tree.edges[c, p].get("relation")
             if rel is not None:
@@ -354,6 +373,40 @@ def _draw_legend(fig: Any, labels_seen: list[int], label_names: Sequence[str] | 
                title="label", title_fontsize=7)
 
 
+def _schema_tree(tree: nx.DiGraph) -> nx.DiGraph:
+    """A ``networkx.DiGraph`` given to :func:`draw_tree`: one of :func:`to_networkx` as it
+    is; any other tree-shaped one (edges child -> parent) as a copy with the node
+    attributes :func:`to_networkx` sets (``word`` and ``label`` kept where they are a
+    string and an int; ``leaf`` and ``root`` from the edges). Anything but one tree is
+    refused, naming what is wrong."""
+    n = tree.number_of_nodes()
+    roots = [v for v in tree.nodes if tree.out_degree(v) == 0]
+    two = next((v for v in tree.nodes if tree.out_degree(v) > 1), None)
+    if two is not None:
+        raise ValueError(f"draw_tree: node {two!r} of the networkx graph has "
+                         f"{tree.out_degree(two)} outgoing edges; a tree's edges point child "
+                         "-> parent, one per child (nx.reverse(graph) turns a parent -> child "
+                         "tree round)")
+    if n and (len(roots) != 1 or not nx.is_weakly_connected(tree)):  # (or has a cycle)
+        raise ValueError(f"draw_tree: the networkx graph has {len(roots)} nodes without a "
+                         "parent and is not one tree; draw one tree (edges child -> parent, "
+                         "exactly one root)")
+    keys = ("word", "label", "label_name", "leaf", "root", "span")
+    if all(k in d for _, d in tree.nodes(data=True) for k in keys):
+        return tree
+    out = nx.DiGraph(root=roots[0] if roots else None)
+    for v, d in tree.nodes(data=True):
+        word, label = d.get("word"), d.get("label")
+        out.add_node(v, word=word if isinstance(word, str) else None,
+                     label=label if isinstance(label, int) and label >= 0 else None,
+                     label_name=None, leaf=tree.in_degree(v) == 0, root=v == roots[0],
+                     span=(-1, -1))
+    for c, p, d in tree.edges(data=True):
+        out.add_edge(c, p, relation=d.get("relation"), rel=d.get("rel"),
+                     position=d.get("position"))
+    return out
+
+
 def draw_tree(
     graph: dgl.DGLGraph | nx.DiGraph,
     path: str | os.PathLike,
@@ -379,8 +432,11 @@ def draw_tree(
     the format.
 
     Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`)
-    or, for nodes without a word, the label id. Nodes are coloured by label (the five SST
-    classes from red to green when ``label_names`` has five entries, e.g.
+    or, for nodes without a word, the label id; in a graph without words, the node id
+    (``id: label`` where labelled). ``graph`` is a DGL tree, or a ``networkx.DiGraph``:
+    one of :func:`to_networkx`, or any tree with edges child -> parent (its ``word`` and
+    ``label`` node attributes drawn where present, else the node ids). Nodes are coloured
+    by label (the five SST classes from red to green when ``label_names`` has five entries, e.g.
     :data:`SST_LABEL_NAMES`; other label sets by a qualitative palette), white without
     one; the legend names the labels by ``label_names``, else by id. Edge labels are
     relation names (``relations``: a list or a :class:`~gnn_treelstm.trees.vocab.Relations`;
@@ -390,7 +446,7 @@ def draw_tree(
     style = style or TreeStyle()
     path = Path(path)
     fmt = _picture_format(path, style.format)
-    tree = graph if isinstance(graph, nx.DiGraph) else to_networkx(
+    tree = _schema_tree(graph) if isinstance(graph, nx.DiGraph) else to_networkx(
         graph, index, vocab=vocab, relations=relations, label_names=label_names)
     texts = _box_texts(tree)
     pos = _drawn_layout(tree, texts, style)

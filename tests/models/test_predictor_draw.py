@@ -34,3 +34,15 @@ def test_draw_writes_the_predicted_tree(predictor, tmp_path):
     assert "witty" in text and f"[{label}]" in text
     with pytest.raises(ValueError, match="side=1: this input has 1 sentence"):
         predictor.draw("a witty film", tmp_path / "b.png", side=1)
+
+
+def test_draw_shows_every_nodes_predicted_label(predictor, tmp_path):
+    import re
+
+    text = "a witty and moving film"
+    rec = predictor.predict(text, nodes=True)[0]
+    svg = predictor.draw(text, tmp_path / "nodes.svg").read_text()
+    names = list(rec["probabilities"])
+    shown = set(re.findall(r"<!-- (\d) (.*?) -->", svg))  # the legend: "id name"
+    want = {(str(names.index(n["label"])), n["label"]) for n in rec["nodes"]}
+    assert shown == want and len(rec["nodes"]) == len(rec["tokens"])

@@ -142,3 +142,82 @@ def test_a_100_node_tree_stays_readable(tmp_path):
 
     h, w = imread(out).shape[:2]
     assert w < 3500, w
+
+
+@pytest.fixture
+def drawn(monkeypatch):
+    """What draw_tree puts on its axes: every line (its points) and every node box (its
+    centre and text), in inches."""
+    from matplotlib.axes import Axes
+
+    seen: dict[str, list] = {"lines": [], "boxes": []}
+    plot, text = Axes.plot, Axes.text
+
+    def record_plot(self, xs, ys, *a, **kw):
+        seen["lines"].append(list(zip(xs, ys)))
+        return plot(self, xs, ys, *a, **kw)
+
+    def record_text(self, x, y, s, *a, **kw):
+        if kw.get("fontsize") == 8 and "bbox" in kw:  # a node's box (edge labels: 6 pt)
+            seen["boxes"].append(((x, y), s))
+        return text(self, x, y, s, *a, **kw)
+
+    monkeypatch.setattr(Axes, "plot", record_plot)
+    monkeypatch.setattr(Axes, "text", record_text)
+    return seen
+
+
+def test_no_edge_runs_through_another_nodes_box(tmp_path, drawn):
+    """A leaf of the root put on the bottom row, below a phrase of its sibling: its edge
+    hangs from the row below the root instead of cutting across that phrase's box."""
+    parents = [14, 8, 8, 10, 9, 9, 11, 12, 13, 10, 11, 12, 13, 14, -1]
+    words = [*range(1, 9), *[NO_WORD] * 7]
+    positions = [0, 0, 1, 0, 0, 1, 1, 1, 0, 1, 0, 0, 1, 1, 0]
+    g = make_tree(parents, words, labels=[2] * 15, positions=positions)
+    vocab = ["<unk>", "Yet", "the", "act", "is", "still", "charming", "here", "."]
+    draw_tree(g, tmp_path / "t.png", vocab=vocab, label_names=SST_LABEL_NAMES)
+    assert len(drawn["boxes"]) == 15 and len(drawn["lines"]) == 14
+    for line in drawn["lines"]:
+        ends = {line[0], line[-1]}
+        for (cx, cy), s in drawn["boxes"]:
+            if (cx, cy) in ends:
+                continue
+            half_w, half_h = max(1, len(s)) * 0.072 / 2 + 0.05, 0.12
+            for (x0, y0), (x1, y1) in zip(line, line[1:]):
+                for k in range(201):
+                    x, y = x0 + (x1 - x0) * k / 200, y0 + (y1 - y0) * k / 200
+                    assert not (abs(x - cx) < half_w and abs(y - cy) < half_h), \
+                        f"the edge {line} runs through the box of {s!r}"
+
+
+def test_a_graph_without_words_shows_its_node_ids(tmp_path, drawn):
+    draw_tree(dgl.graph(([1, 2, 3], [0, 0, 2])), tmp_path / "bare.png")
+    assert sorted(s for _, s in drawn["boxes"]) == ["0", "1", "2", "3"]
+    drawn["boxes"].clear()
+    labelled = make_tree([-1, 0, 0], [NO_WORD] * 3, labels=[1, -1, 3])
+    draw_tree(labelled, tmp_path / "labelled.png")
+    assert sorted(s for _, s in drawn["boxes"]) == ["0: 1", "1", "2: 3"]
+
+
+def test_a_plain_networkx_tree_is_drawn_with_its_node_ids(tmp_path, drawn):
+    tree = nx.DiGraph([("b", "a"), ("c", "a"), ("d", "c")])  # child -> parent, no attributes
+    out = draw_tree(tree, tmp_path / "nx.svg")
+    assert out.read_text().lstrip().startswith("<?xml")
+    assert sorted(s for _, s in drawn["boxes"]) == ["a", "b", "c", "d"]
+    ys = {s: y for (_, y), s in drawn["boxes"]}
+    assert ys["a"] > ys["c"] > ys["d"]  # the root on top
+    named = nx.DiGraph([(1, 0), (2, 0)])
+    named.nodes[1]["word"] = "hello"
+    drawn["boxes"].clear()
+    draw_tree(named, tmp_path / "named.png")
+    assert sorted(s for _, s in drawn["boxes"]) == [" ", " ", "hello"]  # no word, no label
+
+
+@pytest.mark.parametrize("edges, message", [
+    ([(0, 1), (0, 2)], "node 0 of the networkx graph has 2 outgoing edges"),
+    ([(1, 0), (3, 2)], "has 2 nodes without a parent and is not one tree"),
+    ([(0, 1), (1, 2), (2, 0), (3, 4)], "has 1 nodes without a parent and is not one"),
+])
+def test_a_networkx_graph_that_is_not_one_tree_is_refused(tmp_path, edges, message):
+    with pytest.raises(ValueError, match=message):
+        draw_tree(nx.DiGraph(edges), tmp_path / "x.png")
