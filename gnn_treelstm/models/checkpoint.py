@@ -48,7 +48,7 @@ from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
            "load_checkpoint", "load_model", "checkpoint_path", "DIGEST_KEY", "tensor_digest",
-           "check_digest", "fitted_model", "FASTEST", "FASTEST_ENGINE"]
+           "check_digest", "fitted_model", "FASTEST", "FASTEST_ENGINE", "fastest_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -405,19 +405,30 @@ FASTEST = "fastest"
 FASTEST_ENGINE = "level"
 
 
+def fastest_engine(cell: str, cell_kwargs: Mapping[str, Any] | None = None, *,
+                   num_relations: int = 2) -> tuple[str, str]:
+    """The fastest engine ``cell`` runs on with ``cell_kwargs``, and why it is not
+    :data:`FASTEST_ENGINE` ("" when it is): :data:`FASTEST_ENGINE` where a small probe of
+    the cell builds on it, else ``"dgl"``, the reference engine. The default engine of
+    ``train`` (``RunConfig.resolved``), ``predict``, ``serve`` and ``load_model``."""
+    kwargs = dict(cell_kwargs or {})
+    if cell_accepts(cell, "num_relations"):
+        kwargs.setdefault("num_relations", num_relations)
+    try:  # a small probe of the cell, as the model would build it
+        build_cell(cell, 4, 4, engine=FASTEST_ENGINE, **kwargs)
+    except (TypeError, ValueError) as exc:
+        return "dgl", f"the {cell} cell does not run on the {FASTEST_ENGINE} engine ({exc})"
+    return FASTEST_ENGINE, ""
+
+
 def _fastest_engine(config: ModelConfig, path: Path) -> str:
     """:data:`FASTEST_ENGINE` if the model's cell (with its options) is built on it, else
     the checkpoint's engine (logged)."""
     if config.engine == FASTEST_ENGINE:
         return config.engine
-    kwargs = dict(config.cell_kwargs)
-    if cell_accepts(config.cell, "num_relations"):
-        kwargs.setdefault("num_relations", config.num_relations)
-    try:  # a small probe of the cell, as the model would build it
-        build_cell(config.cell, 4, 4, engine=FASTEST_ENGINE, **kwargs)
-    except (TypeError, ValueError) as exc:
-        log.info("%s: the %s cell does not run on the %s engine (%s); using the "
-                 "checkpoint's %s engine", path, config.cell, FASTEST_ENGINE, exc,
-                 config.engine)
+    engine, why = fastest_engine(config.cell, config.cell_kwargs,
+                                 num_relations=config.num_relations)
+    if why:
+        log.info("%s: %s; using the checkpoint's %s engine", path, why, config.engine)
         return config.engine
-    return FASTEST_ENGINE
+    return engine

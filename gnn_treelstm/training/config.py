@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import ENGINES, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
+from gnn_treelstm.models.checkpoint import fastest_engine
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig
 from gnn_treelstm.tasks import build_task, tasks
 
@@ -201,8 +202,10 @@ class RunConfig:
         None, "--sentence-state", MODEL,
         "root state used as the sentence vector (default: the task's)",
         choices=SENTENCE_STATES, checks=(_known("sentence state", SENTENCE_STATES),))
-    engine: str = _option("dgl", "--engine", MODEL, "propagation engine passed to the cell",
-                          choices=ENGINES)
+    engine: str | None = _option(
+        None, "--engine", MODEL, "propagation engine passed to the cell (default: the fastest "
+        "the cell runs on with its options: level, else dgl; the same results)",
+        choices=ENGINES)
     optimizer: str | None = _option(
         None, "--optimizer", OPTIMIZATION,
         "default: adam for Teng's cells and for sick-e/snli, else adagrad", choices=OPTIMIZERS,
@@ -362,6 +365,7 @@ class RunConfig:
             emb_dropout=family.get("emb_dropout", 0.0) if self.emb_dropout is None
             else self.emb_dropout,
             supervision=task.supervision, cell_kwargs=dict(self.cell_kwargs),
+            engine=self.engine or fastest_engine(self.model, self.cell_kwargs)[0],
             embeddings_mode=self.embeddings_mode
             or ("fixed" if task.name in ("sick-r", "pair-score") else "tuned"))
 

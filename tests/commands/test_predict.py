@@ -27,9 +27,10 @@ def runs(tmp_path_factory):
     for ds in ("sst", "sick"):
         build_tiny(root / "data", ds)
     common = ["--data", str(root / "data"), "--runs-dir", str(root / "runs"), *TINY]
-    assert train.main(["--task", "sst-5", "--name", "sst", *common]) == 0
+    # the reference engine, so that predict's choice of the level engine shows
+    assert train.main(["--task", "sst-5", "--name", "sst", "--engine", "dgl", *common]) == 0
     assert train.main(["--task", "sick-r", "--model", "childsum", "--tree", "dependency",
-                       "--name", "sickr", *common]) == 0
+                       "--name", "sickr", "--engine", "dgl", *common]) == 0
     return root / "runs"
 
 

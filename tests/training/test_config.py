@@ -239,3 +239,53 @@ def test_estimate_memory_counts_the_weights_of_any_hidden(model):
                                              emb_info={"mode": r.embeddings_mode}))
     assert weights == sum(p.numel() for p in built.parameters())
     assert need > 4 * weights * 3
+
+
+def test_train_defaults_to_the_fastest_engine_the_cell_runs_on(monkeypatch):
+    from gnn_treelstm.cells import build_cell, cells
+    from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
+    from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE, fastest_engine
+    from gnn_treelstm.training.config import RunConfig
+
+    assert train.parse_args([]).engine is None
+    for name in cells.names():
+        assert RunConfig(model=name).resolved().engine == FASTEST_ENGINE == "level", name
+        assert fastest_engine(name) == (FASTEST_ENGINE, ""), name
+    assert RunConfig(engine="dgl").resolved().engine == "dgl"  # a chosen engine stays
+
+    class DglOnly(ChildSumTreeLSTM):
+        def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl"):
+            if engine != "dgl":
+                raise ValueError("runs on the dgl engine only")
+            super().__init__(x_size, h_size, engine=engine)
+
+    monkeypatch.setitem(cells._items, "dgl-only", DglOnly)
+    assert RunConfig(model="dgl-only").resolved().engine == "dgl"
+    engine, why = fastest_engine("dgl-only")
+    assert engine == "dgl" and "runs on the dgl engine only" in why
+    assert build_cell("dgl-only", 3, 2).engine == "dgl"
+    # predict and serve default to the same choice (load_model(engine=FASTEST))
+    from gnn_treelstm.commands import predict, serve
+
+    for command in (predict, serve):
+        ap = command.build_parser()
+        assert ap.get_default("engine") == FASTEST, command.__name__
+
+
+def test_the_default_engine_trains_the_model_of_the_reference_engine(tmp_path):
+    import torch
+
+    from tests.tiny_data import build_tiny
+
+    data = build_tiny(tmp_path, "sst")
+    common = ["--data", str(data), "--runs-dir", str(tmp_path / "runs"), "--epochs", "1",
+              "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",
+              "--dropout", "0", "--no-test", "-q", "--threads", "1"]
+    assert train.main([*common, "--name", "default"]) == 0
+    assert train.main([*common, "--name", "dgl", "--engine", "dgl"]) == 0
+    run = json.loads((tmp_path / "runs" / "default" / "config.json").read_text())["run_config"]
+    assert run["engine"] == "level"
+    a, b = (torch.load(tmp_path / "runs" / n / "best.pt", weights_only=True)["state_dict"]
+            for n in ("default", "dgl"))
+    for k, v in a.items():
+        torch.testing.assert_close(b[k], v, atol=1e-5, rtol=1e-5)
