@@ -338,7 +338,10 @@ class Trainer:
         self.model_config = build_model_config(
             self.cfg, vocab_size=len(self.data.vocab), num_relations=self.num_relations,
             embeddings=self.embeddings, emb_info=self.emb_info)
-        model = TreeLSTMModel(self.model_config)  # a bad architecture fails before writing
+        # the first seed's model, built now as start_seed would build it: a bad
+        # architecture fails before anything is written, and no model is built twice
+        self._first: tuple[int, TreeLSTMModel, dict] | None = self._prebuild(self.cfg.seed)
+        model = self._first[1]
         self._load_native_loops(model)
         params = list(model.parameters())
         startup.info("model: %s cell, hidden %d, %s engine: %s parameters (%s trained)",
@@ -525,7 +528,7 @@ class Trainer:
         scheduler and loader (shuffled by ``seed``; this rank's shard in a distributed
         run)."""
         cfg, world = self.cfg, self.place.world
-        model = TreeLSTMModel(self.model_config)
+        model = self._take_model(seed)
         if self.embeddings is not None:
             model.load_embeddings(self.embeddings)
         model.to(self.device)
@@ -550,6 +553,28 @@ class Trainer:
             checked=[p for n, p in model.named_parameters()
                      if p.requires_grad and not n.startswith("embedding.")],
             state=TrainState(seed=seed, run_id=self.place.run_id))
+
+    def _prebuild(self, seed: int) -> tuple[int, TreeLSTMModel, dict]:
+        """``seed``'s model as :meth:`start_seed` builds it (the generators seeded first)
+        and the generators' states after it; the caller's generators are left as they
+        were."""
+        outside = capture_rng()
+        try:
+            seed_everything(seed)
+            model = TreeLSTMModel(self.model_config)
+            return seed, model, capture_rng()
+        finally:
+            restore_rng(outside)
+
+    def _take_model(self, seed: int) -> TreeLSTMModel:
+        """A new model for ``seed`` (its generators just seeded): the constructor's, once,
+        if it is ``seed``'s (the generators then put where building it left them), else
+        built now."""
+        first, self._first = self._first, None
+        if first is not None and first[0] == seed:
+            restore_rng(first[2])
+            return first[1]
+        return TreeLSTMModel(self.model_config)
 
     def _restore_seed(self, seed: int, seed_dir: Path) -> None:
         """Put the seed's saved state (``seed_dir/state.pt``), if any, in place: weights,

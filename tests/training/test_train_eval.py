@@ -342,3 +342,25 @@ def test_one_epoch_on_cuda(tiny, tmp_path, model, optimizer):
     epoch = json.loads((tmp_path / "t" / "metrics.jsonl").read_text().splitlines()[0])
     assert math.isfinite(epoch["train_loss"]) and epoch["skipped_nonfinite"] == 0
     assert res["seeds"][0]["test"]
+
+
+def test_each_seed_builds_its_model_once(tiny_sst, tmp_path, monkeypatch):
+    from gnn_treelstm.models.treelstm import TreeLSTMModel
+    from gnn_treelstm.training import trainer as T
+    from tests.training.helpers import tiny_config
+
+    built = []
+
+    class Counted(TreeLSTMModel):
+        def __init__(self, config):
+            super().__init__(config)
+            built.append(torch.get_rng_state())
+
+    monkeypatch.setattr(T, "TreeLSTMModel", Counted)
+    trainer = T.Trainer(tiny_config(tiny_sst, tmp_path, seeds=2, epochs=1))
+    assert len(built) == 1  # the first seed's, checked before anything is written
+    trainer.fit()
+    assert len(built) == 2  # one model per seed, none thrown away
+    torch.manual_seed(1)  # seed 1 (cfg.seed), as start_seed seeds it
+    TreeLSTMModel(trainer.model_config)
+    assert torch.equal(built[0], torch.get_rng_state())  # built from seed 1's generators
