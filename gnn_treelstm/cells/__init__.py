@@ -31,4 +31,12 @@ from gnn_treelstm.cells.registry import (
 from gnn_treelstm.engine.propagator import ENGINES
 
 __all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults", "TreeCell",
-           "ENGINES", "ENTRY_POINT_GROUP", "import_cell_modules", "cell_module"]
+           "ENGINES", "ENTRY_POINT_GROUP", "import_cell_modules", "cell_module", "cell_names"]
+
+
+def cell_names() -> list[str]:
+    """Every cell name ``--model`` takes: the registered ones and those of installed
+    packages' entry points (group :data:`ENTRY_POINT_GROUP`, loaded when first used)."""
+    from importlib.metadata import entry_points
+
+    return sorted({*cells.names(), *(ep.name for ep in entry_points(group=ENTRY_POINT_GROUP))})

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Sequence
 
 from gnn_treelstm.argtypes import int_at_least, non_negative_int, positive_int
-from gnn_treelstm.commands.cli import set_openmp_wait_policy
+from gnn_treelstm.commands.cli import description, set_openmp_wait_policy
 
 __all__ = ["main", "build_parser", "run"]
 
@@ -41,7 +41,7 @@ def _common(p: argparse.ArgumentParser, *, data: bool = True) -> None:
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags, one subparser per analysis."""
     ap = argparse.ArgumentParser(prog="gnn-treelstm analyze",
-                                 description=__doc__.split("\n\n")[0].strip("`"))
+                                 description=description(__doc__))
     sub = ap.add_subparsers(dest="command", required=True, metavar="SUBCOMMAND")
     for add in (_add_tree, _add_heads, _add_relations, _add_neighbours, _add_length,
                 _add_curves):

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gnn_treelstm.argtypes import finite_float, positive_int
+from gnn_treelstm.commands.cli import description
 from gnn_treelstm.datasets import dependency
 from gnn_treelstm.datasets.build import DATASETS, build
 from gnn_treelstm.datasets.example import FILE_DATASETS
@@ -29,8 +30,8 @@ __all__ = ["build_parser", "main"]
 
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags."""
-    ap = argparse.ArgumentParser(prog="gnn-treelstm build", description=__doc__.split(
-        "\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="gnn-treelstm build", description=description(
+        __doc__), formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--dataset", required=True, choices=DATASETS)
     ap.add_argument("--src", required=True, type=Path, nargs="+",
                     help="raw data root laid out like the data mirror; for amr/jsonl the "

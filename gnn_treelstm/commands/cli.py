@@ -29,7 +29,8 @@ import os
 import sys
 from collections.abc import Sequence
 
-__all__ = ["COMMANDS", "main", "set_openmp_wait_policy", "set_compile_cache", "progress_bar"]
+__all__ = ["COMMANDS", "main", "set_openmp_wait_policy", "set_compile_cache", "progress_bar",
+           "description"]
 
 #: command -> (module with ``main(argv) -> int``, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -84,6 +85,12 @@ def progress_bar(quiet: bool = False, unit: str = "batch"):
         return tqdm(it, total=total, desc=desc, unit=unit, leave=False, dynamic_ncols=True)
 
     return progress
+
+
+def description(doc: str | None) -> str:
+    """A command's ``--help`` description: the first paragraph of its module docstring as
+    plain text (the docs' ``literal`` marks dropped)."""
+    return (doc or "").split("\n\n")[0].strip().replace("``", "")
 
 
 def usage() -> str:

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from gnn_treelstm.argtypes import positive_int
+from gnn_treelstm.commands.cli import description
 from gnn_treelstm.models.checkpoint import load_model
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.data import SAMPLE_SRC, managed_data_dir
@@ -42,8 +43,7 @@ def _pick_tree(split: D.Split, lo: int = 7, hi: int = 14) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``gnn-treelstm demo``."""
-    ap = argparse.ArgumentParser(prog="gnn-treelstm demo", description=__doc__
-                                 .split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="gnn-treelstm demo", description=description(__doc__))
     ap.add_argument("--runs-dir", default="runs", help="where the demo's run goes "
                     "(default: %(default)s)")
     ap.add_argument("--epochs", type=positive_int, default=5,

@@ -22,6 +22,7 @@ import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.analyze.length import length_curve_of, plot_length
 from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules
+from gnn_treelstm.commands.cli import description
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.models.checkpoint import checkpoint_path
 from gnn_treelstm.training.data import DataError
@@ -87,7 +88,7 @@ class _UsePredict(argparse.Action):
 
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags."""
-    ap = argparse.ArgumentParser(prog="gnn-treelstm evaluate", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(prog="gnn-treelstm evaluate", description=description(__doc__))
     ap.add_argument("paths", nargs="*",
                     help="checkpoint(s) (runs/NAME/best.pt or runs/NAME), or run "
                          "directories with --table")

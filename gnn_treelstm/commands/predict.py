@@ -52,7 +52,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gnn_treelstm.argtypes import positive_int
-from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy
+from gnn_treelstm.commands.cli import description, progress_bar, set_openmp_wait_policy
 
 __all__ = ["build_parser", "main", "MAX_CHARS"]
 
@@ -72,7 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE
 
     ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
-                                 description=__doc__.split("\n\n")[0].strip("`"))
+                                 description=description(__doc__))
     ap.add_argument("run", help="run directory, checkpoint (best.pt) or saved model directory")
     ap.add_argument("texts", nargs="*", help="sentences (default: --file, else stdin)")
     ap.add_argument("--file", default=None, metavar="PATH",

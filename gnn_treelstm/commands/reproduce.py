@@ -23,7 +23,7 @@ from pathlib import Path
 
 from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.commands import heap, process
-from gnn_treelstm.commands.cli import progress_bar
+from gnn_treelstm.commands.cli import description, progress_bar
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.reproduce import ledger, plot, report, rows, runner
 from gnn_treelstm.training.config import RunConfig
@@ -36,7 +36,7 @@ FIGURE = "results.png"
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``gnn-treelstm reproduce``."""
     ap = argparse.ArgumentParser(
-        prog="gnn-treelstm reproduce", description=__doc__.split("\n\n")[0],
+        prog="gnn-treelstm reproduce", description=description(__doc__),
         epilog=f"tables: {', '.join(rows.TABLES)}")
     ap.add_argument("rows", nargs="*", metavar="ROWS",
                     help="table ids, row keys or globs (default: all rows)")

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs
 
 from gnn_treelstm.argtypes import port, positive_float, positive_int
-from gnn_treelstm.commands.cli import set_openmp_wait_policy
+from gnn_treelstm.commands.cli import description, set_openmp_wait_policy
 from gnn_treelstm.commands.http import (
     DEFAULT_TIMEOUT,
     MAX_BODY,
@@ -369,7 +369,7 @@ def build_parser() -> argparse.ArgumentParser:
     from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE
 
     ap = argparse.ArgumentParser(prog="gnn-treelstm serve",
-                                 description=__doc__.split("\n\n")[0].strip("`"))
+                                 description=description(__doc__))
     ap.add_argument("run", help="run directory (its best.pt) or checkpoint file")
     ap.add_argument("--checkpoint", default=None, metavar="FILE",
                     help="checkpoint to serve: a file name inside RUN (e.g. last.pt) or a path")

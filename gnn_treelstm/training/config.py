@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gnn_treelstm.argtypes import non_negative_int, positive_int
-from gnn_treelstm.cells import ENGINES, cells, check_cell_options, run_defaults
+from gnn_treelstm.cells import ENGINES, cell_names, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.checkpoint import fastest_engine
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig
@@ -155,7 +155,7 @@ class RunConfig:
     ``--help``."""
 
     task: str = _option("sst-5", "--task", WHAT, _one_of(tasks.names))
-    model: str = _option("nary", "--model", WHAT, _one_of(cells.names))
+    model: str = _option("nary", "--model", WHAT, _one_of(cell_names))
     tree: str = _option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}",
                         checks=(_known("tree", TREE_KINDS),))
     supervision: str | None = _option(

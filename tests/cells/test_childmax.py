@@ -182,3 +182,22 @@ def test_an_unknown_cell_module_is_refused_on_the_command_line(tmp_path):
                 cwd=tmp_path, extra_path=None)
     assert proc.returncode == 2
     assert "--cell-module no_such_cells_here: cannot import it" in proc.stderr
+
+
+def test_train_help_lists_the_cells_of_entry_points(module_dir, fresh_registry, monkeypatch,
+                                                    tmp_path, capsys):
+    from gnn_treelstm.commands import train
+
+    dist = tmp_path / "site" / "childmax_cells-0.1.dist-info"
+    dist.mkdir(parents=True)
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: childmax-cells\n"
+                                   "Version: 0.1\n")
+    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nchildmax = childmax\n")
+    monkeypatch.syspath_prepend(str(module_dir))
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    assert "childmax" not in cells  # not loaded: named by its entry point
+    with pytest.raises(SystemExit):
+        train.parse_args(["--help"])
+    listed = " ".join(capsys.readouterr().out.split())
+    assert re.search(r"--model MODEL\s+one of: [^-]*\bchildmax\b", listed), listed[:2000]
+    assert "childmax" not in cells

@@ -66,3 +66,14 @@ def test_train_sets_the_openmp_spin_unless_the_user_did(monkeypatch):
     monkeypatch.setenv("GOMP_SPINCOUNT", "7")
     cli.set_openmp_wait_policy()
     assert os.environ["GOMP_SPINCOUNT"] == "7"
+
+
+@pytest.mark.parametrize("name", list(cli.COMMANDS))
+def test_help_shows_no_stray_literal_marks(name, capsys):
+    import importlib
+
+    with pytest.raises(SystemExit) as done:
+        importlib.import_module(cli.COMMANDS[name][0]).main(["--help"])
+    assert done.value.code == 0
+    out = capsys.readouterr().out
+    assert f"gnn-treelstm {name}" in out and "`" not in out, out[:600]
