@@ -93,3 +93,12 @@ def test_readme_test_command_is_the_makefiles():
     assert "make test" in readme
     assert recipe in readme, f"README.md should name make test's command: {recipe!r}"
     assert "make test" in (REPO / ".ci" / "run").read_text(encoding="utf-8")
+
+
+def test_every_source_folder_of_the_readme_says_where_it_comes_from():
+    text = README.read_text(encoding="utf-8")
+    sources = set(re.findall(r"--src (\S+)", text))
+    assert sources
+    for src in sources:
+        assert f"fetch --dest {src}" in text and f"--dest {src}" in text.replace(
+            f"fetch --dest {src}", ""), f"the README never says where {src} comes from"

@@ -29,7 +29,6 @@ once and composes the two cells' C++ level loops (:mod:`gnn_treelstm.kernels.fus
 
 from __future__ import annotations
 
-import logging
 from types import MappingProxyType
 
 import dgl
@@ -42,8 +41,6 @@ from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["BidirectionalTreeLSTM"]
 

@@ -38,12 +38,12 @@ recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``h_k`` and ``f_jk ⊙ c_
 child edge (:func:`childsum_forget_term`, eqs 2 and 4 and the summand of eq 7); the engine
 sums them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run
 these functions; the level engine's fast kernel
-(:func:`gnn_treelstm.kernels.fused.childsum_levels`, C++) is their acceleration, with or
-without output gate, in float32 on the CPU.
+(:func:`gnn_treelstm.kernels.fused_triton.childsum_levels`: the Triton kernels where
+selected, else the C++ loops in float32 on the CPU) is their acceleration, with or without
+output gate.
 """
 from __future__ import annotations
 
-import logging
 import math
 
 import torch
@@ -57,8 +57,6 @@ from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused_triton
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "ChildSumTreeLSTM",

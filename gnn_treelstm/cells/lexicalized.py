@@ -62,7 +62,6 @@ mode native), the input terms still one product by :func:`lex_input_terms`.
 
 from __future__ import annotations
 
-import logging
 import math
 from types import MappingProxyType
 
@@ -77,8 +76,6 @@ from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "LexicalizedTreeLSTM",

@@ -70,7 +70,6 @@ with its own input terms (:func:`gnn_treelstm.kernels.fused.childsum_levels`), `
 from __future__ import annotations
 
 import inspect
-import logging
 import math
 import warnings
 from types import MappingProxyType
@@ -89,8 +88,6 @@ from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "MultiplicativeTreeLSTM",

@@ -51,13 +51,13 @@ update (:meth:`NaryTreeLSTM.node_update` = :meth:`~NaryTreeLSTM.child_terms` +
 :func:`nary_gates`) gets every node's children ordered by position, zeros at the missing
 ones, ``(n, N, h)`` each.
 Both engines run these functions; the level engine's fast kernel
-(:func:`gnn_treelstm.kernels.fused.nary_levels`, C++, input products inside) is their
-acceleration, with or without output gate, in float32 on the CPU.
+(:func:`gnn_treelstm.kernels.fused_triton.nary_levels`, input products inside: the Triton
+kernels where selected, else the C++ loops in float32 on the CPU) is their acceleration,
+with or without output gate.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 
 import dgl
@@ -72,8 +72,6 @@ from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["NaryTreeLSTM", "nary_gates"]
 

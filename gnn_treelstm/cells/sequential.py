@@ -67,7 +67,6 @@ hidden size for a parameter budget the way Table 1 did.
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import ClassVar
 
@@ -84,8 +83,6 @@ from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.trees import graph as G
-
-logger = logging.getLogger(__name__)
 
 __all__ = [
     "SequentialLSTM",

@@ -57,7 +57,6 @@ so each side's weights multiply only its own nodes).
 
 from __future__ import annotations
 
-import logging
 from types import MappingProxyType
 
 import dgl
@@ -72,8 +71,6 @@ from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
-
-logger = logging.getLogger(__name__)
 
 __all__ = ["TopDownTreeLSTM", "node_sides", "topdown_input_terms", "topdown_node_update",
            "leaf_mean", "covered_leaf_mean"]

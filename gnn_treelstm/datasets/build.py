@@ -18,8 +18,9 @@ CoNLL-U or AMR trees). Their ``--src`` files name their split (``train.jsonl``,
     meta.json                   counts, label names, relation counts, build seconds
     vocab.json                  all splits' tokens, as-is (id = index, 0 = <unk>)
     relations/<tree>.json       relation names of that tree kind
-    <tree>/<split>.bin          single-sentence data sets (graph targets in the labels)
-    <tree>/<split>.a.bin, .b.bin  pair data sets (targets in the .a.bin labels)
+    <tree>/<split>.packed/      single-sentence data sets: packed trees
+                                (gnn_treelstm.trees.packed), graph targets as target.*.npy
+    <tree>/<split>.a.packed/, <split>.b.packed/  pair data sets (targets in the A side)
     text/<split>.jsonl          tokens and labels per example (evaluation, error analysis)
 
 Sentences are parsed once (spaCy only where a tree kind needs it); a second run skips
@@ -353,8 +354,9 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
         job.relations.save(out / "relations" / f"{tree}.json")
         num_relations[tree] = len(job.relations)
         seconds[tree] = round(time.perf_counter() - t0, 2)
-        logger.info("%s/%s: built in %.1fs (%d relations)", out, tree, seconds[tree],
-                    len(job.relations))
+        count = len(job.relations)
+        logger.info("%s/%s: built in %.1fs (%d relation%s)", out, tree, seconds[tree],
+                    count, "" if count == 1 else "s")
     built_trees = [t for t in all_trees if t in trees or t in old_meta.get("trees", [])]
     seconds["total_last_run"] = round(time.perf_counter() - t_start, 2)
     meta = _meta(dataset, data, info, built_trees, num_relations, opts)

@@ -84,8 +84,9 @@ def _num_classes(meta: dict, name: str) -> dict[str, Any]:
 
 def _given(value: int | None, what: str, name: str, minimum: int = 2) -> int:
     if value is None:
-        raise ValueError(f"task {name!r} needs {what} from the data; train reads it from the "
-                         f"data set's meta.json (or pass --head-arg {what}=...)")
+        raise ValueError(f"task {name!r} needs {what}: in Python, ModelConfig(..., "
+                         f"head_kwargs={{{what!r}: K}}); gnn-treelstm train reads it from "
+                         f"the data set's meta.json (or --head-arg {what}=K)")
     if int(value) != value or value < minimum:
         raise ValueError(f"task {name!r}: {what} must be an integer >= {minimum}, got {value}")
     return int(value)

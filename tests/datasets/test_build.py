@@ -123,3 +123,17 @@ def test_the_command_draws_no_bar_where_stderr_is_no_terminal(sample_data, tmp_p
                    str(tmp_path / "sst"), "--trees", "chain"]) == 0
     err = capsys.readouterr().err
     assert "shard/s" not in err and "\r" not in err, err
+
+
+def test_the_log_counts_one_relation_and_the_docstring_names_the_files_written(
+        sample_data, tmp_path, caplog):
+    import re
+
+    caplog.set_level("INFO", logger="gnn_treelstm.datasets.build")
+    B.build("sst", sample_data, tmp_path, trees=["chain"])
+    assert re.search(r"chain: built in [\d.]+s \(1 relation\)", caplog.text), caplog.text
+    assert "1 relations" not in caplog.text
+    assert ".bin" not in B.__doc__
+    for split in ("train", "dev", "test"):
+        assert (tmp_path / "chain" / f"{split}.packed").is_dir()
+    assert "<tree>/<split>.packed/" in B.__doc__ and "<split>.a.packed/" in B.__doc__

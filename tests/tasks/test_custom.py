@@ -62,7 +62,7 @@ def test_head_sizes_come_from_the_data():
         "score_min": 1, "score_max": 5}  # built-in SICK: no score_range, the scores' span
     with pytest.raises(ValueError, match=r"needs a data set with at least 2 classes"):
         build_task("classify").head_kwargs_from_data({"label_names": None})
-    with pytest.raises(ValueError, match=r"needs num_classes from the data.*--head-arg"):
+    with pytest.raises(ValueError, match=r"needs num_classes: .*--head-arg num_classes=K"):
         build_task("classify").build_head(4, 4, hidden=0, dropout=0.0)
     task = build_task("pair-classify")
     head = task.build_head(4, 4, hidden=7, dropout=0.0, num_classes=4, features="abs")
@@ -208,3 +208,14 @@ def test_own_data_without_vectors_trains_with_random_vectors(tmp_path, capsys):
     assert rc == 0, capsys.readouterr()
     cfg = json.loads((runs / "r" / "config.json").read_text())
     assert cfg["embeddings"]["mode"] == "random"
+
+
+def test_a_model_config_of_python_is_told_what_to_set_in_python():
+    from gnn_treelstm import ModelConfig, TreeLSTMModel
+
+    base = {"task": "classify", "cell": "childsum", "vocab_size": 10, "emb_dim": 4, "hidden": 3}
+    with pytest.raises(ValueError) as err:
+        TreeLSTMModel(ModelConfig(**base))
+    assert "ModelConfig(..., head_kwargs={'num_classes': K})" in str(err.value)
+    model = TreeLSTMModel(ModelConfig(**base, head_kwargs={"num_classes": 3}))  # as it says
+    assert model.task.num_classes == 3
