@@ -431,17 +431,15 @@ def draw_tree(
     ``style`` (:class:`TreeStyle`) overrides these choices, the edge labels, the dpi and
     the format.
 
-    Node text is the word (via ``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`)
-    or, for nodes without a word, the label id; in a graph without words, the node id
-    (``id: label`` where labelled). ``graph`` is a DGL tree, or a ``networkx.DiGraph``:
-    one of :func:`to_networkx`, or any tree with edges child -> parent (its ``word`` and
-    ``label`` node attributes drawn where present, else the node ids). Nodes are coloured
-    by label (the five SST classes from red to green when ``label_names`` has five entries, e.g.
-    :data:`SST_LABEL_NAMES`; other label sets by a qualitative palette), white without
-    one; the legend names the labels by ``label_names``, else by id. Edge labels are
-    relation names (``relations``: a list or a :class:`~gnn_treelstm.trees.vocab.Relations`;
-    shown by default when given). Written
-    atomically; returns the path.
+    ``graph``: a DGL tree, or a ``networkx.DiGraph`` of :func:`to_networkx` or any tree
+    with edges child -> parent (``word`` and ``label`` node attributes drawn where present).
+    Node text is the word (``vocab``: a list or a :class:`~gnn_treelstm.trees.vocab.Vocab`),
+    else the label id; in a graph without words, the node id (``id: label``). Nodes are
+    coloured by label (SST's five classes red to green when ``label_names`` has five
+    entries, e.g. :data:`SST_LABEL_NAMES`; else a qualitative palette), white without one;
+    the legend names them by ``label_names``, else by id. Edge labels are relation names
+    (``relations``: a list or a :class:`~gnn_treelstm.trees.vocab.Relations`; shown when
+    given). Written atomically; returns the path.
     """
     style = style or TreeStyle()
     path = Path(path)
