@@ -418,8 +418,7 @@ def draw_tree(
     label_names: Sequence[str] | None = None,
     style: TreeStyle | None = None,
 ) -> Path:
-    """Write a picture (PNG, or SVG for a ``.svg`` path or ``TreeStyle(format="svg")``) of
-    one tree.
+    """Write a picture (PNG; SVG for a ``.svg`` path or ``TreeStyle(format="svg")``) of a tree.
 
     Layout (:func:`tree_layout`): dependency trees and chains (every node a word, spans
     covering their own position) are drawn in sentence order, each word in its slot and
