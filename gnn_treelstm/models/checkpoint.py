@@ -11,6 +11,10 @@ A checkpoint is one ``torch.save`` file holding a plain dictionary::
     run_config    the training run's resolved configuration (a dict)
     meta          free-form: epoch, dev metrics, data set meta.json, ...
     digest        "sha256:..." of the weights (:func:`tensor_digest`)
+    contents_digest  "sha256:..." of every other entry (:func:`contents_digest`: the
+                  configuration, vocabulary, relations, label names, run configuration,
+                  meta, cell module and ``digest``), so that nothing a checkpoint holds can
+                  change unnoticed
     cell_module   the module that defines the cell (imported on loading, for cells of
                   other packages)
 
@@ -48,7 +52,8 @@ from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
            "load_checkpoint", "load_model", "checkpoint_path", "DIGEST_KEY", "tensor_digest",
-           "check_digest", "fitted_model", "FASTEST", "FASTEST_ENGINE"]
+           "check_digest", "fitted_model", "CONTENTS_KEY", "contents_digest", "check_contents",
+           "FASTEST", "FASTEST_ENGINE"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +123,7 @@ def save_checkpoint(
         DIGEST_KEY: tensor_digest(state),
         "cell_module": cell_module(model.config.cell),
     }
+    payload[CONTENTS_KEY] = contents_digest(payload)
     return atomic_write(path, lambda f: torch.save(payload, f))
 
 
@@ -161,6 +167,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable checkpoint ({exc})") from exc
     if not isinstance(payload, dict) or "model_config" not in payload:
         raise ValueError(f"{path}: not a gnn_treelstm checkpoint (no model_config)")
+    check_contents(payload, path)
     if payload.get("format") == 1:
         payload = _upgrade_format_1(payload)
     if payload.get("format") == 2:
@@ -289,6 +296,57 @@ def tensor_digest(state: Mapping[str, torch.Tensor]) -> str:
         h.update(f"{name}\0{t.dtype}\0{tuple(state[name].shape)}\0".encode())
         h.update(t.view(torch.uint8).numpy())
     return f"sha256:{h.hexdigest()}"
+
+
+#: the checkpoint entry holding :func:`contents_digest` of everything but the tensors
+CONTENTS_KEY = "contents_digest"
+
+
+def _canonical(value: Any, h: Any) -> None:
+    """Feed ``value`` (plain containers, strings, numbers, tensors) to the hash ``h``,
+    typed, so that no two values feed the same bytes."""
+    if isinstance(value, Mapping):
+        h.update(b"{%d" % len(value))
+        for key in sorted(value, key=repr):
+            _canonical(key, h)
+            _canonical(value[key], h)
+    elif isinstance(value, (list, tuple)):
+        h.update(b"[%d" % len(value))
+        for item in value:
+            _canonical(item, h)
+    elif isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous().reshape(-1)
+        h.update(f"T{t.dtype}{tuple(value.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy())
+    else:
+        text = repr(value).encode("utf-8", "surrogatepass")
+        h.update(b"%s%d:" % (type(value).__name__.encode(), len(text)) + text)
+
+
+def contents_digest(payload: Mapping[str, Any]) -> str:
+    """``"sha256:<hex>"`` of every entry of a checkpoint but ``state_dict`` (covered by
+    ``digest``, itself among the entries) and this digest."""
+    h = hashlib.sha256()
+    _canonical({k: v for k, v in payload.items() if k not in (CONTENTS_KEY, "state_dict")}, h)
+    return f"sha256:{h.hexdigest()}"
+
+
+def check_contents(payload: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse a checkpoint whose entries (label names, vocabulary, configuration, cell
+    module...) differ from those written with it (``ValueError`` naming the file); one
+    written before :data:`CONTENTS_KEY` passes, with an INFO line."""
+    stored = payload.get(CONTENTS_KEY)
+    if stored is None:
+        log.info("%s: no digest of its configuration, vocabulary and labels (written before "
+                 "checkpoints carried one); only its weights are checked", path)
+        return
+    found = contents_digest(payload)
+    if found != stored:
+        raise ValueError(
+            f"{path}: its configuration, vocabulary, labels or cell module do not match the "
+            f"digest written with them (recorded {str(stored)[:23]}..., found {found[:23]}"
+            "...): the file was damaged or changed after it was written. Use another copy "
+            "of it, or train it again")
 
 
 def _check_entries(payload: dict[str, Any], path: Path) -> None:

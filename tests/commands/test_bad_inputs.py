@@ -193,6 +193,7 @@ def _edited_checkpoint(tiny_run, tmp_path, edit) -> Path:
     bad = tmp_path / "best.pt"
     raw = torch.load(tiny_run / "runs" / "r" / "best.pt", weights_only=True)
     edit(raw)
+    raw.pop("contents_digest")  # as a checkpoint written before it carried one
     torch.save(raw, bad)
     return bad
 

@@ -1,3 +1,5 @@
+import re
+
 import dgl
 import pytest
 import torch
@@ -71,6 +73,7 @@ def test_format_1_checkpoints_load_as_the_model_they_were(tmp_path):
                              label_names=None, run_config={}, meta={})
     payload = torch.load(path, weights_only=False)
     payload["format"] = 1
+    del payload[C.CONTENTS_KEY]  # as format 1 wrote it
     for key in ("sentence_state", "head_kwargs"):
         del payload["model_config"][key]
     torch.save(payload, tmp_path / "old.pt")
@@ -90,6 +93,7 @@ def test_format_2_two_layer_lstms_load_as_the_model_they_were(tmp_path):
     path = C.save_checkpoint(tmp_path / "best.pt", old, vocab=_vocab())
     payload = torch.load(path, weights_only=True)
     payload["format"] = 2
+    del payload[C.CONTENTS_KEY]
     payload["model_config"]["cell_kwargs"] = {}  # as format 2 wrote it
     torch.save(payload, tmp_path / "old.pt")
     ck = C.load_model(tmp_path / "old.pt")
@@ -106,6 +110,7 @@ def test_format_3_teng_cells_load_with_their_teng_head(tmp_path):
     path = C.save_checkpoint(tmp_path / "best.pt", old, vocab=_vocab())
     payload = torch.load(path, weights_only=True)
     payload["format"] = 3
+    del payload[C.CONTENTS_KEY]
     del payload["model_config"]["teng_head"]  # as format 3 wrote it
     torch.save(payload, tmp_path / "old.pt")
     ck = C.load_model(tmp_path / "old.pt")
@@ -172,7 +177,7 @@ def test_a_checkpoint_without_digest_loads_with_a_log_line(tmp_path, caplog):
     m = _model().eval()
     path = C.save_checkpoint(tmp_path / "best.pt", m, vocab=_vocab())
     raw = torch.load(path, weights_only=True)
-    del raw[C.DIGEST_KEY]
+    del raw[C.DIGEST_KEY], raw[C.CONTENTS_KEY]
     torch.save(raw, path)
     with caplog.at_level("INFO", logger="gnn_treelstm.models.checkpoint"):
         ck = C.load_model(path)
@@ -185,6 +190,7 @@ def _edited(tmp_path, edit, **kw):
     path = C.save_checkpoint(tmp_path / "best.pt", _model(**kw), vocab=_vocab())
     raw = torch.load(path, weights_only=True)
     edit(raw)
+    raw.pop(C.CONTENTS_KEY)  # as a checkpoint written before it carried one
     torch.save(raw, path)
     return path
 
@@ -215,3 +221,40 @@ def test_a_checkpoint_missing_what_a_model_needs_is_refused(tmp_path, edit, mess
     with pytest.raises(ValueError, match=message) as info:
         C.load_model(path)
     assert str(info.value).startswith(f"{path}: ")
+
+
+def _swap_bytes(path, a: bytes, b: bytes):
+    """Swap every occurrence of ``a`` and ``b`` (same length) in the file: an edit that
+    leaves torch's zip entries readable."""
+    assert len(a) == len(b)
+    raw = path.read_bytes()
+    assert a in raw
+    path.write_bytes(re.sub(re.escape(a) + b"|" + re.escape(b),
+                            lambda m: b if m.group() == a else a, raw))
+
+
+def test_edited_labels_vocabulary_or_cell_module_are_refused(tmp_path):
+    """Same-length byte edits inside the pickled entries: torch reads them without a word."""
+    for edit in [(b"negative", b"positive"), (b"w12", b"w34"), (b"gnn_treelstm.cells.nary",
+                                                              b"gnn_treelstm.cells.mean")]:
+        path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab(),
+                                 label_names=["very negative", "negative", "neutral",
+                                              "positive", "very positive"])
+        assert C.load_model(path).label_names[1] == "negative"
+        _swap_bytes(path, *edit)
+        torch.load(path, weights_only=True)  # readable
+        with pytest.raises(ValueError, match=rf"{path}: its configuration, vocabulary, labels "
+                           r"or cell module do not match the digest written with them"):
+            C.load_model(path)
+
+
+def test_the_contents_digest_covers_every_entry(tmp_path):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab(),
+                             run_config={"seed": 1}, meta={"epoch": 2})
+    raw = torch.load(path, weights_only=True)
+    assert raw[C.CONTENTS_KEY] == C.contents_digest(raw)
+    for key, value in [("run_config", {"seed": 2}), ("meta", {"epoch": 3}),
+                       ("relations", ["x"]), ("cell_module", "this"), (C.DIGEST_KEY, "sha256:0"),
+                       ("vocab", raw["vocab"][:-1] + ["zz"]), ("format", 3)]:
+        assert C.contents_digest({**raw, key: value}) != raw[C.CONTENTS_KEY], key
+    assert C.contents_digest({**raw, "meta": {"epoch": 2.0}}) != raw[C.CONTENTS_KEY]
