@@ -15,8 +15,9 @@ A checkpoint is one ``torch.save`` file holding a plain dictionary::
                   configuration, vocabulary, relations, label names, run configuration,
                   meta, cell module and ``digest``), so that nothing a checkpoint holds can
                   change unnoticed
-    cell_module   the module that defines the cell (imported on loading, for cells of
-                  other packages)
+    cell_module   the module that defines the cell (never imported on loading: a cell
+                  of another package is registered by the user's --cell-module or
+                  ``cell_modules=``, or by an installed entry point)
 
 It is written to a temporary file in the same directory and renamed over the target
 (:func:`os.replace`), so a crash never leaves a half-written checkpoint.
@@ -34,25 +35,32 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import logging
 import os
 import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gnn_treelstm.cells import build_cell, cell_module, cells
+from gnn_treelstm.cells import (
+    ENTRY_POINT_GROUP,
+    build_cell,
+    cell_module,
+    cells,
+    import_cell_modules,
+)
+from gnn_treelstm.cells.registry import MODULE_NAME
 from gnn_treelstm.files import atomic_write
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel, cell_accepts
 from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
            "load_checkpoint", "load_model", "checkpoint_path", "DIGEST_KEY", "tensor_digest",
-           "check_digest", "fitted_model", "CONTENTS_KEY", "contents_digest", "check_contents",
+           "check_digest", "fitted_model", "require_cell", "CONTENTS_KEY", "contents_digest",
+           "check_contents",
            "FASTEST", "FASTEST_ENGINE"]
 
 log = logging.getLogger(__name__)
@@ -209,29 +217,34 @@ def _upgrade_format_3(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "model_config": mc, "format": 4}
 
 
-def import_cell_module(payload: dict[str, Any], path: str | os.PathLike = "checkpoint") -> None:
-    """Register the checkpoint's cell where it is not yet: import the module the checkpoint
-    records as defining it (``cell_module``), by name from the Python path (a module
-    installed or put there by the user: nothing of the file itself runs); ``ValueError``
-    naming that module where it cannot be imported."""
+def require_cell(payload: dict[str, Any], path: str | os.PathLike = "checkpoint") -> None:
+    """Refuse a checkpoint whose cell is not registered: by the library, a module the user
+    imported (``--cell-module``, ``load_model(cell_modules=...)``, an ``import``) or an
+    installed package's entry point. The module the checkpoint names (``cell_module``) is
+    never imported on its word: a downloaded file must not choose the code that runs; the
+    ``ValueError`` names the module and how to trust it."""
     name = (payload.get("model_config") or {}).get("cell")
-    module = payload.get("cell_module")
-    if not isinstance(name, str) or name in cells:
-        return
-    if not isinstance(module, str) or not module:
-        return  # written before cell_module was recorded: the registry's own error follows
+    if not isinstance(name, str):
+        return  # the configuration's own check names it
     try:
-        cells.get(name)   # an installed package's entry point
+        cells.get(name)   # registered, or an installed package's entry point
         return
     except KeyError:
         pass
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(
-            f"{path}: the model's cell {name!r} is defined in the module {module!r}, which "
-            f"cannot be imported ({exc}); put the directory holding it on PYTHONPATH or "
-            f"install its package (command line: --cell-module {module})") from exc
+    module = payload.get("cell_module")
+    if not isinstance(module, str) or not module:
+        return  # written before cell_module was recorded: the registry's own error follows
+    if not MODULE_NAME.fullmatch(module):
+        raise ValueError(f"{path}: the model's cell {name!r} is not registered, and the "
+                         f"module the checkpoint names for it ({module[:80]!r}) is not a "
+                         "module name; the checkpoint was changed or damaged")
+    raise ValueError(
+        f"{path}: the model's cell {name!r} is defined in the module {module!r}, which is "
+        f"not imported; a checkpoint never imports code by itself. If you trust that "
+        f"module, name it: `--cell-module {module}` on the command line, "
+        f"`load_model(path, cell_modules=[{module!r}])` in Python (with the directory "
+        f"holding it on PYTHONPATH), or install a package declaring the cell in the "
+        f"entry-point group {ENTRY_POINT_GROUP}")
 
 
 def _unpickling_reason(exc: BaseException) -> str:
@@ -242,17 +255,20 @@ def _unpickling_reason(exc: BaseException) -> str:
 
 
 def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
-               engine: str | None = None) -> Checkpoint:
+               engine: str | None = None, cell_modules: Sequence[str] = ()) -> Checkpoint:
     """Rebuild the model of a checkpoint (in eval mode) from the file alone.
 
     ``path``: a checkpoint file, a run directory (its ``best.pt``) or a directory written by
     ``Predictor.save_pretrained`` (its ``model.pt``). ``engine`` overrides the propagation
     engine the model was trained with; :data:`FASTEST` picks :data:`FASTEST_ENGINE` where
     the model's cell runs on it (with its options), else keeps the checkpoint's.
+    ``cell_modules``: modules to import first, which register cells of your own (the
+    module a checkpoint names is never imported on its word: :func:`require_cell`).
     """
+    import_cell_modules(cell_modules)
     path = checkpoint_path(path)
     payload = load_checkpoint(path)
-    import_cell_module(payload, path)
+    require_cell(payload, path)
     try:
         config = ModelConfig.from_dict(payload["model_config"])
     except (TypeError, ValueError) as exc:

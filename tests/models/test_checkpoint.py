@@ -1,4 +1,5 @@
 import re
+import sys
 
 import dgl
 import pytest
@@ -258,3 +259,44 @@ def test_the_contents_digest_covers_every_entry(tmp_path):
                        ("vocab", raw["vocab"][:-1] + ["zz"]), ("format", 3)]:
         assert C.contents_digest({**raw, key: value}) != raw[C.CONTENTS_KEY], key
     assert C.contents_digest({**raw, "meta": {"epoch": 2.0}}) != raw[C.CONTENTS_KEY]
+
+
+def _naming_module(tmp_path, cell: str, module: str):
+    """A checkpoint whose cell is ``cell``, recorded as defined in ``module``, its digests
+    made to match (as anyone can): what a downloaded file may say."""
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    raw["model_config"]["cell"], raw["cell_module"] = cell, module
+    raw[C.CONTENTS_KEY] = C.contents_digest(raw)
+    torch.save(raw, path)
+    return path
+
+
+def test_a_checkpoint_never_imports_the_module_it_names(tmp_path, monkeypatch):
+    (tmp_path / "evil_cellmod.py").write_text(
+        "from pathlib import Path\nPath(__file__).with_name('ran').write_text('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # as for `python -c` in that directory
+    path = _naming_module(tmp_path, "evilcell", "evil_cellmod")
+    with pytest.raises(ValueError, match=r"defined in the module 'evil_cellmod', which is not "
+                       r"imported; a checkpoint never imports code by itself\. If you trust "
+                       r"that module, name it: `--cell-module evil_cellmod`"):
+        C.load_model(tmp_path)
+    assert not (tmp_path / "ran").exists() and "evil_cellmod" not in sys.modules
+    with pytest.raises(ValueError, match="not a module name"):
+        C.load_model(_naming_module(tmp_path, "evilcell", "../evil_cellmod"))
+    with pytest.raises(ValueError, match=r"--cell-module '\.\.x': not a module name"):
+        C.load_model(path, cell_modules=["..x"])
+    assert not (tmp_path / "ran").exists()
+
+
+def test_predict_does_not_import_this(tmp_path, capsys, monkeypatch):
+    """``cell_module="this"``: importing it would print the Zen of Python."""
+    from gnn_treelstm.commands import predict
+
+    monkeypatch.delitem(sys.modules, "this", raising=False)
+    path = _naming_module(tmp_path, "zen", "this")
+    assert predict.main([str(path), "a good film"]) == 2
+    out, err = capsys.readouterr()
+    assert "Beautiful is better" not in out + err and "this" not in sys.modules
+    assert "--cell-module this" in err
