@@ -239,7 +239,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = ap.parse_args(argv)
     if a.resume is not None:  # the run's own directory, wherever it is now
         a.name, a.runs_dir = Path(a.resume).name, str(Path(a.resume).parent)
+        a.threads = _resumed_threads(ap, Path(a.resume), a.threads)
     return a
+
+
+def _resumed_threads(ap: argparse.ArgumentParser, run_dir: Path, given: int | None
+                     ) -> int | None:
+    """The torch threads a resumed run runs with: those it was started with (its
+    ``config.json``'s ``torch_threads``), so that it ends as if it had never stopped; a
+    ``--threads`` that differs is refused (exit 2)."""
+    try:
+        had = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        threads = had.get("torch_threads") if isinstance(had, dict) else None
+    except (OSError, ValueError):
+        threads = None  # the resume's own check names an unreadable config.json
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        return given
+    if given is not None and given != threads:
+        ap.error(f"--threads {given}: the run {run_dir} was started with {threads} torch "
+                 f"thread(s), and a resumed run keeps the settings it was started with "
+                 f"(other threads sum in another order); drop --threads")
+    return threads
 
 
 def _kwargs(items: list[str], flag: str) -> dict:
