@@ -45,6 +45,7 @@ from typing import Any
 
 import torch
 
+from gnn_treelstm.argtypes import machine_memory
 from gnn_treelstm.cells import (
     ENTRY_POINT_GROUP,
     build_cell,
@@ -434,18 +435,54 @@ def fitted_model(config: ModelConfig, state: Mapping[str, torch.Tensor],
             the weights (and the value they are for) where one size explains it, else the
             first weight that differs.
     """
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    _check_size(config, got, path)
     try:
         model = TreeLSTMModel(config)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: its model_config cannot be read ({exc}); the checkpoint "
                          "was changed or damaged: use it as training wrote it") from exc
     want = _shapes(model)
-    got = {k: tuple(v.shape) for k, v in state.items()}
     if want != got:
         raise ValueError(f"{path}: {_misfit(config, want, got)}; the checkpoint was changed "
                          "or damaged: use it as training wrote it")
     model.load_state_dict(state)
     return model
+
+
+def _check_size(config: ModelConfig, got: dict[str, tuple[int, ...]],
+                path: str | os.PathLike) -> None:
+    """Refuse, before anything is allocated, a configuration whose model does not fit the
+    machine's memory (counted on a model built on the ``meta`` device, which allocates
+    nothing), or whose ``hidden`` or ``emb_dim`` exceeds every dimension of the file's
+    weights (where a cell cannot be built on ``meta``): ``ValueError`` naming the file."""
+    try:
+        with torch.device("meta"):
+            probe = TreeLSTMModel(config)
+    except Exception as exc:  # noqa: BLE001 - any failure: the shapes are checked below
+        if isinstance(exc, RuntimeError) and "overflow" in str(exc):
+            raise ValueError(f"{path}: model_config (hidden {config.hidden}, emb_dim "
+                             f"{config.emb_dim}) makes weights too large to count ({exc}); "
+                             "the checkpoint was changed or damaged") from None
+        probe = None  # a cell that cannot be built without real tensors
+    if probe is None:
+        largest = max((d for shape in got.values() for d in shape), default=0)
+        for key in ("hidden", "emb_dim"):
+            value = getattr(config, key)
+            if isinstance(value, int) and value > largest:
+                raise ValueError(f"{path}: model_config[{key!r}] is {value:,} but no weight "
+                                 f"of the file has a dimension that large (the largest is "
+                                 f"{largest:,}); the checkpoint was changed or damaged: use "
+                                 "it as training wrote it")
+        return
+    need = sum(t.numel() * t.element_size() for t in probe.state_dict().values())
+    have, where = machine_memory()
+    if need > have:
+        raise ValueError(f"{path}: model_config (hidden {config.hidden:,}, emb_dim "
+                         f"{config.emb_dim:,}, vocab_size {config.vocab_size:,}) makes a model "
+                         f"of {need / 2**30:,.1f} GiB of weights and {where} has "
+                         f"{have / 2**30:,.1f} GiB; the checkpoint was changed or damaged, or "
+                         "needs a larger machine")
 
 
 def _misfit(config: ModelConfig, want: dict[str, tuple[int, ...]],

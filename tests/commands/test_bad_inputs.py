@@ -200,6 +200,7 @@ def _edited_checkpoint(tiny_run, tmp_path, edit) -> Path:
 
 @pytest.mark.parametrize("damage,message", [
     ("flipped bytes", "the weights do not match the digest written with them"),
+    ("hidden 1e6", "GiB of weights and this machine has"),
     ("hidden changed", "model_config['hidden'] is 6 but the weights are for hidden 5"),
     ("vocab removed", "the checkpoint's 'vocab' is missing"),
 ])
@@ -214,9 +215,42 @@ def test_evaluate_and_predict_refuse_damaged_or_misfitting_checkpoints(
     elif damage == "hidden changed":
         bad = _edited_checkpoint(tiny_run, tmp_path,
                                  lambda raw: raw["model_config"].update(hidden=6))
+    elif damage == "hidden 1e6":
+        bad = _edited_checkpoint(tiny_run, tmp_path,
+                                 lambda raw: raw["model_config"].update(hidden=10**6))
     else:
         bad = _edited_checkpoint(tiny_run, tmp_path, lambda raw: raw.pop("vocab"))
     for cli in (evaluate.main, predict.main):
         assert cli([str(bad), "w1"] if cli is predict.main else [str(bad)]) == 2
         err = capsys.readouterr().err
         assert f"error: {bad}: " in err and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("command,flags,message", [
+    ("build", ["--workers", "99999999999999999999999"], "argument --workers: expected a number "
+     "of worker processes up to the CPUs this process may use, from 1 to "),
+    ("reproduce", ["--seeds", "99999999999999999999999"], "argument --seeds: expected a number "
+     "of seeds, from 1 to 1,000, got 99999999999999999999999"),
+    ("reproduce", ["--epochs", "100000000000000000000000"], "argument --epochs: expected a "
+     "number of epochs, from 1 to 100,000"),
+])
+def test_counts_beyond_the_machine_are_refused_before_anything_starts(
+        tmp_path, capsys, monkeypatch, command, flags, message):
+    import multiprocessing
+
+    from gnn_treelstm.commands import reproduce
+
+    def no_fork(*a, **k):
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(multiprocessing.Process, "start", no_fork)
+    if command == "build":
+        argv = ["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(tmp_path / "o")]
+        run = build_main
+    else:
+        argv, run = ["--quick", "--root", str(tmp_path / "r")], reproduce.main
+    with pytest.raises(SystemExit) as exc:
+        run([*argv, *flags])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())

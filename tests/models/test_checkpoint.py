@@ -300,3 +300,20 @@ def test_predict_does_not_import_this(tmp_path, capsys, monkeypatch):
     out, err = capsys.readouterr()
     assert "Beautiful is better" not in out + err and "this" not in sys.modules
     assert "--cell-module this" in err
+
+
+@pytest.mark.parametrize("cell,hidden,message", [
+    ("nary", 10**9, r"makes weights too large to count"),
+    ("nary", 10**6, r"makes a model of [\d,.]+ GiB of weights and this machine has"),
+    ("lstm", 10**6, r"model_config\['hidden'\] is 1,000,000 but no weight of the file "
+                    r"has a dimension that large"),
+])
+def test_a_checkpoint_larger_than_the_machine_is_refused_before_allocating(
+        tmp_path, cell, hidden, message):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(cell=cell), vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    raw["model_config"]["hidden"] = hidden
+    raw[C.CONTENTS_KEY] = C.contents_digest(raw)  # as a hostile edit would
+    torch.save(raw, path)
+    with pytest.raises(ValueError, match=rf"{path}: .*{message}"):
+        C.load_model(path)
