@@ -57,6 +57,9 @@ LR_SCHEDULES = ("constant", "cosine", "step", "plateau")
 #: the largest seed: torch's, numpy's and DGL's generators take 64-bit seeds; a run's seeds
 #: ``--seed`` .. ``--seed + --seeds - 1`` are in ``[0, MAX_SEED]``
 MAX_SEED = 2**63 - 1
+#: the longest run name (``--name``), in bytes: a directory name, with room for the
+#: temporary names made beside it (a file system's limit is 255)
+MAX_NAME = 200
 #: the most epochs a seed trains (the papers train 10-30) and seeds a run trains: a count
 #: beyond them is a typing slip, refused before anything starts
 MAX_EPOCHS = 100_000
@@ -395,8 +398,19 @@ class RunConfig:
             raise ValueError("--tensorboard needs the tensorboard package, which is not "
                              "installed: pip install tensorboard (or drop --tensorboard)")
         self._check_seed()
+        self._check_name()
         self._check_workers()
         self._check_model_size()
+
+    def _check_name(self) -> None:
+        """The run's name can be a directory's (``ValueError``)."""
+        if not self.name:
+            return
+        size = len(self.name.encode("utf-8", "surrogatepass"))
+        if size > MAX_NAME or "\0" in self.name or self.name.strip() in ("", ".", ".."):
+            raise ValueError(f"--name {self.name[:40]!r}{'...' if size > 40 else ''}: a run "
+                             f"name is a directory's name of 1 to {MAX_NAME} bytes (this one "
+                             f"has {size:,})")
 
     def _check_workers(self) -> None:
         """At most a loader process per CPU this process may use (``ValueError``)."""

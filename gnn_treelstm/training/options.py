@@ -34,6 +34,10 @@ def _value(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+    except RecursionError:
+        raise ValueError(f"{text[:40]!r}...: nested too deeply to read (a cell or head "
+                         "option is a number, a string, or a shallow list or mapping)"
+                         ) from None
 
 
 class _DefaultsOnce(argparse.HelpFormatter):
@@ -159,6 +163,9 @@ def config_file_defaults(path: str) -> dict:
         raise ValueError(f"--config {path}: cannot read it ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
         raise ValueError(f"--config {path}: not valid YAML ({exc})") from exc
+    except RecursionError:
+        raise ValueError(f"--config {path}: nested too deeply to read; a run config is a "
+                         "mapping of options to numbers, strings and short lists") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -268,7 +275,10 @@ def _kwargs(items: list[str], flag: str) -> dict:
         if "=" not in item:
             raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
-        out[k.strip()] = _value(v)
+        try:
+            out[k.strip()] = _value(v)
+        except ValueError as exc:
+            raise ValueError(f"{flag} {k.strip()}={exc}") from None
     return out
 
 

@@ -6,8 +6,8 @@
   the whole run, held by the writer's process alone (a loader process forked from it
   closes its copy at once, so a ``kill -9`` of the run frees the directory even while an
   orphaned loader lives on); a second writer fails at once with :class:`RunDirError`
-  naming the pid; a run that ends (finished or failed) removes ``.lock``; the lock dies with its process,
-  so a crash (``kill -9``) leaves the file but never a locked directory;
+  naming the pid; a run that ends (finished or failed) removes ``.lock``; the lock dies
+  with its process, so a crash (``kill -9``) leaves the file but never a locked directory;
 * **no mixing**: a directory that already holds a run is refused unless ``overwrite``
   (then the old run's files are removed first) — so a config, checkpoint and metrics
   found together always come from one run; every file the run writes carries the same

@@ -254,3 +254,45 @@ def test_counts_beyond_the_machine_are_refused_before_anything_starts(
     assert exc.value.code == 2
     assert message in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_flag_fuzz_is_a_message_not_a_traceback(tiny_run, tmp_path, capsys):
+    """A 10,000-deep YAML --config, a deeply nested --cell-arg, a 5,000-character --name:
+    exit 2 with a message, nothing written."""
+    data = tiny_run / "data" / "sst"
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("hidden: " + "[" * 10000 + "]" * 10000 + "\n")
+    runs = tmp_path / "runs"
+    cases = [
+        (["--config", str(deep)], f"--config {deep}: nested too deeply to read"),
+        (["--cell-arg", "x=" + "[" * 5000 + "]" * 5000], "--cell-arg x='[[[["),
+        (["--name", "n" * 5000], "a run name is a directory's name of 1 to 200 bytes (this "
+         "one has 5,000)"),
+    ]
+    for flags, message in cases:
+        try:
+            rc = train.main(["--data", str(data), "--runs-dir", str(runs), "--epochs", "1",
+                             "-q", *flags])
+        except SystemExit as exc:
+            rc = exc.code
+        err = capsys.readouterr().err
+        assert rc == 2 and message in err and "Traceback" not in err, err
+        assert not runs.exists()
+
+
+def test_demo_checks_its_seed_before_writing_anything(tmp_path, capsys):
+    from gnn_treelstm.commands import demo
+
+    assert demo.main(["--runs-dir", str(tmp_path / "runs"), "--seed", "-1"]) == 2
+    assert "--seed -1: a seed must be an integer from 0 to" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_serve_answers_a_5001_digit_number_with_400():
+    from gnn_treelstm.commands.http import BadRequest
+    from gnn_treelstm.commands.serve import _Handler
+
+    for body in ['{"sentence": "a film", "n": ' + "7" * 5001 + "}",
+                 "[" * 30000 + "]" * 30000]:
+        with pytest.raises(BadRequest, match="not valid JSON, or not JSON this server reads"):
+            _Handler._json_fields(body)
