@@ -16,8 +16,12 @@ rebuilds it:
   shared files the splits are read with (``vocab.json``, ``relations/*.json``) have their
   digests;
 * :func:`check_split` (``load_split``): every file of the split has its digest, and the
-  number of trees its header holds is the split's count in ``meta.json`` (checked for
-  unsealed directories too).
+  number of trees its header holds is the split's count in ``meta.json``; in an unsealed
+  directory, every array reads, the offsets run from 0 to the header's counts, word ids
+  are within the vocabulary and node labels within the label names.
+
+The digests read every file once per process (about the speed of reading it from disk);
+the packed arrays are then mapped as before, so the memory a run holds does not change.
 
 A directory built before manifests loads as before, with one INFO line saying its files are
 not checked. Digests are cached per file (path, inode, size, modification time), so a file
@@ -31,7 +35,10 @@ import json
 import logging
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
+
+import numpy as np
 
 from gnn_treelstm.files import atomic_write
 
@@ -92,11 +99,13 @@ def rebuild_command(d: Path, meta: dict) -> str:
 
 
 def _fail(d: Path, meta: dict, rel: str, what: str) -> DataMismatchError:
-    build = meta.get(KEY, {}).get("build_id", "?")
-    return DataMismatchError(
-        f"{d / rel}: {what}; it is not the file of build {build} that {d / 'meta.json'} "
-        f"describes (a build stopped half-way, a file copied in from elsewhere, or damage "
-        f"after the build): rebuild the data with `{rebuild_command(d, meta)}`")
+    man = meta.get(KEY)
+    build = man.get("build_id") if isinstance(man, dict) else None
+    why = (f"it is not the file of build {build} that {d / 'meta.json'} describes (a build "
+           "stopped half-way, a file copied in from elsewhere, or damage after the build)"
+           if build else "the data directory is damaged")
+    return DataMismatchError(f"{d / rel}: {what}; {why}: rebuild the data with "
+                             f"`{rebuild_command(d, meta)}`")
 
 
 def _check_file(d: Path, meta: dict, rel: str, entry: dict, digest: bool) -> None:
@@ -145,13 +154,99 @@ def check_meta(d: str | os.PathLike, meta: object) -> dict:
     return meta
 
 
-def _header_trees(path: Path) -> int | None:
+def _header(d: Path, meta: dict, path: Path) -> dict | None:
+    """The packed directory's ``header.json`` once it has what a header holds (None where
+    there is none: the packed loader names what is missing)."""
+    rel = (path / "header.json").relative_to(d).as_posix()
     try:
         header = json.loads((path / "header.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None  # missing or damaged: the packed loader names it
-    trees = header.get("trees") if isinstance(header, dict) else None
-    return trees if isinstance(trees, int) else None
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as exc:
+        raise _fail(d, meta, rel, f"unreadable ({exc})") from None
+    counts = ("trees", "nodes", "edges")
+    if not (isinstance(header, dict) and isinstance(header.get("files"), dict)
+            and isinstance(header.get("dtypes"), dict)
+            and all(isinstance(header.get(k), int) and header[k] >= 0 for k in counts)):
+        raise _fail(d, meta, rel, "damaged (not an object with counts of trees, nodes and "
+                                  "edges and tables of files and dtypes)")
+    return header
+
+
+def _array(d: Path, meta: dict, path: Path, name: str) -> np.ndarray | None:
+    """The array ``path/name``, mapped (its header read), None where it is missing (the
+    packed loader names it)."""
+    try:
+        return np.load(path / name, mmap_mode="r")
+    except FileNotFoundError:
+        return None
+    except Exception as exc:  # noqa: BLE001 - a 0-byte or cut file: EOFError, ValueError...
+        raise _fail(d, meta, (path / name).relative_to(d).as_posix(),
+                    f"damaged packed trees: not a readable array ({type(exc).__name__}: "
+                    f"{exc})") from None
+
+
+#: entries read at a time by :func:`_chunks` (a few hundred KiB, reused)
+_CHUNK = 1 << 16
+
+
+def _chunks(d: Path, meta: dict, path: Path) -> Iterator[np.ndarray]:
+    """The entries of the ``.npy`` file ``path``, ``_CHUNK`` at a time, read with ``read``
+    (so that no page of it stays mapped in the process, as a scan of a mapped array
+    would leave it)."""
+    try:
+        with open(path, "rb") as f:
+            version = np.lib.format.read_magic(f)
+            read = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                    else np.lib.format.read_array_header_2_0)
+            shape, _, dtype = read(f)
+            count = int(np.prod(shape))
+            while count > 0:
+                part = np.fromfile(f, dtype=dtype, count=min(count, _CHUNK))
+                if len(part) == 0:
+                    raise ValueError(f"cut short: {count:,} entries missing")
+                count -= len(part)
+                yield part
+    except (OSError, ValueError, EOFError) as exc:
+        raise _fail(d, meta, path.relative_to(d).as_posix(),
+                    f"damaged packed trees: not a readable array ({exc})") from None
+
+
+def _offsets_ok(d: Path, meta: dict, path: Path, trees: int, total: int) -> bool:
+    n, last = 0, 0
+    for part in _chunks(d, meta, path):
+        if (n == 0 and part[0] != 0) or part[0] < last or bool(np.any(np.diff(part) < 0)):
+            return False
+        n, last = n + len(part), int(part[-1])
+    return n == trees + 1 and last == total
+
+
+def _check_arrays(d: Path, meta: dict, path: Path, header: dict) -> None:
+    """Every array of a packed directory reads, its offsets run from 0 to the header's
+    counts without going back, its word ids are within the vocabulary and its labels
+    within the label names (what the loader and the model would otherwise meet as an
+    index error far from the file)."""
+    files = header["files"]
+    for name in files.values():
+        _array(d, meta, path, name)
+    for key, total in (("node_offsets", header["nodes"]), ("edge_offsets", header["edges"])):
+        if key in files and (path / files[key]).is_file() and not _offsets_ok(
+                d, meta, path / files[key], header["trees"], total):
+            raise _fail(d, meta, (path / files[key]).relative_to(d).as_posix(),
+                        f"offsets that do not run from 0 to the header's {total:,} in "
+                        f"{header['trees']:,} steps")
+    ranges = {"n.word": ("vocabulary", meta.get("vocab_size"))}
+    names = meta.get("label_names")
+    if isinstance(names, list):
+        ranges["n.label"] = ("label names", len(names))
+    for key, (what, size) in ranges.items():
+        if key not in files or not isinstance(size, int) or not (path / files[key]).is_file():
+            continue
+        parts = [(int(p.min()), int(p.max())) for p in _chunks(d, meta, path / files[key])]
+        lo, hi = min((a for a, _ in parts), default=0), max((b for _, b in parts), default=0)
+        if lo < -1 or hi >= size:
+            raise _fail(d, meta, (path / files[key]).relative_to(d).as_posix(),
+                        f"values {lo} to {hi}, beyond the {size:,} entries of the {what}")
 
 
 def check_split(d: str | os.PathLike, meta: dict, split: str,
@@ -163,15 +258,24 @@ def check_split(d: str | os.PathLike, meta: dict, split: str,
         DataMismatchError: naming the first file that differs."""
     d = Path(d)
     want = meta.get("splits", {}).get(split)
-    for p in paths:
-        got = _header_trees(p)
-        if isinstance(want, int) and got is not None and got != want:
-            raise _fail(d, meta, (p / "header.json").relative_to(d).as_posix(),
-                        f"holds {got:,} trees where meta.json counts {want:,} for split "
-                        f"{split!r}")
     man = _manifest(d, meta)
-    if man is None:
-        return
+    if man is not None:
+        _check_listed(d, meta, man, paths)
+    for p in paths:
+        header = _header(d, meta, p)
+        if header is None:
+            continue
+        if isinstance(want, int) and header["trees"] != want:
+            raise _fail(d, meta, (p / "header.json").relative_to(d).as_posix(),
+                        f"holds {header['trees']:,} trees where meta.json counts {want:,} for "
+                        f"split {split!r}")
+        if man is None:  # a sealed directory is as the build wrote it: its digests say so
+            _check_arrays(d, meta, p, header)
+
+
+def _check_listed(d: Path, meta: dict, man: dict, paths: list[Path]) -> None:
+    """The files of the split's directories against the manifest: each with its digest,
+    none besides them."""
     prefixes = [p.relative_to(d).as_posix() for p in paths]
     legacy = {p.with_suffix(".bin").relative_to(d).as_posix() for p in paths}
     mine = {rel: e for rel, e in man["files"].items()

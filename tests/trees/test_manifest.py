@@ -109,3 +109,51 @@ def test_a_damaged_meta_json_is_a_message(sst, content):
     (sst / "meta.json").write_text(content)
     with pytest.raises(DataMismatchError, match=r"meta\.json"):
         D.load_meta(sst)
+
+
+def _unsealed(sst):
+    meta = json.loads((sst / "meta.json").read_text())
+    del meta["manifest"]
+    (sst / "meta.json").write_text(json.dumps(meta))
+
+
+def _set(path, edit):
+    arr = np.load(path)
+    edit(arr)
+    np.save(path, arr)
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("header a list", r"train\.packed/header\.json: damaged"),
+    ("header without trees", r"train\.packed/header\.json: damaged"),
+    ("0-byte array", r"train\.packed/n\.leaf\.npy: damaged packed trees: not a readable array"),
+    ("label out of range", r"train\.packed/n\.label\.npy: values \d+ to 7, beyond the 5 "
+                           r"entries of the label names"),
+    ("word out of range", r"train\.packed/n\.word\.npy: values -1 to 30000, beyond the "
+                          r"2,680 entries of the vocabulary"),
+    ("corrupt offsets", r"train\.packed/node_offsets\.npy: offsets that do not run from 0"),
+])
+def test_damaged_arrays_of_an_unsealed_build_are_named(sst, damage, message):
+    """Without a manifest (built before them, or hand-made), what would fail far from the
+    file (an index error in the loss, numpy's "repeats may not contain negative values")
+    is refused naming it."""
+    _unsealed(sst)
+    p = sst / "constituency" / "train.packed"
+    header = json.loads((p / "header.json").read_text())
+    if damage == "header a list":
+        (p / "header.json").write_text("[1, 2]")
+    elif damage == "header without trees":
+        del header["trees"]
+        (p / "header.json").write_text(json.dumps(header))
+    elif damage == "0-byte array":
+        (p / "n.leaf.npy").write_bytes(b"")
+    elif damage == "label out of range":
+        _set(p / "n.label.npy", lambda a: a.__setitem__(3, 7))
+    elif damage == "word out of range":
+        _set(p / "n.word.npy", lambda a: a.__setitem__(np.argmax(a >= 0), 30000))
+    else:
+        _set(p / "node_offsets.npy", lambda a: a.__setitem__(5, a[7]))
+    with pytest.raises(DataMismatchError, match=message) as e:
+        D.load_split(sst, "train", "constituency")
+    assert "the data directory is damaged: rebuild the data with `gnn-treelstm build " \
+        "--dataset sst" in str(e.value)
