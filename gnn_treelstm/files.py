@@ -11,6 +11,8 @@
   A symbolic link is followed (its target is replaced, the link stays); a target that is
   not a regular file (a device such as ``/dev/null``, a FIFO) is never renamed over:
   :func:`atomic_write` writes into it, :func:`atomic_path` refuses it.
+* :func:`check_writable`: whether a file can be written at a name, before the work whose
+  results go there.
 * :func:`atomic_dir`: the same for a directory of files (a packed split): written into a
   temporary directory beside the target and renamed into place whole.
 * :func:`append_whole`: append text to a log-like file (``metrics.jsonl``) whole or not at
@@ -44,7 +46,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "atomic_dir", "append_whole",
-           "jsonable", "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size"]
+           "jsonable", "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size",
+           "check_writable"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
@@ -156,6 +159,21 @@ def _special(path: Path) -> str:
         if test(mode):
             return kind
     return ""
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise ``OSError`` unless a file can be written at ``path`` (a temporary file is made
+    and removed in its directory, created if missing): for results written after a long
+    run, checked before it starts. A device or FIFO passes (written into)."""
+    target = _target(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a file", str(path))
+    if _special(target):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    os.unlink(name)
 
 
 def _umask() -> int:

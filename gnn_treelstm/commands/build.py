@@ -100,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, FileNotFoundError, NoSpaceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except OSError as e:  # --out a file, read-only, not writable; --src unreadable
+        print(f"error: {e.filename or args.out}: {e.strerror or e}; --out must be a "
+              "directory you can write and --src files you can read", file=sys.stderr)
+        return 2
     if not args.quiet:
         print(f"{args.dataset}: {meta['splits']} -> {args.out} "
               f"({meta['build_seconds']['total_last_run']}s; trees {', '.join(meta['trees'])})")

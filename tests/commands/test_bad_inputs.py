@@ -4,6 +4,7 @@ no partly written output. Each case damages one file of the embedded sample or o
 run."""
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -296,3 +297,40 @@ def test_serve_answers_a_5001_digit_number_with_400():
                  "[" * 30000 + "]" * 30000]:
         with pytest.raises(BadRequest, match="not valid JSON, or not JSON this server reads"):
             _Handler._json_fields(body)
+
+
+def test_bench_checks_its_json_before_the_run(tiny_run, tmp_path, capsys, monkeypatch):
+    from gnn_treelstm.commands import bench
+
+    monkeypatch.setattr(bench, "matmul_peak", lambda: pytest.fail("the run started"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--cells", "nary", "--data", str(tiny_run / "data" / "sst"), "--json",
+                    str(blocker / "bench.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"--json {blocker / 'bench.json'}: cannot write it" in err
+
+
+def test_build_out_a_file_is_a_message(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.write_text("")
+    assert build_main(["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(out),
+                       "--trees", "constituency", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "--out must be a directory you can write" in err and "Traceback" not in err
+
+
+def test_a_killed_loader_process_is_a_message(tiny_run, tmp_path, capsys, monkeypatch):
+    from gnn_treelstm.training.trainer import Trainer
+
+    def killed(self, epoch):
+        raise RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly")
+
+    monkeypatch.setattr(Trainer, "train_epoch", killed)
+    rc = train.main(["--data", str(tiny_run / "data" / "sst"), "--runs-dir", str(tmp_path),
+                     "--name", "k", *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a data loader process stopped (DataLoader worker (pid(s) 4242) " \
+        "exited unexpectedly)" in err and f"train --resume {tmp_path / 'k'}" in err
+    assert json.loads((tmp_path / "k" / "status.json").read_text())["status"] == "failed"
