@@ -334,3 +334,20 @@ def test_a_killed_loader_process_is_a_message(tiny_run, tmp_path, capsys, monkey
     assert rc == 2 and "a data loader process stopped (DataLoader worker (pid(s) 4242) " \
         "exited unexpectedly)" in err and f"train --resume {tmp_path / 'k'}" in err
     assert json.loads((tmp_path / "k" / "status.json").read_text())["status"] == "failed"
+
+
+def test_an_unwritable_home_does_not_stop_the_commands(tmp_path):
+    """DGL's first import writes ``~/.dgl/config.json`` unless ``DGLBACKEND`` is set; a
+    HOME that is a file made every command fail importing it."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.write_text("")
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("DGLBACKEND", "DGLDEFAULTDIR")}
+    env.update(HOME=str(home), PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-m", "gnn_treelstm", "evaluate", "--help"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
