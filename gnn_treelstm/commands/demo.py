@@ -61,11 +61,8 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     runs = Path(args.runs_dir)
     out_dir = runs / "demo"
-    cfg = RunConfig(task="sst-5", model="nary", tree="constituency",
-                    data=str(runs / "_sample_data" / "sst"), epochs=args.epochs,
-                    hidden=args.hidden, seed=args.seed, runs_dir=str(runs), name="demo")
     try:  # every value checked before anything is written
-        cfg.check()
+        cfg = _checked_config(args, runs)
     except ValueError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
@@ -116,6 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"evaluate:     gnn-treelstm evaluate {run_dir / 'best.pt'} --split test")
     print(f"total time:   {time.perf_counter() - t_start:.1f}s")
     return 0
+
+
+def _checked_config(args: argparse.Namespace, runs: Path) -> RunConfig:
+    """The demo's run configuration, checked (``ValueError`` naming a bad value)."""
+    cfg = RunConfig(task="sst-5", model="nary", tree="constituency",
+                    data=str(runs / "_sample_data" / "sst"), epochs=args.epochs,
+                    hidden=args.hidden, seed=args.seed, runs_dir=str(runs), name="demo")
+    cfg.check()
+    return cfg
 
 
 def _sample_dir(runs: Path) -> Path:

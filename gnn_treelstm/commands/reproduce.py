@@ -50,10 +50,10 @@ def build_parser() -> argparse.ArgumentParser:
                     default=os.environ.get("GNN_TREELSTM_VECTORS") or None,
                     help="directory with glove.840B.300d*.txt.gz and glove.6B.50d*.txt.gz "
                          "(default: $GNN_TREELSTM_VECTORS)")
-    ap.add_argument("--seeds", type=int_from_to(1, MAX_SEEDS, "a number of seeds"),
+    ap.add_argument("--seeds", type=int_from_to(1, MAX_SEEDS, "a positive integer (seeds)"),
                     default=None,
                     help="seeds per row (default: the row's, 5; ablations 3; --quick 1)")
-    ap.add_argument("--epochs", type=int_from_to(1, MAX_EPOCHS, "a number of epochs"),
+    ap.add_argument("--epochs", type=int_from_to(1, MAX_EPOCHS, "a positive integer (epochs)"),
                     default=None,
                     help="override every row's epochs (default: the paper's)")
     ap.add_argument("--quick", action="store_true",

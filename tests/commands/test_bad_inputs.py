@@ -230,10 +230,10 @@ def test_evaluate_and_predict_refuse_damaged_or_misfitting_checkpoints(
 @pytest.mark.parametrize("command,flags,message", [
     ("build", ["--workers", "99999999999999999999999"], "argument --workers: expected a number "
      "of worker processes up to the CPUs this process may use, from 1 to "),
-    ("reproduce", ["--seeds", "99999999999999999999999"], "argument --seeds: expected a number "
-     "of seeds, from 1 to 1,000, got 99999999999999999999999"),
+    ("reproduce", ["--seeds", "99999999999999999999999"], "argument --seeds: expected a "
+     "positive integer (seeds), from 1 to 1,000, got 99999999999999999999999"),
     ("reproduce", ["--epochs", "100000000000000000000000"], "argument --epochs: expected a "
-     "number of epochs, from 1 to 100,000"),
+     "positive integer (epochs), from 1 to 100,000"),
 ])
 def test_counts_beyond_the_machine_are_refused_before_anything_starts(
         tmp_path, capsys, monkeypatch, command, flags, message):
