@@ -20,7 +20,8 @@ rebuilds it:
   directory, every array reads, the offsets run from 0 to the header's counts, word ids
   are within the vocabulary and node labels within the label names.
 
-The digests read every file once per process (about the speed of reading it from disk);
+The digests read every file once per process (sha256 at about 780 MB/s of CPU time on a
+2-core AMD EPYC: ``file_digest`` of a 200 MB file, ``time.thread_time``);
 the packed arrays are then mapped as before, so the memory a run holds does not change.
 
 A directory built before manifests loads as before, with one INFO line saying its files are
