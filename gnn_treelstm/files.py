@@ -8,6 +8,11 @@
   directory, is flushed, and is renamed over the target (:func:`os.replace`), so a reader
   (or a crash) sees the old file or the new one, never half of one. The temporary file is
   removed if writing fails.
+  A symbolic link is followed (its target is replaced, the link stays); a target that is
+  not a regular file (a device such as ``/dev/null``, a FIFO) is never renamed over:
+  :func:`atomic_write` writes into it, :func:`atomic_path` refuses it.
+* :func:`check_writable`: whether a file can be written at a name, before the work whose
+  results go there.
 * :func:`atomic_dir`: the same for a directory of files (a packed split): written into a
   temporary directory beside the target and renamed into place whole.
 * :func:`append_whole`: append text to a log-like file (``metrics.jsonl``) whole or not at
@@ -33,6 +38,7 @@ import json
 import math
 import os
 import shutil
+import stat
 import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -40,7 +46,8 @@ from pathlib import Path
 from typing import Any, BinaryIO
 
 __all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "atomic_dir", "append_whole",
-           "jsonable", "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size"]
+           "jsonable", "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size",
+           "check_writable"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
@@ -133,6 +140,42 @@ def cache_dir(*parts: str) -> Path:
         Path.home().joinpath(".cache", "gnn_treelstm", *parts)
 
 
+def _target(path: str | os.PathLike) -> Path:
+    """The file a write to ``path`` is for: a symbolic link's target (the link stays a
+    link: renaming over it would replace the link, not the file it names)."""
+    path = Path(path)
+    return Path(os.path.realpath(path)) if path.is_symlink() else path
+
+
+def _special(path: Path) -> str:
+    """What ``path`` is where it is neither missing, a regular file nor a directory (a
+    character or block device, a FIFO, a socket), else ``""``."""
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return ""
+    for test, kind in ((stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+                       (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return ""
+
+
+def check_writable(path: str | os.PathLike) -> None:
+    """Raise ``OSError`` unless a file can be written at ``path`` (a temporary file is made
+    and removed in its directory, created if missing): for results written after a long
+    run, checked before it starts. A device or FIFO passes (written into)."""
+    target = _target(path)
+    if target.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "a directory, not a file", str(path))
+    if _special(target):
+        return
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    os.close(fd)
+    os.unlink(name)
+
+
 def _umask() -> int:
     mask = os.umask(0)
     os.umask(mask)
@@ -148,7 +191,10 @@ def atomic_path(path: str | os.PathLike, *, mode: int | None = None) -> Iterator
     Raises:
         NoSpaceError: the block (or making the temporary file) failed for want of space,
             whatever it raised (see the module docstring)."""
-    path = Path(path)
+    path = _target(path)
+    if _special(path):
+        raise OSError(errno.EINVAL, f"not a regular file ({_special(path)}); give the name of "
+                      "a file to write", str(path))
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -192,7 +238,14 @@ def atomic_write(
     Raises:
         NoSpaceError: the write stopped for want of space (the old file is unchanged).
     """
-    path = Path(path)
+    path = _target(path)
+    if _special(path):  # a device, a FIFO, a socket: written into, never renamed over
+        with open(path, "wb") as f:
+            if callable(content):
+                content(f)
+            else:
+                f.write(content.encode(encoding) if isinstance(content, str) else content)
+        return path
     with atomic_path(path, mode=mode) as tmp, open(tmp, "wb") as f:
         if callable(content):
             content(f)

@@ -178,3 +178,34 @@ def test_atomic_dir_failing_for_want_of_space_is_no_space_error(tmp_path):
     assert "the write stopped after 1000 B" in msg and "RuntimeError" in msg
     assert (target / "a.npy").read_bytes() == b"old"
     assert [p.name for p in tmp_path.iterdir()] == ["train"]
+
+
+def test_a_fifo_is_written_into_never_renamed_over(tmp_path):
+    """A target that is not a regular file (a FIFO here; a device such as /dev/null the
+    same) keeps what it is: ``atomic_write`` writes into it, ``atomic_path`` refuses it."""
+    import stat
+
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        F.atomic_write(fifo, "through the pipe\n")
+        assert stat.S_ISFIFO(os.stat(fifo).st_mode)
+        assert os.read(reader, 100) == b"through the pipe\n"
+    finally:
+        os.close(reader)
+    with pytest.raises(OSError, match=r"not a regular file \(a FIFO\)"):
+        with F.atomic_path(fifo):
+            pass
+    assert stat.S_ISFIFO(os.stat(fifo).st_mode) and sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_a_symlink_is_followed_and_stays_a_link(tmp_path):
+    real = tmp_path / "real.json"
+    real.write_text("old")
+    link = tmp_path / "link.json"
+    link.symlink_to(real)
+    F.atomic_write(link, "new")
+    assert link.is_symlink() and os.readlink(link) == str(real)
+    assert real.read_text() == "new"
+    assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]

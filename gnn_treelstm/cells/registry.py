@@ -9,8 +9,9 @@ Cells of other packages join it in two ways (``docs/write-a-cell.md``):
 * the module imported before the name is used: in Python, or ``--cell-module MODULE`` of
   ``train``, ``evaluate``, ``predict`` and ``serve`` (:func:`import_cell_modules`).
 
-A checkpoint records the module that defines its cell (:func:`cell_module`) and
-:func:`gnn_treelstm.models.checkpoint.load_model` imports it.
+A checkpoint records the module that defines its cell (:func:`cell_module`), but loading
+never imports it on the checkpoint's word: a downloaded file does not choose the code that
+runs (:func:`gnn_treelstm.models.checkpoint.require_cell` names the module to trust).
 """
 
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import numbers
+import re
 import types
 from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
@@ -28,7 +30,11 @@ from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.registry import Registry
 
 __all__ = ["cells", "build_cell", "cell_options", "check_cell_options", "run_defaults",
-           "ENTRY_POINT_GROUP", "CELL_MODULE_HELP", "import_cell_modules", "cell_module"]
+           "ENTRY_POINT_GROUP", "CELL_MODULE_HELP", "import_cell_modules", "cell_module",
+           "MODULE_NAME"]
+
+#: an absolute module name (``pkg.cells``): no relative import, no path
+MODULE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
 
 #: the entry-point group through which an installed package registers its cells
 ENTRY_POINT_GROUP = "gnn_treelstm.cells"
@@ -63,6 +69,10 @@ def import_cell_modules(modules: Iterable[str]) -> None:
     """Import each module, which registers its cells; ``ValueError`` naming one that cannot
     be imported."""
     for module in modules:
+        if not isinstance(module, str) or not MODULE_NAME.fullmatch(module):
+            raise ValueError(f"--cell-module {str(module)[:200]!r}: not a module name; give "
+                             "an absolute dotted name (mypkg.cells), its directory on "
+                             "PYTHONPATH, not a file path or a relative name")
         try:
             importlib.import_module(module)
         except ImportError as exc:

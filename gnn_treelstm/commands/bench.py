@@ -49,7 +49,7 @@ from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.commands.process import setup_training
-from gnn_treelstm.files import write_json
+from gnn_treelstm.files import check_writable, write_json
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import load_meta, load_split
 from gnn_treelstm.trees.schedule import LevelSchedule
@@ -387,6 +387,11 @@ def _wanted_cells(p: argparse.ArgumentParser, args: argparse.Namespace) -> set[s
                 load_meta(path)  # a built directory: its meta.json is there and readable
         except (FileNotFoundError, ValueError) as exc:
             p.error(str(exc))
+    try:  # before the run, whose results would be lost
+        check_writable(args.json)
+    except OSError as exc:
+        p.error(f"--json {args.json}: cannot write it ({exc.strerror or exc}); give a "
+                "writable file")
     return wanted
 
 

@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from gnn_treelstm.argtypes import finite_float, positive_int
+from gnn_treelstm.argtypes import finite_float, positive_int, worker_count
 from gnn_treelstm.commands.cli import description
 from gnn_treelstm.datasets import dependency
 from gnn_treelstm.datasets.build import DATASETS, build
@@ -47,8 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                     help="tree kinds to build (default: all of the data set's)")
     ap.add_argument("--batch-size", type=positive_int, default=512,
                     help="spaCy nlp.pipe batch size")
-    ap.add_argument("--workers", type=positive_int, default=1,
-                    help="spaCy parser processes (the graphs are the same for any number)")
+    ap.add_argument("--workers", type=worker_count, default=1,
+                    help="spaCy parser processes, at most the CPUs this process may use (the "
+                    "graphs are the same for any number)")
     ap.add_argument("--labels", nargs="+", default=None,
                     help="jsonl: the class names in id order (default: sorted)")
     ap.add_argument("--score-range", nargs=2, type=finite_float, default=None,
@@ -99,6 +100,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                      amr_options=amr_options)
     except (ValueError, FileNotFoundError, NoSpaceError) as e:
         print(f"error: {e}", file=sys.stderr)
+        return 2
+    except OSError as e:  # --out a file, read-only, not writable; --src unreadable
+        print(f"error: {e.filename or args.out}: {e.strerror or e}; --out must be a "
+              "directory you can write and --src files you can read", file=sys.stderr)
         return 2
     if not args.quiet:
         print(f"{args.dataset}: {meta['splits']} -> {args.out} "

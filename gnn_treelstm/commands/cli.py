@@ -70,7 +70,17 @@ def set_compile_cache() -> None:
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
         from gnn_treelstm.files import cache_dir
 
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor"))
+        try:
+            os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_dir("inductor"))
+        except OSError:  # an unwritable HOME: Inductor's own default, if it ever loads
+            pass
+
+
+def set_dgl_backend() -> None:
+    """DGL's backend (PyTorch, the only one the package runs on) in ``DGLBACKEND``, unless
+    the user set one: without it DGL's first import writes ``~/.dgl/config.json``, and an
+    unwritable ``HOME`` made every command fail importing DGL."""
+    os.environ.setdefault("DGLBACKEND", "pytorch")
 
 
 def progress_bar(quiet: bool = False, unit: str = "batch"):
@@ -117,6 +127,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     set_openmp_wait_policy()
     set_compile_cache()
+    set_dgl_backend()
     module = importlib.import_module(COMMANDS[command][0])
     return int(module.main(rest) or 0)
 

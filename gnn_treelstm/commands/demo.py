@@ -14,6 +14,7 @@ whole pipeline runs, not the accuracy.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import sys
 import time
@@ -60,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
     t_start = time.perf_counter()
     runs = Path(args.runs_dir)
     out_dir = runs / "demo"
+    try:  # every value checked before anything is written
+        cfg = _checked_config(args, runs)
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
     # 1. the sample's graphs (GNN_TREELSTM_DATA is ignored here: the demo is the sample)
     t0 = time.perf_counter()
@@ -80,9 +86,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"[2/4] tree drawn: {png}")
 
     # 3. train the default model
-    cfg = RunConfig(task="sst-5", model="nary", tree="constituency", data=str(data_dir),
-                    epochs=args.epochs, hidden=args.hidden, seed=args.seed,
-                    runs_dir=str(runs), name="demo")
+    cfg = dataclasses.replace(cfg, data=str(data_dir))
     print(f"[3/4] training Constituency Tree-LSTM (nary) on SST-5, {args.epochs} epochs:")
 
     def on_epoch(r: dict) -> None:
@@ -109,6 +113,15 @@ def main(argv: list[str] | None = None) -> int:
     print(f"evaluate:     gnn-treelstm evaluate {run_dir / 'best.pt'} --split test")
     print(f"total time:   {time.perf_counter() - t_start:.1f}s")
     return 0
+
+
+def _checked_config(args: argparse.Namespace, runs: Path) -> RunConfig:
+    """The demo's run configuration, checked (``ValueError`` naming a bad value)."""
+    cfg = RunConfig(task="sst-5", model="nary", tree="constituency",
+                    data=str(runs / "_sample_data" / "sst"), epochs=args.epochs,
+                    hidden=args.hidden, seed=args.seed, runs_dir=str(runs), name="demo")
+    cfg.check()
+    return cfg
 
 
 def _sample_dir(runs: Path) -> Path:

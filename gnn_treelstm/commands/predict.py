@@ -17,6 +17,12 @@ a text output row therefore never holds a raw line break. A sentence longer than
 time and memory of a tree grow with its length (a 100,000-character line takes seconds
 with the level engine and minutes with the dgl engine).
 
+Standard input is read as it comes, ``--batch-size`` lines at a time: each batch is
+predicted and written (and flushed) before the next is read, so ``yes "a good film" |
+gnn-treelstm predict RUN`` runs in bounded memory with output as it goes; a line of
+standard input longer than twice ``--max-chars`` is refused as it is read, without
+holding it whole.
+
 Engine: the level engine (:data:`gnn_treelstm.models.checkpoint.FASTEST_ENGINE`) where the
 model's cell runs on it, else the checkpoint's, unless ``--engine`` names one; both engines
 compute the same (``tests/cells/test_registry.py`` holds them equal), the level engine in
@@ -43,13 +49,16 @@ JSON object per line::
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import itertools
 import json
 import logging
 import re
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.commands.cli import description, progress_bar, set_openmp_wait_policy
@@ -98,7 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
+def _lines(a: argparse.Namespace) -> tuple[list[str] | Iterator[str], str]:
+    """The input lines (a list; standard input: an iterator reading it as it goes) and
+    their source's name."""
     if a.texts:
         if a.file is not None:
             raise ValueError("give the texts as arguments or --file, not both")
@@ -121,7 +132,36 @@ def _lines(a: argparse.Namespace) -> tuple[list[str], str]:
     if a.file is None and sys.stdin.isatty():
         raise ValueError("no input: give sentences as arguments, --file PATH, or pipe them "
                          "into standard input")
-    return sys.stdin.read().splitlines(), "stdin"
+    return _stdin_lines(2 * a.max_chars + 8), "stdin"
+
+
+def _stdin_lines(limit: int) -> Iterator[str]:
+    """The lines of standard input as they come (split as ``str.splitlines`` does); a line
+    longer than ``limit`` characters is refused as it is read."""
+    n = 0
+    while True:
+        raw = sys.stdin.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith("\n"):
+            raise ValueError(f"stdin:{n + 1}: the line is longer than {limit:,} characters; "
+                             "the limit of a sentence is --max-chars: split it into "
+                             "sentences, one per line, or raise --max-chars")
+        parts = raw.splitlines() or [""]
+        n += len(parts)
+        yield from parts
+
+
+def _batches(lines: list[str] | Iterator[str], size: int
+             ) -> Iterator[tuple[int, list[str]]]:
+    """``(lines before it, lines)``: a list whole, an iterator ``size`` lines at a time."""
+    if isinstance(lines, list):
+        yield 0, lines
+        return
+    done = 0
+    while batch := list(itertools.islice(lines, size)):
+        yield done, batch
+        done += len(batch)
 
 
 def _check_lengths(inputs: list, source: str, limit: int) -> None:
@@ -135,10 +175,32 @@ def _check_lengths(inputs: list, source: str, limit: int) -> None:
                     "line, or raise --max-chars")
 
 
+def _predict_batch(a: argparse.Namespace, predictor: Any, lines: list[str], before: int,
+                   source: str) -> int:
+    """Predict and write the inputs of ``lines`` (numbered after the ``before`` lines read
+    before them), flushed; returns how many there were."""
+    from gnn_treelstm.models.predictor import read_lines
+
+    inputs = [dataclasses.replace(inp, line=inp.line + before)
+              for inp in read_lines(lines, pair=predictor.task.pair, source=source)]
+    if not inputs:
+        return 0
+    _check_lengths(inputs, source, a.max_chars)
+    bar = progress_bar(a.quiet or before > 0 or len(inputs) <= a.batch_size
+                       or source == "stdin")
+    progress = None if bar is None else (lambda it, total: bar(it, total, "predict"))
+    for rec in predictor.iter_predict(inputs, nodes=a.nodes, batch_size=a.batch_size,
+                                      progress=progress):
+        print(json.dumps(rec, ensure_ascii=False) if a.json else predictor.format_text(rec),
+              flush=False)
+    sys.stdout.flush()
+    return len(inputs)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
     from gnn_treelstm.cells.registry import import_cell_modules
-    from gnn_treelstm.models.predictor import Predictor, read_lines
+    from gnn_treelstm.models.predictor import Predictor
 
     a = build_parser().parse_intermixed_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
@@ -149,23 +211,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         predictor = Predictor.from_pretrained(a.run, engine=a.engine,
                                               spacy_model=a.spacy_model)
         lines, source = _lines(a)
-        inputs = read_lines(lines, pair=predictor.task.pair, source=source)
-        if not inputs:
-            raise ValueError(f"{source}: no text to predict (only blank lines)")
-        _check_lengths(inputs, source, a.max_chars)
         predictor.nlp  # noqa: B018  (load the parser before the clock starts)
-        bar = progress_bar(a.quiet or len(inputs) <= a.batch_size)
-        progress = None if bar is None else (lambda it, total: bar(it, total, "predict"))
-
-        t0 = time.perf_counter()
-        count = 0
-        for rec in predictor.iter_predict(inputs, nodes=a.nodes, batch_size=a.batch_size,
-                                          progress=progress):
-            print(json.dumps(rec, ensure_ascii=False) if a.json else predictor.format_text(rec),
-                  flush=False)
-            count += 1
+        t0, count = time.perf_counter(), 0
+        for before, batch in _batches(lines, a.batch_size):
+            count += _predict_batch(a, predictor, batch, before, source)
+        if not count:
+            raise ValueError(f"{source}: no text to predict (only blank lines)")
         seconds = time.perf_counter() - t0
-        sys.stdout.flush()
         log.info("predicted %d inputs in %.2f s (%.0f inputs/s, spaCy parse included)",
                  count, seconds, count / max(seconds, 1e-9))
         return 0

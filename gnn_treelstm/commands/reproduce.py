@@ -21,12 +21,12 @@ import os
 import sys
 from pathlib import Path
 
-from gnn_treelstm.argtypes import positive_int
+from gnn_treelstm.argtypes import int_from_to, positive_int
 from gnn_treelstm.commands import heap, process
 from gnn_treelstm.commands.cli import description, progress_bar
 from gnn_treelstm.registry import UnknownNameError
 from gnn_treelstm.reproduce import ledger, plot, report, rows, runner
-from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.config import MAX_EPOCHS, MAX_SEEDS, RunConfig
 from gnn_treelstm.training.trainer import TrainHooks
 
 #: the figure written beside the results document (paper vs ours per row)
@@ -50,9 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
                     default=os.environ.get("GNN_TREELSTM_VECTORS") or None,
                     help="directory with glove.840B.300d*.txt.gz and glove.6B.50d*.txt.gz "
                          "(default: $GNN_TREELSTM_VECTORS)")
-    ap.add_argument("--seeds", type=positive_int, default=None,
+    ap.add_argument("--seeds", type=int_from_to(1, MAX_SEEDS, "a positive integer (seeds)"),
+                    default=None,
                     help="seeds per row (default: the row's, 5; ablations 3; --quick 1)")
-    ap.add_argument("--epochs", type=positive_int, default=None,
+    ap.add_argument("--epochs", type=int_from_to(1, MAX_EPOCHS, "a positive integer (epochs)"),
+                    default=None,
                     help="override every row's epochs (default: the paper's)")
     ap.add_argument("--quick", action="store_true",
                     help=f"smoke test: embedded sample, {runner.QUICK}, 1 seed")

@@ -331,8 +331,9 @@ class _Handler(JsonHandler):
     def _json_fields(text: str) -> dict[str, str]:
         try:
             obj = json.loads(text or "null")
-        except json.JSONDecodeError as exc:
-            raise BadRequest(f"the request body is not valid JSON ({exc})") from None
+        except (ValueError, RecursionError) as exc:  # a 5,001-digit number, deep nesting
+            raise BadRequest(f"the request body is not valid JSON, or not JSON this server "
+                             f"reads ({str(exc)[:200] or type(exc).__name__})") from None
         if not isinstance(obj, dict):
             raise BadRequest('send a JSON object: {"sentence": "...", "sentence_b": ...}')
         bad = [k for k in ("sentence", "sentence_b") if obj.get(k) is not None

@@ -205,6 +205,13 @@ def main(argv: list[str] | None = None) -> int:
             NotImplementedError, NonFiniteError, WriteFailed, NoSpaceError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
+    except RuntimeError as e:
+        if "DataLoader worker" not in str(e):
+            raise
+        print(f"error: a data loader process stopped ({str(e).splitlines()[0]}); the run's "
+              f"state is saved after every epoch (and every --checkpoint-every N batches): "
+              f"continue it with `gnn-treelstm train --resume {run_dir}`", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print(f"\ninterrupted: the run's state is saved after every epoch (and every "
               f"--checkpoint-every N batches); continue it with `gnn-treelstm train --resume "

@@ -79,7 +79,7 @@ from gnn_treelstm.datasets.sources import (  # noqa: F401  (re-exported: the bui
     relations_for,
 )
 from gnn_treelstm.files import atomic_write
-from gnn_treelstm.trees import packed
+from gnn_treelstm.trees import manifest, packed
 from gnn_treelstm.trees.data import split_paths
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
@@ -368,6 +368,7 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
     if info.get("files"):
         meta["src"] = info["files"]
     atomic_write(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
+    meta = manifest.seal(out, meta)  # build id, sizes and digests: checked on load
     shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete
     shutil.rmtree(out / PACK_DIR, ignore_errors=True)
     return meta

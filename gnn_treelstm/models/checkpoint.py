@@ -11,8 +11,13 @@ A checkpoint is one ``torch.save`` file holding a plain dictionary::
     run_config    the training run's resolved configuration (a dict)
     meta          free-form: epoch, dev metrics, data set meta.json, ...
     digest        "sha256:..." of the weights (:func:`tensor_digest`)
-    cell_module   the module that defines the cell (imported on loading, for cells of
-                  other packages)
+    contents_digest  "sha256:..." of every other entry (:func:`contents_digest`: the
+                  configuration, vocabulary, relations, label names, run configuration,
+                  meta, cell module and ``digest``), so that nothing a checkpoint holds can
+                  change unnoticed
+    cell_module   the module that defines the cell (never imported on loading: a cell
+                  of another package is registered by the user's --cell-module or
+                  ``cell_modules=``, or by an installed entry point)
 
 It is written to a temporary file in the same directory and renamed over the target
 (:func:`os.replace`), so a crash never leaves a half-written checkpoint.
@@ -30,25 +35,33 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import importlib
 import logging
 import os
 import pickle
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from gnn_treelstm.cells import build_cell, cell_module, cells
+from gnn_treelstm.argtypes import machine_memory
+from gnn_treelstm.cells import (
+    ENTRY_POINT_GROUP,
+    build_cell,
+    cell_module,
+    cells,
+    import_cell_modules,
+)
+from gnn_treelstm.cells.registry import MODULE_NAME
 from gnn_treelstm.files import atomic_write
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel, cell_accepts
 from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
            "load_checkpoint", "load_model", "checkpoint_path", "DIGEST_KEY", "tensor_digest",
-           "check_digest", "fitted_model", "FASTEST", "FASTEST_ENGINE", "fastest_engine"]
+           "check_digest", "fitted_model", "require_cell", "CONTENTS_KEY", "contents_digest",
+           "check_contents", "FASTEST", "FASTEST_ENGINE", "fastest_engine"]
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +131,7 @@ def save_checkpoint(
         DIGEST_KEY: tensor_digest(state),
         "cell_module": cell_module(model.config.cell),
     }
+    payload[CONTENTS_KEY] = contents_digest(payload)
     return atomic_write(path, lambda f: torch.save(payload, f))
 
 
@@ -161,6 +175,7 @@ def load_checkpoint(path: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(f"{path}: not a readable checkpoint ({exc})") from exc
     if not isinstance(payload, dict) or "model_config" not in payload:
         raise ValueError(f"{path}: not a gnn_treelstm checkpoint (no model_config)")
+    check_contents(payload, path)
     if payload.get("format") == 1:
         payload = _upgrade_format_1(payload)
     if payload.get("format") == 2:
@@ -202,29 +217,34 @@ def _upgrade_format_3(payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, "model_config": mc, "format": 4}
 
 
-def import_cell_module(payload: dict[str, Any], path: str | os.PathLike = "checkpoint") -> None:
-    """Register the checkpoint's cell where it is not yet: import the module the checkpoint
-    records as defining it (``cell_module``), by name from the Python path (a module
-    installed or put there by the user: nothing of the file itself runs); ``ValueError``
-    naming that module where it cannot be imported."""
+def require_cell(payload: dict[str, Any], path: str | os.PathLike = "checkpoint") -> None:
+    """Refuse a checkpoint whose cell is not registered: by the library, a module the user
+    imported (``--cell-module``, ``load_model(cell_modules=...)``, an ``import``) or an
+    installed package's entry point. The module the checkpoint names (``cell_module``) is
+    never imported on its word: a downloaded file must not choose the code that runs; the
+    ``ValueError`` names the module and how to trust it."""
     name = (payload.get("model_config") or {}).get("cell")
-    module = payload.get("cell_module")
-    if not isinstance(name, str) or name in cells:
-        return
-    if not isinstance(module, str) or not module:
-        return  # written before cell_module was recorded: the registry's own error follows
+    if not isinstance(name, str):
+        return  # the configuration's own check names it
     try:
-        cells.get(name)   # an installed package's entry point
+        cells.get(name)   # registered, or an installed package's entry point
         return
     except KeyError:
         pass
-    try:
-        importlib.import_module(module)
-    except ImportError as exc:
-        raise ValueError(
-            f"{path}: the model's cell {name!r} is defined in the module {module!r}, which "
-            f"cannot be imported ({exc}); put the directory holding it on PYTHONPATH or "
-            f"install its package (command line: --cell-module {module})") from exc
+    module = payload.get("cell_module")
+    if not isinstance(module, str) or not module:
+        return  # written before cell_module was recorded: the registry's own error follows
+    if not MODULE_NAME.fullmatch(module):
+        raise ValueError(f"{path}: the model's cell {name!r} is not registered, and the "
+                         f"module the checkpoint names for it ({module[:80]!r}) is not a "
+                         "module name; the checkpoint was changed or damaged")
+    raise ValueError(
+        f"{path}: the model's cell {name!r} is defined in the module {module!r}, which is "
+        f"not imported; a checkpoint never imports code by itself. If you trust that "
+        f"module, name it: `--cell-module {module}` on the command line, "
+        f"`load_model(path, cell_modules=[{module!r}])` in Python (with the directory "
+        f"holding it on PYTHONPATH), or install a package declaring the cell in the "
+        f"entry-point group {ENTRY_POINT_GROUP}")
 
 
 def _unpickling_reason(exc: BaseException) -> str:
@@ -235,17 +255,20 @@ def _unpickling_reason(exc: BaseException) -> str:
 
 
 def load_model(path: str | os.PathLike, *, device: str | torch.device = "cpu",
-               engine: str | None = None) -> Checkpoint:
+               engine: str | None = None, cell_modules: Sequence[str] = ()) -> Checkpoint:
     """Rebuild the model of a checkpoint (in eval mode) from the file alone.
 
     ``path``: a checkpoint file, a run directory (its ``best.pt``) or a directory written by
     ``Predictor.save_pretrained`` (its ``model.pt``). ``engine`` overrides the propagation
     engine the model was trained with; :data:`FASTEST` picks :data:`FASTEST_ENGINE` where
     the model's cell runs on it (with its options), else keeps the checkpoint's.
+    ``cell_modules``: modules to import first, which register cells of your own (the
+    module a checkpoint names is never imported on its word: :func:`require_cell`).
     """
+    import_cell_modules(cell_modules)
     path = checkpoint_path(path)
     payload = load_checkpoint(path)
-    import_cell_module(payload, path)
+    require_cell(payload, path)
     try:
         config = ModelConfig.from_dict(payload["model_config"])
     except (TypeError, ValueError) as exc:
@@ -289,6 +312,57 @@ def tensor_digest(state: Mapping[str, torch.Tensor]) -> str:
         h.update(f"{name}\0{t.dtype}\0{tuple(state[name].shape)}\0".encode())
         h.update(t.view(torch.uint8).numpy())
     return f"sha256:{h.hexdigest()}"
+
+
+#: the checkpoint entry holding :func:`contents_digest` of everything but the tensors
+CONTENTS_KEY = "contents_digest"
+
+
+def _canonical(value: Any, h: Any) -> None:
+    """Feed ``value`` (plain containers, strings, numbers, tensors) to the hash ``h``,
+    typed, so that no two values feed the same bytes."""
+    if isinstance(value, Mapping):
+        h.update(b"{%d" % len(value))
+        for key in sorted(value, key=repr):
+            _canonical(key, h)
+            _canonical(value[key], h)
+    elif isinstance(value, (list, tuple)):
+        h.update(b"[%d" % len(value))
+        for item in value:
+            _canonical(item, h)
+    elif isinstance(value, torch.Tensor):
+        t = value.detach().cpu().contiguous().reshape(-1)
+        h.update(f"T{t.dtype}{tuple(value.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy())
+    else:
+        text = repr(value).encode("utf-8", "surrogatepass")
+        h.update(b"%s%d:" % (type(value).__name__.encode(), len(text)) + text)
+
+
+def contents_digest(payload: Mapping[str, Any]) -> str:
+    """``"sha256:<hex>"`` of every entry of a checkpoint but ``state_dict`` (covered by
+    ``digest``, itself among the entries) and this digest."""
+    h = hashlib.sha256()
+    _canonical({k: v for k, v in payload.items() if k not in (CONTENTS_KEY, "state_dict")}, h)
+    return f"sha256:{h.hexdigest()}"
+
+
+def check_contents(payload: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse a checkpoint whose entries (label names, vocabulary, configuration, cell
+    module...) differ from those written with it (``ValueError`` naming the file); one
+    written before :data:`CONTENTS_KEY` passes, with an INFO line."""
+    stored = payload.get(CONTENTS_KEY)
+    if stored is None:
+        log.info("%s: no digest of its configuration, vocabulary and labels (written before "
+                 "checkpoints carried one); only its weights are checked", path)
+        return
+    found = contents_digest(payload)
+    if found != stored:
+        raise ValueError(
+            f"{path}: its configuration, vocabulary, labels or cell module do not match the "
+            f"digest written with them (recorded {str(stored)[:23]}..., found {found[:23]}"
+            "...): the file was damaged or changed after it was written. Use another copy "
+            "of it, or train it again")
 
 
 def _check_entries(payload: dict[str, Any], path: Path) -> None:
@@ -360,18 +434,54 @@ def fitted_model(config: ModelConfig, state: Mapping[str, torch.Tensor],
             the weights (and the value they are for) where one size explains it, else the
             first weight that differs.
     """
+    got = {k: tuple(v.shape) for k, v in state.items()}
+    _check_size(config, got, path)
     try:
         model = TreeLSTMModel(config)
     except (TypeError, ValueError) as exc:
         raise ValueError(f"{path}: its model_config cannot be read ({exc}); the checkpoint "
                          "was changed or damaged: use it as training wrote it") from exc
     want = _shapes(model)
-    got = {k: tuple(v.shape) for k, v in state.items()}
     if want != got:
         raise ValueError(f"{path}: {_misfit(config, want, got)}; the checkpoint was changed "
                          "or damaged: use it as training wrote it")
     model.load_state_dict(state)
     return model
+
+
+def _check_size(config: ModelConfig, got: dict[str, tuple[int, ...]],
+                path: str | os.PathLike) -> None:
+    """Refuse, before anything is allocated, a configuration whose model does not fit the
+    machine's memory (counted on a model built on the ``meta`` device, which allocates
+    nothing), or whose ``hidden`` or ``emb_dim`` exceeds every dimension of the file's
+    weights (where a cell cannot be built on ``meta``): ``ValueError`` naming the file."""
+    try:
+        with torch.device("meta"):
+            probe = TreeLSTMModel(config)
+    except Exception as exc:  # noqa: BLE001 - any failure: the shapes are checked below
+        if isinstance(exc, RuntimeError) and "overflow" in str(exc):
+            raise ValueError(f"{path}: model_config (hidden {config.hidden}, emb_dim "
+                             f"{config.emb_dim}) makes weights too large to count ({exc}); "
+                             "the checkpoint was changed or damaged") from None
+        probe = None  # a cell that cannot be built without real tensors
+    if probe is None:
+        largest = max((d for shape in got.values() for d in shape), default=0)
+        for key in ("hidden", "emb_dim"):
+            value = getattr(config, key)
+            if isinstance(value, int) and value > largest:
+                raise ValueError(f"{path}: model_config[{key!r}] is {value:,} but no weight "
+                                 f"of the file has a dimension that large (the largest is "
+                                 f"{largest:,}); the checkpoint was changed or damaged: use "
+                                 "it as training wrote it")
+        return
+    need = sum(t.numel() * t.element_size() for t in probe.state_dict().values())
+    have, where = machine_memory()
+    if need > have:
+        raise ValueError(f"{path}: model_config (hidden {config.hidden:,}, emb_dim "
+                         f"{config.emb_dim:,}, vocab_size {config.vocab_size:,}) makes a model "
+                         f"of {need / 2**30:,.1f} GiB of weights and {where} has "
+                         f"{have / 2**30:,.1f} GiB; the checkpoint was changed or damaged, or "
+                         "needs a larger machine")
 
 
 def _misfit(config: ModelConfig, want: dict[str, tuple[int, ...]],

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from gnn_treelstm.argtypes import non_negative_int, positive_int
+from gnn_treelstm.argtypes import machine_memory, non_negative_int, positive_int, usable_cpus
 from gnn_treelstm.cells import ENGINES, cell_names, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.checkpoint import fastest_engine
@@ -58,6 +58,13 @@ LR_SCHEDULES = ("constant", "cosine", "step", "plateau")
 #: the largest seed: torch's, numpy's and DGL's generators take 64-bit seeds; a run's seeds
 #: ``--seed`` .. ``--seed + --seeds - 1`` are in ``[0, MAX_SEED]``
 MAX_SEED = 2**63 - 1
+#: the longest run name (``--name``), in bytes: a directory name, with room for the
+#: temporary names made beside it (a file system's limit is 255)
+MAX_NAME = 200
+#: the most epochs a seed trains (the papers train 10-30) and seeds a run trains: a count
+#: beyond them is a typing slip, refused before anything starts
+MAX_EPOCHS = 100_000
+MAX_SEEDS = 1_000
 #: the largest ``--emb-dim`` and ``--head-hidden`` (the papers use 50-300 and 50-128)
 MAX_WIDTH = 65536
 #: what :func:`estimate_memory` assumes of a batch: nodes per tree (a binarized 32-word
@@ -97,6 +104,10 @@ def _known(noun: str, names: Sequence[str], key: Callable[[Any], Any] = lambda v
     """The value (``key`` of it) is one of ``names``."""
     return Check(lambda v: key(v) in names,
                  f"unknown {noun} {{value!r}}; choose one of: {', '.join(names)}")
+
+
+def _at_most(high: int) -> Check:
+    return Check(lambda v: v <= high, f"{{flag}} {{value}}: at most {high:,}")
 
 
 def _at_least(low: int, why: str = "") -> Check:
@@ -245,12 +256,12 @@ class RunConfig:
                                    "batch size of dev/test evaluation", type=positive_int,
                                    in_command=False, checks=(_POSITIVE,))
     epochs: int = _option(10, "--epochs", OPTIMIZATION, "training epochs per seed",
-                          type=positive_int, checks=(_POSITIVE,))
+                          type=positive_int, checks=(_POSITIVE, _at_most(MAX_EPOCHS)))
     seed: int = _option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
     seeds: int = _option(
         1, "--seeds", OPTIMIZATION,
         "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=positive_int,
-        checks=(_POSITIVE,))
+        checks=(_POSITIVE, _at_most(MAX_SEEDS)))
     device: str = _option("cpu", "--device", OPTIMIZATION, "where to train",
                           choices=DEVICES,
                           checks=(_known("device", DEVICES, lambda d: d.split(":")[0]),))
@@ -391,7 +402,27 @@ class RunConfig:
             raise ValueError("--tensorboard needs the tensorboard package, which is not "
                              "installed: pip install tensorboard (or drop --tensorboard)")
         self._check_seed()
+        self._check_name()
+        self._check_workers()
         self._check_model_size()
+
+    def _check_name(self) -> None:
+        """The run's name can be a directory's (``ValueError``)."""
+        if not self.name:
+            return
+        size = len(self.name.encode("utf-8", "surrogatepass"))
+        if size > MAX_NAME or "\0" in self.name or self.name.strip() in ("", ".", ".."):
+            raise ValueError(f"--name {self.name[:40]!r}{'...' if size > 40 else ''}: a run "
+                             f"name is a directory's name of 1 to {MAX_NAME} bytes (this one "
+                             f"has {size:,})")
+
+    def _check_workers(self) -> None:
+        """At most a loader process per CPU this process may use (``ValueError``)."""
+        cpus = usable_cpus()
+        if self.workers > cpus:
+            raise ValueError(f"--workers {self.workers}: more loader processes than the "
+                             f"{cpus} CPU(s) this process may use; give at most {cpus}, or 0 "
+                             "to build the batches in the training process")
 
     def _check_seed(self) -> None:
         """The run's seeds are in ``[0, MAX_SEED]`` (``ValueError`` naming ``--seed``)."""
@@ -612,24 +643,3 @@ def estimate_memory(cfg: RunConfig) -> tuple[int, int]:
     batch = max(cfg.batch_size * _VALUES_PER_NODE,
                 cfg.eval_batch_size * _VALUES_PER_NODE // 3) * _NODES_PER_TREE * cfg.hidden
     return weights, 4 * (weights * copies + batch)
-
-
-def machine_memory(device: str = "cpu") -> tuple[int, str]:
-    """``(bytes, what)``: the memory a run on ``device`` can use: a CUDA device's, else the
-    machine's physical memory (less where a cgroup limits the process)."""
-    if device.startswith("cuda"):
-        import torch
-
-        if torch.cuda.is_available():
-            index = int(device.split(":")[1]) if ":" in device else 0
-            return torch.cuda.get_device_properties(index).total_memory, f"{device}"
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    for limit_file in ("/sys/fs/cgroup/memory.max",
-                       "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            limit = Path(limit_file).read_text().strip()
-        except OSError:
-            continue
-        if limit.isdigit():
-            total = min(total, int(limit))
-    return total, "this machine"

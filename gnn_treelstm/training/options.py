@@ -34,6 +34,10 @@ def _value(text: str):
         return json.loads(text)
     except json.JSONDecodeError:
         return text
+    except RecursionError:
+        raise ValueError(f"{text[:40]!r}...: nested too deeply to read (a cell or head "
+                         "option is a number, a string, or a shallow list or mapping)"
+                         ) from None
 
 
 class _DefaultsOnce(argparse.HelpFormatter):
@@ -159,6 +163,9 @@ def config_file_defaults(path: str) -> dict:
         raise ValueError(f"--config {path}: cannot read it ({exc.strerror})") from exc
     except yaml.YAMLError as exc:
         raise ValueError(f"--config {path}: not valid YAML ({exc})") from exc
+    except RecursionError:
+        raise ValueError(f"--config {path}: nested too deeply to read; a run config is a "
+                         "mapping of options to numbers, strings and short lists") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -239,7 +246,27 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     a = ap.parse_args(argv)
     if a.resume is not None:  # the run's own directory, wherever it is now
         a.name, a.runs_dir = Path(a.resume).name, str(Path(a.resume).parent)
+        a.threads = _resumed_threads(ap, Path(a.resume), a.threads)
     return a
+
+
+def _resumed_threads(ap: argparse.ArgumentParser, run_dir: Path, given: int | None
+                     ) -> int | None:
+    """The torch threads a resumed run runs with: those it was started with (its
+    ``config.json``'s ``torch_threads``), so that it ends as if it had never stopped; a
+    ``--threads`` that differs is refused (exit 2)."""
+    try:
+        had = json.loads((run_dir / "config.json").read_text(encoding="utf-8"))
+        threads = had.get("torch_threads") if isinstance(had, dict) else None
+    except (OSError, ValueError):
+        threads = None  # the resume's own check names an unreadable config.json
+    if not isinstance(threads, int) or isinstance(threads, bool) or threads < 1:
+        return given
+    if given is not None and given != threads:
+        ap.error(f"--threads {given}: the run {run_dir} was started with {threads} torch "
+                 f"thread(s), and a resumed run keeps the settings it was started with "
+                 f"(other threads sum in another order); drop --threads")
+    return threads
 
 
 def _kwargs(items: list[str], flag: str) -> dict:
@@ -248,7 +275,10 @@ def _kwargs(items: list[str], flag: str) -> dict:
         if "=" not in item:
             raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
         k, v = item.split("=", 1)
-        out[k.strip()] = _value(v)
+        try:
+            out[k.strip()] = _value(v)
+        except ValueError as exc:
+            raise ValueError(f"{flag} {k.strip()}={exc}") from None
     return out
 
 

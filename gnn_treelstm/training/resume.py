@@ -162,6 +162,19 @@ class TrainState:
         return dataclasses.replace(self, rng=own["rng"], partial=own["partial"],
                                    process_peak=own["process_peak"], ranks=None)
 
+    def check_run(self, seed: int, run_id: str, path: Path) -> None:
+        """Refuse a state saved by another run or for another seed (a ``state.pt`` copied
+        in from elsewhere): ``ValueError`` naming the file and both."""
+        if self.run_id is not None and self.run_id != run_id:
+            raise ValueError(f"{path}: the saved training state is of the run {self.run_id}, "
+                             f"not of this run ({run_id}, config.json); resume each run from "
+                             "its own state.pt, or remove it to restart this seed from its "
+                             "beginning")
+        if self.seed != seed:
+            raise ValueError(f"{path}: the saved training state is of seed {self.seed}, not "
+                             f"of seed {seed} that it stands for; remove it to restart this "
+                             "seed from its beginning")
+
     def as_dict(self) -> dict[str, Any]:
         """The fields as a dict (tensors and plain containers; ``TrainState(**d)`` undoes
         it)."""

@@ -3,9 +3,11 @@
 :func:`claim` is the entry of every training run into ``<runs_dir>/<name>/``:
 
 * **one writer**: an exclusive ``fcntl`` lock on ``.lock`` (holding the writer's pid) for
-  the whole run; a second writer fails at once with :class:`RunDirError` naming the pid;
-  a run that ends (finished or failed) removes ``.lock``; the lock dies with its process,
-  so a crash (``kill -9``) leaves the file but never a locked directory;
+  the whole run, held by the writer's process alone (a loader process forked from it
+  closes its copy at once, so a ``kill -9`` of the run frees the directory even while an
+  orphaned loader lives on); a second writer fails at once with :class:`RunDirError`
+  naming the pid; a run that ends (finished or failed) removes ``.lock``; the lock dies
+  with its process, so a crash (``kill -9``) leaves the file but never a locked directory;
 * **no mixing**: a directory that already holds a run is refused unless ``overwrite``
   (then the old run's files are removed first) — so a config, checkpoint and metrics
   found together always come from one run; every file the run writes carries the same
@@ -65,6 +67,27 @@ def _holder(lock: Path) -> str:
     return f"pid {pid}" if pid else "another process"
 
 
+#: the lock fds this process holds; a forked child (a loader process) closes its copies
+#: at once (:func:`_drop_in_child`), so that the lock dies with the run's own process
+_HELD: set[int] = set()
+
+
+def _drop_in_child() -> None:
+    """In a child forked while a run directory is held: close the inherited lock fds (an
+    ``flock`` lives as long as any copy of its fd; closing a copy never unlocks the
+    parent's)."""
+    for fd in list(_HELD):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    _HELD.clear()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_drop_in_child)
+
+
 def _try_lock(path: Path) -> int:
     """An fd holding an exclusive lock on ``path/.lock``; raises :class:`RunDirError`.
 
@@ -84,6 +107,7 @@ def _try_lock(path: Path) -> int:
                     "finish or choose another --name") from None
             raise
         if _is_at(fd, lock):
+            _HELD.add(fd)
             return fd
         os.close(fd)
 
@@ -106,6 +130,7 @@ def _release(path: Path, fd: int) -> None:
     except OSError as exc:  # a read-only or vanished directory: the lock still goes
         log.debug("could not remove %s: %s", path / LOCK_NAME, exc)
     finally:
+        _HELD.discard(fd)
         os.close(fd)
 
 

@@ -581,6 +581,10 @@ class Trainer:
         optimizer, scheduler and shuffle generator; the progress in :attr:`state`, the
         records of the epochs after it dropped from ``metrics.jsonl``."""
         saved = _saved_state(seed_dir, self.device)
+        if saved is not None:  # of this run and seed, not copied in from another
+            saved.check_run(seed, self.place.run_id, seed_dir / STATE_NAME)
+        with self._writing(self.out / "metrics.jsonl"):  # no record past the saved state
+            truncate_metrics(self._metrics_file(), seed, 0 if saved is None else len(saved.epochs))
         if saved is None:
             return
         run = self.current
@@ -590,8 +594,6 @@ class Trainer:
         # states stay for the replay of a stopped epoch (_replay)
         run.state = dataclasses.replace(saved, model=None, optimizer=None, loader=None,
                                         scheduler=None)
-        with self._writing(self.out / "metrics.jsonl"):
-            truncate_metrics(self._metrics_file(), seed, len(saved.epochs))
         log.info("seed %d: resuming at epoch %d after %d batches (%s)", seed, saved.epoch,
                  saved.step, seed_dir / STATE_NAME)
 

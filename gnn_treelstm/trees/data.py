@@ -34,6 +34,7 @@ import dgl
 import torch
 
 from gnn_treelstm import _dgl_compat
+from gnn_treelstm.trees import manifest
 from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
 from gnn_treelstm.trees.packed import (
     PackedTrees,
@@ -169,9 +170,10 @@ def load_meta(data_dir: str | os.PathLike) -> dict:
         ValueError: the file is not valid JSON (cut short, edited), naming it."""
     path = _dir(data_dir) / "meta.json"
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        meta = json.loads(path.read_text(encoding="utf-8"))
     except (ValueError, UnicodeDecodeError) as exc:
         raise ValueError(f"{path}: damaged ({exc}); {_rebuild_hint(path.parent)}") from exc
+    return manifest.check_meta(path.parent, meta)  # the files are those the build wrote
 
 
 def load_graphs(path: str | os.PathLike) -> tuple[list[dgl.DGLGraph], dict]:
@@ -225,6 +227,7 @@ def load_split(data_dir: str | os.PathLike, split: str, tree: str) -> Split:
     if split not in meta.get("splits", {}):
         raise ValueError(f"{d}: no split {split!r}; splits: {list(meta.get('splits', {}))}")
     paths = split_paths(d, tree, split, bool(meta.get("pair")))
+    manifest.check_split(d, meta, split, paths)  # its digests and tree count
     if any(packed_exists(p) for p in paths) or not any(
             p.with_suffix(".bin").exists() for p in paths):
         hint = _rebuild_hint(d)

@@ -151,21 +151,21 @@ def test_train_evaluate_and_load_a_child_max_model(module_dir, tiny_sst, tmp_pat
                    cwd=tmp_path, extra_path=module_dir)
     assert trained.returncode == 0, trained.stderr[-3000:]
     best = runs / "cm" / "best.pt"
-    # evaluate names no module: the checkpoint records it
-    scored = _cli("evaluate", str(best), "--split", "dev", "--json", cwd=tmp_path,
-                  extra_path=module_dir)
+    # evaluate imports the module it is told to trust, never the one a checkpoint names
+    scored = _cli("evaluate", str(best), "--cell-module", "childmax", "--split", "dev",
+                  "--json", cwd=tmp_path, extra_path=module_dir)
     assert scored.returncode == 0, scored.stderr[-3000:]
     assert json.loads(scored.stdout.splitlines()[-1])["split"] == "dev"
-    # in Python: load_model imports the recorded module
+    # in Python: load_model imports the modules it is given
     monkeypatch.syspath_prepend(str(module_dir))
-    ck = load_model(best)
+    ck = load_model(best, cell_modules=["childmax"])
     assert type(ck.model.cell).__name__ == "ChildMaxTreeLSTM"
     saved = torch.load(best, weights_only=True)
     assert saved["cell_module"] == "childmax"
     for name, tensor in ck.model.state_dict().items():
         torch.testing.assert_close(tensor, saved["state_dict"][name])
-    # the module gone: the command and load_model name it
-    missing = _cli("evaluate", str(best), cwd=tmp_path, extra_path=None)
+    # the module not named: the command and load_model name it, and how to trust it
+    missing = _cli("evaluate", str(best), cwd=tmp_path, extra_path=module_dir)
     assert missing.returncode == 2
     assert "defined in the module 'childmax'" in missing.stderr, missing.stderr[-2000:]
     assert "--cell-module childmax" in missing.stderr
@@ -173,7 +173,8 @@ def test_train_evaluate_and_load_a_child_max_model(module_dir, tiny_sst, tmp_pat
                                           if k != "childmax"})
     monkeypatch.delitem(sys.modules, "childmax")
     monkeypatch.setattr(sys, "path", [p for p in sys.path if p != str(module_dir)])
-    with pytest.raises(ValueError, match="defined in the module 'childmax', which cannot be"):
+    with pytest.raises(ValueError, match="defined in the module 'childmax', which is not "
+                       "imported; a checkpoint never imports code by itself"):
         load_model(best)
 
 

@@ -4,6 +4,7 @@ no partly written output. Each case damages one file of the embedded sample or o
 run."""
 
 import gzip
+import json
 import shutil
 from pathlib import Path
 
@@ -193,12 +194,14 @@ def _edited_checkpoint(tiny_run, tmp_path, edit) -> Path:
     bad = tmp_path / "best.pt"
     raw = torch.load(tiny_run / "runs" / "r" / "best.pt", weights_only=True)
     edit(raw)
+    raw.pop("contents_digest")  # as a checkpoint written before it carried one
     torch.save(raw, bad)
     return bad
 
 
 @pytest.mark.parametrize("damage,message", [
     ("flipped bytes", "the weights do not match the digest written with them"),
+    ("hidden 1e6", "GiB of weights and this machine has"),
     ("hidden changed", "model_config['hidden'] is 6 but the weights are for hidden 5"),
     ("vocab removed", "the checkpoint's 'vocab' is missing"),
 ])
@@ -213,9 +216,138 @@ def test_evaluate_and_predict_refuse_damaged_or_misfitting_checkpoints(
     elif damage == "hidden changed":
         bad = _edited_checkpoint(tiny_run, tmp_path,
                                  lambda raw: raw["model_config"].update(hidden=6))
+    elif damage == "hidden 1e6":
+        bad = _edited_checkpoint(tiny_run, tmp_path,
+                                 lambda raw: raw["model_config"].update(hidden=10**6))
     else:
         bad = _edited_checkpoint(tiny_run, tmp_path, lambda raw: raw.pop("vocab"))
     for cli in (evaluate.main, predict.main):
         assert cli([str(bad), "w1"] if cli is predict.main else [str(bad)]) == 2
         err = capsys.readouterr().err
         assert f"error: {bad}: " in err and message in err and "Traceback" not in err, err
+
+
+@pytest.mark.parametrize("command,flags,message", [
+    ("build", ["--workers", "99999999999999999999999"], "argument --workers: expected a number "
+     "of worker processes up to the CPUs this process may use, from 1 to "),
+    ("reproduce", ["--seeds", "99999999999999999999999"], "argument --seeds: expected a "
+     "positive integer (seeds), from 1 to 1,000, got 99999999999999999999999"),
+    ("reproduce", ["--epochs", "100000000000000000000000"], "argument --epochs: expected a "
+     "positive integer (epochs), from 1 to 100,000"),
+])
+def test_counts_beyond_the_machine_are_refused_before_anything_starts(
+        tmp_path, capsys, monkeypatch, command, flags, message):
+    import multiprocessing
+
+    from gnn_treelstm.commands import reproduce
+
+    def no_fork(*a, **k):
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(multiprocessing.Process, "start", no_fork)
+    if command == "build":
+        argv = ["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(tmp_path / "o")]
+        run = build_main
+    else:
+        argv, run = ["--quick", "--root", str(tmp_path / "r")], reproduce.main
+    with pytest.raises(SystemExit) as exc:
+        run([*argv, *flags])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
+
+
+def test_flag_fuzz_is_a_message_not_a_traceback(tiny_run, tmp_path, capsys):
+    """A 10,000-deep YAML --config, a deeply nested --cell-arg, a 5,000-character --name:
+    exit 2 with a message, nothing written."""
+    data = tiny_run / "data" / "sst"
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("hidden: " + "[" * 10000 + "]" * 10000 + "\n")
+    runs = tmp_path / "runs"
+    cases = [
+        (["--config", str(deep)], f"--config {deep}: nested too deeply to read"),
+        (["--cell-arg", "x=" + "[" * 5000 + "]" * 5000], "--cell-arg x='[[[["),
+        (["--name", "n" * 5000], "a run name is a directory's name of 1 to 200 bytes (this "
+         "one has 5,000)"),
+    ]
+    for flags, message in cases:
+        try:
+            rc = train.main(["--data", str(data), "--runs-dir", str(runs), "--epochs", "1",
+                             "-q", *flags])
+        except SystemExit as exc:
+            rc = exc.code
+        err = capsys.readouterr().err
+        assert rc == 2 and message in err and "Traceback" not in err, err
+        assert not runs.exists()
+
+
+def test_demo_checks_its_seed_before_writing_anything(tmp_path, capsys):
+    from gnn_treelstm.commands import demo
+
+    assert demo.main(["--runs-dir", str(tmp_path / "runs"), "--seed", "-1"]) == 2
+    assert "--seed -1: a seed must be an integer from 0 to" in capsys.readouterr().err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_serve_answers_a_5001_digit_number_with_400():
+    from gnn_treelstm.commands.http import BadRequest
+    from gnn_treelstm.commands.serve import _Handler
+
+    for body in ['{"sentence": "a film", "n": ' + "7" * 5001 + "}",
+                 "[" * 30000 + "]" * 30000]:
+        with pytest.raises(BadRequest, match="not valid JSON, or not JSON this server reads"):
+            _Handler._json_fields(body)
+
+
+def test_bench_checks_its_json_before_the_run(tiny_run, tmp_path, capsys, monkeypatch):
+    from gnn_treelstm.commands import bench
+
+    monkeypatch.setattr(bench, "matmul_peak", lambda: pytest.fail("the run started"))
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    with pytest.raises(SystemExit) as exc:
+        bench.main(["--cells", "nary", "--data", str(tiny_run / "data" / "sst"), "--json",
+                    str(blocker / "bench.json")])
+    err = capsys.readouterr().err
+    assert exc.value.code == 2 and f"--json {blocker / 'bench.json'}: cannot write it" in err
+
+
+def test_build_out_a_file_is_a_message(tmp_path, capsys):
+    out = tmp_path / "out"
+    out.write_text("")
+    assert build_main(["--dataset", "sst", "--src", str(SAMPLE_SRC), "--out", str(out),
+                       "--trees", "constituency", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "--out must be a directory you can write" in err and "Traceback" not in err
+
+
+def test_a_killed_loader_process_is_a_message(tiny_run, tmp_path, capsys, monkeypatch):
+    from gnn_treelstm.training.trainer import Trainer
+
+    def killed(self, epoch):
+        raise RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly")
+
+    monkeypatch.setattr(Trainer, "train_epoch", killed)
+    rc = train.main(["--data", str(tiny_run / "data" / "sst"), "--runs-dir", str(tmp_path),
+                     "--name", "k", *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and "a data loader process stopped (DataLoader worker (pid(s) 4242) " \
+        "exited unexpectedly)" in err and f"train --resume {tmp_path / 'k'}" in err
+    assert json.loads((tmp_path / "k" / "status.json").read_text())["status"] == "failed"
+
+
+def test_an_unwritable_home_does_not_stop_the_commands(tmp_path):
+    """DGL's first import writes ``~/.dgl/config.json`` unless ``DGLBACKEND`` is set; a
+    HOME that is a file made every command fail importing it."""
+    import os
+    import subprocess
+    import sys
+
+    home = tmp_path / "home"
+    home.write_text("")
+    root = Path(__file__).resolve().parents[2]
+    env = {k: v for k, v in os.environ.items() if k not in ("DGLBACKEND", "DGLDEFAULTDIR")}
+    env.update(HOME=str(home), PYTHONPATH=str(root))
+    proc = subprocess.run([sys.executable, "-m", "gnn_treelstm", "evaluate", "--help"],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-2000:]

@@ -256,3 +256,43 @@ def test_the_fastest_engine_falls_back_to_the_checkpoints_where_the_cell_refuses
     assert ck.model.cell.engine == "dgl"
     assert "does not run on the level engine (this option has no level kernel); using the " \
         "checkpoint's dgl engine" in caplog.text
+
+
+class _Stdin:
+    """Standard input that never ends by itself: ``lines`` lines, then end of input; it
+    notes how many output lines were written when each batch after the first was asked
+    for."""
+
+    def __init__(self, capsys, lines: int, batch: int):
+        self.capsys, self.lines, self.batch = capsys, lines, batch
+        self.read, self.out, self.seen = 0, [], []
+
+    def isatty(self) -> bool:
+        return False
+
+    def readline(self, limit: int = -1) -> str:
+        if self.read and self.read % self.batch == 0:
+            self.out += self.capsys.readouterr().out.splitlines()
+            self.seen.append((self.read, len(self.out)))
+        if self.read == self.lines:
+            return ""
+        self.read += 1
+        return "w1 film .\n"
+
+
+def test_predict_streams_stdin_in_batches(runs, monkeypatch, capsys):
+    """A batch is written before the next is read: bounded memory, output as it goes."""
+    feed = _Stdin(capsys, lines=10, batch=4)
+    monkeypatch.setattr("sys.stdin", feed)
+    assert P.main([str(runs / "sst"), "--json", "--batch-size", "4", "-q"]) == 0
+    out = feed.out + capsys.readouterr().out.splitlines()
+    assert feed.seen == [(4, 4), (8, 8)]  # never more than a batch ahead
+    assert [json.loads(x)["line"] for x in out] == list(range(1, 11))
+
+
+def test_a_stdin_line_longer_than_the_limit_is_refused_as_it_is_read(runs, monkeypatch,
+                                                                     capsys):
+    monkeypatch.setattr("sys.stdin", io.StringIO("w1 film .\n" + "w2 " * 5000 + "\n"))
+    assert P.main([str(runs / "sst"), "--max-chars", "100", "-q"]) == 2
+    err = capsys.readouterr().err
+    assert "stdin:2: the line is longer than 208 characters" in err

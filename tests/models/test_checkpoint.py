@@ -1,3 +1,6 @@
+import re
+import sys
+
 import dgl
 import pytest
 import torch
@@ -71,6 +74,7 @@ def test_format_1_checkpoints_load_as_the_model_they_were(tmp_path):
                              label_names=None, run_config={}, meta={})
     payload = torch.load(path, weights_only=False)
     payload["format"] = 1
+    del payload[C.CONTENTS_KEY]  # as format 1 wrote it
     for key in ("sentence_state", "head_kwargs"):
         del payload["model_config"][key]
     torch.save(payload, tmp_path / "old.pt")
@@ -90,6 +94,7 @@ def test_format_2_two_layer_lstms_load_as_the_model_they_were(tmp_path):
     path = C.save_checkpoint(tmp_path / "best.pt", old, vocab=_vocab())
     payload = torch.load(path, weights_only=True)
     payload["format"] = 2
+    del payload[C.CONTENTS_KEY]
     payload["model_config"]["cell_kwargs"] = {}  # as format 2 wrote it
     torch.save(payload, tmp_path / "old.pt")
     ck = C.load_model(tmp_path / "old.pt")
@@ -106,6 +111,7 @@ def test_format_3_teng_cells_load_with_their_teng_head(tmp_path):
     path = C.save_checkpoint(tmp_path / "best.pt", old, vocab=_vocab())
     payload = torch.load(path, weights_only=True)
     payload["format"] = 3
+    del payload[C.CONTENTS_KEY]
     del payload["model_config"]["teng_head"]  # as format 3 wrote it
     torch.save(payload, tmp_path / "old.pt")
     ck = C.load_model(tmp_path / "old.pt")
@@ -172,7 +178,7 @@ def test_a_checkpoint_without_digest_loads_with_a_log_line(tmp_path, caplog):
     m = _model().eval()
     path = C.save_checkpoint(tmp_path / "best.pt", m, vocab=_vocab())
     raw = torch.load(path, weights_only=True)
-    del raw[C.DIGEST_KEY]
+    del raw[C.DIGEST_KEY], raw[C.CONTENTS_KEY]
     torch.save(raw, path)
     with caplog.at_level("INFO", logger="gnn_treelstm.models.checkpoint"):
         ck = C.load_model(path)
@@ -185,6 +191,7 @@ def _edited(tmp_path, edit, **kw):
     path = C.save_checkpoint(tmp_path / "best.pt", _model(**kw), vocab=_vocab())
     raw = torch.load(path, weights_only=True)
     edit(raw)
+    raw.pop(C.CONTENTS_KEY)  # as a checkpoint written before it carried one
     torch.save(raw, path)
     return path
 
@@ -215,3 +222,98 @@ def test_a_checkpoint_missing_what_a_model_needs_is_refused(tmp_path, edit, mess
     with pytest.raises(ValueError, match=message) as info:
         C.load_model(path)
     assert str(info.value).startswith(f"{path}: ")
+
+
+def _swap_bytes(path, a: bytes, b: bytes):
+    """Swap every occurrence of ``a`` and ``b`` (same length) in the file: an edit that
+    leaves torch's zip entries readable."""
+    assert len(a) == len(b)
+    raw = path.read_bytes()
+    assert a in raw
+    path.write_bytes(re.sub(re.escape(a) + b"|" + re.escape(b),
+                            lambda m: b if m.group() == a else a, raw))
+
+
+def test_edited_labels_vocabulary_or_cell_module_are_refused(tmp_path):
+    """Same-length byte edits inside the pickled entries: torch reads them without a word."""
+    for edit in [(b"negative", b"positive"), (b"w12", b"w34"), (b"gnn_treelstm.cells.nary",
+                                                              b"gnn_treelstm.cells.mean")]:
+        path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab(),
+                                 label_names=["very negative", "negative", "neutral",
+                                              "positive", "very positive"])
+        assert C.load_model(path).label_names[1] == "negative"
+        _swap_bytes(path, *edit)
+        torch.load(path, weights_only=True)  # readable
+        with pytest.raises(ValueError, match=rf"{path}: its configuration, vocabulary, labels "
+                           r"or cell module do not match the digest written with them"):
+            C.load_model(path)
+
+
+def test_the_contents_digest_covers_every_entry(tmp_path):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab(),
+                             run_config={"seed": 1}, meta={"epoch": 2})
+    raw = torch.load(path, weights_only=True)
+    assert raw[C.CONTENTS_KEY] == C.contents_digest(raw)
+    for key, value in [("run_config", {"seed": 2}), ("meta", {"epoch": 3}),
+                       ("relations", ["x"]), ("cell_module", "this"), (C.DIGEST_KEY, "sha256:0"),
+                       ("vocab", raw["vocab"][:-1] + ["zz"]), ("format", 3)]:
+        assert C.contents_digest({**raw, key: value}) != raw[C.CONTENTS_KEY], key
+    assert C.contents_digest({**raw, "meta": {"epoch": 2.0}}) != raw[C.CONTENTS_KEY]
+
+
+def _naming_module(tmp_path, cell: str, module: str):
+    """A checkpoint whose cell is ``cell``, recorded as defined in ``module``, its digests
+    made to match (as anyone can): what a downloaded file may say."""
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(), vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    raw["model_config"]["cell"], raw["cell_module"] = cell, module
+    raw[C.CONTENTS_KEY] = C.contents_digest(raw)
+    torch.save(raw, path)
+    return path
+
+
+def test_a_checkpoint_never_imports_the_module_it_names(tmp_path, monkeypatch):
+    (tmp_path / "evil_cellmod.py").write_text(
+        "from pathlib import Path\nPath(__file__).with_name('ran').write_text('ran')\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))  # as for `python -c` in that directory
+    path = _naming_module(tmp_path, "evilcell", "evil_cellmod")
+    with pytest.raises(ValueError, match=r"defined in the module 'evil_cellmod', which is not "
+                       r"imported; a checkpoint never imports code by itself\. If you trust "
+                       r"that module, name it: `--cell-module evil_cellmod`"):
+        C.load_model(tmp_path)
+    assert not (tmp_path / "ran").exists() and "evil_cellmod" not in sys.modules
+    with pytest.raises(ValueError, match="not a module name"):
+        C.load_model(_naming_module(tmp_path, "evilcell", "../evil_cellmod"))
+    with pytest.raises(ValueError, match=r"--cell-module '\.\.x': not a module name"):
+        C.load_model(path, cell_modules=["..x"])
+    assert not (tmp_path / "ran").exists()
+
+
+def test_predict_does_not_import_this(tmp_path, capsys, monkeypatch):
+    """``cell_module="this"``: importing it would print the Zen of Python."""
+    from gnn_treelstm.commands import predict
+
+    monkeypatch.delitem(sys.modules, "this", raising=False)
+    path = _naming_module(tmp_path, "zen", "this")
+    assert predict.main([str(path), "a good film"]) == 2
+    out, err = capsys.readouterr()
+    assert "Beautiful is better" not in out + err and "this" not in sys.modules
+    assert "--cell-module this" in err
+
+
+@pytest.mark.parametrize("cell,hidden,message", [
+    ("nary", 10**9, r"makes weights too large to count"),
+    ("nary", 10**6, r"makes a model of [\d,.]+ GiB of weights and this machine has"),
+    ("lstm", 10**6, r"model_config\['hidden'\] is 1,000,000 but no weight of the file "
+                    r"has a dimension that large"),
+])
+def test_a_checkpoint_larger_than_the_machine_is_refused_before_allocating(
+        tmp_path, cell, hidden, message):
+    path = C.save_checkpoint(tmp_path / "best.pt", _model(cell=cell), vocab=_vocab())
+    raw = torch.load(path, weights_only=True)
+    raw["model_config"]["hidden"] = hidden
+    raw[C.CONTENTS_KEY] = C.contents_digest(raw)  # as a hostile edit would
+    torch.save(raw, path)
+    with pytest.raises(ValueError, match=rf"{path}: .*{message}"):
+        C.load_model(path)

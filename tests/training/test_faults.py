@@ -29,6 +29,11 @@ TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
      "9223372036854775805)"),
     (["--hidden", "100000000"], "--hidden 100000000: the model would need about "),
     (["--emb-dim", "1000000"], "--emb-dim 1000000: at most 65536"),
+    (["--epochs", "100000000000000000000000"], "--epochs 100000000000000000000000: at most "
+     "100,000"),
+    (["--seeds", "99999999999999999999999"], "--seeds 99999999999999999999999: at most 1,000"),
+    (["--workers", "99999999999999999999999"], "--workers 99999999999999999999999: more "
+     "loader processes than the"),
 ])
 def test_bad_numbers_are_refused_up_front(tiny_sst, tmp_path, capsys, flags, message):
     try:

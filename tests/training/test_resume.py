@@ -172,3 +172,85 @@ def test_a_trainer_refuses_its_seed_state_before_a_seed_starts(tiny_sst, tmp_pat
         trainer.state  # noqa: B018 - the property refuses
     with pytest.raises(RuntimeError, match="fit"):
         trainer.place  # noqa: B018
+
+
+def _stopped_run(tiny_sst, runs: Path, monkeypatch, failing_state: int) -> Path:
+    """A one-seed run stopped by a full disk at its ``failing_state``-th ``state.pt``
+    (after that epoch's metrics line was written)."""
+    import errno
+
+    real_save, seen = torch.save, []
+
+    def save(obj, f, *a, **k):
+        if Path(getattr(f, "name", "")).name.startswith(".state.pt."):
+            seen.append(1)
+            if len(seen) == failing_state:
+                raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", save)
+    rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(runs), "--name", "r",
+                     "--epochs", "3", "--batch-size", "4", "--embeddings-mode", "random",
+                     "--emb-dim", "6", "--hidden", "5", "--threads", "1", "-q"])
+    monkeypatch.setattr(torch, "save", real_save)
+    assert rc == 2
+    return runs / "r"
+
+
+def test_a_state_of_another_run_or_seed_is_refused(tiny_sst, tmp_path, monkeypatch, capsys):
+    from gnn_treelstm.training.resume import STATE_NAME
+
+    run = _stopped_run(tiny_sst, tmp_path, monkeypatch, failing_state=2)
+    saved = torch.load(run / STATE_NAME, weights_only=True)
+    own = saved["run_id"]
+    assert own == json.loads((run / "config.json").read_text())["run_id"]
+    capsys.readouterr()
+    torch.save({**saved, "run_id": "0123456789abcdef"}, run / STATE_NAME)
+    assert train.main(["--resume", str(run), "-q"]) == 2
+    err = capsys.readouterr().err
+    assert f"{run / STATE_NAME}: the saved training state is of the run 0123456789abcdef, " \
+        f"not of this run ({own}" in err
+    torch.save({**saved, "seed": 8}, run / STATE_NAME)
+    assert train.main(["--resume", str(run), "-q"]) == 2
+    assert "is of seed 8, not of seed 1" in capsys.readouterr().err
+    torch.save(saved, run / STATE_NAME)
+    assert train.main(["--resume", str(run), "-q"]) == 0
+
+
+def _epochs(run: Path) -> tuple[list, list]:
+    import csv
+
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    with open(run / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    return [json.loads(x)["epoch"] for x in lines], [int(r["epoch"]) for r in rows]
+
+
+def test_no_epoch_twice_after_a_crash_right_after_its_metrics_line(tiny_sst, tmp_path,
+                                                                   monkeypatch):
+    """The disk fills right after epoch 1's metrics line, before any state.pt: the resumed
+    seed starts again from epoch 1 and its records list each epoch once."""
+    run = _stopped_run(tiny_sst, tmp_path, monkeypatch, failing_state=1)
+    assert _epochs(run) == ([1], [1]) and not (run / "state.pt").exists()
+    assert train.main(["--resume", str(run), "-q"]) == 0
+    assert _epochs(run) == ([1, 2, 3], [1, 2, 3])
+
+
+def test_a_resumed_run_keeps_the_threads_it_was_started_with(tiny_sst, tmp_path, monkeypatch,
+                                                             capsys):
+    from gnn_treelstm.training.options import parse_args
+
+    run = _stopped_run(tiny_sst, tmp_path, monkeypatch, failing_state=2)
+    record = json.loads((run / "config.json").read_text())
+    assert record["torch_threads"] == 1
+    assert parse_args(["--resume", str(run)]).threads == 1
+    record["torch_threads"] = 3  # as a run started with --threads 3
+    (run / "config.json").write_text(json.dumps(record))
+    assert parse_args(["--resume", str(run)]).threads == 3
+    assert parse_args(["--resume", str(run), "--threads", "3"]).threads == 3
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as e:
+        parse_args(["--resume", str(run), "--threads", "2"])
+    assert e.value.code == 2
+    assert f"--threads 2: the run {run} was started with 3 torch thread(s)" in \
+        capsys.readouterr().err

@@ -178,3 +178,40 @@ def test_a_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, mon
             with RD.claim(run):
                 pass
     assert not (run / RD.LOCK_NAME).exists()
+
+
+_KILLED_WITH_A_LOADER = """
+import multiprocessing as mp, os, signal, sys, time
+from gnn_treelstm.training import rundir
+with rundir.claim(sys.argv[1]):
+    loader = mp.get_context("fork").Process(target=time.sleep, args=(120,))
+    loader.start()
+    print(loader.pid, flush=True)
+    os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_the_next_run_takes_over_at_once_after_kill_9_with_a_live_orphan_loader(tmp_path):
+    """A loader process forked by the run does not keep its lock: the run's ``kill -9``
+    frees the directory although the loader lives on."""
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_WITH_A_LOADER, str(tmp_path / "r")],
+                            cwd=root, stdout=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(root)})
+    loader = int(proc.stdout.readline())  # the loader keeps the pipe open: read one line
+    try:
+        assert proc.wait(60) == -signal.SIGKILL
+        os.kill(loader, 0)  # the orphan is alive
+        t0 = time.monotonic()
+        with RD.claim(tmp_path / "r", resume=True):
+            pass
+        assert time.monotonic() - t0 < 1
+    finally:
+        os.kill(loader, signal.SIGKILL)
+        proc.stdout.close()
