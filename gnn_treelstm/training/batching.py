@@ -79,4 +79,4 @@ def to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D
         return batch.to(device)
     return D.Batch(batch.graph, batch.graph_b,
                    {k: v.to(device) for k, v in batch.targets.items()}, batch.index,
-                   None if batch.schedule is None else batch.schedule.to(device))
+                   None if batch.schedule is None else batch.schedule.to(device), batch.num_a)

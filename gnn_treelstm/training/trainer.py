@@ -279,7 +279,7 @@ class _EpochSums:
         b = len(batch)
         self.loss_sum += loss * b
         self.examples += b
-        self.trees += b * (2 if batch.graph_b is not None else 1)
+        self.trees += batch.num_trees
 
     def saved(self, seconds: float) -> dict:
         """The sums as a state saved inside the epoch records them, ``seconds`` in."""
@@ -642,7 +642,8 @@ class Trainer:
         joint norm before the step (:func:`~gnn_treelstm.training.optim.clip_gradients`)."""
         reduction = self.cfg.loss_reduction
         batch = to_device(batch, self.device, self.graphs_on_device)
-        out = self.current.net(batch.graph, batch.graph_b, schedule=batch.schedule)
+        out = self.current.net(batch.graph, batch.graph_b, schedule=batch.schedule,
+                               num_a=batch.num_a)
         loss = self.model.task.loss(out, batch)  # the model's task: its head's options
         b = len(batch)
         self.optimizer.zero_grad(set_to_none=True)

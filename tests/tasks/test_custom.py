@@ -117,7 +117,7 @@ def test_library_route_trains_a_few_steps(tmp_path):
     losses = []
     for _ in range(15):
         opt.zero_grad()
-        loss = model.task.loss(model(batch.graph, batch.graph_b), batch)
+        loss = model.task.loss(model(batch.graph, batch.graph_b, num_a=batch.num_a), batch)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
