@@ -423,6 +423,7 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
     if isinstance(examples, _Examples):
         if not len(examples.index):
             raise ValueError("collate: empty batch")
+
         def side(trees: list[dgl.DGLGraph] | TreeStore) -> list[dgl.DGLGraph]:
             if isinstance(trees, TreeStore):  # other stores build their batch graph
                 return [trees.batch(examples.index.numpy())]
@@ -442,8 +443,11 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         targets = {k: torch.stack([e.targets[k] for e in examples])
                    for k in examples[0].targets}
         index = torch.tensor([e.index for e in examples], dtype=torch.int64)
-    # graphs given one by one: one dgl.batch (pairs: every A, then every B)
-    graph = dgl.batch(side_a if side_b is None else side_a + side_b)
+    # graphs given one by one: one dgl.batch (pairs: every A, then every B); a store's
+    # own batch graph as it is
+    made = isinstance(examples, _Examples) and isinstance(examples.graphs, TreeStore)
+    graph = side_a[0] if made and side_b is None else dgl.batch(
+        side_a if side_b is None else side_a + side_b)
     batch = Batch(graph, None, targets, index, None, None if side_b is None else len(index))
     if schedule:
         batch.schedule = LevelSchedule.from_graph(graph, top_down=top_down)
