@@ -198,9 +198,10 @@ def _build_levels(
     node_offsets = np.zeros(num_levels + 1, dtype=np.int64)
     np.cumsum(counts, out=node_offsets[1:])
     comp_r = rank[comp]
-    width = (int(pos.max()) + 1) if len(pos) else 1
+    # up: a node's children by position; down: a node has one parent, its row decides
+    width = (int(pos.max()) + 1) if len(pos) and direction == "up" else 1
     key = comp_r * width + pos if width > 1 else comp_r
-    eorder = _edge_order(key, n * width)
+    eorder = _edge_order(key, comp_r, pos, n, width)
     e_dst = comp_r[eorder]
     e_src = rank[read[eorder]]
     e_pos = pos[eorder]
@@ -208,8 +209,6 @@ def _build_levels(
     edge_offsets = np.zeros(num_levels + 1, dtype=np.int64)
     np.cumsum(np.bincount(c_level, minlength=num_levels), out=edge_offsets[1:])
     e_seg = e_dst - node_offsets[c_level[eorder]]
-    if direction != "up":
-        width = 1
     slots = np.full((n, width), n, dtype=np.int64)
     slots.reshape(-1)[key[eorder] if width > 1 else e_dst] = e_src
     t = torch.from_numpy
@@ -231,17 +230,24 @@ def _build_levels(
     )
 
 
-def _edge_order(key: np.ndarray, size: int) -> np.ndarray:
-    """The edges by ``key`` (row of the computed node, then child position), ties in edge
-    order: where no two edges share a key (a node's children have distinct positions, as
-    in every built tree) the edges are placed in a table of ``size`` slots instead of
-    sorted."""
-    if size <= 8 * len(key) + 1024:
-        table = np.full(size, -1, dtype=np.int64)
+def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
+                width: int) -> np.ndarray:
+    """The edges by ``key = comp_r * width + pos`` (row of the computed node, then child
+    position), ties in edge order, as a stable sort would order them: where no two edges
+    share a key (a node's children have distinct positions, as in every built tree) the
+    edges are placed in a table of ``n * width`` slots; else by two stable radix sorts of
+    16-bit keys (position, then row); else one stable sort."""
+    small = np.iinfo(np.int16).max
+    if n * width <= 8 * len(key) + 1024:
+        table = np.full(n * width, -1, dtype=np.int64)
         table[key] = np.arange(len(key), dtype=np.int64)
         order = table[table >= 0]
         if len(order) == len(key):  # no shared key: the table holds every edge once
             return order
+    if n <= small and width <= small:
+        by_pos = np.argsort(pos.astype(np.int16), kind="stable") if width > 1 \
+            else np.arange(len(key), dtype=np.int64)
+        return by_pos[np.argsort(comp_r[by_pos].astype(np.int16), kind="stable")]
     return np.argsort(key, kind="stable")
 
 

@@ -195,3 +195,26 @@ def test_every_real_batch_has_the_reference_schedule(shared_data, tmp_path):
     assert check_every_batch(tmp_path / "trec", "chain") > 200
     build("amr", shared_data / "amr" / "little_prince", tmp_path / "amr")
     assert check_every_batch(tmp_path / "amr", "amr") > 50
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_forests_with_shared_and_wide_positions(seed):
+    """Every way the edges are ordered (a table of distinct positions, radix sorts where
+    siblings share a position or a node has many children, the general sort of a large
+    forest) gives the reference's order."""
+    rng = np.random.default_rng(seed)
+    n = [40, 300, 2000, 40000, 700, 90][seed]
+    par = np.array([-1] + [int(rng.integers(0, i)) if rng.random() > 0.05 else -1
+                           for i in range(1, n)])
+    child = np.flatnonzero(par >= 0)
+    if seed % 2:  # positions shared by siblings
+        pos = rng.integers(0, 3, len(child))
+    else:  # wide: positions up to the node count
+        pos = rng.integers(0, max(2, n // (5 if seed == 4 else 2)), len(child))
+    g = dgl.graph((torch.from_numpy(child), torch.from_numpy(par[child])), num_nodes=n)
+    g.edata[G.POS] = torch.from_numpy(pos)
+    g.edata[G.REL] = torch.from_numpy(rng.integers(0, 5, len(child)))
+    g.ndata[G.WORD] = torch.from_numpy(rng.integers(-1, 9, n))
+    s = LevelSchedule.from_arrays(n, child, par[child], rel=g.edata[G.REL].numpy(),
+                                  pos=pos, word=g.ndata[G.WORD].numpy())
+    assert_same(s, reference(g))
