@@ -3,7 +3,9 @@
 One measurement per process (a fresh process measures the load's memory), printed as JSON::
 
     python scripts/packed_bench.py load DIR [--split train --tree constituency]
-    python scripts/packed_bench.py collate DIR [--batch-size 25] [--schedule]
+    python scripts/packed_bench.py collate DIR [--batch-size 25] [--schedule] [--ready]
+    python scripts/packed_bench.py schedule-ab DIR --ab OLD_PYTHONPATH NEW_PYTHONPATH
+        [--batch-sizes 25 256] [--repeat 3]
 
 ``load``: the resident set (``VmRSS``) before and after ``load_split``, and after reading
 every tree once (for packed trees: every page of their arrays; for lists of graphs the
@@ -62,7 +64,8 @@ def measure_load(data: str, split: str, tree: str) -> dict:
             "resident_bytes_per_node": round((touched - before) / nodes, 2)}
 
 
-def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule: bool) -> dict:
+def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule: bool,
+                    ready: bool = False) -> dict:
     import torch
 
     from gnn_treelstm.trees import data as D
@@ -74,12 +77,54 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     for b in batches[:20]:  # warm: first pages read, first DGL calls
         D.collate(ds.__getitems__(b), schedule=schedule)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.thread_time()
     for b in batches:
         D.collate(ds.__getitems__(b), schedule=schedule)
-    seconds = time.perf_counter() - t0
-    return {"trees": len(sp), "batch_size": batch_size, "schedule": schedule,
-            "trees_per_s": round(len(sp) / seconds, 1)}
+    seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    out = {"trees": len(sp), "batch_size": batch_size, "schedule": schedule,
+           "trees_per_s": round(len(sp) / seconds, 1),
+           "trees_per_cpu_s": round(len(sp) / cpu, 1)}
+    if ready:  # dgl.batch of the same trees made into graphs beforehand
+        import dgl
+
+        sides = [sp.graphs] + ([sp.graphs_b] if sp.graphs_b is not None else [])
+        graphs = [[side[i] for side in sides for i in b] for b in batches]
+        for g in graphs[:20]:
+            dgl.batch(g)
+        c0 = time.thread_time()
+        for g in graphs:
+            dgl.batch(g)
+        out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / (time.thread_time() - c0), 1)
+    return out
+
+
+def schedule_ab(args: argparse.Namespace) -> None:
+    """Collate + schedule, old and new code alternating (a fresh process each), at every
+    ``--batch-sizes``: trees per CPU second of the one loading thread, and ``dgl.batch`` of
+    the same trees as ready graphs (new process); ratios per round."""
+    old_py, new_py = args.ab
+    rows = []
+    for r in range(args.repeat):
+        for bs in args.batch_sizes:
+            for name, py in (("old", old_py), ("new", new_py)):
+                cmd = [sys.executable, __file__, "collate", args.data, "--split", args.split,
+                       "--tree", args.tree, "--batch-size", str(bs), "--schedule"]
+                if name == "new":
+                    cmd.append("--ready")
+                env = {**os.environ, "PYTHONPATH": py}
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                row = {"round": r, "code": name, **json.loads(out.stdout.strip().splitlines()[-1])}
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    for bs in args.batch_sizes:
+        for r in range(args.repeat):
+            o, n = (next(x for x in rows if x["round"] == r and x["batch_size"] == bs
+                         and x["code"] == c) for c in ("old", "new"))
+            key = "trees_per_cpu_s"
+            print(f"batch {bs} round {r}: collate+schedule trees/CPU-s old {o[key]:,.0f} "
+                  f"new {n[key]:,.0f} new/old {n[key] / o[key]:.2f}; dgl.batch of ready graphs "
+                  f"{n['ready_dgl_batch_trees_per_cpu_s']:,.0f}, new/ready "
+                  f"{n[key] / n['ready_dgl_batch_trees_per_cpu_s']:.2f}")
 
 
 def compare(args: argparse.Namespace) -> None:
@@ -109,7 +154,7 @@ def compare(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("load", "collate", "compare"))
+    ap.add_argument("what", choices=("load", "collate", "compare", "schedule-ab"))
     ap.add_argument("data", nargs="?", type=str)
     ap.add_argument("--split", default="train")
     ap.add_argument("--tree", default="constituency")
@@ -117,9 +162,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--schedule", action="store_true", help="collate: level schedules too")
     ap.add_argument("--compare", nargs=4, metavar=("OLD_PY", "OLD_DIR", "NEW_PY", "NEW_DIR"))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--ready", action="store_true",
+                    help="collate: also dgl.batch of the same trees as ready graphs")
+    ap.add_argument("--ab", nargs=2, metavar=("OLD_PY", "NEW_PY"),
+                    help="schedule-ab: the two checkouts' PYTHONPATH")
+    ap.add_argument("--batch-sizes", type=int, nargs="+", default=[25, 256])
     args = ap.parse_args(argv)
     if args.what == "compare":
         compare(args)
+        return 0
+    if args.what == "schedule-ab":
+        schedule_ab(args)
         return 0
     if args.data is None or not Path(args.data).is_dir():
         print(f"error: {args.data}: not a built data directory", file=sys.stderr)
@@ -127,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.what == "load":
         out = measure_load(args.data, args.split, args.tree)
     else:
-        out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule)
+        out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
+                              args.ready)
     print(json.dumps(out))
     return 0
 

@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
                                                  remap_vocab=a.remap_vocab)
             if a.json:
                 print(json.dumps({"checkpoint": str(checkpoint_path(p)), "split": split,
-                                  **metrics}))
+                                  **metrics, "vectors": ck.meta.get("vectors")}))
             else:
                 print(f"{checkpoint_path(p)} [{ck.model.task.name}, {split}]: "
                       f"{format_metrics(metrics)}")

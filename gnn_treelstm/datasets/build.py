@@ -248,6 +248,9 @@ def _read(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
     t_read = time.perf_counter() - t0
     logger.info("%s: read %s from %s in %.1fs", dataset, {s: len(v) for s, v in data.items()},
                 srcs[0], t_read)
+    if info.get("files"):  # meta.json names them resolved: the same files from any folder
+        info["files"] = {s: [str(Path(p).resolve()) for p in ps]
+                         for s, ps in info["files"].items()}
     sample = is_sample(srcs[0]) if dataset not in FILE_DATASETS else False
     if opts.check:
         if sample:
@@ -360,13 +363,19 @@ def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], o
     built_trees = [t for t in all_trees if t in trees or t in old_meta.get("trees", [])]
     seconds["total_last_run"] = round(time.perf_counter() - t_start, 2)
     meta = _meta(dataset, data, info, built_trees, num_relations, opts)
-    meta.update(vocab_size=len(vocab), src=str(src), build_seconds=seconds,
+    meta.update(vocab_size=len(vocab), src=str(Path(src).resolve()), build_seconds=seconds,
                 counts_checked=bool(opts.check and not info["sample"])
                 or old_meta.get("counts_checked", False),
                 built_with=old_meta.get("built_with", {}) if nlp is None and old_meta
                 else _versions(nlp))
     if info.get("files"):
         meta["src"] = info["files"]
+    return _finish_build(out, meta)
+
+
+def _finish_build(out: Path, meta: dict) -> dict:
+    """The build's last step: write ``meta.json`` (atomically; its presence marks a
+    complete build) and drop the kept parse and pack shards. Returns ``meta``."""
     atomic_write(out / "meta.json", json.dumps(meta, indent=2, ensure_ascii=False) + "\n")
     meta = manifest.seal(out, meta)  # build id, sizes and digests: checked on load
     shutil.rmtree(out / SHARD_DIR, ignore_errors=True)  # the build is complete

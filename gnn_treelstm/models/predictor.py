@@ -54,6 +54,7 @@ from gnn_treelstm.models.checkpoint import (
     save_checkpoint,
 )
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.data import Example, collate
 
 __all__ = ["Input", "Predictor", "read_lines", "tree_source", "trees_from", "STANFORD_SICK"]
 
@@ -338,8 +339,6 @@ class Predictor:
 
     def _batch(self, chunk: Sequence[Input], nodes: bool
                ) -> Iterator[tuple[dict, list[tuple[Any, Any]]]]:
-        import dgl
-
         from gnn_treelstm.datasets import dependency
 
         ck, task = self.checkpoint, self.task
@@ -347,9 +346,13 @@ class Predictor:
         pb = dependency.parse_texts(self.nlp, [x.b for x in chunk]) if task.pair else None
         ga = self.graphs(pa, report=False)
         gb = self.graphs(pb, report=False) if pb is not None else None
-        batch_a = dgl.batch(ga)
-        out = self.model(batch_a, None if gb is None else dgl.batch(gb))
-        offsets = [0, *batch_a.batch_num_nodes().cumsum(0).tolist()]
+        # the data loader's collate: pairs batched once, the level schedule built there
+        batch = collate([Example(j, g, None if gb is None else gb[j], {})
+                         for j, g in enumerate(ga)],
+                        schedule=self.model.cell.engine == "level")
+        out = self.model(batch.graph, batch.graph_b, schedule=batch.schedule,
+                         num_a=batch.num_a)
+        offsets = [0, *batch.graph.batch_num_nodes()[:len(ga)].cumsum(0).tolist()]
         for j, x in enumerate(chunk):
             sides = [(pa[j], ga[j])] + ([(pb[j], gb[j])] if pb is not None else [])
             rec = self._text_fields(x, sides)

@@ -267,15 +267,25 @@ class TreeLSTMModel(nn.Module):
 
     # ------------------------------------------------------------------ forward
     def encode(self, graph: dgl.DGLGraph, graph_b: dgl.DGLGraph | None = None, *,
-               schedule: LevelSchedule | None = None) -> Encoded:
+               schedule: LevelSchedule | None = None, num_a: int | None = None) -> Encoded:
         """Run the cell on one batch (pairs: A and B graphs batched together).
 
         ``schedule``: the level schedule of that graph (``graph``, or
         ``dgl.batch([graph, graph_b])``), as :func:`gnn_treelstm.trees.data.collate` builds it;
         passed to the cell (level engine). Without it the level engine builds its own.
+        ``num_a``: ``graph`` is a pair batch already batched together (its first ``num_a``
+        sentences the A sides, then the B sides, as ``collate`` builds it); ``graph_b`` is
+        then None.
         """
-        num_a = graph.batch_size
-        g = graph if graph_b is None else dgl.batch([graph, graph_b])
+        if num_a is not None:
+            if graph_b is not None or not 0 <= num_a <= graph.batch_size:
+                raise ValueError(
+                    f"num_a={num_a}: a pair batch batched together is one graph of "
+                    f"{graph.batch_size} sentences, its first num_a the A sides (no graph_b)")
+            g = graph
+        else:
+            num_a = graph.batch_size
+            g = graph if graph_b is None else dgl.batch([graph, graph_b])
         if schedule is not None and schedule.num_nodes != g.num_nodes():
             raise ValueError(
                 f"the schedule has {schedule.num_nodes} nodes but the batch's graph has "
@@ -296,12 +306,14 @@ class TreeLSTMModel(nn.Module):
         return Encoded(graph=g, h=h, sent=sent, roots=roots, num_a=num_a, node_fn=node_fn)
 
     def forward(self, graph: dgl.DGLGraph, graph_b: dgl.DGLGraph | None = None, *,
-                schedule: LevelSchedule | None = None) -> dict[str, torch.Tensor]:
-        if self.task.pair and graph_b is None:
+                schedule: LevelSchedule | None = None,
+                num_a: int | None = None) -> dict[str, torch.Tensor]:
+        pair = graph_b is not None or num_a is not None
+        if self.task.pair and not pair:
             raise ValueError(f"task {self.task.name!r} needs sentence pairs: pass graph_b")
-        if not self.task.pair and graph_b is not None:
+        if not self.task.pair and pair:
             raise ValueError(f"task {self.task.name!r} takes single sentences, got a pair")
-        return self.head(self.encode(graph, graph_b, schedule=schedule))
+        return self.head(self.encode(graph, graph_b, schedule=schedule, num_a=num_a))
 
     def parameter_groups(self) -> tuple[list[nn.Parameter], list[nn.Parameter]]:
         """``(word embedding parameters that train, all other trainable parameters)``."""

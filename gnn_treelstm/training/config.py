@@ -180,8 +180,19 @@ class RunConfig:
         "recorded as an absolute path", metavar="DIR", path=True)
     embeddings: str | None = _option(
         None, "--embeddings", MODEL,
-        "GloVe/word2vec text file (plain or .gz); default: the raw data's glove/ directory "
-        "if it has one", metavar="FILE", path=True)
+        "GloVe/word2vec text file (plain or .gz); default: the first known file in the "
+        "glove/ directory of the raw data the data set was built from; none found is an "
+        "error unless --embeddings-mode random. Recorded as its resolved path, with its "
+        "size, SHA-256 and the words found", metavar="FILE", path=True)
+    embeddings_sha256: str | None = _option(
+        None, "--embeddings-sha256", MODEL,
+        "the SHA-256 the vectors file must have (a run's config.yaml records it, so a run "
+        "trained from that file reads the same vectors); another file is an error",
+        metavar="HEX", checks=(Check(
+            lambda v: isinstance(v, str) and len(v) == 64
+            and all(c in "0123456789abcdef" for c in v),
+            "{flag} {value!r}: expected the 64 lowercase hex digits of a SHA-256 (as "
+            "`sha256sum FILE` prints them)"),))
     embeddings_mode: str | None = _option(
         None, "--embeddings-mode", MODEL,
         "Tai Table 2: tuned, fixed or random word vectors (default: fixed for sick-r, tuned "
@@ -554,7 +565,8 @@ def config_changes(recorded: dict[str, Any], cfg: RunConfig,
     field RunConfig no longer has is not compared. Path options (``data``, ``embeddings``)
     are compared by the file they name: a relative path, as runs recorded them before
     recording absolute ones, is read from the current directory, so ``built/sick`` and
-    ``/abs/built/sick`` are the same when run from ``/abs``."""
+    ``/abs/built/sick`` are the same when run from ``/abs``. ``embeddings_sha256`` is a
+    check, not a choice: it differs only where both name a digest."""
     want = json.loads(json.dumps(jsonable(cfg.to_dict())))
     default = json.loads(json.dumps(jsonable(RunConfig().to_dict())))
     had = {**default, **recorded}
@@ -563,6 +575,8 @@ def config_changes(recorded: dict[str, Any], cfg: RunConfig,
 
     def same(k: str) -> bool:
         a, b = had.get(k), want.get(k)
+        if k == "embeddings_sha256" and (a is None or b is None):
+            return True
         if k in paths and isinstance(a, str) and isinstance(b, str):
             return os.path.realpath(os.path.expanduser(a)) == \
                 os.path.realpath(os.path.expanduser(b))
@@ -572,17 +586,26 @@ def config_changes(recorded: dict[str, Any], cfg: RunConfig,
             if k not in skip and not same(k)]
 
 
-def run_config_yaml(cfg: RunConfig) -> str:
+def run_config_yaml(cfg: RunConfig, vectors: dict | None = None) -> str:
     """``config.yaml`` of a run: the resolved :class:`RunConfig` (every default filled in)
     as YAML, which ``gnn-treelstm train --config`` reads back. The run's ``name`` is left
     out, so training from the file makes a new run directory instead of overwriting this
-    one (``--name`` picks one)."""
+    one (``--name`` picks one). ``vectors``: the record of the word vectors the run read
+    (:func:`gnn_treelstm.training.data.load_embeddings`), written as a comment beside the
+    ``embeddings`` and ``embeddings_sha256`` keys that select and check them."""
     import yaml
 
     body = {k: v for k, v in jsonable(cfg.to_dict()).items() if k != "name"}
+    used = ""
+    if vectors and vectors.get("path"):
+        used = (f"# word vectors read: {vectors['path']} ({vectors.get('size')} bytes, "
+                f"sha256 {vectors.get('sha256')}), {vectors.get('words_found')} of "
+                f"{vectors.get('vocab_words')} words found\n")
+    elif vectors:
+        used = "# word vectors: random (--embeddings-mode random)\n"
     return ("# the resolved configuration of this run; `gnn-treelstm train --config "
             "THIS_FILE` trains it again\n# (command-line flags override these keys)\n"
-            + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
+            + used + yaml.safe_dump(body, sort_keys=False, allow_unicode=True))
 
 
 def build_model_config(cfg: RunConfig, *, vocab_size: int, num_relations: int,

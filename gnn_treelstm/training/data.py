@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 __all__ = ["SAMPLE_SRC", "RAW_PROBES", "DEFAULT_VECTORS", "DataError", "RunData",
            "resolve_data_dir", "managed_data_dir", "prepare_data", "check_compatibility",
-           "default_vectors", "load_embeddings"]
+           "vectors_candidates", "default_vectors", "load_embeddings"]
 
 SAMPLE_SRC = Path(__file__).resolve().parents[1] / "sample_data"
 #: raw-data probes: a directory holding one of these for the data set is raw (unbuilt) data
@@ -334,41 +334,72 @@ def check_compatibility(cfg: RunConfig, rd: RunData, num_relations: int) -> None
                     "/".join(kinds), cfg.tree)
 
 
-def default_vectors(rd: RunData) -> Path | None:
-    """A pre-trained vectors file next to the raw data the directory was built from (a
-    benchmark build's ``meta.json`` names that directory; a build from your own files names
-    the files, and has none)."""
+def vectors_candidates(rd: RunData) -> list[Path]:
+    """The files :func:`default_vectors` looks for, in order: the known GloVe files in the
+    ``glove/`` directory of the raw data the data set was built from (none for a data set
+    built from your own files). ``meta.json`` names that directory by its absolute path; a
+    relative one (data built by an older version) is refused (:class:`DataError`), as it
+    would name another directory from every working directory."""
     src = rd.meta.get("src")
     if not src or not isinstance(src, str):
-        return None
+        return []
+    if not Path(src).is_absolute():
+        raise DataError(
+            f"{Path(rd.data_dir) / 'meta.json'} names the raw data it was built from by the "
+            f"relative path {src!r}, which is another directory from every working "
+            f"directory, so its default word vectors are unknown; rebuild it "
+            f"(`{_dataset_hint(rd.meta.get('dataset', '...'), rd.data_dir)} --force` records "
+            "the absolute path), or pass --embeddings FILE (or --embeddings-mode random)")
     glove = Path(src) / "glove"
-    for name in DEFAULT_VECTORS.get(rd.meta.get("dataset"), ()) + DEFAULT_VECTORS["*"]:
-        if (glove / name).is_file():
-            return glove / name
-    return None
+    names = DEFAULT_VECTORS.get(rd.meta.get("dataset"), ()) + DEFAULT_VECTORS["*"]
+    return [glove / name for name in dict.fromkeys(names)]
 
 
-def load_embeddings(cfg: RunConfig, rd: RunData, *,
-                    explicit: bool = True) -> tuple[torch.Tensor | None, dict]:
-    """The embedding matrix for the vocabulary (None for random) and a description.
+def default_vectors(rd: RunData) -> Path | None:
+    """The first of :func:`vectors_candidates` that exists (None if none does)."""
+    return next((p for p in vectors_candidates(rd) if p.is_file()), None)
 
-    Without a vectors file, ``fixed`` is an error when the user asked for it
-    (``explicit``); a defaulted mode falls back to random vectors with a warning.
+
+def _no_vectors(cfg: RunConfig, rd: RunData) -> DataError:
+    """The error of a run that asked for pre-trained vectors and has none."""
+    looked = vectors_candidates(rd)
+    where = (f"none of {', '.join(str(p) for p in looked)} exists" if looked else
+             f"{Path(rd.data_dir) / 'meta.json'} names no raw data directory (the data set "
+             "was built from your own files), so there is no default vectors file")
+    return DataError(
+        f"--embeddings-mode {cfg.embeddings_mode} reads pre-trained word vectors, and no "
+        f"--embeddings FILE was given: {where}; pass --embeddings FILE (GloVe text, plain "
+        "or .gz), or --embeddings-mode random for random word vectors")
+
+
+def load_embeddings(cfg: RunConfig, rd: RunData) -> tuple[torch.Tensor | None, dict]:
+    """The embedding matrix for the vocabulary (None for random) and its record.
+
+    Random vectors only with ``--embeddings-mode random``; any other mode reads
+    ``cfg.embeddings``, else :func:`default_vectors`, and none found is a
+    :class:`DataError` naming what was looked for. The record (``config.json``'s
+    ``embeddings``, the checkpoint's ``vectors``) holds the mode, the file's resolved
+    ``path``, ``size`` and ``sha256`` (:func:`gnn_treelstm.trees.vectors.file_record`), the
+    ``words_found`` of ``vocab_words`` and the coverage counts; a ``cfg.embeddings_sha256``
+    that differs from the file's is a ``ValueError``.
     """
     if cfg.embeddings_mode == "random":
         return None, {"mode": "random", "path": None}
+    from gnn_treelstm.trees.vectors import build_embedding_matrix, file_record
+
     path = Path(cfg.embeddings) if cfg.embeddings else default_vectors(rd)
     if path is None:
-        if cfg.embeddings_mode == "fixed" and explicit:
-            raise ValueError("--embeddings-mode fixed needs pre-trained vectors: pass "
-                             "--embeddings PATH (GloVe text, plain or .gz)")
-        log.warning("no pre-trained vectors found (pass --embeddings PATH); using random "
-                    "word vectors")
-        return None, {"mode": "random", "path": None, "requested": cfg.embeddings_mode}
-    from gnn_treelstm.trees.vectors import build_embedding_matrix
-
-    weights, stats = build_embedding_matrix(list(rd.vocab.itos), path)
-    info = {"mode": cfg.embeddings_mode, "path": str(path)}
-    info.update(dataclasses.asdict(stats) if dataclasses.is_dataclass(stats) else {})
-    info.pop("unk_examples", None)
+        raise _no_vectors(cfg, rd)
+    record = file_record(path)
+    if cfg.embeddings_sha256 is not None and record["sha256"] != cfg.embeddings_sha256:
+        raise ValueError(
+            f"the vectors file {record['path']} has SHA-256 {record['sha256']}, not the "
+            f"{cfg.embeddings_sha256} the run asks for (--embeddings-sha256, as a run's "
+            "config.yaml records it): it is another file; pass the run's vectors file, or "
+            "drop --embeddings-sha256 to train with this one")
+    weights, stats = build_embedding_matrix(list(rd.vocab.itos), record["path"])
+    info = {"mode": cfg.embeddings_mode, **record,
+            "words_found": stats.exact + stats.lower, "vocab_words": stats.vocab_size - 1}
+    info.update({k: v for k, v in dataclasses.asdict(stats).items()
+                 if k not in ("source", "unk_examples")})
     return weights, info

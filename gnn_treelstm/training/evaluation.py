@@ -55,8 +55,11 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
             lengths = _word_counts(batch.graph)
             if batch.graph_b is not None:
                 lengths = (lengths + _word_counts(batch.graph_b)) / 2
+            elif batch.num_a is not None:  # A sentences, then B sentences
+                lengths = (lengths[:batch.num_a] + lengths[batch.num_a:]) / 2
             batch = to_device(batch, device, graphs_on_device)
-            out = model(batch.graph, batch.graph_b, schedule=batch.schedule)
+            out = model(batch.graph, batch.graph_b, schedule=batch.schedule,
+                        num_a=batch.num_a)
             part = task.gather(out, batch)
             index = batch.index.cpu().numpy()
             keep = task.examples_scored(batch)

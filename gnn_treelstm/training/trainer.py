@@ -279,7 +279,7 @@ class _EpochSums:
         b = len(batch)
         self.loss_sum += loss * b
         self.examples += b
-        self.trees += b * (2 if batch.graph_b is not None else 1)
+        self.trees += batch.num_trees
 
     def saved(self, seconds: float) -> dict:
         """The sums as a state saved inside the epoch records them, ``seconds`` in."""
@@ -330,10 +330,13 @@ class Trainer:
                      self.data.data_dir, self.cfg.tree,
                      ", ".join(f"{k} {len(v)}" for k, v in self.data.splits.items()),
                      len(self.data.vocab), time.perf_counter() - t0)
-        # a vectors file is required only where the run asked for its mode
+        # pre-trained vectors unless --embeddings-mode random; the file read is recorded
+        # (resolved path and digest) in the run's configuration
         t0 = time.perf_counter()
-        self.embeddings, self.emb_info = load_embeddings(
-            self.cfg, self.data, explicit=cfg.embeddings_mode is not None)
+        self.embeddings, self.emb_info = load_embeddings(self.cfg, self.data)
+        if self.embeddings is not None:
+            self.cfg = dataclasses.replace(self.cfg, embeddings=self.emb_info["path"],
+                                           embeddings_sha256=self.emb_info["sha256"])
         self._log_vectors(time.perf_counter() - t0)
         self.model_config = build_model_config(
             self.cfg, vocab_size=len(self.data.vocab), num_relations=self.num_relations,
@@ -464,7 +467,7 @@ class Trainer:
             with self._writing(out / "config.json"):
                 write_json(out / "config.json", record)
             with self._writing(out / "config.yaml"):
-                atomic_write(out / "config.yaml", run_config_yaml(cfg))
+                atomic_write(out / "config.yaml", run_config_yaml(cfg, self.emb_info))
         counts = ", ".join(f"{k} {len(v)}" for k, v in self.data.splits.items())
         log.info("run %s: %s/%s/%s on %s (%s)", out, cfg.task, cfg.model, cfg.tree,
                  self.data.data_dir, counts)
@@ -666,7 +669,8 @@ class Trainer:
         joint norm before the step (:func:`~gnn_treelstm.training.optim.clip_gradients`)."""
         reduction = self.cfg.loss_reduction
         batch = to_device(batch, self.device, self.graphs_on_device)
-        out = self.current.net(batch.graph, batch.graph_b, schedule=batch.schedule)
+        out = self.current.net(batch.graph, batch.graph_b, schedule=batch.schedule,
+                               num_a=batch.num_a)
         loss = self.model.task.loss(out, batch)  # the model's task: its head's options
         b = len(batch)
         self.optimizer.zero_grad(set_to_none=True)
@@ -771,7 +775,7 @@ class Trainer:
                   "data_dir": str(rd.data_dir), "dataset": rd.meta.get("dataset"),
                   "tree": self.cfg.tree, "dev_split": rd.dev_split,
                   "data_examples": {k: len(v) for k, v in rd.splits.items()},
-                  "run_id": self.place.run_id},
+                  "run_id": self.place.run_id, "vectors": self.emb_info},
         )
 
     def save_state(self, loader_state: torch.Tensor) -> None:
@@ -830,9 +834,7 @@ class Trainer:
         """The start-up line of the word vectors."""
         info = self.emb_info
         if self.embeddings is None:
-            startup.info("word vectors: random (%s)", "--embeddings-mode random"
-                         if info.get("mode") == "random" and "requested" not in info
-                         else "no vectors file found")
+            startup.info("word vectors: random (--embeddings-mode random)")
             return
         found = int(info.get("exact", 0)) + int(info.get("lower", 0))
         startup.info("word vectors: %s: %d of %d words found (%.1f%%), %d-d, %s (%.1f s)",

@@ -39,6 +39,7 @@ from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
 from gnn_treelstm.trees.packed import (
     PackedTrees,
     TreeStore,
+    batch_trees,
     load_packed,
     pack_graphs,
     packed_exists,
@@ -309,13 +310,17 @@ class Example(NamedTuple):
 
 @dataclass
 class Batch:
-    """A collated batch: ``graph`` (and ``graph_b``) are ``dgl.batch`` results.
+    """A collated batch: ``graph`` (and ``graph_b``) are batched graphs.
 
-    ``schedule`` (optional) is the :class:`~gnn_treelstm.trees.schedule.LevelSchedule` of
-    the graph the encoder runs on: ``graph``, or for pairs ``dgl.batch([graph, graph_b])``
-    (every A sentence, then every B sentence; :meth:`encoder_graph`). ``collate`` builds it
-    once per batch when asked (``schedule=True``), so the level engine does no scheduling
-    in the training step.
+    A pair batch is batched once, as the encoder runs on it: ``graph`` holds every A
+    sentence, then every B sentence, and ``num_a`` says how many are A sentences
+    (``graph_b`` is then None; a batch made by hand may instead hold the two sides in
+    ``graph`` and ``graph_b``, with ``num_a`` None). ``schedule`` (optional) is the
+    :class:`~gnn_treelstm.trees.schedule.LevelSchedule` of the graph the encoder runs on
+    (:meth:`encoder_graph`). ``collate`` builds it once per batch when asked
+    (``schedule=True``), from the trees' arrays, so the level engine does no scheduling in
+    the training step. The model takes ``model(batch.graph, batch.graph_b,
+    schedule=batch.schedule, num_a=batch.num_a)``.
 
     ``global_size`` (data parallel training) is the size of the global batch this batch is
     one rank's share of; None: the batch is the whole of its step's batch.
@@ -326,10 +331,21 @@ class Batch:
     targets: dict[str, torch.Tensor]
     index: torch.Tensor  # example ids within the split, (batch,)
     schedule: LevelSchedule | None = None
+    num_a: int | None = None
     global_size: int | None = None
 
     def __len__(self) -> int:
         return len(self.index)
+
+    @property
+    def pair(self) -> bool:
+        """Whether the examples are sentence pairs."""
+        return self.graph_b is not None or self.num_a is not None
+
+    @property
+    def num_trees(self) -> int:
+        """Sentences in the batch (two an example for pairs)."""
+        return self.graph.batch_size + (0 if self.graph_b is None else self.graph_b.batch_size)
 
     def encoder_graph(self) -> dgl.DGLGraph:
         """The graph the encoder runs on: ``graph``, or A-graphs then B-graphs for pairs."""
@@ -342,7 +358,7 @@ class Batch:
                      {k: v.to(device) for k, v in self.targets.items()},
                      self.index.to(device),
                      None if self.schedule is None else self.schedule.to(device),
-                     self.global_size)
+                     num_a=self.num_a, global_size=self.global_size)
 
     def pin_memory(self) -> Batch:
         """Pinned host copies of the tensors (``DataLoader(pin_memory=True)``, CUDA only)."""
@@ -401,31 +417,46 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         top_down: the schedule includes the top-down levels (cells of Teng & Zhang §4.3 and
             the backward sequential LSTM need them).
     """
-    if isinstance(examples, _Examples) and isinstance(examples.graphs, TreeStore):
+    if isinstance(examples, _Examples) and isinstance(examples.graphs, PackedTrees) and (
+            examples.graphs_b is None or isinstance(examples.graphs_b, PackedTrees)):
         if not len(examples.index):
             raise ValueError("collate: empty batch")
-        graph = examples.graphs.batch(examples.index.numpy())
-        graph_b = None if examples.graphs_b is None else examples.graphs_b.batch(
-            examples.index.numpy())
-        targets, index = dict(examples.targets), examples.index
-    elif isinstance(examples, _Examples):
-        if not examples.graphs:
+        positions = examples.index.numpy()
+        parts = [(examples.graphs, positions)]
+        if examples.graphs_b is not None:
+            parts.append((examples.graphs_b, positions))
+        graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down)
+        return Batch(graph, None, dict(examples.targets), examples.index, sched,
+                     None if examples.graphs_b is None else len(positions))
+    if isinstance(examples, _Examples):
+        if not len(examples.index):
             raise ValueError("collate: empty batch")
-        graph = dgl.batch(examples.graphs)
-        graph_b = None if examples.graphs_b is None else dgl.batch(examples.graphs_b)
+
+        def side(trees: list[dgl.DGLGraph] | TreeStore) -> list[dgl.DGLGraph]:
+            if isinstance(trees, TreeStore):  # other stores build their batch graph
+                return [trees.batch(examples.index.numpy())]
+            return list(trees)
+
+        side_a = side(examples.graphs)
+        side_b = None if examples.graphs_b is None else side(examples.graphs_b)
         targets, index = dict(examples.targets), examples.index
     else:
         if not examples:
             raise ValueError("collate: empty batch")
-        graph = dgl.batch([e.graph for e in examples])
+        side_a = [e.graph for e in examples]
         has_b = [e.graph_b is not None for e in examples]
         if any(has_b) and not all(has_b):
             raise ValueError("collate: some examples have a second graph and some do not")
-        graph_b = dgl.batch([e.graph_b for e in examples]) if all(has_b) else None
+        side_b = [e.graph_b for e in examples] if all(has_b) else None
         targets = {k: torch.stack([e.targets[k] for e in examples])
                    for k in examples[0].targets}
         index = torch.tensor([e.index for e in examples], dtype=torch.int64)
-    batch = Batch(graph, graph_b, targets, index)
+    # graphs given one by one: one dgl.batch (pairs: every A, then every B); a store's
+    # own batch graph as it is
+    made = isinstance(examples, _Examples) and isinstance(examples.graphs, TreeStore)
+    graph = side_a[0] if made and side_b is None else dgl.batch(
+        side_a if side_b is None else side_a + side_b)
+    batch = Batch(graph, None, targets, index, None, None if side_b is None else len(index))
     if schedule:
-        batch.schedule = LevelSchedule.from_graph(batch.encoder_graph(), top_down=top_down)
+        batch.schedule = LevelSchedule.from_graph(graph, top_down=top_down)
     return batch

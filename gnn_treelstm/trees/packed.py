@@ -39,19 +39,27 @@ from pathlib import Path
 import dgl
 import numpy as np
 import torch
+from dgl.frame import Frame
 
 from gnn_treelstm import _dgl_compat
 from gnn_treelstm.files import atomic_dir
+from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.schedule import LevelSchedule
 
 _dgl_compat.attach()
 
-__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "pack_graphs", "concat_packed",
+__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "pack_graphs",
+           "concat_packed",
            "write_packed", "load_packed", "packed_exists"]
 
 #: version of the on-disk layout, in ``header.json``
 FORMAT = 1
 _OFFSETS = ("node_offsets", "edge_offsets")
 _INT_TYPES = (np.int8, np.int16, np.int32, np.int64)
+#: the numpy type of a field's torch dtype name (the stored field is converted in numpy)
+_NUMPY_TYPES = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+                "uint8": np.uint8, "bool": np.bool_, "float32": np.float32,
+                "float64": np.float64}
 
 
 def _small(arr: np.ndarray) -> np.ndarray:
@@ -139,6 +147,7 @@ class PackedTrees(TreeStore):
         self.index = index
         self.maps = dict(maps or {})
         self._stored = len(arrays["node_offsets"]) - 1
+        self._views: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ sequence
     def __len__(self) -> int:
@@ -213,41 +222,100 @@ class PackedTrees(TreeStore):
     # ------------------------------------------------------------------ batching
     def batch(self, positions: Sequence[int] | np.ndarray | torch.Tensor) -> dgl.DGLGraph:
         """The batched graph of the trees at ``positions``: the graph ``dgl.batch`` makes
-        of those trees, built from the arrays in one pass."""
+        of those trees, built from the arrays in one pass (:func:`batch_trees`)."""
+        return batch_trees([(self, positions)])[0]
+
+    def _select(self, positions: Sequence[int] | np.ndarray | torch.Tensor
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Stored node and edge numbers of the trees at ``positions``, and their sizes."""
         pos = np.asarray(positions, dtype=np.int64).reshape(-1)
         ids = pos if self.index is None else self.index[pos]
-        a = self.arrays
-        no, eo = a["node_offsets"], a["edge_offsets"]
+        no, eo = self._plain("node_offsets"), self._plain("edge_offsets")
         n0, e0 = no[ids], eo[ids]
         nn, ne = no[ids + 1] - n0, eo[ids + 1] - e0
-        nidx, eidx = ranges(n0, nn), ranges(e0, ne)
-        base = np.repeat(np.cumsum(nn) - nn, ne)
-        src = torch.from_numpy(a["src"][eidx].astype(np.int64) + base)
-        dst = torch.from_numpy(a["dst"][eidx].astype(np.int64) + base)
-        g = dgl.graph((src, dst), num_nodes=int(nn.sum()))
-        for key, dtype in self.dtypes.items():
-            vals = self._gather(key, nidx if key[0] == "n" else eidx, dtype)
-            (g.ndata if key[0] == "n" else g.edata)[key[2:]] = vals
-        g.set_batch_num_nodes(torch.from_numpy(nn))
-        g.set_batch_num_edges(torch.from_numpy(ne))
-        return g
+        return ranges(n0, nn), ranges(e0, ne), nn, ne
+
+    def _plain(self, key: str) -> np.ndarray:
+        """``arrays[key]`` as a plain ``ndarray`` over the same memory (indexing a
+        ``np.memmap`` costs a subclass round trip each time)."""
+        plain = self._views.get(key)
+        if plain is None:
+            plain = self._views[key] = np.asarray(self.arrays[key]).view(np.ndarray)
+        return plain
 
     def gather_values(self, key: str, idx: np.ndarray) -> torch.Tensor:
         """``field[idx]`` (stored node or edge numbers), in its stored type, maps applied."""
         return self._gather(key, idx, None)
 
     def _gather(self, key: str, idx: np.ndarray, dtype: str | None) -> torch.Tensor:
-        out = torch.from_numpy(np.ascontiguousarray(self.arrays[key][idx]))
+        vals = self._plain(key)[idx]
         table = self.maps.get(key)
         if table is not None:
-            out = out.to(torch.int64)
+            out = torch.from_numpy(vals).to(torch.int64)
             out = torch.where(out >= 0, table[out.clamp(min=0)].to(torch.int64), out)
+            return out if dtype is None else out.to(getattr(torch, dtype))
+        if dtype is not None:  # numpy's conversion: a few microseconds less a field
+            vals = vals.astype(_NUMPY_TYPES.get(dtype, vals.dtype), copy=False)
+        out = torch.from_numpy(vals)
         return out if dtype is None else out.to(getattr(torch, dtype))
 
     @property
     def nbytes(self) -> int:
         """Bytes of the arrays (on disk, or in memory once every page was read)."""
         return int(sum(v.nbytes for v in self.arrays.values()))
+
+
+def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
+                *, schedule: bool = False, top_down: bool = True
+                ) -> tuple[dgl.DGLGraph, LevelSchedule | None]:
+    """One batched graph of the trees of several packed sequences, in order (for a pair
+    batch: every A tree, then every B tree), built from their arrays in one pass: the
+    graph ``dgl.batch`` makes of those trees (node and edge order, every field,
+    ``batch_num_nodes``/``batch_num_edges``). ``schedule``: also its level schedule
+    (:meth:`LevelSchedule.from_arrays`, ``top_down`` levels too), computed from the same
+    arrays (child -> parent edges, positions, relations, words), never read back from
+    the graph.
+
+    Raises:
+        ValueError: no part, or parts whose trees have other fields.
+    """
+    if not parts:
+        raise ValueError("batch_trees: no trees")
+    dtypes = parts[0][0].dtypes
+    if any(store.dtypes != dtypes for store, _ in parts[1:]):
+        raise ValueError("batch_trees: the trees do not all have the same node and edge "
+                         "fields; batch trees of one built data set")
+    picked = [(store, *store._select(positions)) for store, positions in parts]
+    nn = np.concatenate([p[3] for p in picked])
+    ne = np.concatenate([p[4] for p in picked])
+    base = np.repeat(np.cumsum(nn) - nn, ne)
+    src = np.concatenate([store._plain("src")[eidx] for store, _, eidx, _, _ in picked])
+    dst = np.concatenate([store._plain("dst")[eidx] for store, _, eidx, _, _ in picked])
+    src = src.astype(np.int64) + base
+    dst = dst.astype(np.int64) + base
+    g = dgl.graph((torch.from_numpy(src), torch.from_numpy(dst)), num_nodes=int(nn.sum()))
+    values: dict[str, torch.Tensor] = {}
+    for key, dtype in dtypes.items():
+        got = [store._gather(key, nidx if key[0] == "n" else eidx, dtype)
+               for store, nidx, eidx, _, _ in picked]
+        values[key] = got[0] if len(got) == 1 else torch.cat(got)
+    # every field at once: one frame a side instead of a checked column each
+    g._node_frames[0] = Frame({k[2:]: v for k, v in values.items() if k[0] == "n"},
+                              num_rows=g.num_nodes())
+    g._edge_frames[0] = Frame({k[2:]: v for k, v in values.items() if k[0] == "e"},
+                              num_rows=g.num_edges())
+    g.set_batch_num_nodes(torch.from_numpy(nn))
+    g.set_batch_num_edges(torch.from_numpy(ne))
+    if not schedule:
+        return g, None
+
+    def field(key: str) -> np.ndarray | None:
+        return values[key].numpy() if key in values else None
+
+    sched = LevelSchedule.from_arrays(
+        g.num_nodes(), src, dst, rel=field("e." + G.REL), pos=field("e." + G.POS),
+        word=field("n." + G.WORD), batch_size=len(nn), top_down=top_down)
+    return g, sched
 
 
 # ---------------------------------------------------------------------- packing

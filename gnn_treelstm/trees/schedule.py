@@ -63,8 +63,9 @@ def _parents(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
     return par
 
 
-def depths(par: np.ndarray) -> np.ndarray:
-    """Distance of every node to its root, by pointer doubling (O(log depth) passes)."""
+def _ancestors(par: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Depth of every node and its ``2^k``-th ancestors (clamped at the root), ``k = 0, 1,
+    ...`` until every node reaches its root, by pointer doubling (O(log depth) passes)."""
     n = len(par)
     idx = np.arange(n, dtype=np.int64)
     has = par >= 0
@@ -75,42 +76,46 @@ def depths(par: np.ndarray) -> np.ndarray:
         )
     anc = np.where(has, par, idx)
     depth = has.astype(np.int64)
+    ancs = [anc]
     # After k passes, anc is the 2^k-th ancestor (clamped at the root) and depth counts
     # the steps taken; a root's anc is itself and contributes 0.
     for _ in range(max(1, int(n).bit_length()) + 1):
         nxt = anc[anc]
         if np.array_equal(nxt, anc):
             break
-        depth = depth + depth[anc]
+        depth += depth[anc]
         anc = nxt
+        ancs.append(anc)
     if n and (par[anc] >= 0).any():
         raise ValueError(
             "LevelSchedule: the graph has a cycle (some node never reaches a root); tree "
             "graphs must be acyclic with edges pointing child -> parent"
         )
-    return depth
+    return depth, ancs
+
+
+def depths(par: np.ndarray) -> np.ndarray:
+    """Distance of every node to its root, by pointer doubling (O(log depth) passes)."""
+    return _ancestors(par)[0]
+
+
+def _heights(depth: np.ndarray, ancs: list[np.ndarray]) -> np.ndarray:
+    """Heights from the depths and the doubling ancestors of :func:`_ancestors`: the
+    deepest descendant's depth, less the node's own. Pass ``k`` sends what every node has
+    (the largest depth below it within ``2^k - 1`` steps) to its ``2^k``-th ancestor
+    (clamped: any ancestor may take a descendant's depth), so after the passes every node
+    has seen its whole subtree: O(log depth) scatters instead of one a level."""
+    deepest = depth.copy()
+    for anc in ancs:
+        np.maximum.at(deepest, anc, deepest.copy())
+    return deepest - depth
 
 
 def heights(par: np.ndarray, depth: np.ndarray) -> np.ndarray:
-    """Height of every node (leaves 0, parent = 1 + max over its children).
-
-    One vectorised pass per depth, deepest first (a node's height is final once all nodes
-    below it have been visited).
-    """
-    n = len(par)
-    height = np.zeros(n, dtype=np.int64)
-    if n == 0:
-        return height
-    by_depth = np.argsort(-depth, kind="stable")
-    d_sorted = depth[by_depth]
-    max_d = int(d_sorted[0]) if n else 0
-    # boundaries of each depth in by_depth (descending depth)
-    bounds = np.searchsorted(-d_sorted, -np.arange(max_d, 0, -1), side="left")
-    ends = np.searchsorted(-d_sorted, -np.arange(max_d, 0, -1), side="right")
-    for lo, hi in zip(bounds, ends):
-        v = by_depth[lo:hi]
-        np.maximum.at(height, par[v], height[v] + 1)
-    return height
+    """Height of every node (leaves 0, parent = 1 + max over its children)."""
+    if len(par) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return _heights(np.asarray(depth, dtype=np.int64), _ancestors(par)[1])
 
 
 @dataclass
@@ -179,26 +184,33 @@ def _build_levels(
     comp: np.ndarray,
     rel: np.ndarray,
     pos: np.ndarray,
-    eid: np.ndarray,
+    eid: np.ndarray | None,
 ) -> Levels:
-    """Sort nodes by ``level`` and the edges ``read -> comp`` by (row of comp, pos)."""
-    order = np.argsort(level, kind="stable")
+    """Sort nodes by ``level`` and the edges ``read -> comp`` by (row of comp, pos)
+    (``eid`` None: the edges are numbered in order)."""
+    counts = np.bincount(level)
+    num_levels = len(counts) if n else 0
+    # a stable sort of small keys is numpy's radix sort
+    key = level.astype(np.int16) if num_levels <= np.iinfo(np.int16).max else level
+    order = np.argsort(key, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
-    num_levels = int(level.max()) + 1 if n else 0
     node_offsets = np.zeros(num_levels + 1, dtype=np.int64)
-    np.cumsum(np.bincount(level, minlength=num_levels), out=node_offsets[1:])
+    np.cumsum(counts, out=node_offsets[1:])
     comp_r = rank[comp]
-    eorder = np.lexsort((pos, comp_r))
+    # up: a node's children by position; down: a node has one parent, its row decides
+    width = (int(pos.max()) + 1) if len(pos) and direction == "up" else 1
+    key = comp_r * width + pos if width > 1 else comp_r
+    eorder = _edge_order(key, comp_r, pos, n, width)
     e_dst = comp_r[eorder]
-    e_src = rank[read][eorder]
+    e_src = rank[read[eorder]]
     e_pos = pos[eorder]
-    e_level = level[comp][eorder]
-    edge_offsets = np.searchsorted(e_level, np.arange(num_levels + 1), side="left")
-    e_seg = e_dst - node_offsets[e_level]
-    width = (int(e_pos.max()) + 1) if len(e_pos) and direction == "up" else 1
+    c_level = level[comp]
+    edge_offsets = np.zeros(num_levels + 1, dtype=np.int64)
+    np.cumsum(np.bincount(c_level, minlength=num_levels), out=edge_offsets[1:])
+    e_seg = e_dst - node_offsets[c_level[eorder]]
     slots = np.full((n, width), n, dtype=np.int64)
-    slots[e_dst, e_pos if direction == "up" else 0] = e_src
+    slots.reshape(-1)[key[eorder] if width > 1 else e_dst] = e_src
     t = torch.from_numpy
     return Levels(
         direction=direction,
@@ -212,10 +224,31 @@ def _build_levels(
         edge_seg=t(e_seg),
         edge_rel=t(rel[eorder]),
         edge_pos=t(e_pos),
-        edge_id=t(eid[eorder]),
+        edge_id=t(eorder if eid is None else eid[eorder]),
         slots=t(slots),
         slot_mask=t(slots != n),
     )
+
+
+def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
+                width: int) -> np.ndarray:
+    """The edges by ``key = comp_r * width + pos`` (row of the computed node, then child
+    position), ties in edge order, as a stable sort would order them: where no two edges
+    share a key (a node's children have distinct positions, as in every built tree) the
+    edges are placed in a table of ``n * width`` slots; else by two stable radix sorts of
+    16-bit keys (position, then row); else one stable sort."""
+    small = np.iinfo(np.int16).max
+    if n * width <= 8 * len(key) + 1024:
+        table = np.full(n * width, -1, dtype=np.int64)
+        table[key] = np.arange(len(key), dtype=np.int64)
+        order = table[table >= 0]
+        if len(order) == len(key):  # no shared key: the table holds every edge once
+            return order
+    if n <= small and width <= small:
+        by_pos = np.argsort(pos.astype(np.int16), kind="stable") if width > 1 \
+            else np.arange(len(key), dtype=np.int64)
+        return by_pos[np.argsort(comp_r[by_pos].astype(np.int16), kind="stable")]
+    return np.argsort(key, kind="stable")
 
 
 @dataclass
@@ -255,29 +288,49 @@ class LevelSchedule:
         """
         n = graph.num_nodes()
         src_t, dst_t = graph.edges()
-        src = src_t.cpu().numpy().astype(np.int64, copy=False)
-        dst = dst_t.cpu().numpy().astype(np.int64, copy=False)
+        e = len(src_t)
+        rel = graph.edata[G.REL].cpu().numpy() if e and G.REL in graph.edata else None
+        pos = graph.edata[G.POS].cpu().numpy() if e and G.POS in graph.edata else None
+        word = graph.ndata[G.WORD].cpu().numpy() if G.WORD in graph.ndata else None
+        return cls.from_arrays(n, src_t.cpu().numpy(), dst_t.cpu().numpy(), rel=rel, pos=pos,
+                               word=word, batch_size=int(graph.batch_size),
+                               top_down=top_down)
+
+    @classmethod
+    @eager
+    def from_arrays(cls, num_nodes: int, src: np.ndarray, dst: np.ndarray, *,
+                    rel: np.ndarray | None = None, pos: np.ndarray | None = None,
+                    word: np.ndarray | None = None, batch_size: int = 1,
+                    top_down: bool = True) -> LevelSchedule:
+        """The schedule of a forest given as arrays, without a graph: ``num_nodes`` nodes,
+        edges ``src[i] -> dst[i]`` (child -> parent, edge id ``i``), the edges' ``rel``
+        and ``pos`` (None: 0) and the nodes' ``word`` ids (None: no words), as a batch of
+        ``batch_size`` trees. The same schedule :meth:`from_graph` builds of the graph
+        with these edges and fields (the data loader builds it from the packed trees'
+        arrays, :func:`gnn_treelstm.trees.data.collate`).
+
+        Raises:
+            ValueError: a node with two parents, a cycle or a negative child position.
+        """
+        n = int(num_nodes)
+        src = np.asarray(src).astype(np.int64, copy=False)
+        dst = np.asarray(dst).astype(np.int64, copy=False)
         e = len(src)
         zeros = np.zeros(e, dtype=np.int64)
-        rel = graph.edata[G.REL].cpu().numpy() if e and G.REL in graph.edata else zeros
-        pos = graph.edata[G.POS].cpu().numpy() if e and G.POS in graph.edata else zeros
-        rel = rel.astype(np.int64, copy=False)
-        pos = pos.astype(np.int64, copy=False)
+        rel = zeros if rel is None or not e else np.asarray(rel).astype(np.int64, copy=False)
+        pos = zeros if pos is None or not e else np.asarray(pos).astype(np.int64, copy=False)
         if e and pos.min() < 0:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
-        eid = np.arange(e, dtype=np.int64)
-        par = _parents(src, dst, n)
-        depth = depths(par)
-        up = _build_levels("up", n, heights(par, depth), src, dst, rel, pos, eid)
-        down = _build_levels("down", n, depth, dst, src, rel, pos, eid) if top_down else None
+        depth, ancs = _ancestors(_parents(src, dst, n))
+        up = _build_levels("up", n, _heights(depth, ancs), src, dst, rel, pos, None)
+        down = _build_levels("down", n, depth, dst, src, rel, pos, None) if top_down else None
         word_ids, num_leaf_words, contiguous = None, 0, False
-        if G.WORD in graph.ndata:
-            has_word = graph.ndata[G.WORD].cpu().numpy() != G.NO_WORD
-            rows = np.sort(up.rank.numpy()[has_word])  # schedule rows with a word
+        if word is not None:
+            rows = np.sort(up.rank.numpy()[np.asarray(word) != G.NO_WORD])  # rows with a word
             num_leaf_words = int(np.searchsorted(rows, up.node_offsets[1] if n else 0))
             word_ids = torch.from_numpy(up.order.numpy()[rows])
             contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
-        return cls(num_nodes=n, batch_size=int(graph.batch_size), up=up, down=down,
+        return cls(num_nodes=n, batch_size=int(batch_size), up=up, down=down,
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
                    word_rows_contiguous=contiguous)
 

@@ -61,6 +61,7 @@ __all__ = [
     "cache_path_for",
     "embedding_from_vectors",
     "build_embedding_matrix",
+    "file_record",
 ]
 
 UNK = "<unk>"
@@ -351,6 +352,39 @@ def load_vectors(
     except OSError as exc:
         log.warning("could not write vectors cache %s (%s); continuing without", cache, exc)
     return words, vectors
+
+
+def file_record(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None = None
+                ) -> dict:
+    """What names a vectors file for good: its resolved path, its size in bytes and its
+    SHA-256 (hex). The digest is kept beside the binary cache (keyed, like it, by the
+    resolved path, size and modification time), so a large file is hashed once.
+
+    Raises:
+        FileNotFoundError: no such file.
+    """
+    source = Path(path).expanduser().resolve()
+    if not source.is_file():
+        raise FileNotFoundError(f"vectors file not found: {path}")
+    meta = _source_meta(source)
+    memo = cache_path_for(source, cache_dir).with_suffix(".sha256.json")
+    try:
+        stored = json.loads(memo.read_text(encoding="utf-8"))
+        if stored.get("meta") == meta and isinstance(stored.get("sha256"), str):
+            return {"path": str(source), "size": meta["size"], "sha256": stored["sha256"]}
+    except (OSError, ValueError):
+        pass
+    digest = hashlib.sha256()
+    with open(source, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    sha = digest.hexdigest()
+    try:
+        memo.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(memo, json.dumps({"meta": meta, "sha256": sha}), fsync=False)
+    except OSError as exc:
+        log.warning("could not keep the digest of %s in %s (%s)", source, memo, exc)
+    return {"path": str(source), "size": meta["size"], "sha256": sha}
 
 
 # ----------------------------------------------------------------------------- embedding

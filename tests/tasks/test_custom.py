@@ -117,7 +117,7 @@ def test_library_route_trains_a_few_steps(tmp_path):
     losses = []
     for _ in range(15):
         opt.zero_grad()
-        loss = model.task.loss(model(batch.graph, batch.graph_b), batch)
+        loss = model.task.loss(model(batch.graph, batch.graph_b, num_a=batch.num_a), batch)
         loss.backward()
         opt.step()
         losses.append(float(loss.detach()))
@@ -196,16 +196,19 @@ def test_refusals(tmp_path, capsys):
     assert "has no 'amr' trees" in err and "--dataset jsonl --src train.jsonl" in err
 
 
-def test_own_data_without_vectors_trains_with_random_vectors(tmp_path, capsys):
+def test_own_data_without_vectors_is_an_error_unless_random_is_asked_for(tmp_path, capsys):
     """No --embeddings and no --embeddings-mode: a jsonl build's meta.json names its files
-    (a dict), not a data root with GloVe beside it; the run falls back to random vectors
-    (it crashed on the dict)."""
+    (a dict), not a data root with GloVe beside it, so there are no pre-trained vectors:
+    an error naming the fix, not a silent switch to random ones (it crashed on the dict)."""
     src = write_own(tmp_path / "mine", "classify")
     runs = tmp_path / "runs"
     tiny = [a for a in TINY if a not in ("--embeddings-mode", "random")]
-    rc = train.main(["--data", str(src), "--task", "classify", "--model", "childsum",
-                     "--tree", "chain", "--runs-dir", str(runs), "--name", "r", *tiny])
-    assert rc == 0, capsys.readouterr()
+    args = ["--data", str(src), "--task", "classify", "--model", "childsum", "--tree",
+            "chain", "--runs-dir", str(runs), *tiny]
+    assert train.main([*args, "--name", "r"]) == 2
+    err = capsys.readouterr().err
+    assert "built from your own files" in err and "--embeddings-mode random" in err
+    assert train.main([*args, "--name", "r", "--embeddings-mode", "random"]) == 0
     cfg = json.loads((runs / "r" / "config.json").read_text())
     assert cfg["embeddings"]["mode"] == "random"
 

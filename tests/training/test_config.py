@@ -143,7 +143,8 @@ def test_every_run_option_is_a_field_with_its_flag():
             "--lr-warmup-epochs", "2", "--lr-step-size", "3", "--lr-gamma", "0.25",
             "--lr-plateau-patience", "4", "--patience", "5", "--runs-dir", "R",
             "--name", "N", "--max-train", "16", "--max-eval", "17", "--no-test",
-            "--checkpoint-every", "18", "--skip-nonfinite", "--tensorboard", "--workers", "19"]
+            "--checkpoint-every", "18", "--skip-nonfinite", "--tensorboard", "--workers", "19",
+            "--embeddings-sha256", "ab" * 32]
     cfg = config_from_args(train.parse_args(argv))
     assert cfg == RunConfig(
         task="sick-e", model="childsum", tree="dependency", supervision="root", data="D",
@@ -155,7 +156,8 @@ def test_every_run_option_is_a_field_with_its_flag():
         epochs=13, seed=14, seeds=15, device="cuda", distributed=True, lr_schedule="step",
         lr_warmup_epochs=2, lr_step_size=3, lr_gamma=0.25, lr_plateau_patience=4,
         patience=5, runs_dir="R", name="N", max_train=16, max_eval=17, test=False,
-        checkpoint_every=18, skip_nonfinite=True, tensorboard=True, workers=19)
+        checkpoint_every=18, skip_nonfinite=True, tensorboard=True, workers=19,
+        embeddings_sha256="ab" * 32)
     assert all(getattr(cfg, o.name) != o.default for o in opts)  # none left out above
 
 

@@ -44,7 +44,7 @@ def _models(task, cell, **kw):
 
 def _step(model, batch, schedule):
     model.zero_grad(set_to_none=True)
-    out = model(batch.graph, batch.graph_b, schedule=schedule)
+    out = model(batch.graph, batch.graph_b, schedule=schedule, num_a=batch.num_a)
     loss = model.task.loss(out, batch)
     loss.backward()
     return loss.detach(), {n: p.grad.to_dense() for n, p in model.named_parameters()
@@ -142,11 +142,12 @@ def test_batched_fetch_equals_per_example_collate(tiny):
     assert a.targets.keys() == b.targets.keys()
     for k in a.targets:
         assert torch.equal(a.targets[k], b.targets[k])
-    for ga, gb in ((a.graph, b.graph), (a.graph_b, b.graph_b)):
-        assert ga.batch_size == gb.batch_size == len(idx)
-        assert [t.tolist() for t in ga.edges()] == [t.tolist() for t in gb.edges()]
-    joint = a.encoder_graph()          # pairs: A sentences, then B sentences
-    assert joint.batch_size == 2 * len(idx)
+    # pairs batched once: A sentences, then B sentences
+    assert a.graph_b is b.graph_b is None and a.num_a == b.num_a == len(idx)
+    assert a.graph.batch_size == b.graph.batch_size == 2 * len(idx)
+    assert [t.tolist() for t in a.graph.edges()] == [t.tolist() for t in b.graph.edges()]
+    joint = a.encoder_graph()
+    assert joint is a.graph
     ref = LevelSchedule.from_graph(joint)
     assert a.schedule.up.node_offsets == ref.up.node_offsets
     assert torch.equal(a.schedule.up.order, ref.up.order)

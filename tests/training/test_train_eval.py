@@ -260,7 +260,7 @@ def test_relation_embeddings_at_their_own_rate(tiny):
     split = D.load_split(tiny / "sick", "train", "dependency")
     batch = next(iter(make_loader(split, 4, shuffle=False)))
     before = m.cell.rel_emb.weight.detach().clone()
-    m.task.loss(m(batch.graph, batch.graph_b), batch).backward()
+    m.task.loss(m(batch.graph, batch.graph_b, num_a=batch.num_a), batch).backward()
     assert m.embedding.weight.grad.is_sparse
     opt.step()
     assert not torch.equal(before, m.cell.rel_emb.weight)

@@ -101,11 +101,18 @@ def test_pairs(sick_dir):
     s = load_split(sick_dir, "dev", "dependency")
     assert s.pair and len(s.graphs_b) == len(s) == 50
     batch = collate([TreeDataset(s)[i] for i in (3, 1)])
-    assert batch.graph_b.batch_size == 2 and batch.index.tolist() == [3, 1]
+    # batched once: the A sentences, then the B sentences
+    assert batch.graph_b is None and batch.num_a == 2 and batch.pair
+    assert batch.graph.batch_size == batch.num_trees == 4 and batch.index.tolist() == [3, 1]
     assert batch.targets["score"].dtype == torch.float32
     assert batch.to("cpu").targets["label"].tolist() == s.targets["label"][[3, 1]].tolist()
+    assert batch.to("cpu").num_a == 2
     text = load_text(sick_dir, "dev")
-    assert batch.graph_b.batch_num_nodes().tolist() == [len(text[3]["b"]), len(text[1]["b"])]
+    assert batch.graph.batch_num_nodes().tolist() == [
+        len(text[3]["a"]), len(text[1]["a"]), len(text[3]["b"]), len(text[1]["b"])]
+    fetched = collate(TreeDataset(s).__getitems__([3, 1]))  # from the packed arrays
+    assert fetched.num_a == 2 and fetched.graph_b is None
+    assert fetched.graph.batch_num_nodes().tolist() == batch.graph.batch_num_nodes().tolist()
     with pytest.raises(ValueError, match="empty batch"):
         collate([])
 

@@ -1,0 +1,224 @@
+"""The level schedule ``collate`` builds from the packed trees' arrays
+(:func:`gnn_treelstm.trees.packed.batch_trees`, :meth:`LevelSchedule.from_arrays`) is the
+schedule the graph-reading version of ``LevelSchedule.from_graph`` computed before it
+(kept below as the reference: per-depth height passes, a lexicographic edge sort), for
+every batch of the SST, SICK, TREC and AMR samples (and of the real data where it is
+present); a pair batch is one graph, A sentences then B sentences, equal to ``dgl.batch``
+of the same trees."""
+
+from __future__ import annotations
+
+import dgl
+import numpy as np
+import pytest
+import torch
+
+from gnn_treelstm.datasets.build import build
+from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees.data import TreeDataset, collate, load_meta, load_split
+from gnn_treelstm.trees.schedule import LevelSchedule
+
+# ----------------------------------------------------------------- the reference
+
+
+def _ref_depths(par: np.ndarray) -> np.ndarray:
+    n = len(par)
+    idx = np.arange(n, dtype=np.int64)
+    has = par >= 0
+    anc = np.where(has, par, idx)
+    depth = has.astype(np.int64)
+    for _ in range(max(1, int(n).bit_length()) + 1):
+        nxt = anc[anc]
+        if np.array_equal(nxt, anc):
+            break
+        depth = depth + depth[anc]
+        anc = nxt
+    return depth
+
+
+def _ref_heights(par: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    height = np.zeros(len(par), dtype=np.int64)
+    for d in range(int(depth.max(initial=0)), 0, -1):
+        v = np.flatnonzero(depth == d)
+        np.maximum.at(height, par[v], height[v] + 1)
+    return height
+
+
+def _ref_levels(direction, n, level, read, comp, rel, pos) -> dict:
+    order = np.argsort(level, kind="stable")
+    rank = np.empty(n, dtype=np.int64)
+    rank[order] = np.arange(n)
+    num_levels = int(level.max()) + 1 if n else 0
+    node_offsets = np.zeros(num_levels + 1, dtype=np.int64)
+    np.cumsum(np.bincount(level, minlength=num_levels), out=node_offsets[1:])
+    comp_r = rank[comp]
+    eorder = np.lexsort((pos, comp_r))
+    e_dst, e_src, e_pos = comp_r[eorder], rank[read][eorder], pos[eorder]
+    e_level = level[comp][eorder]
+    edge_offsets = np.searchsorted(e_level, np.arange(num_levels + 1), side="left")
+    width = (int(e_pos.max()) + 1) if len(e_pos) and direction == "up" else 1
+    slots = np.full((n, width), n, dtype=np.int64)
+    slots[e_dst, e_pos if direction == "up" else 0] = e_src
+    return {"node_offsets": node_offsets.tolist(), "edge_offsets": edge_offsets.tolist(),
+            "order": order, "rank": rank, "edge_src": e_src, "edge_dst": e_dst,
+            "edge_seg": e_dst - node_offsets[e_level], "edge_rel": rel[eorder],
+            "edge_pos": e_pos, "edge_id": eorder, "slots": slots, "slot_mask": slots != n}
+
+
+def reference(g: dgl.DGLGraph) -> dict:
+    """The schedule of ``g`` as the graph-reading ``from_graph`` computed it."""
+    n = g.num_nodes()
+    src, dst = (t.numpy().astype(np.int64) for t in g.edges())
+    e = len(src)
+    zeros = np.zeros(e, dtype=np.int64)
+    rel = g.edata[G.REL].numpy().astype(np.int64) if e and G.REL in g.edata else zeros
+    pos = g.edata[G.POS].numpy().astype(np.int64) if e and G.POS in g.edata else zeros
+    par = np.full(n, -1, dtype=np.int64)
+    par[src] = dst
+    depth = _ref_depths(par)
+    up = _ref_levels("up", n, _ref_heights(par, depth), src, dst, rel, pos)
+    down = _ref_levels("down", n, depth, dst, src, rel, pos)
+    has_word = g.ndata[G.WORD].numpy() != G.NO_WORD
+    rows = np.sort(up["rank"][has_word])
+    return {"up": up, "down": down, "word_ids": up["order"][rows],
+            "num_leaf_words": int(np.searchsorted(rows, up["node_offsets"][1] if n else 0)),
+            "contiguous": len(rows) == 0 or int(rows[-1]) == len(rows) - 1,
+            "num_nodes": n, "batch_size": int(g.batch_size)}
+
+
+def assert_same(s: LevelSchedule, ref: dict) -> None:
+    assert (s.num_nodes, s.batch_size) == (ref["num_nodes"], ref["batch_size"])
+    for name in ("up", "down"):
+        lv, want = getattr(s, name), ref[name]
+        for key, value in want.items():
+            got = getattr(lv, key)
+            if isinstance(value, list):
+                assert got == value, (name, key)
+            else:
+                assert got.dtype == torch.from_numpy(np.asarray(value)).dtype, (name, key)
+                assert np.array_equal(got.numpy(), value), (name, key)
+    assert np.array_equal(s.word_ids.numpy(), ref["word_ids"])
+    assert s.num_leaf_words == ref["num_leaf_words"]
+    assert s.word_rows_contiguous == ref["contiguous"]
+
+
+def assert_same_graph(a: dgl.DGLGraph, b: dgl.DGLGraph) -> None:
+    assert a.num_nodes() == b.num_nodes()
+    for x, y in zip(a.edges(), b.edges()):
+        assert torch.equal(x, y)
+    assert torch.equal(a.batch_num_nodes(), b.batch_num_nodes())
+    assert torch.equal(a.batch_num_edges(), b.batch_num_edges())
+    for fa, fb in ((a.ndata, b.ndata), (a.edata, b.edata)):
+        assert sorted(fa.keys()) == sorted(fb.keys())
+        for k in fa.keys():
+            assert fa[k].dtype == fb[k].dtype and torch.equal(fa[k], fb[k]), k
+
+
+def check_every_batch(data_dir, tree: str, batch_size: int = 25,
+                      splits: tuple[str, ...] | None = None) -> int:
+    """Every batch of every split (or of ``splits``; shuffled order): collate's schedule
+    equals the reference of ``dgl.batch`` of the same trees, and so does its graph."""
+    checked = 0
+    for split in splits or load_meta(data_dir)["splits"]:
+        sp = load_split(data_dir, split, tree)
+        ds = TreeDataset(sp)
+        order = torch.randperm(len(sp), generator=torch.Generator().manual_seed(1)).tolist()
+        for lo in range(0, len(order), batch_size):
+            pick = order[lo:lo + batch_size]
+            batch = collate(ds.__getitems__(pick), schedule=True)
+            trees = [sp.graphs[i] for i in pick]
+            if sp.graphs_b is not None:
+                trees += [sp.graphs_b[i] for i in pick]
+                assert batch.num_a == len(pick) and batch.graph_b is None
+            ready = dgl.batch(trees)
+            assert_same_graph(batch.graph, ready)
+            assert_same(batch.schedule, reference(ready))
+            assert_same(LevelSchedule.from_graph(ready), reference(ready))
+            checked += 1
+    return checked
+
+
+# ----------------------------------------------------------------- the samples
+
+
+@pytest.fixture(scope="module")
+def samples(sample_data, tmp_path_factory):
+    root = tmp_path_factory.mktemp("sched")
+    build("sst", sample_data, root / "sst", trees=["constituency", "chain"])
+    build("sick", sample_data, root / "sick", trees=["dependency", "constituency"])
+    build("trec", sample_data, root / "trec", trees=["chain"])
+    build("jsonl", [sample_data / "sick_amr"], root / "amr", trees=["amr"])
+    return root
+
+
+@pytest.mark.parametrize("name, tree", [
+    ("sst", "constituency"), ("sst", "chain"), ("sick", "dependency"),
+    ("sick", "constituency"), ("trec", "chain"), ("amr", "amr")])
+def test_every_sample_batch_has_the_reference_schedule(samples, name, tree):
+    assert check_every_batch(samples / name, tree) > 0
+
+
+def test_small_and_single_tree_batches(samples):
+    sp = load_split(samples / "sick", "dev", "dependency")
+    ds = TreeDataset(sp)
+    for pick in ([0], [3, 1], list(range(7))):
+        batch = collate(ds.__getitems__(pick), schedule=True, top_down=False)
+        assert batch.schedule.down is None
+        ref = reference(dgl.batch([sp.graphs[i] for i in pick] + [sp.graphs_b[i] for i in pick]))
+        ref_up = {**ref, "down": {}}
+        assert_same(batch.schedule, ref_up)
+
+
+def test_from_arrays_refuses_what_from_graph_refuses():
+    with pytest.raises(ValueError, match="more than one parent"):
+        LevelSchedule.from_arrays(3, np.array([0, 0]), np.array([1, 2]))
+    with pytest.raises(ValueError, match="cycle"):
+        LevelSchedule.from_arrays(2, np.array([0, 1]), np.array([1, 0]))
+    with pytest.raises(ValueError, match="own parent"):
+        LevelSchedule.from_arrays(2, np.array([0]), np.array([0]))
+    with pytest.raises(ValueError, match="negative child position"):
+        LevelSchedule.from_arrays(2, np.array([0]), np.array([1]), pos=np.array([-1]))
+
+
+# ----------------------------------------------------------------- the real data
+
+
+def test_every_real_batch_has_the_reference_schedule(shared_data, tmp_path):
+    """SST's gold constituency trees and SICK's Stanford parses (their dev and test
+    splits, to keep the test short; with ``splits=None`` every split was checked too),
+    TREC's chains and the Little Prince AMR bank, every batch (skipped without the
+    data)."""
+    evaluation = ("dev", "test")
+    build("sst", shared_data, tmp_path / "sst", trees=["constituency"], workers=2)
+    assert check_every_batch(tmp_path / "sst", "constituency", splits=evaluation) > 120
+    build("sick", shared_data, tmp_path / "sick", trees=["dependency", "constituency"],
+          workers=2)
+    for tree in ("dependency", "constituency"):
+        assert check_every_batch(tmp_path / "sick", tree, splits=evaluation) > 200
+    build("trec", shared_data, tmp_path / "trec", trees=["chain"])
+    assert check_every_batch(tmp_path / "trec", "chain") > 200
+    build("amr", shared_data / "amr" / "little_prince", tmp_path / "amr")
+    assert check_every_batch(tmp_path / "amr", "amr") > 50
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_forests_with_shared_and_wide_positions(seed):
+    """Every way the edges are ordered (a table of distinct positions, radix sorts where
+    siblings share a position or a node has many children, the general sort of a large
+    forest) gives the reference's order."""
+    rng = np.random.default_rng(seed)
+    n = [40, 300, 2000, 40000, 700, 90][seed]
+    par = np.array([-1] + [int(rng.integers(0, i)) if rng.random() > 0.05 else -1
+                           for i in range(1, n)])
+    child = np.flatnonzero(par >= 0)
+    if seed % 2:  # positions shared by siblings
+        pos = rng.integers(0, 3, len(child))
+    else:  # wide: positions up to the node count
+        pos = rng.integers(0, max(2, n // (5 if seed == 4 else 2)), len(child))
+    g = dgl.graph((torch.from_numpy(child), torch.from_numpy(par[child])), num_nodes=n)
+    g.edata[G.POS] = torch.from_numpy(pos)
+    g.edata[G.REL] = torch.from_numpy(rng.integers(0, 5, len(child)))
+    g.ndata[G.WORD] = torch.from_numpy(rng.integers(-1, 9, n))
+    s = LevelSchedule.from_arrays(n, child, par[child], rel=g.edata[G.REL].numpy(),
+                                  pos=pos, word=g.ndata[G.WORD].numpy())
+    assert_same(s, reference(g))
