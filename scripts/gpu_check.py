@@ -4,16 +4,24 @@
 [--sick-data BUILT_SICK] [--src RAW] [--embeddings GLOVE] [--json docs/bench/cuda.json]``
 (``scripts/gpu_check.sh`` runs the CUDA tests first, then this.)
 
-1. Every registry cell at batch 25 (the workloads of ``gnn-treelstm bench``: SST train
-   constituency trees, SICK train dependency trees, SST chains), forward + backward trees/s
-   of the level engine on ``--device`` (there, ``GNN_TREELSTM_KERNELS=auto``: the Triton
+0. A preflight (CUDA torch, DGL, the C++ loops for the CPU baseline, the data): a
+   missing piece stops the check with one line (exit 2).
+1. The SST-5 N-ary epochs first (item 2), then every registry cell at batch 25 (the
+   workloads of ``gnn-treelstm bench``: SST train constituency trees, SICK train
+   dependency trees, SST chains), forward + backward trees/s of the level engine on
+   ``--device`` (there, ``GNN_TREELSTM_BACKEND=auto``: the Triton
    kernels on CUDA) and on the CPU with ``--cpu-threads`` threads (the C++ level loops),
    the two interleaved repeat by repeat; the ratio device/CPU per cell.
 2. The SST-5 N-ary epoch (``gnn-treelstm train --task sst-5 --model nary --tree
    constituency --supervision phrase --hidden 150 --engine level --epochs 1``) on the CPU at
    batch 25 and on the device at batch 25 and 256: training trees/s
    (``train_seconds`` of ``metrics.jsonl``) and the dev evaluation's trees/s at the
-   evaluation batch (256), each as its own process.
+   evaluation batch (256), each as its own process under ``--epoch-timeout``; a failed or
+   slow epoch is a row with its error, and the check goes on.
+
+Each cell's kernels are warmed at the measured shapes before any clock (the warm-up's
+seconds, Triton's compiles included, are the row's ``warmup_s``); the cells together run
+under ``--cells-timeout``. ``docs/bench/cuda.json`` is rewritten after every row.
 
 ``--device cpu`` runs everything on the CPU with small sizes: a dry run of the code paths
 (the test suite runs it), not a measurement. Without ``--data``/``--src`` the package's
@@ -39,7 +47,7 @@ import gnn_treelstm
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands import bench
 from gnn_treelstm.files import write_json
-from gnn_treelstm.kernels import fused_triton
+from gnn_treelstm.kernels import backend, fused_triton, native
 from gnn_treelstm.trees.schedule import LevelSchedule
 
 SAMPLE = Path(gnn_treelstm.__file__).parent / "sample_data"
@@ -87,13 +95,18 @@ def one_pass(batches: list, run: tuple, threads: int) -> float:
     return time.perf_counter() - t0
 
 
-def cell_rates(args, device: torch.device) -> list[dict]:
+def cell_rates(args, device: torch.device):
     """Forward + backward trees/s of every cell at ``args.batch`` on ``device`` and on
-    the CPU, interleaved repeat by repeat; the median of the repeats."""
+    the CPU, interleaved repeat by repeat; the median of the repeats. Yields each row as it
+    is measured; past ``args.cells_timeout`` seconds the cells not begun are left out."""
     data = workload_graphs(args)
-    rows = []
+    deadline = time.perf_counter() + args.cells_timeout
     for name, dataset, kw, _ in bench.WORKLOADS:
         if args.cells and name not in args.cells:
+            continue
+        if time.perf_counter() > deadline:
+            print(f"{name}: not measured, past --cells-timeout {args.cells_timeout} s",
+                  flush=True)
             continue
         graphs, nrel = data[dataset]
         kw = {k: (nrel if v is None else v) for k, v in kw.items()}
@@ -113,22 +126,23 @@ def cell_rates(args, device: torch.device) -> list[dict]:
             xs = [torch.randn(b.num_nodes(), args.x_size, device=dev) for b in batches]
             runs[where] = (cell, scheds, xs, dev)
 
-        for run in runs.values():  # warm-up: Triton compiles its kernels on first use
-            one_pass(batches, run, args.cpu_threads)
+        # warm-up at the measured shapes: Triton compiles its kernels on first use, and
+        # that time is reported apart (warmup_s), never inside the timed passes
+        warmup = {where: one_pass(batches, run, args.cpu_threads)
+                  for where, run in runs.items()}
         times: dict[str, list[float]] = {"cpu": [], "device": []}
         for _ in range(args.repeats):
             for where, run in runs.items():
                 times[where].append(one_pass(batches, run, args.cpu_threads))
         cpu_rate = trees / statistics.median(times["cpu"])
         dev_rate = trees / statistics.median(times["device"])
-        rows.append({"cell": name, "batch": args.batch, "trees": trees,
-                     "cpu_fwdbwd_trees_s": cpu_rate, "device_fwdbwd_trees_s": dev_rate,
-                     "device_over_cpu": dev_rate / cpu_rate,
-                     "device_triton": fused_triton.selected(torch.zeros(1, device=device))
-                     and name not in ("lex", "topdown", "bitree", "mean")})
         print(f"{name:10s} batch {args.batch}: CPU {cpu_rate:8.0f} trees/s, "
               f"{device.type} {dev_rate:8.0f} trees/s, x{dev_rate / cpu_rate:.2f}", flush=True)
-    return rows
+        yield {"cell": name, "batch": args.batch, "trees": trees,
+               "cpu_fwdbwd_trees_s": cpu_rate, "device_fwdbwd_trees_s": dev_rate,
+               "device_over_cpu": dev_rate / cpu_rate,
+               "device_path": backend.path(runs["device"][2][0]) if name != "mean"
+               else "general", "warmup_s": warmup}
 
 
 def epoch_command(args, device: str, batch: int, threads: int, runs_dir: str,
@@ -156,10 +170,18 @@ def epochs(args, device: torch.device):
                                             (device.type, 256))):
             cmd = epoch_command(args, where, batch, args.cpu_threads, runs_dir, k)
             t0 = time.perf_counter()
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.epoch_timeout)
+            try:
+                proc = subprocess.run(cmd, capture_output=True, text=True,
+                                      timeout=args.epoch_timeout)
+            except subprocess.TimeoutExpired:  # a slow part loses only itself
+                yield {"device": where, "batch": batch, "command": " ".join(cmd[1:]),
+                       "error": f"past --epoch-timeout {args.epoch_timeout} s"}
+                continue
             wall = time.perf_counter() - t0
             if proc.returncode != 0:
-                raise RuntimeError(f"{' '.join(cmd)} failed:\n{proc.stderr[-3000:]}")
+                yield {"device": where, "batch": batch, "command": " ".join(cmd[1:]),
+                       "error": proc.stderr[-3000:]}
+                continue
             line = (Path(runs_dir) / f"run{k}" / "metrics.jsonl").read_text()
             m = json.loads(line.strip().splitlines()[-1])
             dev_trees = m["dev"].get("count", 0)
@@ -190,17 +212,42 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--x-size", type=int, default=300)
     p.add_argument("--h-size", type=int, default=150)
     p.add_argument("--max-train", type=int, default=None, help="epochs on the first N trees")
-    p.add_argument("--epoch-timeout", type=int, default=180)
+    p.add_argument("--epoch-timeout", type=int, default=180, help="seconds per epoch")
+    p.add_argument("--cells-timeout", type=int, default=150,
+                   help="seconds for the cells (those not begun by then are left out)")
     p.add_argument("--no-epochs", action="store_true", help="skip the training epochs")
     p.add_argument("--json", default="docs/bench/cuda.json")
     return p
 
 
+def preflight(args, device: torch.device) -> str | None:
+    """Why the check cannot run here, in one line (None: it can): CUDA torch, DGL, a C++
+    compiler for the CPU baseline (the C++ loops), the data and word vectors it reads."""
+    if device.type == "cuda" and not torch.cuda.is_available():
+        return (f"--device cuda but torch {torch.__version__} sees no CUDA device (a CPU "
+                "build of torch, or no driver)")
+    try:
+        import dgl  # noqa: F401
+    except Exception as exc:  # noqa: BLE001  (any import failure stops the check)
+        return f"DGL does not import: {type(exc).__name__}: {exc}"
+    try:
+        if not native.available(torch.zeros(1)):
+            return ("the C++ level loops are off or not built (a C++ compiler is needed for "
+                    "the CPU baseline; GNN_TREELSTM_BACKEND must allow them)")
+    except RuntimeError as exc:
+        return f"the C++ level loops do not build: {str(exc).splitlines()[0]}"
+    need = [Path(args.data) if args.data else Path(args.src) / "sst" / "trees" / "train.txt"]
+    need += [Path(args.embeddings)] if args.embeddings else []
+    missing = [str(p) for p in need if not p.exists()]
+    return f"missing data: {', '.join(missing)}" if missing else None
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     device = torch.device(args.device)
-    if device.type == "cuda" and not torch.cuda.is_available():
-        print("gpu_check: --device cuda but torch sees no CUDA device", file=sys.stderr)
+    why = preflight(args, device)
+    if why:
+        print(f"gpu_check: {why}", file=sys.stderr)
         return 2
     out = {
         "machine": {"cpu": cpu_model(), "cpu_threads": args.cpu_threads,
@@ -208,17 +255,21 @@ def main(argv: list[str] | None = None) -> int:
                     else "cpu (dry run)",
                     "torch": torch.__version__, "python": platform.python_version(),
                     "triton": fused_triton.installed(),
-                    "kernels": fused_triton.choice()},
+                    "path": backend.path(torch.zeros(1, device=device))},
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None
                                                        else sys.argv[1:])]),
         "date": time.strftime("%Y-%m-%d", time.gmtime()),
-        "cells": cell_rates(args, device),
-        "epochs": [],
+        "epochs": [], "cells": [],
     }
-    write_json(args.json, out)  # written after each part: a run cut short keeps what it measured
-    if not args.no_epochs:
-        for row in epochs(args, device):
-            out["epochs"].append(row)
+    # the most important figures first (the batch-25 epoch, CPU and device, then batch
+    # 256), then the cells; the JSON is rewritten after every row, so a run cut short
+    # keeps every row it finished
+    write_json(args.json, out)
+    parts = ([] if args.no_epochs else [("epochs", epochs(args, device))]) + [
+        ("cells", cell_rates(args, device))]
+    for key, rows in parts:
+        for row in rows:
+            out[key].append(row)
             write_json(args.json, out)
     print(f"wrote {args.json}")
     return 0

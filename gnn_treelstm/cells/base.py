@@ -22,6 +22,7 @@ holds every kernel to its declaration.
 from __future__ import annotations
 
 import numbers
+import weakref
 from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, ClassVar
@@ -32,10 +33,58 @@ from torch import nn
 
 from gnn_treelstm.eager import eager
 from gnn_treelstm.engine.propagator import ENGINES, Propagator
+from gnn_treelstm.kernels import backend
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.schedule import LevelSchedule
 
 __all__ = ["TreeCell"]
+
+
+#: batches a cell remembers as checked (a pair model runs its cell on two graphs a step)
+_SEEN_PER_CELL = 4
+
+
+class _Seen:
+    """What :meth:`TreeCell.check_input` (and the schedule check) read of a forward's
+    arguments, held so that a second forward on the same, unchanged batch skips the checks:
+    the graph (by identity, and its structure object, which DGL replaces when edges are
+    added or removed), every node and edge field by identity and version counter (a new
+    tensor or an in-place write shows), ``x``'s shape and dtype, the cell's parameter
+    dtype and the schedule (by identity). Anything else: checked again."""
+
+    __slots__ = ("graph", "index", "fields", "meta", "schedule")
+
+    def __init__(self, graph, index, fields, meta, schedule) -> None:
+        self.graph, self.index, self.fields = graph, index, fields
+        self.meta, self.schedule = meta, schedule
+
+    @classmethod
+    def of(cls, cell: nn.Module, graph, x, schedule) -> _Seen | None:
+        """The record of this forward (``None``: not a graph and a tensor, checked as
+        usual)."""
+        if not isinstance(graph, dgl.DGLGraph) or not isinstance(x, torch.Tensor):
+            return None
+        fields = tuple((name, t, t._version) for view in (graph.ndata, graph.edata)
+                       for name, t in ((k, view[k]) for k in view.keys())
+                       if isinstance(t, torch.Tensor))
+        dtype = next((p.dtype for p in cell.parameters() if p.is_floating_point()), None)
+        meta = (x.shape, x.dtype, x.device, dtype)
+        return cls(weakref.ref(graph), graph._graph, fields, meta, schedule)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, _Seen):
+            return NotImplemented
+        return (self.graph() is other.graph() and self.graph() is not None
+                and self.index is other.index and self.schedule is other.schedule
+                and self.meta == other.meta and len(self.fields) == len(other.fields)
+                and all(ka == kb and a is b and va == vb
+                        for (ka, a, va), (kb, b, vb) in zip(self.fields, other.fields)))
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+#: per cell, the batches it checked last (:class:`_Seen`)
+_CHECKED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 class TreeCell(nn.Module):
@@ -106,6 +155,8 @@ class TreeCell(nn.Module):
         """Validate, then run the cell's math with its engine; returns ``(h, c)``."""
         prop = self._prepare(graph, x, schedule, kwargs)
         if prop.kernels:
+            prop.path = backend.path(x)  # once per forward: Triton, C++ loops or general
+        if prop.kernels and prop.path != "general":
             fast = self.level_kernel(prop, x, **kwargs)
             if fast is not None:
                 return fast
@@ -115,11 +166,18 @@ class TreeCell(nn.Module):
     def _prepare(self, graph: dgl.DGLGraph, x: torch.Tensor, schedule: LevelSchedule | None,
                  kwargs: dict) -> Propagator:
         """The preamble of :meth:`forward`: validate the input, and bind the engine to the
-        graph (the level engine builds its schedule here unless one is given)."""
-        self.check_input(graph, x)
+        graph (the level engine builds its schedule here unless one is given). A batch
+        this cell checked before, unchanged since (:class:`_Seen`), is not checked again."""
+        seen = _Seen.of(self, graph, x, schedule)
+        checked = seen is not None and any(seen == s for s in _CHECKED.get(self, ()))
+        if not checked:
+            self.check_input(graph, x)
         self.check_kwargs(graph, **kwargs)
-        prop = Propagator(self.engine, graph, schedule, who=type(self).__name__)
+        prop = Propagator(self.engine, graph, schedule, who=type(self).__name__,
+                          check=not checked)
         prop.prepare()
+        if not checked and seen is not None:
+            _CHECKED[self] = [seen, *_CHECKED.get(self, ())][:_SEEN_PER_CELL]
         return prop
 
     def compute(self, prop: Propagator, x: torch.Tensor, **kwargs

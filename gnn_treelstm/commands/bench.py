@@ -331,6 +331,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=positive_int, default=3)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default="bench.json", help="where to write the results")
+    p.add_argument("--host-cost", action="store_true",
+                   help="print the host cost of a level-engine step instead (Triton launches "
+                        "no-ops under triton's interpreter, x 8, h 8, the first "
+                        "--host-trees trees, one thread; gnn_treelstm.kernels.host)")
+    p.add_argument("--host-trees", type=positive_int, default=25,
+                   help="--host-cost: trees in the batch (default 25)")
+    p.add_argument("--host-steps", type=positive_int, default=30,
+                   help="--host-cost: timed steps, median taken (default 30)")
     p.add_argument("--omp-passive", action="store_true",
                    help="re-run under OMP_WAIT_POLICY=PASSIVE: on a loaded machine, spinning "
                         "OpenMP threads make 2-thread timings collapse (100x) for every engine")
@@ -345,8 +353,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
         cli = list(sys.argv[1:] if argv is None else argv)
         os.execv(sys.executable, [sys.executable, "-m", "gnn_treelstm.commands.bench", *cli])
+    if args.host_cost and os.environ.get("TRITON_INTERPRET") != "1" and _triton_installed():
+        # triton reads the variable when it is imported: set it before the process starts
+        os.environ["TRITON_INTERPRET"] = "1"
+        cli = list(sys.argv[1:] if argv is None else argv)
+        os.execv(sys.executable, [sys.executable, "-m", "gnn_treelstm.commands.bench", *cli])
     logging.basicConfig(level=logging.INFO, format="%(message)s", stream=sys.stderr)
     wanted = _wanted_cells(p, args)
+    if args.host_cost:
+        return _host_cost(p, args, wanted)
     try:
         setup_training(args.threads)  # as `gnn-treelstm train`, for every engine alike
     except ValueError as exc:
@@ -366,6 +381,51 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def _triton_installed() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("triton") is not None
+
+
+#: the data set of each workload's host-cost batch: the first SST trees wherever the cell
+#: takes constituency trees (mtree's relations need SICK's dependency trees)
+_HOST_DATA = {"sick": "sst", "sst": "sst", "sst-chain": "sst-chain"}
+
+
+def _host_cost(p: argparse.ArgumentParser, args: argparse.Namespace, wanted: set[str]) -> int:
+    """``--host-cost``: per cell and path, the host µs of a step and of a level; prints a
+    table and writes the JSON."""
+    from gnn_treelstm.kernels import fused_triton, host
+
+    try:
+        setup_training(1)
+    except ValueError as exc:
+        p.error(str(exc))
+    paths = ["triton", "native", "general"] if fused_triton.interpreted() else [
+        "native", "general"]
+    data: dict[str, object] = {}
+    rows: list[dict] = []
+    print("| cell | path | host µs per level | host ms per step | levels |")
+    print("| --- | --- | --- | --- | --- |")
+    for name, ds, kw, _ in WORKLOADS:
+        if name not in wanted:
+            continue
+        ds = "sick" if name.startswith("mtree") else _HOST_DATA[ds]
+        graphs, kw = _workload_data(ds, kw, args, data)
+        batch = dgl.batch(graphs[: args.host_trees])
+        for path in paths:
+            torch.manual_seed(args.seed)
+            cell = build_cell(name, 8, 8, engine="level", **kw)
+            r = host.host_cost(cell, batch, path, steps=args.host_steps)
+            rows.append({"cell": name, "data": ds, "path": path, **r})
+            print(f"| {name} | {path} | {r['level_us']:.0f} | {r['step_us'] / 1e3:.2f} | "
+                  f"{r['levels']} |", flush=True)
+    write_json(Path(args.json), {"args": vars(args), "host_cost": rows,
+                                 "torch": torch.__version__, "machine": platform.processor()
+                                 or platform.machine(), "cpus": os.cpu_count()})
+    return 0
+
+
 def _wanted_cells(p: argparse.ArgumentParser, args: argparse.Namespace) -> set[str]:
     """The cells ``--cells`` names, checked against the workloads and the data given
     (``p.error``, exit 2, naming what is missing)."""
@@ -374,7 +434,8 @@ def _wanted_cells(p: argparse.ArgumentParser, args: argparse.Namespace) -> set[s
     if wanted - set(names):
         p.error(f"--cells: no workload for {', '.join(sorted(wanted - set(names)))}; choose "
                 f"from {', '.join(names)} or 'all'")
-    needs = {"sick" if ds == "sick" else "sst" for name, ds, _, _ in WORKLOADS if name in wanted}
+    needs = {"sick" if ds == "sick" and (name.startswith("mtree") or not args.host_cost)
+             else "sst" for name, ds, _, _ in WORKLOADS if name in wanted}
     if "sst" in needs and not (args.data or args.src):
         p.error("the SST workloads (nary, lex, topdown, bitree, the sequential LSTMs) need "
                 "--data (built SST) or --src / $GNN_TREELSTM_DATA (raw data root)")

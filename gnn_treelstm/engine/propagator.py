@@ -183,18 +183,24 @@ class Propagator:
 
     ``prop(rec, name=tensor, ...) -> Parts``: the states of every node (node order) by
     the recurrence's state names, views of one packed ``(N, rec.width)`` tensor. For the
-    level engine the schedule is the one given (checked against the graph, ``who`` names
-    the caller in the error) or built once on first use.
+    level engine the schedule is the one given (checked against the graph unless ``check``
+    is False because the caller checked this pair before; ``who`` names the caller in the
+    error) or built once on first use.
     """
 
     def __init__(self, engine: str, graph: dgl.DGLGraph,
-                 schedule: LevelSchedule | None = None, *, who: str = "Propagator") -> None:
+                 schedule: LevelSchedule | None = None, *, who: str = "Propagator",
+                 check: bool = True) -> None:
         self._engine = engine_named(engine)
         self.engine = engine
         self.graph = graph
-        if schedule is not None:
+        if schedule is not None and check:
             check_schedule(schedule, graph, who)
         self._schedule = schedule
+        #: the level engine's path for this forward (``"triton"``, ``"loops"``,
+        #: ``"general"``), set once per forward by the cell
+        #: (:func:`gnn_treelstm.kernels.backend.path`); None until then
+        self.path: str | None = None
 
     @property
     def kernels(self) -> bool:

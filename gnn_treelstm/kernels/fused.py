@@ -78,6 +78,11 @@ def grad_matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
     return mm_nt(a, b.t(), vary_k=vary_k, vary_m=vary_m)
 
 
+def _torch_grad_matmul(a: torch.Tensor, b: torch.Tensor, **_: bool) -> torch.Tensor:
+    """``a @ b`` with ``torch.mm`` (the signature of :func:`grad_matmul`)."""
+    return torch.mm(a, b)
+
+
 # ============================================================== Child-Sum (Tai eqs 2-8)
 def _childsum_buffers(wx, U_iou, U_f, lv: Levels):
     """``h, c`` (N + 1, h) with the zero padding row N, and the forward's saved buffers:
@@ -365,10 +370,13 @@ class _NaryLevels(torch.autograd.Function):
 
 
 def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tensor,
-                     h: torch.Tensor, hk_rows: torch.Tensor | None = None) -> tuple:
+                     h: torch.Tensor, hk_rows: torch.Tensor | None = None, *,
+                     loops: bool = True) -> tuple:
     """Gradients of :class:`_NaryLevels`' inputs from the pre-activation gradients (N, C)
     (one product per weight over all nodes, not one per level); ``ctx.rows`` the loop's
-    :class:`NaryRows`."""
+    :class:`NaryRows`. ``loops=False``: the weight products are ``torch.mm`` (the Triton
+    path's, as on CUDA), not the C++ product of :func:`grad_matmul`."""
+    gmm = grad_matmul if loops else _torch_grad_matmul
     rows: NaryRows = ctx.rows
     rows_w, m0, slots, lv = rows.rows_w, rows.m0, rows.slots, rows.lv
     n, k = slots.shape
@@ -382,7 +390,7 @@ def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tenso
     else:  # given: (N, K h), rows in schedule order
         hk_all = hk_rows[a0:n]
     # ((G+K) h, K h): one product over all inner nodes
-    dU = grad_matmul(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
+    dU = gmm(dgates[a0:].t(), hk_all, vary_k=True, vary_m=False)
     # every row got b; f_1..f_K share b^(f) and W^(f)
     sums = dgates.sum(0)
     db = torch.cat([sums[:gh], sums[gh:].view(k, hs).sum(0)])
@@ -396,13 +404,13 @@ def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tenso
             dx_parts.append(mm_nt(d0, W[:gh].t()))  # (m0, X)
         if need_w:
             dW = h.new_zeros(W.shape[0], xw.shape[1])
-            dW[:gh] = grad_matmul(d0.t(), xw[:m0], vary_k=True, vary_m=False)
+            dW[:gh] = gmm(d0.t(), xw[:m0], vary_k=True, vary_m=False)
     if m > m0:
         d1 = dgates[m0:m] if rows_w is None else dgates.index_select(0, rows_w[m0:])
         if need_x:
             dx_parts.append(mm_nt(d1, gate_weight(W, hs, k).t()))  # (M - m0, X)
         if need_w:
-            d1w = grad_matmul(d1.t(), xw[m0:], vary_k=True, vary_m=False)  # (C, X)
+            d1w = gmm(d1.t(), xw[m0:], vary_k=True, vary_m=False)  # (C, X)
             d1w = torch.cat([d1w[:gh], d1w[gh:].view(k, hs, -1).sum(0)])
             dW = d1w if dW is None else dW + d1w
     if need_w and dW is None:  # no word rows at all

@@ -5,7 +5,7 @@ product (the children's states times the recurrent matrix) and **one** Triton ke
 gates, the cell and the writes of :mod:`.triton_levels`), forward bottom-up and a
 hand-written backward top-down (one kernel and one product per level); the weight
 gradients are one product over all nodes or edges after the loop. Each kernel is a torch
-custom op (``torch.ops.gnn_treelstm_triton.*``, :func:`torch.library.custom_op`), so a
+custom op (``torch.ops.gnn_treelstm_triton.*``, declared with ``torch.library.Library``), so a
 launch is one dispatched operation, visible to a ``TorchDispatchMode`` counter.
 
 Every node has one parent, which removes the gathers and scatters of the general driver:
@@ -30,29 +30,30 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
   yields the head lexicons, then :func:`topdown_levels`.
 
 N-ary's and Child-Sum's fall back to the C++ loops (or ``None``, the general level driver)
-where the Triton path is not selected (:func:`selected`). Choice, by ``GNN_TREELSTM_KERNELS``:
+where the Triton path is not selected (:func:`selected`). The choice is
+``GNN_TREELSTM_BACKEND``'s (:mod:`.settings`; :mod:`.backend` decides per tensor): ``auto``
+runs Triton for CUDA tensors when triton imports, ``triton`` also for CPU tensors in
+triton's interpreter (``TRITON_INTERPRET=1`` set before Python starts; slow, for tests),
+float32 and float64; ``loops`` and ``general`` never. ``tests/cells/test_registry.py``
+holds these kernels equal to the cells' declarations.
 
-* ``auto`` (default): Triton for CUDA tensors when triton imports; the C++ loops for float32
-  CPU tensors; else the general level driver.
-* ``triton``: Triton also for CPU tensors, which triton's interpreter runs
-  (``TRITON_INTERPRET=1`` set before Python starts; slow, for tests); float32 and float64.
-* ``native``: never Triton.
-
-``GNN_TREELSTM_NATIVE=off`` switches every kernel off (the general level driver), Triton
-included. ``tests/cells/test_registry.py`` holds these kernels equal to the cells'
-declarations.
+The per-batch integers of a launch (a level's first row and size, the row and edge
+counts) are not specialized by Triton (``do_not_specialize`` in :mod:`.triton_levels`): a
+kernel compiles once per dtype and model size, not per batch shape
+(``tests/kernels/test_specialization.py``).
 """
 
 from __future__ import annotations
 
 import importlib.util
+import inspect
 from typing import NamedTuple
 
 import torch
 from torch.nn import functional as F
 
 from gnn_treelstm.kernels import fused, fused_teng, native
-from gnn_treelstm.kernels.settings import env_choice
+from gnn_treelstm.kernels.settings import requested
 from gnn_treelstm.trees.schedule import Levels
 
 if importlib.util.find_spec("triton") is not None:
@@ -79,7 +80,7 @@ _state: dict[str, str | None] = {"choice": None}
 def choice() -> str:
     """The requested kernels: ``set_choice`` if called, else ``$GNN_TREELSTM_KERNELS``."""
     if _state["choice"] is None:
-        _state["choice"] = env_choice("GNN_TREELSTM_KERNELS", CHOICES, "level-kernel choice")
+        _state["choice"] = requested("kernels")
     return _state["choice"]  # type: ignore[return-value]
 
 
@@ -130,11 +131,63 @@ def available(t: torch.Tensor) -> bool:
 
 
 # ============================================================== launches as custom ops
+def gpu_blocks(t: torch.Tensor) -> bool:
+    """Whether the launches for tensors like ``t`` take the GPU's block sizes (fixed rows
+    per program; CUDA tensors) rather than the interpreter's (a level's rows in one
+    program, which the interpreter runs fastest). The specialization test computes the
+    GPU's launches on the CPU by replacing this function."""
+    return t.is_cuda
+
+
 def _blocks(n: int, hs: int, t: torch.Tensor) -> tuple[int, int, tuple[int, int]]:
     """Rows and columns per program, and the grid, for ``n`` rows of ``hs`` columns."""
-    bn = min(triton_next_pow2(hs), 64 if t.is_cuda else 1024)
-    bm = 16 if t.is_cuda else max(1, min(triton_next_pow2(n), 256))
+    gpu = gpu_blocks(t)
+    bn = min(triton_next_pow2(hs), 64 if gpu else 1024)
+    bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
     return bm, bn, (-(-n // bm), -(-hs // bn))
+
+
+#: the library of the Triton launches (``torch.ops.gnn_treelstm_triton``)
+_LIB = torch.library.Library("gnn_treelstm_triton", "DEF")
+_SCHEMA_TYPES = {"torch.Tensor": "Tensor", "int": "int"}
+
+
+def _schema(name: str, fn, mutates: tuple[str, ...]) -> str:
+    """The operator schema of launch function ``fn``: its parameters in order (tensors and
+    integers, from the annotations), each mutated tensor in an alias set of its own
+    (``Tensor(a!) act``), no result."""
+    params = []
+    for i, (arg, p) in enumerate(inspect.signature(fn).parameters.items()):
+        kind = _SCHEMA_TYPES[str(p.annotation)]
+        if arg in mutates:
+            kind = f"Tensor({chr(ord('a') + i)}!)"
+        params.append(f"{kind} {arg}")
+    return f"{name}({', '.join(params)}) -> ()"
+
+
+def launch_op(name: str, mutates: str):
+    """Declare launch function ``fn`` as the operator ``gnn_treelstm_triton::name`` with
+    ``torch.library.Library`` ``define``/``impl`` and an explicit schema (the mutated
+    arguments ``mutates``, comma-separated): a call costs a few µs of dispatch where a
+    ``torch.library.custom_op`` rebuilds its argument defaults on every call (tens of µs).
+    The implementation runs for CPU (triton's interpreter) and CUDA tensors; the meta
+    (fake-tensor) kernel does nothing, as the launches only write into their buffers; the
+    autograd key falls through: the ``torch.autograd.Function`` that calls the launches
+    owns the gradient."""
+
+    def declare(fn):
+        _LIB.define(_schema(name, fn, tuple(mutates.split(","))))
+        for key in ("CPU", "CUDA"):
+            _LIB.impl(name, fn, key)
+        _LIB.impl(name, _no_launch, "Meta")
+        _LIB.impl(name, torch.library.fallthrough_kernel, "Autograd")
+        return fn
+
+    return declare
+
+
+def _no_launch(*args) -> None:
+    """The launches' meta kernel: nothing to compute, they only write into buffers."""
 
 
 def triton_next_pow2(v: int) -> int:
@@ -142,8 +195,7 @@ def triton_next_pow2(v: int) -> int:
     return 1 << max(0, int(v) - 1).bit_length()
 
 
-@torch.library.custom_op("gnn_treelstm_triton::nary_forward",
-                         mutates_args=("act", "c", "tc", "h", "hk"))
+@launch_op("nary_forward", "act,c,tc,h,hk")
 def _nary_forward(pre: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
                   pos: torch.Tensor, act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor,
                   h: torch.Tensor, hk: torch.Tensor, a: int, n: int, g: int) -> None:
@@ -153,8 +205,7 @@ def _nary_forward(pre: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
                           hs, G=g, K=k, BM=bm, BN=bn)
 
 
-@torch.library.custom_op("gnn_treelstm_triton::nary_backward",
-                         mutates_args=("dct", "dg"))
+@launch_op("nary_backward", "dct,dg")
 def _nary_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                    tc: torch.Tensor, slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor,
                    dhk: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor, a: int, n: int,
@@ -165,8 +216,7 @@ def _nary_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: tor
                            slots.shape[0], hs, G=g, K=k, BM=bm, BN=bn)
 
 
-@torch.library.custom_op("gnn_treelstm_triton::childsum_forward",
-                         mutates_args=("act", "c", "tc", "h", "he", "fe"))
+@launch_op("childsum_forward", "act,c,tc,h,he,fe")
 def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, rel: torch.Tensor, ea: int,
                       estart: torch.Tensor, esrc: torch.Tensor, pe: torch.Tensor,
                       act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
@@ -178,8 +228,7 @@ def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, rel: torch.Tensor, ea: 
                               pe.shape[0], esrc.shape[0], hs, G=g, R=r, BM=bm, BN=bn)
 
 
-@torch.library.custom_op("gnn_treelstm_triton::childsum_backward",
-                         mutates_args=("dp", "dct", "dg", "dwf", "d"))
+@launch_op("childsum_backward", "dp,dct,dg,dwf,d")
 def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                        tc: torch.Tensor, fe: torch.Tensor, rel: torch.Tensor,
                        estart: torch.Tensor, esrc: torch.Tensor, edst: torch.Tensor,
@@ -191,10 +240,6 @@ def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c:
     tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, edst, pe, dp, dct,
                                dg, dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, G=g, R=r,
                                BM=bm, BN=bn)
-
-
-for _op in (_nary_forward, _nary_backward, _childsum_forward, _childsum_backward):
-    _op.register_fake(lambda *args: None)  # they only write into their buffers
 
 
 def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
@@ -285,7 +330,7 @@ class _NaryLevels(torch.autograd.Function):
                                                         dhk, dct, dg, a, bb - a, ctx.g)
             if lvl:
                 torch.mm(dg[a:bb], U, out=dhk[a:bb])
-        return fused.nary_param_grads(ctx, dg, xw, W, h, hk)
+        return fused.nary_param_grads(ctx, dg, xw, W, h, hk, loops=False)
 
 
 def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Tensor,
@@ -361,7 +406,7 @@ class _ChildSumLevels(torch.autograd.Function):
             if eb > ea:
                 torch.mm(d[ea:eb], u_all, out=dp[ea:eb])
         # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
-        du = fused.grad_matmul(d.t(), he) if e else torch.zeros_like(u_all)
+        du = torch.mm(d.t(), he) if e else torch.zeros_like(u_all)
         gr = g * hs * r
         return torch.cat([dg, dwf], 1), du[:gr].view(r, g * hs, hs), du[gr:], None
 
@@ -396,13 +441,12 @@ def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor) -> dict[str, int]:
     minimum); ``CK`` columns of the peephole matrix at a time (16 in float64, which keeps
     the top-down kernels' two matrices within an sm_90 block's shared memory at h 150)."""
     bh = max(16, triton_next_pow2(hs))
-    bm = 16 if t.is_cuda else max(16, min(triton_next_pow2(n), 256))
+    bm = 16 if gpu_blocks(t) else max(16, min(triton_next_pow2(n), 256))
     ck = 32 if bh >= 32 and t.dtype != torch.float64 else 16
     return {"BM": bm, "BH": bh, "BX": max(16, triton_next_pow2(xs)), "CK": ck}
 
 
-@torch.library.custom_op("gnn_treelstm_triton::lex_forward",
-                         mutates_args=("op", "act", "c", "tc", "h", "z"))
+@launch_op("lex_forward", "op,act,c,tc,h,z")
 def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.Tensor,
                  slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor, op: torch.Tensor,
                  act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
@@ -413,8 +457,7 @@ def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.
                                          a, n, par.shape[0], hs, xs, MODE=mode, **blk)
 
 
-@torch.library.custom_op("gnn_treelstm_triton::lex_backward",
-                         mutates_args=("dp", "dct", "dxt", "dz"))
+@launch_op("lex_backward", "dp,dct,dxt,dz")
 def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: torch.Tensor,
                   op: torch.Tensor, z: torch.Tensor, wco: torch.Tensor, slots: torch.Tensor,
                   par: torch.Tensor, pos: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
@@ -425,10 +468,6 @@ def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: tor
     tk.lex_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
                                           dp, dct, dxt, dz, dxo, a, n, par.shape[0], hs, xs,
                                           MODE=mode, XO=dxo.numel() > 0, **blk)
-
-
-for _op in (_lex_forward, _lex_backward):
-    _op.register_fake(lambda *args: None)
 
 
 def lex_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
@@ -550,8 +589,8 @@ class _LexLevels(torch.autograd.Function):
             coef = _head_coef(z, rows.par, rows.pos, mode, op.dtype)
             dx0 = dx0 + coef * dxt.index_select(0, rows.par)
             dx0[lv.node_offsets[1]:] = 0  # internal rows of x0 are not read
-        dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
-        dW_co = fused.grad_matmul(dp[:, 4 * hs:5 * hs].t(), c)
+        dM = torch.mm(dp.t(), op)  # one product over all nodes
+        dW_co = torch.mm(dp[:, 4 * hs:5 * hs].t(), c)
         db_z = dz[:n].sum(0) if mode == 0 else None
         return dx0, dM, dp[:, :5 * hs].sum(0), db_z, dW_co, None
 
@@ -575,11 +614,11 @@ def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv
 # ============================================================== head lexicons (eqs 9-10)
 def _x_blocks(n: int, xs: int, t: torch.Tensor) -> dict[str, int]:
     """Block sizes of the head kernels: whole rows of ``x`` per program."""
-    bm = 16 if t.is_cuda else max(1, min(triton_next_pow2(n), 256))
+    bm = 16 if gpu_blocks(t) else max(1, min(triton_next_pow2(n), 256))
     return {"BM": bm, "BX": triton_next_pow2(xs)}
 
 
-@torch.library.custom_op("gnn_treelstm_triton::head_forward", mutates_args=("x", "z"))
+@launch_op("head_forward", "x,z")
 def _head_forward(pz: torch.Tensor, bz: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
                   x: torch.Tensor, z: torch.Tensor, a: int, n: int, mode: int) -> None:
     blk = _x_blocks(n, x.shape[1], x)
@@ -587,8 +626,7 @@ def _head_forward(pz: torch.Tensor, bz: torch.Tensor, slots: torch.Tensor, par: 
                                           x.shape[1], MODE=mode, **blk)
 
 
-@torch.library.custom_op("gnn_treelstm_triton::head_backward",
-                         mutates_args=("dxt", "dpz", "dz"))
+@launch_op("head_backward", "dxt,dpz,dz")
 def _head_backward(dx: torch.Tensor, dpx: torch.Tensor, x: torch.Tensor, z: torch.Tensor,
                    slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor,
                    dxt: torch.Tensor, dpz: torch.Tensor, dz: torch.Tensor, a: int, n: int,
@@ -653,7 +691,7 @@ class _HeadLevels(torch.autograd.Function):
         if not gate:
             return dx0, None, None, None, None
         nt = lv.node_offsets[-2]  # the rows below the top level
-        dW = fused.grad_matmul(dpz[:nt].t(), x[:nt]) if nt else torch.zeros_like(Wz2)
+        dW = torch.mm(dpz[:nt].t(), x[:nt]) if nt else torch.zeros_like(Wz2)
         return dx0, dW, dz[:n].sum(0), None, None
 
 
@@ -682,8 +720,7 @@ def head_levels(x0: torch.Tensor, lv: Levels, mode: str, W_z: torch.Tensor | Non
 
 
 # ============================================================== Teng & Zhang top-down (eqs 14-15)
-@torch.library.custom_op("gnn_treelstm_triton::topdown_forward",
-                         mutates_args=("op", "act", "c", "tc", "h"))
+@launch_op("topdown_forward", "op,act,c,tc,h")
 def _topdown_forward(p: torch.Tensor, b: torch.Tensor, side: torch.Tensor, wco: torch.Tensor,
                      kids: torch.Tensor, op: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                      tc: torch.Tensor, h: torch.Tensor, a: int, n: int) -> None:
@@ -695,8 +732,7 @@ def _topdown_forward(p: torch.Tensor, b: torch.Tensor, side: torch.Tensor, wco: 
                                              S=b.shape[0] // (4 * hs), **blk)
 
 
-@torch.library.custom_op("gnn_treelstm_triton::topdown_backward",
-                         mutates_args=("dp", "dct"))
+@launch_op("topdown_backward", "dp,dct")
 def _topdown_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: torch.Tensor,
                       op: torch.Tensor, side: torch.Tensor, wco: torch.Tensor,
                       kids: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
@@ -707,10 +743,6 @@ def _topdown_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc:
     tk.topdown_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, side, wco, kids, dop, dp,
                                               dct, a, n, side.shape[0], hs,
                                               op.shape[1] - 4 * hs, **blk)
-
-
-for _op in (_head_forward, _head_backward, _topdown_forward, _topdown_backward):
-    _op.register_fake(lambda *args: None)
 
 
 class _TopDownLevels(torch.autograd.Function):
@@ -756,11 +788,11 @@ class _TopDownLevels(torch.autograd.Function):
             torch.mm(dp[a:bb], M, out=dop[a:bb])
         right = side.unsqueeze(1).to(dp.dtype)
         onehot = torch.cat([1.0 - right, right], 1)  # (N, 2) the node's side
-        dM = fused.grad_matmul(dp.t(), op)  # one product over all nodes
+        dM = torch.mm(dp.t(), op)  # one product over all nodes
         d_o = dp[:, 3 * hs:]
-        dW_co = fused.grad_matmul(torch.cat([d_o * onehot[:, :1], d_o * onehot[:, 1:]], 1).t(),
+        dW_co = torch.mm(torch.cat([d_o * onehot[:, :1], d_o * onehot[:, 1:]], 1).t(),
                                   c).view(2, hs, hs)  # W_co^N over the nodes of side N
-        db = dp.sum(0) if ctx.s == 1 else fused.grad_matmul(onehot.t(), dp).reshape(-1)
+        db = dp.sum(0) if ctx.s == 1 else torch.mm(onehot.t(), dp).reshape(-1)
         return dop[:, 4 * hs:], dM, db, dW_co, None, None, None
 
 

@@ -35,7 +35,7 @@ import logging
 
 import torch
 
-from gnn_treelstm.kernels.settings import env_choice
+from gnn_treelstm.kernels.settings import requested
 
 logger = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ _state: dict[str, object] = {"requested": None, "onednn": None}
 
 def _requested() -> str:
     if _state["requested"] is None:
-        _state["requested"] = env_choice("GNN_TREELSTM_GEMM", BACKENDS, "matrix-product backend")
+        _state["requested"] = requested("gemm")
     return _state["requested"]  # type: ignore[return-value]
 
 

@@ -44,7 +44,7 @@ import torch
 
 from gnn_treelstm.eager import eager
 from gnn_treelstm.files import atomic_path, cache_dir
-from gnn_treelstm.kernels.settings import env_choice
+from gnn_treelstm.kernels.settings import requested
 
 logger = logging.getLogger(__name__)
 
@@ -66,7 +66,7 @@ _state: dict[str, object] = {"choice": None, "loaded": None}
 def choice() -> str:
     """The requested mode: ``set_choice`` if called, else ``$GNN_TREELSTM_NATIVE``."""
     if _state["choice"] is None:
-        _state["choice"] = env_choice("GNN_TREELSTM_NATIVE", CHOICES, "choice")
+        _state["choice"] = requested("native")
     return _state["choice"]  # type: ignore[return-value]
 
 

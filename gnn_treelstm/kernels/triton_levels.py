@@ -259,7 +259,7 @@ def _head_grad(dx_ptr, DXW, dx2_ptr, X2: tl.constexpr, x_ptr, XW, z_ptr, slots_p
 
 
 # ============================================================== N-ary (Tai eqs 9-14)
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h_ptr, hk_ptr,
                  a, n, N, HS, G: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                  BN: tl.constexpr):
@@ -290,7 +290,7 @@ def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h
              mask=m & (p < N)[:, None])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, pos_ptr,
                   dhk_ptr, dct_ptr, dg_ptr, a, n, N, HS, G: tl.constexpr, K: tl.constexpr,
                   BM: tl.constexpr, BN: tl.constexpr):
@@ -323,7 +323,7 @@ def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, po
 
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
-@triton.jit
+@triton.jit(do_not_specialize=('ea', 'a', 'n', 'N', 'E'))
 def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c_ptr,
                      tc_ptr, h_ptr, he_ptr, fe_ptr, a, n, N, E, HS, G: tl.constexpr,
                      R: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
@@ -368,7 +368,7 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
     tl.store(he_ptr + pe[:, None] * HS + cols[None, :], hj, mask=m & (pe < E)[:, None])
 
 
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N', 'E'))
 def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, estart_ptr,
                       esrc_ptr, edst_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n,
                       N, E, HS, G: tl.constexpr, R: tl.constexpr, BM: tl.constexpr,
@@ -417,7 +417,7 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, e
 
 
 # ============================================================== Teng & Zhang lex (eqs 9-12, 5, 1)
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_ptr, act_ptr,
                 c_ptr, tc_ptr, h_ptr, z_ptr, a, n, N, HS, XS, MODE: tl.constexpr,
                 BM: tl.constexpr, BH: tl.constexpr, BX: tl.constexpr, CK: tl.constexpr):
@@ -473,7 +473,7 @@ def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_p
                       N, XS, MODE, BX)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_ptr, par_ptr,
                  pos_ptr, dop_ptr, dp_ptr, dct_ptr, dxt_ptr, dz_ptr, dxo_ptr, a, n, N, HS, XS,
                  MODE: tl.constexpr, XO: tl.constexpr, BM: tl.constexpr, BH: tl.constexpr,
@@ -529,7 +529,7 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
 
 
 # ============================================================== head lexicons (eqs 9-10)
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def head_forward(pz_ptr, bz_ptr, slots_ptr, par_ptr, x_ptr, z_ptr, a, n, N, XS,
                  MODE: tl.constexpr, BM: tl.constexpr, BX: tl.constexpr):
     """Eqs 9-10 bottom-up: for the level's rows, the child that finishes its parent's
@@ -544,7 +544,7 @@ def head_forward(pz_ptr, bz_ptr, slots_ptr, par_ptr, x_ptr, z_ptr, a, n, N, XS,
     _head_combine(x_ptr, XS, pz_ptr, 2 * XS, bz_ptr, z_ptr, p, s0, s1, fin, N, XS, MODE, BX)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def head_backward(dx_ptr, dpx_ptr, x_ptr, z_ptr, slots_ptr, par_ptr, pos_ptr, dxt_ptr, dpz_ptr,
                   dz_ptr, a, n, N, XS, MODE: tl.constexpr, BM: tl.constexpr, BX: tl.constexpr):
     """The derivative of :func:`head_forward` for the level's rows (top-down over the up
@@ -563,7 +563,7 @@ def head_backward(dx_ptr, dpx_ptr, x_ptr, z_ptr, slots_ptr, par_ptr, pos_ptr, dx
 
 
 # ============================================================== Teng & Zhang top-down (eqs 14-15)
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def topdown_forward(p_ptr, b_ptr, side_ptr, wco_ptr, kids_ptr, op_ptr, act_ptr, c_ptr, tc_ptr,
                     h_ptr, a, n, N, HS, XW, S: tl.constexpr, BM: tl.constexpr, BH: tl.constexpr,
                     CK: tl.constexpr):
@@ -614,7 +614,7 @@ def topdown_forward(p_ptr, b_ptr, side_ptr, wco_ptr, kids_ptr, op_ptr, act_ptr, 
         tl.store(krow + 2 * HS + q * HS, cj, mask=km)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=('a', 'n', 'N'))
 def topdown_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, side_ptr, wco_ptr, kids_ptr,
                      dop_ptr, dp_ptr, dct_ptr, a, n, N, HS, XW, BM: tl.constexpr,
                      BH: tl.constexpr, CK: tl.constexpr):

@@ -13,6 +13,7 @@ from gnn_treelstm.kernels import gemm
 @pytest.fixture(autouse=True)
 def _fresh_backend(monkeypatch):
     monkeypatch.delenv("GNN_TREELSTM_GEMM", raising=False)
+    monkeypatch.delenv("GNN_TREELSTM_BACKEND", raising=False)  # the former name is tested
     gemm.set_backend(None)
     yield
     gemm.set_backend(None)

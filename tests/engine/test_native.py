@@ -138,6 +138,7 @@ def test_unusable_library_falls_back_with_a_warning_or_raises_when_required(
 
 
 def test_choices_and_dtypes(restore_choices, monkeypatch):
+    monkeypatch.delenv("GNN_TREELSTM_BACKEND", raising=False)  # the former name is tested
     with pytest.raises(ValueError, match="auto, on, off"):
         monkeypatch.setenv("GNN_TREELSTM_NATIVE", "fast")
         native.set_choice(None)

@@ -92,6 +92,7 @@ def test_the_general_driver_dispatches_more_than_8_per_level():
 
 
 def test_the_choice_is_read_from_the_environment(monkeypatch):
+    monkeypatch.delenv("GNN_TREELSTM_BACKEND", raising=False)  # the former name is tested
     monkeypatch.setenv("GNN_TREELSTM_KERNELS", "cuda-please")
     fused_triton.set_choice(None)
     with pytest.raises(ValueError, match="GNN_TREELSTM_KERNELS='cuda-please'.*auto, triton"):
