@@ -281,3 +281,43 @@ def test_a_checkpoint_written_under_another_torch_loads_and_gives_its_outputs(pa
         torch.testing.assert_close(torch.tensor(got[key]), torch.tensor(want), rtol=1e-5,
                                    atol=1e-6, msg=lambda m, k=key, w=written:
                                    f"{k} of the model written under {w}: {m}")
+
+
+# -- the oldest torch of the range: what it lacks, filled in where the package uses it ------
+
+
+def test_total_norm_where_torch_has_no_get_total_norm(monkeypatch):
+    """torch 2.4 and 2.5 have no ``torch.nn.utils.get_total_norm``: the same norm without it."""
+    import torch
+
+    from gnn_treelstm.training.faults import total_norm
+
+    grads = [torch.randn(3, 4), torch.randn(5), torch.tensor([float("inf")])]
+    finite = grads[:2]
+    want = torch.linalg.vector_norm(torch.cat([g.flatten() for g in finite]))
+    monkeypatch.delattr(torch.nn.utils, "get_total_norm", raising=False)
+    torch.testing.assert_close(total_norm(finite), want)
+    assert not torch.isfinite(total_norm(grads))
+
+
+def test_eager_where_torch_compiler_disable_takes_no_reason(monkeypatch):
+    """torch 2.4's ``torch.compiler.disable`` takes no ``reason``: the function is disabled
+    all the same once Dynamo is loaded."""
+    import torch
+    import torch._dynamo  # noqa: F401  (what makes eager() call torch.compiler.disable)
+
+    from gnn_treelstm.eager import eager
+
+    calls = []
+
+    def disable(fn, recursive=True):  # torch 2.4's signature
+        calls.append(fn)
+        return fn
+
+    monkeypatch.setattr(torch.compiler, "disable", disable)
+
+    @eager(reason="host-side work")
+    def double(x):
+        return 2 * x
+
+    assert double(3) == 6 and len(calls) == 1
