@@ -258,6 +258,7 @@ def test_each_end_of_the_range_wrote_a_checkpoint():
     each under its torch), so loading them all under any torch crosses the range."""
     written = {Version(p.stem.removeprefix("torch-")) for p in _range_checkpoints()}
     ends = {Version(e["torch"]) for e in _tested_ends()}
+    assert ends, ".ci/run names no end of the range (.ci/stack PY TORCH DGL)"
     assert written >= ends, (
         f"{RANGE_CHECKPOINTS} holds {sorted(written)}; write the missing end with "
         "scripts/range_checkpoint.py in that end's venv")
