@@ -17,7 +17,7 @@ from gnn_treelstm.commands.cli import main
 
 
 def _drop_working_directory() -> None:
-    if not sys.path or sys.flags.safe_path:
+    if not sys.path or getattr(sys.flags, "safe_path", False):  # -P: Python 3.11+
         return
     first = Path(sys.path[0] or os.getcwd()).resolve()
     home = Path(gnn_treelstm.__file__).resolve().parent.parent

@@ -1,7 +1,8 @@
-"""Make ``import dgl`` work on the pinned stack (dgl 2.1.0 wheel + torch 2.13).
+"""Make ``import dgl`` work on every torch of the declared range (dgl 2.1.0 wheel, torch 2.4-2.15).
 
 ``gnn_treelstm`` imports this module before anything imports :mod:`dgl`. It fixes
-exactly two import-time problems of the PyPI ``dgl==2.1.0`` wheel and nothing else:
+exactly two import-time problems of the PyPI ``dgl==2.1.0`` wheel, and chooses DGL's backend
+where none is chosen, and nothing else:
 
 1. ``dgl/__init__.py`` imports :mod:`dgl.graphbolt`, which loads
    ``libgraphbolt_pytorch_<torch version>.so``. The wheel ships that library only for
@@ -16,10 +17,19 @@ exactly two import-time problems of the PyPI ``dgl==2.1.0`` wheel and nothing el
    not importable; setuptools >= 71 removed that vendored copy. If
    ``setuptools.extern.packaging`` is missing and ``packaging`` is importable, we alias
    it (``packaging`` is a declared dependency of this project).
+3. With neither ``DGLBACKEND`` nor a ``config.json`` in ``DGLDEFAULTDIR`` (else ``~/.dgl``)
+   naming a backend, DGL prints "DGL backend not selected ... mxnet, tensorflow" at its first
+   import, guesses PyTorch and writes ``~/.dgl/config.json``. We set ``DGLBACKEND=pytorch``
+   first (patch ``"DGLBACKEND"``): the same choice, without the message or the file. A
+   backend the user chose, in either place, is kept.
+
+Once ``dgl`` is imported, ``dgl.graphbolt`` as an attribute is the stand-in too: a finder
+wraps DGL's own loader for that one import (a look-up with ``importlib.util.find_spec``, as
+:func:`graphbolt_library_path` makes, does not use it up), then leaves no trace.
 
 When DGL works natively (graphbolt library present for this torch, torchdata intact,
-setuptools still vendoring packaging) :func:`apply` changes nothing. The function is
-idempotent and reports what it did, so the tests can check both paths.
+setuptools still vendoring packaging, a backend chosen) :func:`apply` changes nothing. The
+function is idempotent and reports what it did, so the tests can check both paths.
 
 A program that imports ``dgl`` before ``gnn_treelstm`` gets the same fixes from the start-up
 hook (:mod:`gnn_treelstm._dgl_hook`), which calls :func:`apply` on the first look-up of
@@ -31,7 +41,9 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import importlib.util
+import json
 import logging
+import os
 import sys
 import types
 from pathlib import Path
@@ -132,13 +144,31 @@ def _remove_import_hooks() -> None:
             pass
 
 
+def _backend_unselected() -> bool:
+    """True where DGL would find no backend chosen: no ``DGLBACKEND`` and no valid
+    ``config.json`` in ``DGLDEFAULTDIR`` (else ``~/.dgl``), DGL's own order of look-up."""
+    if "DGLBACKEND" in os.environ:
+        return False
+    config = Path(os.environ.get("DGLDEFAULTDIR") or Path.home() / ".dgl") / "config.json"
+    try:
+        chosen = json.loads(config.read_text(encoding="utf-8")).get("backend", "")
+    except (OSError, ValueError, AttributeError):
+        return True
+    return str(chosen).lower() not in ("pytorch", "mxnet", "tensorflow")
+
+
 def apply() -> list[str]:
     """Install the workarounds this environment needs; return the names of those applied."""
     _remove_import_hooks()
     if "dgl" in sys.modules and "dgl.graphbolt" in sys.modules:
         return list(PATCHES)  # dgl already imported (natively or after us): nothing to do
-    problem = _graphbolt_problem()
-    if problem is not None and "graphbolt" not in PATCHES:
+    if "dgl" not in sys.modules and "DGLBACKEND" not in PATCHES and _backend_unselected():
+        # DGL would print two lines, guess PyTorch and write ~/.dgl/config.json; choose
+        # PyTorch here, the one backend this package runs on (a user's choice is kept)
+        os.environ["DGLBACKEND"] = "pytorch"
+        PATCHES.append("DGLBACKEND")
+    problem = None if "graphbolt" in PATCHES else _graphbolt_problem()
+    if problem is not None:
         sys.modules["dgl.graphbolt"] = GraphboltUnavailable(problem)
         PATCHES.append("graphbolt")
         logger.debug("dgl.graphbolt replaced by a stand-in: %s", problem)
@@ -179,7 +209,11 @@ class _AttachLoader:
         return self._inner.create_module(spec)
 
     def exec_module(self, module) -> None:  # noqa: ANN001
+        _remove_attach_finders()  # dgl is loading: the finder's work is done
         self._inner.exec_module(module)
+        module.__loader__ = self._inner  # no trace of the wrapper is left on dgl
+        if getattr(module, "__spec__", None) is not None:
+            module.__spec__.loader = self._inner
         attach()
 
     def __getattr__(self, name: str):  # noqa: ANN204
@@ -187,20 +221,30 @@ class _AttachLoader:
 
 
 class _AttachAfterDglImport:
-    """A one-shot finder for ``dgl``: the spec the other finders give, its loader wrapped
-    in :class:`_AttachLoader`; it leaves :data:`sys.meta_path` on first use."""
+    """A finder for ``dgl``: the spec the other finders give, its loader wrapped in
+    :class:`_AttachLoader`. It leaves :data:`sys.meta_path` when dgl is loaded, not on a
+    mere look-up (``importlib.util.find_spec("dgl")``, which this module makes too)."""
 
     def find_spec(self, fullname: str, path=None, target=None):  # noqa: ANN001, ANN201
         if fullname != "dgl":
             return None
+        for finder in list(sys.meta_path):
+            if isinstance(finder, _AttachAfterDglImport) or not hasattr(finder, "find_spec"):
+                continue
+            spec = finder.find_spec(fullname, path, target)
+            if spec is not None:
+                if spec.loader is not None:
+                    spec.loader = _AttachLoader(spec.loader)
+                return spec
+        return None
+
+
+def _remove_attach_finders() -> None:
+    for finder in [f for f in sys.meta_path if isinstance(f, _AttachAfterDglImport)]:
         try:
-            sys.meta_path.remove(self)
-        except ValueError:
+            sys.meta_path.remove(finder)
+        except ValueError:  # another thread removed it first
             pass
-        spec = importlib.util.find_spec("dgl")
-        if spec is not None and spec.loader is not None:
-            spec.loader = _AttachLoader(spec.loader)
-        return spec
 
 
 def _attach_when_dgl_loads() -> None:

@@ -14,6 +14,7 @@ breaks the graph there and calls it, rather than tracing into it
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -37,7 +38,10 @@ def eager(fn: F | None = None, *, reason: str | None = None) -> Any:
         if not disabled:
             import torch
 
-            disabled.append(torch.compiler.disable(fn, reason=reason))
+            # ``reason`` is torch 2.6+'s; torch 2.4 and 2.5 take the function alone
+            takes_reason = "reason" in inspect.signature(torch.compiler.disable).parameters
+            extra = {"reason": reason} if takes_reason else {}
+            disabled.append(torch.compiler.disable(fn, **extra))
         return disabled[0](*args, **kwargs)
 
     # what torch.compiler.disable marks its wrapper with: Dynamo skips such a function

@@ -228,3 +228,97 @@ def test_install_is_idempotent_and_skips_an_imported_dgl():
     _dgl_hook.uninstall()
     _dgl_hook.uninstall()
     assert not _dgl_hook.installed() and not any(h in sys.meta_path for h in hooks)
+
+
+# ---- attribute access and a fresh home directory ---------------------------------------------
+
+
+def _fresh_home_env(tmp_path: Path) -> dict[str, str]:
+    """The environment of a first run: an empty home directory, no backend chosen for DGL."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k not in ("DGLBACKEND", "DGLDEFAULTDIR")}
+    (tmp_path / "home").mkdir()
+    env.update(HOME=str(tmp_path / "home"), GNN_TREELSTM_CACHE=str(tmp_path / "cache"))
+    return env
+
+
+def test_import_dgl_then_graphbolt_attribute_says_why():
+    """``import dgl; dgl.graphbolt.X`` alone, the start-up hook's path: the stand-in's
+    reason, not ``module 'dgl' has no attribute 'graphbolt'``; dgl is loaded once, by its
+    own loader."""
+    lib = _dgl_compat.graphbolt_library_path()
+    if lib is not None and lib.exists():
+        pytest.skip("this DGL ships graphbolt for the running torch")
+    out = _run("""
+        import sys
+        import dgl
+        try:
+            dgl.graphbolt.ItemSet
+        except AttributeError as exc:
+            print(type(exc).__name__, exc)
+        print(type(dgl.__loader__).__name__ != "_AttachLoader",
+              any(type(f).__name__ == "_AttachAfterDglImport" for f in sys.meta_path))
+    """)
+    assert out.startswith("GraphboltUnavailableError dgl.graphbolt.ItemSet is unavailable"), out
+    assert out.endswith("True False"), out
+
+
+def test_a_look_up_of_dgl_before_its_import_keeps_the_attribute():
+    """``importlib.util.find_spec("dgl")`` (the compat check makes one too) before
+    ``import dgl`` does not use up the finder that attaches the stand-in."""
+    lib = _dgl_compat.graphbolt_library_path()
+    if lib is not None and lib.exists():
+        pytest.skip("this DGL ships graphbolt for the running torch")
+    out = _run("""
+        import importlib.util
+        import gnn_treelstm
+        importlib.util.find_spec("dgl")
+        import dgl
+        print(type(dgl.graphbolt).__name__)
+    """)
+    assert out == "GraphboltUnavailable", out
+
+
+BACKEND_MESSAGE = ("backend not selected", "Setting the default backend")
+
+
+def test_readme_example_on_a_fresh_home_prints_no_backend_message(tmp_path):
+    readme = (Path(__file__).resolve().parent.parent / "README.md").read_text(encoding="utf-8")
+    block = readme.split("```python\n", 1)[1].split("```", 1)[0]
+    proc = subprocess.run([sys.executable, "-c", block], capture_output=True, text=True,
+                          env=_fresh_home_env(tmp_path), cwd=tmp_path, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    said = proc.stdout + proc.stderr
+    assert not any(m in said for m in BACKEND_MESSAGE), said
+    assert not (tmp_path / "home" / ".dgl").exists()  # nothing written into the home either
+
+
+def test_cli_on_a_fresh_home_prints_no_backend_message(tmp_path):
+    """``gnn-treelstm build`` (it loads DGL to save graphs) on a first run: no DGL message."""
+    from gnn_treelstm.training.data import SAMPLE_SRC
+
+    env = _fresh_home_env(tmp_path)
+    cli = [sys.executable, "-m", "gnn_treelstm"]
+    said = ""
+    for args in (["fetch", "--from", str(SAMPLE_SRC), "--dest", "raw", "--datasets", "sst",
+                  "--quiet"], ["build", "--dataset", "sst", "--src", "raw", "--out", "built"]):
+        proc = subprocess.run([*cli, *args], capture_output=True, text=True, env=env,
+                              cwd=tmp_path, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        said += proc.stdout + proc.stderr
+    assert _run("import gnn_treelstm.datasets.build, sys; print('dgl' in sys.modules)") == "True"
+    assert not any(m in said for m in BACKEND_MESSAGE), said
+    assert not (tmp_path / "home" / ".dgl").exists()
+
+
+def test_a_chosen_backend_is_kept(tmp_path):
+    env = _fresh_home_env(tmp_path)
+    (tmp_path / "home" / ".dgl").mkdir()
+    (tmp_path / "home" / ".dgl" / "config.json").write_text('{"backend": "pytorch"}')
+    code = ("import os, gnn_treelstm; from gnn_treelstm import _dgl_compat; "
+            "print(os.environ.get('DGLBACKEND'), 'DGLBACKEND' in _dgl_compat.PATCHES)")
+    for extra, expected in (({}, "None False"), ({"DGLBACKEND": "mxnet"}, "mxnet False")):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              env={**env, **extra}, timeout=120)
+        assert proc.stdout.strip() == expected, proc.stderr

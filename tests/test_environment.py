@@ -4,6 +4,7 @@ the same package set; installing the wheel into an existing torch/DGL stack keep
 import base64
 import hashlib
 import json
+import os
 import re
 import subprocess
 import sys
@@ -23,9 +24,12 @@ if sys.version_info >= (3, 11):
 else:  # pragma: no cover
     tomllib = pytest.importorskip("tomli")
 
-# a stack a DGL user may already have, other versions than constraints.txt's inside the declared
-# ranges: a CUDA build of torch (what DGL's own CUDA wheels come with) and a newer DGL
-USER_STACK = {"torch": "2.11.0+cu126", "dgl": "2.4.0"}
+# a stack a DGL user has: DGL's last CUDA build (2.4, from DGL's own index) and the torch it was
+# built for, a CUDA build of torch 2.4 (docs/install.md, "Into a DGL-on-GPU stack")
+USER_STACK = {"torch": "2.4.1+cu121", "dgl": "2.4.0"}
+#: the ends of the range that CI tests, each in a venv of its own: `.ci/stack PY TORCH DGL`
+STACK_CALL = re.compile(r"^(?:[A-Z_]+=\S+ )*\.ci/stack (?P<py>[\d.]+) (?P<torch>[\d.]+) "
+                        r"(?P<dgl>[\d.]+) ", re.M)
 
 
 def _norm(req: str) -> str:
@@ -76,14 +80,46 @@ def test_torch_and_dgl_are_ranges_and_the_constraints_pin_them():
         pin = [s for s in pins[name].specifier if s.operator == "=="]
         assert len(pin) == 1, f"constraints.txt pins no exact {name}: {pins[name]}"
         assert spec.contains(pin[0].version), f"constraints.txt {pins[name]} outside {spec}"
-    # torch 2.11 ran with CUDA, 2.13 on the CPU: both inside the declared range
-    assert deps["torch"].specifier.contains("2.11.0")
-    assert deps["dgl"].specifier.contains("2.1.0")
+    # the ends CI tests, and the user's stack, lie inside the declared range
+    for end in _tested_ends():
+        assert deps["torch"].specifier.contains(end["torch"]), end
+        assert deps["dgl"].specifier.contains(end["dgl"]), end
+    assert deps["torch"].specifier.contains(USER_STACK["torch"])
     # every pin names a declared dependency and lies inside its range
     for name, pin in pins.items():
         assert name in deps, f"constraints.txt pins {name}, which pyproject does not declare"
         version = next(iter(pin.specifier)).version
         assert deps[name].specifier.contains(version), f"{pin} outside {deps[name]}"
+
+
+def _tested_ends() -> list[dict[str, str]]:
+    return [m.groupdict() for m in STACK_CALL.finditer((REPO / ".ci" / "run").read_text())]
+
+
+def _floor(name: str) -> Version:
+    req = next(Requirement(r) for r in _project()["dependencies"]
+               if canonicalize_name(Requirement(r).name) == name)
+    return Version(next(s.version for s in req.specifier if s.operator == ">="))
+
+
+def test_the_declared_range_is_the_tested_range():
+    """.ci/run runs the suite on the lowest torch, dgl and Python the project declares and on
+    the newest torch with the newest Python it names; the pinned set-up lies between them."""
+    ends = _tested_ends()
+    torches = sorted({Version(e["torch"]) for e in ends})
+    assert len(torches) >= 2, f".ci/run tests {torches}: both ends of the torch range"
+    assert torches[0].release[:2] == _floor("torch").release[:2], (torches, _floor("torch"))
+    assert all(Version(e["dgl"]).release[:2] == _floor("dgl").release[:2] for e in ends), ends
+    pythons = sorted({Version(e["py"]) for e in ends})
+    project = _project()
+    assert f">={pythons[0]}" == project["requires-python"], (pythons, project["requires-python"])
+    declared = sorted(Version(c.rsplit(" :: ", 1)[1]) for c in project["classifiers"]
+                      if re.fullmatch(r"Programming Language :: Python :: 3\.\d+", c))
+    assert (declared[0], declared[-1]) == (pythons[0], pythons[-1]), (declared, pythons)
+    pinned = Version(next(iter(_constraints()["torch"].specifier)).version)
+    assert torches[0] <= pinned <= torches[-1], (pinned, torches)
+    newest_end = next(e for e in ends if Version(e["torch"]) == torches[-1])
+    assert Version(newest_end["py"]) == pythons[-1], newest_end
 
 
 def test_make_install_and_ci_use_the_constraints():
@@ -182,7 +218,8 @@ def _dry_run(tmp: Path, metadata: str, label: str) -> dict[str, str]:
     subprocess.run([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"),
                     "install", "--dry-run", "--quiet", "--report", str(report), "--no-index",
                     "--find-links", str(wheels), "--disable-pip-version-check",
-                    str(project_wheel)], check=True, capture_output=True, text=True)
+                    str(project_wheel)], check=True, capture_output=True, text=True,
+                   env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
     plan = json.loads(report.read_text())["install"]
     return {canonicalize_name(p["metadata"]["name"]): p["metadata"]["version"] for p in plan}
 
@@ -205,3 +242,83 @@ def test_exact_pins_would_replace_the_stack(tmp_path, project_metadata):
     for name, pin in _constraints().items():
         assert plan.get(name) == next(iter(pin.specifier)).version, plan
     assert Version(plan["torch"]) > Version(USER_STACK["torch"])
+
+
+# -- checkpoints cross the declared range ----------------------------------------------------
+
+RANGE_CHECKPOINTS = REPO / "tests" / "range_checkpoints"
+
+
+def _range_checkpoints() -> list[Path]:
+    return sorted(RANGE_CHECKPOINTS.glob("torch-*.pt"))
+
+
+def test_each_end_of_the_range_wrote_a_checkpoint():
+    """One file per end of the declared torch range (scripts/range_checkpoint.py wrote them,
+    each under its torch), so loading them all under any torch crosses the range."""
+    written = {Version(p.stem.removeprefix("torch-")) for p in _range_checkpoints()}
+    ends = {Version(e["torch"]) for e in _tested_ends()}
+    assert ends, ".ci/run names no end of the range (.ci/stack PY TORCH DGL)"
+    assert written >= ends, (
+        f"{RANGE_CHECKPOINTS} holds {sorted(written)}; write the missing end with "
+        "scripts/range_checkpoint.py in that end's venv")
+
+
+@pytest.mark.parametrize("path", _range_checkpoints(), ids=lambda p: p.stem)
+def test_a_checkpoint_written_under_another_torch_loads_and_gives_its_outputs(path):
+    import torch
+
+    from gnn_treelstm.models.checkpoint import load_model
+    from tests.scripts import load_script
+
+    probe = load_script("range_checkpoint")
+    ck = load_model(path)
+    written = ck.meta["written_by"]
+    assert path.stem == f"torch-{written['torch']}"
+    assert ck.meta["probe"] == probe.PROBE and ck.model.config.cell == "nary"
+    got = probe.outputs(ck.model)
+    assert sorted(got) == sorted(ck.meta["outputs"])
+    for key, want in ck.meta["outputs"].items():
+        torch.testing.assert_close(torch.tensor(got[key]), torch.tensor(want), rtol=1e-5,
+                                   atol=1e-6, msg=lambda m, k=key, w=written:
+                                   f"{k} of the model written under {w}: {m}")
+
+
+# -- the oldest torch of the range: what it lacks, filled in where the package uses it ------
+
+
+def test_total_norm_where_torch_has_no_get_total_norm(monkeypatch):
+    """torch 2.4 and 2.5 have no ``torch.nn.utils.get_total_norm``: the same norm without it."""
+    import torch
+
+    from gnn_treelstm.training.faults import total_norm
+
+    grads = [torch.randn(3, 4), torch.randn(5), torch.tensor([float("inf")])]
+    finite = grads[:2]
+    want = torch.linalg.vector_norm(torch.cat([g.flatten() for g in finite]))
+    monkeypatch.delattr(torch.nn.utils, "get_total_norm", raising=False)
+    torch.testing.assert_close(total_norm(finite), want)
+    assert not torch.isfinite(total_norm(grads))
+
+
+def test_eager_where_torch_compiler_disable_takes_no_reason(monkeypatch):
+    """torch 2.4's ``torch.compiler.disable`` takes no ``reason``: the function is disabled
+    all the same once Dynamo is loaded."""
+    import torch
+    import torch._dynamo  # noqa: F401  (what makes eager() call torch.compiler.disable)
+
+    from gnn_treelstm.eager import eager
+
+    calls = []
+
+    def disable(fn, recursive=True):  # torch 2.4's signature
+        calls.append(fn)
+        return fn
+
+    monkeypatch.setattr(torch.compiler, "disable", disable)
+
+    @eager(reason="host-side work")
+    def double(x):
+        return 2 * x
+
+    assert double(3) == 6 and len(calls) == 1

@@ -22,8 +22,8 @@ import torch
 
 from gnn_treelstm.files import free_space
 
-__all__ = ["NonFiniteError", "nonfinite", "batch_ids", "nonfinite_message", "WriteFailed",
-           "writing", "free_space", "saved_files"]
+__all__ = ["NonFiniteError", "nonfinite", "total_norm", "batch_ids", "nonfinite_message",
+           "WriteFailed", "writing", "free_space", "saved_files"]
 
 
 class NonFiniteError(RuntimeError):
@@ -31,12 +31,22 @@ class NonFiniteError(RuntimeError):
     step and the batch's example ids, and what the run directory still holds."""
 
 
+def total_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of all ``grads`` together: ``torch.nn.utils.get_total_norm`` (torch 2.6+),
+    else the same norm of the per-tensor norms."""
+    if hasattr(torch.nn.utils, "get_total_norm"):
+        return torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+    device = grads[0].device
+    return torch.linalg.vector_norm(
+        torch.stack([torch.linalg.vector_norm(g, 2.0).to(device) for g in grads]), 2.0)
+
+
 def nonfinite(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> str:
     """"" if the loss and the gradients of ``params`` are finite, else what is not."""
     if not bool(torch.isfinite(loss.detach())):
         return f"the training loss is {float(loss.detach())}"
     grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
-    if grads and not bool(torch.isfinite(torch.nn.utils.get_total_norm(grads))):
+    if grads and not bool(torch.isfinite(total_norm(grads))):
         return "a gradient is NaN or infinite"
     return ""
 

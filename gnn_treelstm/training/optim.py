@@ -11,6 +11,7 @@ import torch
 
 from gnn_treelstm.models.treelstm import TreeLSTMModel
 from gnn_treelstm.training.config import LOSS_REDUCTIONS
+from gnn_treelstm.training.faults import total_norm
 
 if TYPE_CHECKING:
     from gnn_treelstm.training.config import RunConfig
@@ -129,7 +130,7 @@ def clip_gradients(params: Sequence[torch.Tensor], max_norm: float) -> torch.Ten
             grads.append(p.grad)
     if not grads:
         return torch.zeros(())
-    total = torch.nn.utils.get_total_norm(grads, norm_type=2.0)
+    total = total_norm(grads)
     coef = torch.clamp(max_norm / (total + 1e-6), max=1.0)
     for g in grads:
         g.mul_(coef.to(g.device))
