@@ -93,7 +93,7 @@ def test_torch_and_dgl_are_ranges_and_the_constraints_pin_them():
 
 
 def _tested_ends() -> list[dict[str, str]]:
-    return [m.groupdict() for m in STACK_CALL.finditer((REPO / ".ci" / "run").read_text())]
+    return [m.groupdict() for m in STACK_CALL.finditer((REPO / ".ci" / "ends").read_text())]
 
 
 def _floor(name: str) -> Version:
@@ -103,11 +103,11 @@ def _floor(name: str) -> Version:
 
 
 def test_the_declared_range_is_the_tested_range():
-    """.ci/run runs the suite on the lowest torch, dgl and Python the project declares and on
+    """.ci/ends runs the suite on the lowest torch, dgl and Python the project declares and on
     the newest torch with the newest Python it names; the pinned set-up lies between them."""
     ends = _tested_ends()
     torches = sorted({Version(e["torch"]) for e in ends})
-    assert len(torches) >= 2, f".ci/run tests {torches}: both ends of the torch range"
+    assert len(torches) >= 2, f".ci/ends tests {torches}: both ends of the torch range"
     assert torches[0].release[:2] == _floor("torch").release[:2], (torches, _floor("torch"))
     assert all(Version(e["dgl"]).release[:2] == _floor("dgl").release[:2] for e in ends), ends
     pythons = sorted({Version(e["py"]) for e in ends})
@@ -258,7 +258,7 @@ def test_each_end_of_the_range_wrote_a_checkpoint():
     each under its torch), so loading them all under any torch crosses the range."""
     written = {Version(p.stem.removeprefix("torch-")) for p in _range_checkpoints()}
     ends = {Version(e["torch"]) for e in _tested_ends()}
-    assert ends, ".ci/run names no end of the range (.ci/stack PY TORCH DGL)"
+    assert ends, ".ci/ends names no end of the range (.ci/stack PY TORCH DGL)"
     assert written >= ends, (
         f"{RANGE_CHECKPOINTS} holds {sorted(written)}; write the missing end with "
         "scripts/range_checkpoint.py in that end's venv")

@@ -56,7 +56,7 @@ CSRC = Path(__file__).with_name("csrc")
 #: ``TORCH_LIBRARY`` block, the others ``TORCH_LIBRARY_FRAGMENT``s), and their headers
 SOURCES = tuple(sorted(CSRC.glob("*.cpp")))
 HEADERS = tuple(sorted(CSRC.glob("*.h")))
-FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++17",
+FLAGS = ("-O3", "-march=native", "-fno-trapping-math", "-fno-math-errno", "-std=c++20",
          "-shared", "-fPIC", "-fopenmp",
          "-Wno-c++20-extensions")
 
