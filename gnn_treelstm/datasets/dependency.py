@@ -97,7 +97,12 @@ def _load_pipeline(name: str | None, disable: tuple[str, ...]):
     for cand in names:
         if not spacy.util.is_package(cand) and not _is_path(cand):
             continue
-        nlp = spacy.load(cand, exclude=list(disable))  # absent names are ignored
+        try:
+            nlp = spacy.load(cand, exclude=list(disable))  # absent names are ignored
+        except OSError as exc:  # a folder that is not a saved pipeline (no meta.json, ...)
+            raise ValueError(f"spaCy pipeline {cand!r}: the folder is not a saved spaCy "
+                             f"pipeline ({exc}); name an installed pipeline package, or a "
+                             "folder written by spaCy's nlp.to_disk") from None
         if "parser" not in nlp.pipe_names:
             raise ValueError(f"spaCy pipeline {cand!r} has no 'parser' component; "
                              "use an English pipeline with a dependency parser")

@@ -106,3 +106,12 @@ def test_a_missing_pipeline_names_the_parser_extra_and_both_ways_to_name_one(mon
             dependency.load_pipeline("xx_no_such_pipeline")
     finally:
         dependency._load_pipeline.cache_clear()
+
+
+def test_a_folder_that_is_not_a_pipeline_is_named(tmp_path):
+    """--spacy-model given a path to a folder spaCy did not write: a message naming it."""
+    folder = tmp_path / "not-a-pipeline"
+    folder.mkdir()
+    with pytest.raises(ValueError, match="not a saved spaCy pipeline") as err:
+        load_pipeline(str(folder))
+    assert str(folder) in str(err.value) and "nlp.to_disk" in str(err.value)
