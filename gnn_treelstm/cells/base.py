@@ -221,6 +221,7 @@ class TreeCell(nn.Module):
                 f"{name}: x has dtype {x.dtype} but the cell's parameters are "
                 f"{params[0].dtype}; convert one of them (e.g. cell.to(x.dtype))"
             )
+        self._check_place(graph, x, params)
         tree_kw.setdefault("edge_fields", self.edge_fields)
         G.validate_tree(graph, who=name, **tree_kw)
         if x.shape[0] != graph.num_nodes():
@@ -229,6 +230,21 @@ class TreeCell(nn.Module):
             )
         if self.reads_words:
             G.check_words(graph, who=name)
+
+    def _check_place(self, graph: dgl.DGLGraph, x: torch.Tensor, params: list) -> None:
+        """``x``, the cell's parameters and the graph on one device, and a dtype the engine
+        takes there; ``ValueError`` naming both sides and the fix."""
+        name = type(self).__name__
+        if params and x.device != params[0].device:
+            raise ValueError(f"{name}: x is on {x.device} but the cell's parameters are on "
+                             f"{params[0].device}; move one of them (e.g. cell.to(x.device))")
+        if self.engine == "dgl" and graph.device != x.device:  # DGL's kernels need one device
+            raise ValueError(f"{name}: x is on {x.device} but the graph is on {graph.device}; "
+                             f"move the graph (graph.to(x.device))")
+        if self.engine == "dgl" and x.device.type == "cpu" and x.dtype == torch.float16:
+            raise ValueError(f"{name}: the dgl engine on the CPU takes float32, float64 or "
+                             "bfloat16 features (DGL's CPU kernels), not float16; use "
+                             "engine='level', or convert with cell.float() and x.float()")
 
     def check_output(self, graph: dgl.DGLGraph, h: torch.Tensor) -> None:
         """``h`` must be :meth:`forward`'s output for ``graph`` (the classifier inputs a cell

@@ -56,3 +56,29 @@ def test_every_change_is_checked_again(monkeypatch):
     with pytest.raises(ValueError, match="dtype"):
         cell(g, x)
     assert len(calls) == 6
+
+
+def _tree_and_x(**kw):
+    g = make_tree([2, 2, -1], [1, 2, -1])
+    return g, torch.randn(3, 3, **kw)
+
+
+def test_features_on_another_device_than_the_cell_are_named():
+    cell = build_cell("childsum", 3, 2)
+    g, x = _tree_and_x(device="meta")
+    with pytest.raises(ValueError, match=r"x is on meta but the cell's parameters are on cpu"):
+        cell(g, x)
+
+
+def test_a_graph_on_another_device_than_the_features_is_named():
+    cell = build_cell("childsum", 3, 2, engine="dgl").to("meta")
+    g, x = _tree_and_x(device="meta")
+    with pytest.raises(ValueError, match=r"x is on meta but the graph is on cpu.*graph.to"):
+        cell(g, x)
+
+
+def test_float16_on_the_cpu_with_the_dgl_engine_is_named():
+    cell = build_cell("childsum", 3, 2, engine="dgl").half()
+    g, x = _tree_and_x(dtype=torch.float16)
+    with pytest.raises(ValueError, match=r"dgl engine on the CPU takes float32.*not float16"):
+        cell(g, x)
