@@ -25,7 +25,7 @@ def test_bilstm_prefix_probe_zeroes_the_backward_half_of_the_phrase_input(tiny_s
     rc = probe.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "p",
                      "--task", "sst-5", "--model", "bilstm", "--tree", "chain",
                      "--supervision", "phrase", "--hidden", "6", "--epochs", "1",
-                     "--threads", "1", "-q"])
+                     "--threads", "1", "--embeddings-mode", "random", "-q"])
     assert rc == 0
     assert SequentialLSTM.node_vectors is probe._forward_half  # what the run trained with
     res = json.loads((tmp_path / "p" / "results.json").read_text())

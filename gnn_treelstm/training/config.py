@@ -566,7 +566,8 @@ def config_changes(recorded: dict[str, Any], cfg: RunConfig,
     are compared by the file they name: a relative path, as runs recorded them before
     recording absolute ones, is read from the current directory, so ``built/sick`` and
     ``/abs/built/sick`` are the same when run from ``/abs``. ``embeddings_sha256`` is a
-    check, not a choice: it differs only where both name a digest."""
+    check, not a choice: it differs only where both name a digest; ``embeddings`` left unset
+    now (the data's default vectors) matches the file the run recorded having read."""
     want = json.loads(json.dumps(jsonable(cfg.to_dict())))
     default = json.loads(json.dumps(jsonable(RunConfig().to_dict())))
     had = {**default, **recorded}
@@ -577,6 +578,8 @@ def config_changes(recorded: dict[str, Any], cfg: RunConfig,
         a, b = had.get(k), want.get(k)
         if k == "embeddings_sha256" and (a is None or b is None):
             return True
+        if k == "embeddings" and b is None:  # no file named now: the data's default vectors,
+            return True                      # which the run recorded as the file it read
         if k in paths and isinstance(a, str) and isinstance(b, str):
             return os.path.realpath(os.path.expanduser(a)) == \
                 os.path.realpath(os.path.expanduser(b))

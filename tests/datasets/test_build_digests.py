@@ -16,7 +16,7 @@ from gnn_treelstm.datasets.build import build
 
 DIGESTS = Path(__file__).with_name("build_digests.json")
 #: the keys of meta.json that differ from build to build (seconds, absolute paths, versions)
-VOLATILE = ("build_seconds", "src", "built_with")
+VOLATILE = ("build_seconds", "src", "built_with", "manifest")
 #: name -> (data set, sample sub-directory for file data sets, tree kinds)
 BUILDS = {
     "sst": ("sst", None, ["constituency", "chain"]),
