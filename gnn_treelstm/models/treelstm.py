@@ -42,7 +42,8 @@ from gnn_treelstm.trees.schedule import LevelSchedule
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts"]
+__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts",
+           "meta_model"]
 
 EMBEDDING_MODES = ("tuned", "fixed", "random")
 #: which root state is the sentence vector: ``h`` (the papers' text) or ``c`` (Tran's code)
@@ -142,6 +143,21 @@ def cell_accepts(name: str, param: str) -> bool:
     if param in sig.parameters:
         return True
     return False
+
+
+def meta_model(config: ModelConfig) -> TreeLSTMModel | None:
+    """The model ``config`` makes, built on torch's ``meta`` device: its weights have their
+    shapes and no storage, so they are counted without allocating them. None where the
+    model cannot be built there (a cell that runs itself on a probe tree while it is
+    built needs real tensors; an invalid ``config`` is also None: building it for real
+    reports why). ``RuntimeError`` where a weight's size overflows torch's count."""
+    try:
+        with torch.device("meta"):
+            return TreeLSTMModel(config)
+    except Exception as exc:  # noqa: BLE001 - any other failure: the model is not countable
+        if isinstance(exc, RuntimeError) and "overflow" in str(exc):
+            raise
+        return None
 
 
 def _sentence_size(cell: TreeCell) -> int:
