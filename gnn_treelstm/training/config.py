@@ -671,10 +671,11 @@ def _model_config(r: RunConfig, hidden: int) -> ModelConfig:
 
 def _extrapolated_weights(r: RunConfig) -> int:
     """The weights of the resolved ``r``'s model where it cannot be built on the ``meta``
-    device (a cell that runs itself on a probe tree while it is built, or weights too
-    large for torch to count): counted on models built with ``hidden`` 2, 4, 6 and 8 and
-    extrapolated to ``r.hidden``, exact since a cell's weights are a polynomial of degree
-    at most 3 in ``hidden``; these small models are built on the CPU."""
+    device (a cell that needs real tensors while it is built, none of the registry's, or
+    weights too large for torch to count): counted on models built with ``hidden`` 2, 4,
+    6 and 8 and extrapolated to ``r.hidden``, exact since a cell's weights are a
+    polynomial of degree at most 3 in ``hidden``; these small models are built on the
+    CPU."""
     from gnn_treelstm.models.treelstm import TreeLSTMModel
 
     counts = [sum(p.numel() for p in TreeLSTMModel(_model_config(r, h)).parameters())
