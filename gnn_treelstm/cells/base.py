@@ -139,6 +139,13 @@ class TreeCell(nn.Module):
         """Size of the per-node output ``h`` (e.g. 2*h_size for bidirectional cells)."""
         return self.h_size
 
+    @property
+    def sentence_size(self) -> int:
+        """Size of the rows of ``sentence_vector`` (B, sentence_size), for the cells that
+        build their own sentence vector: ``out_size`` unless the cell says otherwise (a cell
+        whose sentence vector has another width overrides this property)."""
+        return self.out_size
+
     def reset_parameters(self) -> None:
         """(Re)initialise every parameter. This default resets each submodule that has a
         ``reset_parameters`` (``nn.Linear``, ``nn.Embedding``, ...: PyTorch's own

@@ -125,26 +125,25 @@ class Explorer:
 
     def _tree(self, text: str, side: str, rec: dict, graph: Any) -> dict:
         """One side's tree: its structure from the graph the prediction was made from
-        (:meth:`gnn_treelstm.models.predictor.Predictor.trees`), its tokens and per-node
+        (:meth:`gnn_treelstm.models.predictor.Predictor.trees`), its nodes' parents, spans
+        and words as ``predict --nodes`` records them
+        (:func:`gnn_treelstm.models.predictor.node_records`), its tokens and per-node
         predictions from the record."""
+        from gnn_treelstm.models.predictor import node_records
+
         tokens = rec["tokens_b"] if side == "b" else rec["tokens"]
-        src, dst = (t.tolist() for t in graph.edges())
+        src = graph.edges()[0].tolist()
         rel_ids = graph.edata["rel"].tolist() if "rel" in graph.edata else [None] * len(src)
         names = self.ck.relations if self.tree in _DEPENDENCY_TREES else []
-        parent: dict[int, int] = {}
-        relation: dict[int, str | None] = {}
-        for s, d, r in zip(src, dst, rel_ids):
-            parent[s] = d
-            relation[s] = names[r] if r is not None and 0 <= r < len(names) else None
-        spans = graph.ndata["span"].tolist()
+        relation = {s: names[r] if r is not None and 0 <= r < len(names) else None
+                    for s, r in zip(src, rel_ids)}
         preds = {x["id"]: x for x in rec.get("nodes", [])}
         nodes = []
-        for i in range(graph.num_nodes()):
-            lo, hi = spans[i]
+        for base in node_records(graph, tokens, [{}] * graph.num_nodes()):
+            i = base["id"]
             own = i < len(tokens)
-            node = {"id": i, "parent": parent.get(i), "word": tokens[i] if own else None,
-                    "token": i if own else None, "span": [lo, hi],
-                    "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "",
+            node = {"id": i, "parent": base["parent"], "word": tokens[i] if own else None,
+                    "token": i if own else None, "span": base["span"], "words": base["words"],
                     "relation": relation.get(i), "label": None, "probabilities": None}
             if i in preds:
                 node.update(label=preds[i]["label"], probabilities=preds[i]["probabilities"])

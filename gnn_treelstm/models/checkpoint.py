@@ -55,7 +55,7 @@ from gnn_treelstm.cells import (
 )
 from gnn_treelstm.cells.registry import MODULE_NAME
 from gnn_treelstm.files import atomic_write
-from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel, cell_accepts
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel, cell_accepts, meta_model
 from gnn_treelstm.trees.vocab import Vocab
 
 __all__ = ["CHECKPOINT_FORMAT", "PRETRAINED_FILE", "Checkpoint", "save_checkpoint",
@@ -456,14 +456,11 @@ def _check_size(config: ModelConfig, got: dict[str, tuple[int, ...]],
     nothing), or whose ``hidden`` or ``emb_dim`` exceeds every dimension of the file's
     weights (where a cell cannot be built on ``meta``): ``ValueError`` naming the file."""
     try:
-        with torch.device("meta"):
-            probe = TreeLSTMModel(config)
-    except Exception as exc:  # noqa: BLE001 - any failure: the shapes are checked below
-        if isinstance(exc, RuntimeError) and "overflow" in str(exc):
-            raise ValueError(f"{path}: model_config (hidden {config.hidden}, emb_dim "
-                             f"{config.emb_dim}) makes weights too large to count ({exc}); "
-                             "the checkpoint was changed or damaged") from None
-        probe = None  # a cell that cannot be built without real tensors
+        probe = meta_model(config)  # None: the shapes are checked below
+    except RuntimeError as exc:
+        raise ValueError(f"{path}: model_config (hidden {config.hidden}, emb_dim "
+                         f"{config.emb_dim}) makes weights too large to count ({exc}); "
+                         "the checkpoint was changed or damaged") from None
     if probe is None:
         largest = max((d for shape in got.values() for d in shape), default=0)
         for key in ("hidden", "emb_dim"):

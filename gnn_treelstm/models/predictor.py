@@ -56,7 +56,8 @@ from gnn_treelstm.models.checkpoint import (
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import Example, collate
 
-__all__ = ["Input", "Predictor", "read_lines", "tree_source", "trees_from", "STANFORD_SICK"]
+__all__ = ["Input", "Predictor", "read_lines", "tree_source", "trees_from", "STANFORD_SICK",
+           "node_records"]
 
 log = logging.getLogger(__name__)
 
@@ -121,9 +122,9 @@ def _stanford_trees(ck: Checkpoint) -> bool:
             and not CLEARNLP_ONLY & set(ck.relations))
 
 
-def _node_records(graph: Any, tokens: Sequence[str], labels: Sequence[dict]) -> list[dict]:
-    """``predict --nodes``: every node of ``graph`` with its parent, span, words and the
-    task's ``labels`` of it."""
+def node_records(graph: Any, tokens: Sequence[str], labels: Sequence[dict]) -> list[dict]:
+    """``predict --nodes`` and ``serve``'s trees: every node of ``graph`` with its parent
+    (None at the root), span, words and the task's ``labels`` of it."""
     src, dst = graph.edges()
     parent = [None] * graph.num_nodes()
     for s, d in zip(src.tolist(), dst.tolist()):
@@ -363,7 +364,7 @@ class Predictor:
             if nodes:
                 labels = task.node_records(out, slice(offsets[j], offsets[j + 1]),
                                            ck.label_names)
-                rec["nodes"] = _node_records(ga[j], pa[j].tokens, labels)
+                rec["nodes"] = node_records(ga[j], pa[j].tokens, labels)
             yield rec, sides
 
     def _text_fields(self, x: Input, sides: Sequence[tuple[Any, Any]]) -> dict:

@@ -42,7 +42,8 @@ from gnn_treelstm.trees.schedule import LevelSchedule
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts"]
+__all__ = ["ModelConfig", "TreeLSTMModel", "EMBEDDING_MODES", "SENTENCE_STATES", "cell_accepts",
+           "meta_model"]
 
 EMBEDDING_MODES = ("tuned", "fixed", "random")
 #: which root state is the sentence vector: ``h`` (the papers' text) or ``c`` (Tran's code)
@@ -144,36 +145,19 @@ def cell_accepts(name: str, param: str) -> bool:
     return False
 
 
-def _sentence_size(cell: TreeCell) -> int:
-    """Size of ``cell.sentence_vector``'s output: ``cell.sentence_size`` if the cell says,
-    else measured on a two-leaf tree or, failing that, a two-word chain."""
-    size = getattr(cell, "sentence_size", None)
-    if size is not None:
-        return int(size)
-    probes = [
-        G.make_tree([2, 2, -1], [0, 0, G.NO_WORD], spans=[[0, 1], [1, 2], [0, 2]]),
-        G.make_tree([1, -1], [0, 0], spans=[[0, 1], [1, 2]]),
-    ]
-    was_training = cell.training
-    cell.eval()
-    errors = []
+def meta_model(config: ModelConfig) -> TreeLSTMModel | None:
+    """The model ``config`` makes, built on torch's ``meta`` device: its weights have their
+    shapes and no storage, so they are counted without allocating them. None where the
+    model cannot be built there (a cell that needs real tensors while it is built; an
+    invalid ``config`` is also None: building it for real reports why). ``RuntimeError``
+    where a weight's size overflows torch's count."""
     try:
-        dev = next((p.device for p in cell.parameters()), torch.device("cpu"))
-        for probe in probes:
-            probe = probe.to(dev)
-            x = torch.zeros(probe.num_nodes(), cell.x_size, device=dev)
-            try:
-                with torch.no_grad():
-                    h, _ = cell(probe, x)
-                    return int(cell.sentence_vector(probe, h).shape[-1])
-            except (ValueError, RuntimeError, NotImplementedError) as exc:
-                errors.append(str(exc))
-    finally:
-        cell.train(was_training)
-    raise ValueError(
-        f"{type(cell).__name__} defines sentence_vector but no sentence_size, and probing it "
-        f"failed ({'; '.join(errors)}); give the cell a `sentence_size` attribute"
-    )
+        with torch.device("meta"):
+            return TreeLSTMModel(config)
+    except Exception as exc:  # noqa: BLE001 - any other failure: the model is not countable
+        if isinstance(exc, RuntimeError) and "overflow" in str(exc):
+            raise
+        return None
 
 
 class TreeLSTMModel(nn.Module):
@@ -199,7 +183,7 @@ class TreeLSTMModel(nn.Module):
                 f"cell {config.cell!r} builds its own sentence vector (sentence_vector); "
                 "sentence_state 'c' needs a cell whose sentence vector is a root state: "
                 "use sentence_state 'h'")
-        sent_size = _sentence_size(self.cell) if self.has_sentence_vector else self.cell.out_size
+        sent_size = self.cell.sentence_size if self.has_sentence_vector else self.cell.out_size
         node_size = sent_size if self.has_node_vectors else self.cell.out_size
         dropout = self.task.default_dropout if config.dropout is None else config.dropout
         head_kwargs = {**self.task.default_head_kwargs, **config.head_kwargs}

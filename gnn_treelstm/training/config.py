@@ -28,7 +28,7 @@ from gnn_treelstm.argtypes import machine_memory, non_negative_int, positive_int
 from gnn_treelstm.cells import ENGINES, cell_names, cells, check_cell_options, run_defaults
 from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.checkpoint import fastest_engine
-from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig
+from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig, meta_model
 from gnn_treelstm.tasks import build_task, tasks
 
 if TYPE_CHECKING:
@@ -646,26 +646,46 @@ def estimate_memory(cfg: RunConfig) -> tuple[int, int]:
     batch's states (``--batch-size`` trees of 64 nodes, 24 values per node and hidden
     unit; ``--eval-batch-size`` trees with a third of that).
 
-    The weights are counted on models built with ``hidden`` 2, 4, 6 and 8 (and the run's
-    other sizes) and extrapolated to ``cfg.hidden`` (exact: a cell's weights are a
-    polynomial of degree at most 3 in ``hidden``), so nothing of the run's size is
+    The weights are counted on the model built on the ``meta`` device
+    (:func:`~gnn_treelstm.models.treelstm.meta_model`), so nothing of the run's size is
     allocated."""
-    from gnn_treelstm.models.treelstm import TreeLSTMModel
-
     r = cfg.resolved()
-    counts = []
-    for h in (2, 4, 6, 8):
-        mc = build_model_config(dataclasses.replace(r, hidden=h), vocab_size=1,
-                                num_relations=1, embeddings=None,
-                                emb_info={"mode": r.embeddings_mode})
-        counts.append(sum(p.numel() for p in TreeLSTMModel(mc).parameters()))
-    t = (cfg.hidden - 2) / 2  # Newton's forward differences over the steps of 2
-    d1 = counts[1] - counts[0]
-    d2 = counts[2] - 2 * counts[1] + counts[0]
-    d3 = counts[3] - 3 * counts[2] + 3 * counts[1] - counts[0]
-    weights = max(int(round(counts[0] + t * d1 + t * (t - 1) / 2 * d2
-                            + t * (t - 1) * (t - 2) / 6 * d3)), 0)
+    try:
+        model = meta_model(_model_config(r, r.hidden))
+    except RuntimeError:  # too large for torch to count: extrapolated below
+        model = None
+    if model is not None:
+        weights = sum(p.numel() for p in model.parameters())
+    else:
+        weights = _extrapolated_weights(r)
     copies = 2 + (2 if r.optimizer == "adam" else 1)
     batch = max(cfg.batch_size * _VALUES_PER_NODE,
                 cfg.eval_batch_size * _VALUES_PER_NODE // 3) * _NODES_PER_TREE * cfg.hidden
     return weights, 4 * (weights * copies + batch)
+
+
+def _model_config(r: RunConfig, hidden: int) -> ModelConfig:
+    """The model configuration of the resolved ``r`` with ``hidden``, one word, one
+    relation and random word vectors: the weights :func:`estimate_memory` counts."""
+    return build_model_config(dataclasses.replace(r, hidden=hidden), vocab_size=1,
+                              num_relations=1, embeddings=None,
+                              emb_info={"mode": r.embeddings_mode})
+
+
+def _extrapolated_weights(r: RunConfig) -> int:
+    """The weights of the resolved ``r``'s model where it cannot be built on the ``meta``
+    device (a cell that needs real tensors while it is built, none of the registry's, or
+    weights too large for torch to count): counted on models built with ``hidden`` 2, 4,
+    6 and 8 and extrapolated to ``r.hidden``, exact since a cell's weights are a
+    polynomial of degree at most 3 in ``hidden``; these small models are built on the
+    CPU."""
+    from gnn_treelstm.models.treelstm import TreeLSTMModel
+
+    counts = [sum(p.numel() for p in TreeLSTMModel(_model_config(r, h)).parameters())
+              for h in (2, 4, 6, 8)]
+    t = (r.hidden - 2) / 2  # Newton's forward differences over the steps of 2
+    d1 = counts[1] - counts[0]
+    d2 = counts[2] - 2 * counts[1] + counts[0]
+    d3 = counts[3] - 3 * counts[2] + 3 * counts[1] - counts[0]
+    return max(int(round(counts[0] + t * d1 + t * (t - 1) / 2 * d2
+                         + t * (t - 1) * (t - 2) / 6 * d3)), 0)

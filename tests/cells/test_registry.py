@@ -141,6 +141,23 @@ def _params():
     return out
 
 
+@pytest.mark.parametrize("name,kw,trees,ref", _params())
+def test_sentence_size_is_the_width_sentence_vector_returns(name, kw, trees, ref):
+    """A cell's ``sentence_size`` (what the model sizes its head by, without running the
+    cell) is the width of the rows its ``sentence_vector`` returns, for every option set;
+    a cell without ``sentence_vector`` has ``out_size``."""
+    cell = build_cell(name, X, H, **kw).eval()
+    if not callable(getattr(cell, "sentence_vector", None)):
+        assert cell.sentence_size == cell.out_size
+        return
+    g = trees()
+    torch.manual_seed(0)
+    with torch.no_grad():
+        h, _ = cell(g, torch.randn(g.num_nodes(), X))
+        s = cell.sentence_vector(g, h)
+    assert s.shape == (g.batch_size, cell.sentence_size)
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])
 @pytest.mark.parametrize("name,kw,trees,ref", _params())
 def test_reference_dgl_level_and_fast_kernel_agree(name, kw, trees, ref, dtype):

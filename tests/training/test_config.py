@@ -291,3 +291,33 @@ def test_the_default_engine_trains_the_model_of_the_reference_engine(tmp_path):
             for n in ("default", "dgl"))
     for k, v in a.items():
         torch.testing.assert_close(b[k], v, atol=1e-5, rtol=1e-5)
+
+
+@pytest.mark.parametrize("hidden", [5, 23])
+def test_estimate_memory_counts_every_cell_exactly_without_building_on_the_cpu(monkeypatch,
+                                                                               hidden):
+    """Every registry cell's counted weights are those of the model built, and the count
+    builds no model with weights in memory (only on the ``meta`` device)."""
+    from gnn_treelstm.cells import cell_names
+    from gnn_treelstm.models.treelstm import TreeLSTMModel
+    from gnn_treelstm.training.config import RunConfig, build_model_config, estimate_memory
+
+    built_on = []
+    init = TreeLSTMModel.__init__
+
+    def counting_init(self, config):
+        init(self, config)
+        built_on.append(next(self.parameters()).device.type)
+
+    for name in cell_names():
+        cfg = RunConfig(model=name, hidden=hidden, emb_dim=7)
+        built_on.clear()
+        with monkeypatch.context() as m:
+            m.setattr(TreeLSTMModel, "__init__", counting_init)
+            weights, _ = estimate_memory(cfg)
+        assert built_on == ["meta"], name
+        r = cfg.resolved()
+        real = TreeLSTMModel(build_model_config(r, vocab_size=1, num_relations=1,
+                                                embeddings=None,
+                                                emb_info={"mode": r.embeddings_mode}))
+        assert weights == sum(p.numel() for p in real.parameters()), name
