@@ -284,6 +284,12 @@ class TreeLSTMModel(nn.Module):
         roots = G.batch_roots(g).to(h.device)                        # (num_sentences,)
         if self.has_sentence_vector:
             sent = self.cell.sentence_vector(g, h)
+            if sent.shape[-1] != self.cell.sentence_size:  # shapes only: no synchronisation
+                raise ValueError(
+                    f"{type(self.cell).__name__}.sentence_vector returns rows of "
+                    f"{sent.shape[-1]} but its sentence_size is {self.cell.sentence_size}, "
+                    "the width the model's head was built for: a cell whose sentence "
+                    "vector is not out_size wide overrides the sentence_size property")
         else:
             sent = (c if self.sentence_state == "c" else h)[roots]   # (num_sentences, d)
         node_fn = self.cell.node_vectors if self.has_node_vectors else None

@@ -123,3 +123,24 @@ def test_head_kwargs_reach_the_head_and_bad_ones_are_named():
     assert m.head.features == "abs" and m.head.activation == "relu"
     with pytest.raises(ValueError, match="bad head option"):
         TreeLSTMModel(_cfg(task="sst-5", head_kwargs={"features": "abs"}))
+
+
+def test_a_cell_whose_sentence_vector_width_is_not_declared_is_named():
+    """A cell of one's own with a sentence vector wider than out_size, and no sentence_size:
+    the model says what to override instead of a matrix-shape error from torch."""
+    from gnn_treelstm.cells.childsum import ChildSumTreeLSTM
+    from gnn_treelstm.trees.graph import batch_roots, make_tree
+
+    class Wide(ChildSumTreeLSTM):
+        def sentence_vector(self, graph, h):
+            r = h[batch_roots(graph)]
+            return torch.cat([r, r], dim=-1)
+
+    model = TreeLSTMModel(ModelConfig(task="sst-5", cell="childsum", vocab_size=5, emb_dim=4,
+                                      hidden=3))
+    model.cell = Wide(4, 3)
+    model.has_sentence_vector = True
+    g = dgl.batch([make_tree([-1, 0], [1, 2])])
+    with pytest.raises(ValueError, match="Wide.sentence_vector returns rows of 6 but its "
+                                         "sentence_size is 3"):
+        model(g)
