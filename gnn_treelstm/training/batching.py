@@ -44,7 +44,8 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
 class Share(list):
     """One rank's share of a global batch (its example ids), which knows the size of the
     global batch it came from (``global_size``): it travels with the ids to the loader
-    process that builds the batch, so the batch carries it (:attr:`Batch.global_size`)
+    process that builds the batch, so the batch carries it
+    (:attr:`gnn_treelstm.trees.data.Batch.global_size`)
     however far ahead the loader draws."""
 
     def __init__(self, ids: Iterable[int], global_size: int):
