@@ -120,8 +120,9 @@ def test_reset_parameters_draws_the_weights_again(childmax):
     assert all(not torch.equal(a, b) for a, b in zip(before, cell.parameters()))
 
 
-def test_an_entry_point_registers_the_cell_by_name(module_dir, fresh_registry, monkeypatch,
-                                                   tmp_path):
+def _install_entry_point(module_dir, tmp_path, monkeypatch) -> None:
+    """An installed distribution naming childmax in the cells' entry-point group, on sys.path
+    beside the module it names."""
     dist = tmp_path / "site" / "childmax_cells-0.1.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: childmax-cells\n"
@@ -129,6 +130,11 @@ def test_an_entry_point_registers_the_cell_by_name(module_dir, fresh_registry, m
     (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nchildmax = childmax\n")
     monkeypatch.syspath_prepend(str(module_dir))
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
+
+
+def test_an_entry_point_registers_the_cell_by_name(module_dir, fresh_registry, monkeypatch,
+                                                   tmp_path):
+    _install_entry_point(module_dir, tmp_path, monkeypatch)
     assert "childmax" not in cells
     cell = build_cell("childmax", X, H)
     assert type(cell).__name__ == "ChildMaxTreeLSTM" and "childmax" in cells
@@ -189,13 +195,7 @@ def test_train_help_lists_the_cells_of_entry_points(module_dir, fresh_registry, 
                                                     tmp_path, capsys):
     from gnn_treelstm.commands import train
 
-    dist = tmp_path / "site" / "childmax_cells-0.1.dist-info"
-    dist.mkdir(parents=True)
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: childmax-cells\n"
-                                   "Version: 0.1\n")
-    (dist / "entry_points.txt").write_text(f"[{ENTRY_POINT_GROUP}]\nchildmax = childmax\n")
-    monkeypatch.syspath_prepend(str(module_dir))
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    _install_entry_point(module_dir, tmp_path, monkeypatch)
     assert "childmax" not in cells  # not loaded: named by its entry point
     with pytest.raises(SystemExit):
         train.parse_args(["--help"])

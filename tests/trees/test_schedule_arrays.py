@@ -19,6 +19,7 @@ from gnn_treelstm.datasets.build import build
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import TreeDataset, collate, load_meta, load_split
 from gnn_treelstm.trees.schedule import LevelSchedule
+from tests.trees.test_packed import assert_graphs_equal
 
 # ----------------------------------------------------------------- the reference
 
@@ -104,18 +105,6 @@ def assert_same(s: LevelSchedule, ref: dict) -> None:
     assert s.word_rows_contiguous == ref["contiguous"]
 
 
-def assert_same_graph(a: dgl.DGLGraph, b: dgl.DGLGraph) -> None:
-    assert a.num_nodes() == b.num_nodes()
-    for x, y in zip(a.edges(), b.edges()):
-        assert torch.equal(x, y)
-    assert torch.equal(a.batch_num_nodes(), b.batch_num_nodes())
-    assert torch.equal(a.batch_num_edges(), b.batch_num_edges())
-    for fa, fb in ((a.ndata, b.ndata), (a.edata, b.edata)):
-        assert sorted(fa.keys()) == sorted(fb.keys())
-        for k in fa.keys():
-            assert fa[k].dtype == fb[k].dtype and torch.equal(fa[k], fb[k]), k
-
-
 def check_every_batch(data_dir, tree: str, batch_size: int = 25,
                       splits: tuple[str, ...] | None = None) -> int:
     """Every batch of every split (or of ``splits``; shuffled order): collate's schedule
@@ -133,7 +122,7 @@ def check_every_batch(data_dir, tree: str, batch_size: int = 25,
                 trees += [sp.graphs_b[i] for i in pick]
                 assert batch.num_a == len(pick) and batch.graph_b is None
             ready = dgl.batch(trees)
-            assert_same_graph(batch.graph, ready)
+            assert_graphs_equal(batch.graph, ready)
             assert_same(batch.schedule, reference(ready))
             assert_same(LevelSchedule.from_graph(ready), reference(ready))
             checked += 1
