@@ -34,6 +34,7 @@ Imports neither torch nor dgl.
 from __future__ import annotations
 
 import errno
+import hashlib
 import json
 import math
 import os
@@ -47,7 +48,7 @@ from typing import Any, BinaryIO
 
 __all__ = ["CACHE_ENV", "cache_dir", "atomic_path", "atomic_write", "atomic_dir", "append_whole",
            "jsonable", "write_json", "NoSpaceError", "FULL_BELOW", "free_space", "byte_size",
-           "check_writable"]
+           "check_writable", "file_sha256"]
 
 #: environment variable naming the cache root
 CACHE_ENV = "GNN_TREELSTM_CACHE"
@@ -335,3 +336,12 @@ def jsonable(x: Any) -> Any:
 def write_json(path: Path, obj: Any) -> None:
     """Write ``obj`` (made :func:`jsonable`) to ``path`` atomically, indented."""
     atomic_write(path, json.dumps(jsonable(obj), indent=2) + "\n")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes (hex), read in 1 MiB blocks."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()

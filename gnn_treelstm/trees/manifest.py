@@ -31,7 +31,6 @@ is read once per process.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -41,7 +40,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gnn_treelstm.files import atomic_write
+from gnn_treelstm.files import atomic_write, file_sha256
 
 __all__ = ["DataMismatchError", "seal", "check_meta", "check_split", "file_digest"]
 
@@ -63,8 +62,7 @@ def file_digest(path: Path) -> str:
     st = path.stat()
     key = (str(path), st.st_ino, st.st_size, st.st_mtime_ns)
     if key not in _DIGESTS:
-        with open(path, "rb") as fh:
-            _DIGESTS[key] = hashlib.file_digest(fh, "sha256").hexdigest()
+        _DIGESTS[key] = file_sha256(path)
     return _DIGESTS[key]
 
 

@@ -49,7 +49,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from gnn_treelstm.files import atomic_write, cache_dir
+from gnn_treelstm.files import atomic_write, cache_dir, file_sha256
 
 log = logging.getLogger(__name__)
 
@@ -374,11 +374,7 @@ def file_record(path: str | os.PathLike, *, cache_dir: str | os.PathLike | None 
             return {"path": str(source), "size": meta["size"], "sha256": stored["sha256"]}
     except (OSError, ValueError):
         pass
-    digest = hashlib.sha256()
-    with open(source, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    sha = digest.hexdigest()
+    sha = file_sha256(source)
     try:
         memo.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(memo, json.dumps({"meta": meta, "sha256": sha}), fsync=False)
