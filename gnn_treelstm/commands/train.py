@@ -11,6 +11,11 @@ such directories, or raw data laid out like the data mirror), else ``$GNN_TREELS
 else the embedded sample (built on the fly into ``runs/_sample_data``). Writes
 ``runs/NAME/`` (config.json, metrics.jsonl, best.pt, results.json, train.log).
 
+Exit status: 0 done; 2 an error (a bad option, damaged data, a full disk, ...: the message
+says which and what to do); 3 the data changed under the run (a mapped file cut short,
+rewritten or replaced while the run read it: :mod:`gnn_treelstm.commands.sigbus`); 130
+interrupted. After 2 or 3 the run's saved state is intact and ``--resume`` continues it.
+
 Progress goes to stderr: one line per start-up stage (data, word vectors, native loops,
 model; hidden by ``--log-level ERROR``), then the progress bars (``-q``: none); each epoch's
 summary line and the results go to stdout.
@@ -23,6 +28,7 @@ from gnn_treelstm.commands.cli import progress_bar, set_openmp_wait_policy  # no
 set_openmp_wait_policy()  # read by libgomp when torch loads: before any torch import
 
 import argparse
+import functools
 import logging
 import os
 import sys
@@ -31,7 +37,7 @@ from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.cells.registry import import_cell_modules
-from gnn_treelstm.commands import heap, process
+from gnn_treelstm.commands import heap, process, sigbus
 from gnn_treelstm.files import NoSpaceError
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.registry import UnknownNameError
@@ -41,6 +47,8 @@ from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.faults import NonFiniteError, WriteFailed
 from gnn_treelstm.training.options import build_parser, config_from_args, parse_args
 from gnn_treelstm.training.trainer import STARTUP_LOG, TrainHooks, run
+from gnn_treelstm.trees import manifest
+from gnn_treelstm.trees.manifest import DataChangedError
 
 __all__ = ["main", "build_parser"]
 
@@ -112,7 +120,9 @@ def _run_log(a: argparse.Namespace, run_dir: Path, writer: bool) -> logging.Hand
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         return _RunLog(run_dir / "train.log", mode="a" if a.resume else "w", encoding="utf-8")
-    except OSError as e:  # --runs-dir is a file, not writable, ...
+    except PermissionError as e:  # a directory of another user, read-only, ...
+        raise _Refused(rundir.unwritable(run_dir, e, resume=a.resume is not None)) from e
+    except OSError as e:  # --runs-dir is a file, ...
         raise _Refused(f"cannot write the run directory {run_dir} ({e.strerror or e}); "
                        "pass --runs-dir a writable directory") from e
 
@@ -183,6 +193,63 @@ def _print_results(res: dict) -> None:
           f"{res['peak_rss_mb']:.0f} MB RSS, process peak {res['process_peak_rss_mb']:.0f} MB)")
 
 
+#: the errors a run reports as a message, exit status 2
+_REPORTED = (ValueError, DataError, UnknownNameError, FileNotFoundError, NotImplementedError,
+             NonFiniteError, WriteFailed, NoSpaceError)
+
+
+def _resume_hint(run_dir: Path) -> str:
+    return f"continue the run with `gnn-treelstm train --resume {run_dir}`"
+
+
+def _failure(e: Exception, run_dir: Path) -> tuple[str, int] | None:
+    """The message and exit status of a run that raised ``e``; None for an error the command
+    does not know (its traceback is shown)."""
+    if isinstance(e, DataChangedError):
+        return str(e), sigbus.DATA_CHANGED
+    if isinstance(e, _REPORTED):
+        return str(e), 2
+    if isinstance(e, PermissionError):  # what the run reads: its data, word vectors, ...
+        return (f"cannot read {e.filename or 'a file of the run'} ({e.strerror or e}); give "
+                "this user read permission on it (chmod a+r, and a+x on its directories) or "
+                "run as the user who owns it"), 2
+    if isinstance(e, RuntimeError) and "DataLoader worker" in str(e):
+        # torch's first sentence: "DataLoader worker (pid N) is killed by signal: Bus error"
+        what = str(e).splitlines()[0].split(". ")[0].rstrip(".")
+        changed = manifest.changed_mapped()
+        if changed:  # a loader process stopped by the bus error of a file cut short
+            return (f"{manifest.changed_message(changed)}; a data loader process stopped "
+                    f"reading it ({what}). The run's state is saved after every epoch (and "
+                    f"every --checkpoint-every N batches): {_resume_hint(run_dir)} once the "
+                    "data is back"), sigbus.DATA_CHANGED
+        return (f"a data loader process stopped ({what}); the run's state "
+                "is saved after every epoch (and every --checkpoint-every N batches): "
+                f"{_resume_hint(run_dir)}"), 2
+    return None
+
+
+def _bus_error(run_dir: Path) -> str:
+    """The message of a bus error under the run (:mod:`gnn_treelstm.commands.sigbus`)."""
+    kept = ("the run's state, saved after every epoch (and every --checkpoint-every N "
+            "batches), is intact")
+    changed = manifest.changed_mapped()
+    if changed:
+        return (f"error: {manifest.changed_message(changed)}. The run stopped at the bus "
+                f"error (SIGBUS) of reading it; {kept}: {_resume_hint(run_dir)} once the data "
+                "is back")
+    dirs = sorted({str(Path(f).parent) for f in manifest.mapped_files()}) or ["none"]
+    return (f"error: a bus error (SIGBUS): a memory-mapped file could not be read (a file "
+            f"cut short, a lost disk or mount; data mapped from: {', '.join(dirs)}); {kept}: "
+            f"check the data and {_resume_hint(run_dir)}")
+
+
+def _record(run_dir: Path, writer: bool) -> Callable[[str], None] | None:
+    if not writer:
+        return None
+    return lambda text: rundir.record_failure(run_dir, text.removeprefix("error: "),
+                                              keep=("train.log",))
+
+
 def main(argv: list[str] | None = None) -> int:
     a = parse_args(argv)
     logging.basicConfig(level=a.log_level, format="%(levelname)s %(name)s: %(message)s")
@@ -199,19 +266,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         hooks = TrainHooks(progress=progress_bar(a.quiet), on_epoch_end=_epoch_printer(cfg),
                            release_heap=heap.release_free_heap)  # free pages back each epoch
-        res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
-                  resume=a.resume is not None)
-    except (ValueError, DataError, UnknownNameError, FileNotFoundError,
-            NotImplementedError, NonFiniteError, WriteFailed, NoSpaceError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except RuntimeError as e:
-        if "DataLoader worker" not in str(e):
+        with sigbus.installed(functools.partial(_bus_error, run_dir), _record(run_dir, writer)):
+            res = run(cfg, hooks=hooks, overwrite=a.overwrite, keep=("train.log",),
+                      resume=a.resume is not None)
+    except Exception as e:  # noqa: BLE001 - those it knows are messages, others raised on
+        failure = _failure(e, run_dir)
+        if failure is None:
             raise
-        print(f"error: a data loader process stopped ({str(e).splitlines()[0]}); the run's "
-              f"state is saved after every epoch (and every --checkpoint-every N batches): "
-              f"continue it with `gnn-treelstm train --resume {run_dir}`", file=sys.stderr)
-        return 2
+        if writer and failure[0] != str(e) and (isinstance(e, RuntimeError)  # training's
+                                                or rundir.read_status(run_dir) is not None):
+            rundir.record_failure(run_dir, failure[0], keep=("train.log",))  # what it said
+        print(f"error: {failure[0]}", file=sys.stderr)
+        return failure[1]
     except KeyboardInterrupt:
         print(f"\ninterrupted: the run's state is saved after every epoch (and every "
               f"--checkpoint-every N batches); continue it with `gnn-treelstm train --resume "

@@ -38,7 +38,7 @@ from pathlib import Path
 from gnn_treelstm.files import write_json
 
 __all__ = ["RunDirError", "LOCK_NAME", "STATUS_NAME", "EPOCH_FILES", "claim", "check_free",
-           "new_run_id", "check_same_run", "read_status"]
+           "new_run_id", "check_same_run", "read_status", "record_failure", "unwritable"]
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_drop_in_child)
 
 
-def _try_lock(path: Path) -> int:
+def _try_lock(path: Path, resume: bool = False) -> int:
     """An fd holding an exclusive lock on ``path/.lock``; raises :class:`RunDirError`.
 
     A writer removes ``.lock`` when it is done (:func:`_release`), so the file locked may
@@ -96,7 +96,10 @@ def _try_lock(path: Path) -> int:
     nothing and is taken again on the file now at that name."""
     lock = path / LOCK_NAME
     while True:
-        fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+        except PermissionError as exc:
+            raise unwritable(path, exc, resume=resume) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
@@ -110,6 +113,19 @@ def _try_lock(path: Path) -> int:
             _HELD.add(fd)
             return fd
         os.close(fd)
+
+
+def unwritable(path: Path, exc: OSError, *, resume: bool = False) -> RunDirError:
+    """The error for a run directory this process may not write: the directory (and the
+    file), the reason and the fix: for a resumed run, which writes where it is, the
+    permission; for a new one, the permission or another place."""
+    reason = exc.strerror or str(exc)
+    where = f" ({exc.filename})" if exc.filename and str(exc.filename) != str(path) else ""
+    fix = ("a resumed run writes where it is: give this user write permission on it "
+           "(chmod u+w, chown) or resume it as the user who owns it" if resume else
+           "make it writable for this user (chmod u+w, chown) or write the run elsewhere "
+           "(--runs-dir, --name)")
+    return RunDirError(f"cannot write the run directory {path}{where}: {reason}; {fix}")
 
 
 def _is_at(fd: int, lock: Path) -> bool:
@@ -167,9 +183,21 @@ def _failed_start(path: Path) -> bool:
 
 def _record_failure(path: Path, exc: BaseException, keep: Sequence[str]) -> None:
     """Write ``status.json`` for a run that raised ``exc``, where it wrote anything."""
-    if not [n for n in _contents(path, keep) if n != STATUS_NAME]:
-        return  # nothing of the run there: the directory is free as it is
-    error = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    record_failure(path, f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__,
+                   keep)
+
+
+def record_failure(path: str | os.PathLike, error: str, keep: Sequence[str] = ()) -> None:
+    """Write ``{"status": "failed", "error": error}`` to ``path/status.json`` where the run
+    wrote anything (``keep`` aside); a failed write is logged, not raised (the run's own
+    error is the one to report). :func:`claim` calls it for a block that raises; a process
+    stopped where no exception can be raised (a bus error) calls it itself."""
+    path = Path(path)
+    try:
+        if not [n for n in _contents(path, keep) if n != STATUS_NAME]:
+            return  # nothing of the run there: the directory is free as it is
+    except OSError:
+        return
     try:
         write_json(path / STATUS_NAME, {"status": "failed", "error": error})
     except OSError as write_exc:  # the run's own error is the one to report
@@ -231,8 +259,11 @@ def claim(path: str | os.PathLike, *, overwrite: bool = False,
     path = Path(path)
     if resume and not path.is_dir():
         raise RunDirError(f"--resume {path}: no such run directory")
-    path.mkdir(parents=True, exist_ok=True)
-    fd = _try_lock(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except PermissionError as exc:
+        raise unwritable(path, exc, resume=resume) from None
+    fd = _try_lock(path, resume)
     try:
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())

@@ -86,6 +86,7 @@ from gnn_treelstm.training.faults import (
     batch_ids,
     nonfinite,
     nonfinite_message,
+    saved_files,
     writing,
 )
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
@@ -118,6 +119,7 @@ from gnn_treelstm.training.schedule import (
 )
 from gnn_treelstm.training.tensorboard_log import TensorBoardLog
 from gnn_treelstm.training.zerowatch import ZeroWatch
+from gnn_treelstm.trees import manifest
 
 log = logging.getLogger(__name__)
 #: the logger of the start-up lines (data, word vectors, native loops, model), which
@@ -605,6 +607,7 @@ class Trainer:
         ``epoch``: :meth:`_replay`), with a state saved every ``cfg.checkpoint_every``
         batches."""
         cfg, state, loader = self.cfg, self.state, self.current.loader
+        self.check_data()  # before a batch is read
         self.model.train()
         state.process_peak = max(state.process_peak,
                                  memory_stats(self.device)["peak_rss_mb"])
@@ -627,6 +630,7 @@ class Trainer:
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 \
                     and step < len(loader):
                 state.step, state.partial = step, sums.saved(time.perf_counter() - t0)
+                self.check_data()  # the batches so far read the data as it was mapped
                 self.save_state(epoch_loader_state)
             if (step % 5 == 0 or step == len(loader)) and hasattr(batches, "set_postfix"):
                 elapsed = time.perf_counter() - t0
@@ -720,6 +724,7 @@ class Trainer:
         the last epoch set ``state.stopped_early``), the state saved; returns the
         record."""
         cfg, state, sel = self.cfg, self.state, self.task.selection_metric
+        self.check_data()  # the epoch and its dev scores read the data as it was mapped
         score = dev.get(sel, math.nan)
         improved = self.task.better(score, state.best_score)
         state.bad_epochs = 0 if improved else state.bad_epochs + 1
@@ -822,6 +827,7 @@ class Trainer:
                                          device=self.device,
                                          graphs_on_device=self.graphs_on_device,
                                          tokens=self._tokens("test"))
+            self.check_data()
             log.info("seed %d: best epoch %d, dev %s %.4f, test %s", state.seed,
                      state.best["epoch"], sel, state.best_score,
                      format_metrics(result["test"]))
@@ -830,6 +836,25 @@ class Trainer:
         return result
 
     # ------------------------------------------------------------------ helpers
+    def check_data(self) -> None:
+        """Raise :class:`~gnn_treelstm.trees.manifest.DataChangedError` when a mapped
+        file of the run's data changed on disk since it was mapped (cut short, rewritten,
+        replaced: :func:`~gnn_treelstm.trees.manifest.changed`), naming it, what the run
+        directory holds to go on from and the command that continues the run. Called
+        before each epoch's first batch and before every save, so that no state is saved
+        from data other than the run's."""
+        arrays = [arr for sp in self.data.splits.values()
+                  for store in (sp.graphs, sp.graphs_b) if store is not None
+                  for arr in getattr(store, "arrays", {}).values()]
+        files = manifest.changed(arrays)
+        if files:
+            seed_dir = self.out if self._current is None else self._current.seed_dir
+            held = saved_files(seed_dir) if self.place.writes else "the run stopped"
+            raise manifest.DataChangedError(
+                f"{manifest.changed_message(files)}. {held[:1].upper()}{held[1:]}; continue "
+                "the run with "
+                f"`gnn-treelstm train --resume {self.out}` once the data is back")
+
     def _log_vectors(self, seconds: float) -> None:
         """The start-up line of the word vectors."""
         info = self.emb_info

@@ -27,6 +27,14 @@ the packed arrays are then mapped as before, so the memory a run holds does not 
 A directory built before manifests loads as before, with one INFO line saying its files are
 not checked. Digests are cached per file (path, inode, size, modification time), so a file
 is read once per process.
+
+A packed array stays mapped while a run trains on it, so a file changed after it was
+checked would be read as it is now: rewritten in place, its new bytes; cut short, a bus
+error (``SIGBUS``) that kills the process. :func:`watch` records each mapped file's
+identity (device, inode, size, modification time) as it is mapped; :func:`check_unchanged`
+raises :class:`DataChangedError` naming the files that differ from it (the trainer calls it
+at each epoch's start and before it saves), and :func:`changed_mapped` lists them for a
+process stopped by a bus error (the command line's handler, :mod:`gnn_treelstm.commands.sigbus`).
 """
 
 from __future__ import annotations
@@ -35,14 +43,17 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Iterator
+import weakref
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
 import numpy as np
 
 from gnn_treelstm.files import atomic_write, file_sha256
 
-__all__ = ["DataMismatchError", "seal", "check_meta", "check_split", "file_digest"]
+__all__ = ["DataMismatchError", "DataChangedError", "seal", "check_meta", "check_split",
+           "file_digest", "watch", "changed", "check_unchanged", "changed_mapped",
+           "changed_message", "mapped_files"]
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +66,10 @@ _SHARED = ("vocab.json", "relations/")
 
 class DataMismatchError(ValueError):
     """A file of a built data directory is not the one its ``meta.json`` describes."""
+
+
+class DataChangedError(DataMismatchError):
+    """A file mapped into the process changed on disk while the process read it."""
 
 
 def file_digest(path: Path) -> str:
@@ -161,6 +176,8 @@ def _header(d: Path, meta: dict, path: Path) -> dict | None:
         header = json.loads((path / "header.json").read_text(encoding="utf-8"))
     except FileNotFoundError:
         return None
+    except PermissionError:  # not damage: the caller names the file and the permission
+        raise
     except (OSError, ValueError) as exc:
         raise _fail(d, meta, rel, f"unreadable ({exc})") from None
     counts = ("trees", "nodes", "edges")
@@ -179,6 +196,8 @@ def _array(d: Path, meta: dict, path: Path, name: str) -> np.ndarray | None:
         return np.load(path / name, mmap_mode="r")
     except FileNotFoundError:
         return None
+    except PermissionError:
+        raise
     except Exception as exc:  # noqa: BLE001 - a 0-byte or cut file: EOFError, ValueError...
         raise _fail(d, meta, (path / name).relative_to(d).as_posix(),
                     f"damaged packed trees: not a readable array ({type(exc).__name__}: "
@@ -206,6 +225,8 @@ def _chunks(d: Path, meta: dict, path: Path) -> Iterator[np.ndarray]:
                     raise ValueError(f"cut short: {count:,} entries missing")
                 count -= len(part)
                 yield part
+    except PermissionError:
+        raise
     except (OSError, ValueError, EOFError) as exc:
         raise _fail(d, meta, path.relative_to(d).as_posix(),
                     f"damaged packed trees: not a readable array ({exc})") from None
@@ -288,3 +309,72 @@ def _check_listed(d: Path, meta: dict, man: dict, paths: list[Path]) -> None:
             rel = extra.relative_to(d).as_posix()
             if rel not in mine and not extra.name.startswith("."):
                 raise _fail(d, meta, rel, "not written by the build")
+
+
+# ---------------------------------------------------------------------- mapped files
+#: the attribute of a mapped array that holds its file's identity as it was mapped
+_AS_MAPPED = "gnn_treelstm_mapped_as"
+#: every array :func:`watch` saw, while it lives
+_WATCHED: list[weakref.ref] = []
+
+
+def _identity(path: str) -> tuple[int, int, int, int] | None:
+    """A file's device, inode, size and modification time; None where it is gone or
+    cannot be looked at."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def watch(arr: np.ndarray) -> np.ndarray:
+    """Record the identity of the file ``arr`` (an ``np.memmap``) maps, as it is now;
+    return ``arr``. Arrays in memory are returned as they are."""
+    name = getattr(arr, "filename", None)
+    if isinstance(arr, np.memmap) and name:
+        setattr(arr, _AS_MAPPED, (str(name), _identity(str(name))))
+        _WATCHED[:] = [r for r in _WATCHED if r() is not None]
+        _WATCHED.append(weakref.ref(arr))
+    return arr
+
+
+def changed(arrays: Iterable[object]) -> list[str]:
+    """The files of the mapped ``arrays`` (those :func:`watch` saw) that are no longer as
+    they were mapped: removed, replaced, cut short or rewritten."""
+    out = []
+    for arr in arrays:
+        mapped = getattr(arr, _AS_MAPPED, None)
+        if mapped is not None and _identity(mapped[0]) != mapped[1] and mapped[0] not in out:
+            out.append(mapped[0])
+    return out
+
+
+def mapped_files() -> list[str]:
+    """The files mapped by the arrays :func:`watch` saw that are still alive."""
+    return sorted({getattr(a, _AS_MAPPED)[0] for a in (r() for r in _WATCHED)
+                   if a is not None})
+
+
+def changed_mapped() -> list[str]:
+    """:func:`changed` over every live array :func:`watch` saw (what a bus error names)."""
+    return changed(a for a in (r() for r in list(_WATCHED)) if a is not None)
+
+
+def changed_message(files: Sequence[str]) -> str:
+    """What to say of ``files``, mapped data files changed on disk while a process read
+    them."""
+    shown = ", ".join(files[:4]) + (f" and {len(files) - 4} more" if len(files) > 4 else "")
+    return (f"{shown}: changed on disk while this process was reading it (cut short, "
+            "rewritten or replaced after it was mapped), so what it reads now is not the data "
+            "the run started with; put the file back as the build wrote it (a copy of the "
+            "data directory, or the same build again: loading checks it against meta.json's "
+            "manifest)")
+
+
+def check_unchanged(arrays: Iterable[object]) -> None:
+    """Raise :class:`DataChangedError` naming the files of the mapped ``arrays`` that
+    changed on disk since they were mapped (:func:`changed`)."""
+    files = changed(arrays)
+    if files:
+        raise DataChangedError(changed_message(files))

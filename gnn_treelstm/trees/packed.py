@@ -44,6 +44,7 @@ from dgl.frame import Frame
 from gnn_treelstm import _dgl_compat
 from gnn_treelstm.files import atomic_dir
 from gnn_treelstm.trees import graph as G
+from gnn_treelstm.trees import manifest
 from gnn_treelstm.trees.schedule import LevelSchedule
 
 _dgl_compat.attach()
@@ -401,8 +402,13 @@ def load_packed(path: str | os.PathLike, *, rebuild: str = ""
                 ) -> tuple[PackedTrees, dict[str, torch.Tensor]]:
     """Map a packed directory: the trees and the graph-level targets (read into memory).
 
+    Each mapped file's identity is recorded (:func:`gnn_treelstm.trees.manifest.watch`),
+    so that a file changed on disk while it is mapped can be named
+    (:func:`gnn_treelstm.trees.manifest.check_unchanged`).
+
     Raises:
         FileNotFoundError: the directory or one of its files is missing.
+        PermissionError: a file this process may not read (its ``filename`` names it).
         ValueError: a damaged or foreign directory; the message names ``rebuild``.
     """
     path = Path(path)
@@ -413,12 +419,15 @@ def load_packed(path: str | os.PathLike, *, rebuild: str = ""
         header = json.loads((path / "header.json").read_text(encoding="utf-8"))
         if header.get("format") != FORMAT:
             raise ValueError(f"format {header.get('format')!r}, this version reads {FORMAT}")
-        arrays = {k: np.load(path / f, mmap_mode="r") for k, f in header["files"].items()}
+        arrays = {k: manifest.watch(np.load(path / f, mmap_mode="r"))
+                  for k, f in header["files"].items()}
         targets = {k: torch.from_numpy(np.array(np.load(path / f"target.{k}.npy")))
                    for k in header.get("targets", {})}
     except FileNotFoundError as exc:
         raise FileNotFoundError(f"{path}: {Path(exc.filename or '').name} missing{fix}") \
             from None
+    except PermissionError:  # not damage: the caller names the file and the permission
+        raise
     except (ValueError, KeyError, OSError) as exc:
         raise ValueError(f"{path}: damaged packed trees ({exc}){fix}") from None
     t, n, e = header["trees"], header["nodes"], header["edges"]
