@@ -4,7 +4,6 @@ no partly written output. Each case damages one file of the embedded sample or o
 run."""
 
 import gzip
-import json
 import shutil
 from pathlib import Path
 
@@ -319,21 +318,6 @@ def test_build_out_a_file_is_a_message(tmp_path, capsys):
                        "--trees", "constituency", "-q"]) == 2
     err = capsys.readouterr().err
     assert "--out must be a directory you can write" in err and "Traceback" not in err
-
-
-def test_a_killed_loader_process_is_a_message(tiny_run, tmp_path, capsys, monkeypatch):
-    from gnn_treelstm.training.trainer import Trainer
-
-    def killed(self, epoch):
-        raise RuntimeError("DataLoader worker (pid(s) 4242) exited unexpectedly")
-
-    monkeypatch.setattr(Trainer, "train_epoch", killed)
-    rc = train.main(["--data", str(tiny_run / "data" / "sst"), "--runs-dir", str(tmp_path),
-                     "--name", "k", *TINY])
-    err = capsys.readouterr().err
-    assert rc == 2 and "a data loader process stopped (DataLoader worker (pid(s) 4242) " \
-        "exited unexpectedly)" in err and f"train --resume {tmp_path / 'k'}" in err
-    assert json.loads((tmp_path / "k" / "status.json").read_text())["status"] == "failed"
 
 
 def test_an_unwritable_home_does_not_stop_the_commands(tmp_path):
