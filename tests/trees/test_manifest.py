@@ -4,6 +4,7 @@ refused naming the file and the rebuild command."""
 
 import json
 import logging
+import os
 import shutil
 
 import numpy as np
@@ -157,3 +158,27 @@ def test_damaged_arrays_of_an_unsealed_build_are_named(sst, damage, message):
         D.load_split(sst, "train", "constituency")
     assert "the data directory is damaged: rebuild the data with `gnn-treelstm build " \
         "--dataset sst" in str(e.value)
+
+
+def test_a_mapped_file_changed_on_disk_is_named(tmp_path):
+    """:func:`manifest.watch` records a mapped file as it was; rewritten in place (the same
+    size), cut short or replaced, it is named; arrays in memory are not watched."""
+    from gnn_treelstm.trees import manifest
+
+    paths = [tmp_path / f"{name}.npy" for name in ("same", "cut", "replaced", "kept")]
+    for p in paths:
+        np.save(p, np.arange(1000, dtype=np.int32))
+    arrays = [manifest.watch(np.load(p, mmap_mode="r")) for p in paths]
+    arrays.append(manifest.watch(np.arange(3)))  # not mapped: returned as it is
+    assert manifest.changed(arrays) == []
+    np.save(paths[0], np.arange(1000, dtype=np.int32)[::-1])  # other bytes, the same size
+    os.truncate(paths[1], 100)
+    np.save(tmp_path / "new.npy", np.arange(1000, dtype=np.int32))
+    os.replace(tmp_path / "new.npy", paths[2])  # another file at the name
+    assert manifest.changed(arrays) == [str(p) for p in paths[:3]]
+    assert {str(p) for p in paths} <= set(manifest.mapped_files())
+    assert set(manifest.changed_mapped()) >= {str(p) for p in paths[:3]}
+    with pytest.raises(manifest.DataChangedError, match=r"same\.npy, .*cut\.npy, .*"
+                       r"replaced\.npy: changed on disk while this process was reading it"):
+        manifest.check_unchanged(arrays)
+    manifest.check_unchanged(arrays[3:])  # the file left alone
