@@ -209,3 +209,24 @@ def test_a_symlink_is_followed_and_stays_a_link(tmp_path):
     assert link.is_symlink() and os.readlink(link) == str(real)
     assert real.read_text() == "new"
     assert sorted(os.listdir(tmp_path)) == ["link.json", "real.json"]
+
+
+def test_a_device_node_is_written_into_never_renamed_over(tmp_path):
+    """A character device (a node of the null device, made here so that no system file
+    is at stake): what ``bench --json`` does to its target, ``check_writable`` then
+    ``write_json``, leaves it the device it was; ``atomic_path`` refuses it."""
+    import stat
+
+    node = tmp_path / "null"
+    try:
+        os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    except (PermissionError, OSError) as exc:
+        pytest.skip(f"cannot make a device node here ({exc})")
+    device = os.stat(node).st_rdev
+    F.check_writable(node)
+    F.write_json(node, {"rows": [1, 2, 3]})
+    assert stat.S_ISCHR(os.stat(node).st_mode) and os.stat(node).st_rdev == device
+    with pytest.raises(OSError, match=r"not a regular file \(a character device\)"):
+        with F.atomic_path(node):
+            pass
+    assert stat.S_ISCHR(os.stat(node).st_mode) and sorted(os.listdir(tmp_path)) == ["null"]
