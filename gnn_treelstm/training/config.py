@@ -36,7 +36,7 @@ from gnn_treelstm.training.flags import Check, RunOption, option, options_of
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RunConfig", "RunOption", "Check", "run_options", "TREE_KINDS",
+__all__ = ["RunConfig", "run_options", "TREE_KINDS",
            "OPTIMIZERS",
            "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "LR_SCHEDULES", "config_changes",
            "run_config_yaml", "build_model_config", "absolute_path", "MAX_SEED", "MAX_WIDTH",
