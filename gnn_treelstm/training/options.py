@@ -16,9 +16,12 @@ through :func:`parse_args` and :func:`config_from_args`, the same way the CLI do
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from gnn_treelstm.argtypes import LOG_LEVELS
 from gnn_treelstm.cells.registry import CELL_MODULE_HELP
@@ -26,7 +29,7 @@ from gnn_treelstm.training.config import RunConfig, run_options
 from gnn_treelstm.training.flags import RunOption, option, options_of
 
 __all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args",
-           "CommandOptions", "all_options", "COMMAND"]
+           "CommandOptions", "all_options", "add_run_flags", "COMMAND"]
 
 #: the command's one-line description (``--help``)
 DESCRIPTION = "train a Tree-LSTM on a task of the papers"
@@ -83,7 +86,7 @@ def all_options() -> list[RunOption]:
     return options_of(CommandOptions) + run_options()
 
 
-def _add(group: argparse._ArgumentGroup, o: RunOption) -> None:
+def _add(group: argparse._ActionsContainer, o: RunOption) -> None:
     """The flag (and its shorthand) of option ``o`` in ``group``."""
     names, help_text = (*o.aliases, o.flag), o.help_text()
     if o.kind in ("switch", "negated"):
@@ -100,6 +103,17 @@ def _add(group: argparse._ArgumentGroup, o: RunOption) -> None:
         short, const = o.shorthand
         group.add_argument(*short, dest=o.name, action="store_const", const=const,
                            help=f"= {o.flag} {const}")
+
+
+def add_run_flags(ap: argparse._ActionsContainer, names: Sequence[str], **defaults: Any
+                  ) -> None:
+    """Add the flags of the run options ``names`` (:class:`RunConfig` fields) to another
+    command's parser ``ap`` as ``train`` has them (the demo's ``--epochs``, ``--hidden``,
+    ...); ``defaults`` sets that command's own default of an option (``epochs=5``)."""
+    declared = {o.name: o for o in run_options()}
+    for name in names:
+        o = declared[name]
+        _add(ap, dataclasses.replace(o, default=defaults[name]) if name in defaults else o)
 
 
 def build_parser() -> argparse.ArgumentParser:

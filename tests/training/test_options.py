@@ -151,3 +151,18 @@ def test_an_option_whose_default_is_not_none_refuses_null(tmp_path, capsys):
         parse_args(["--config", str(conf)])
     assert "hidden must be a number, got None; write e.g. `hidden: 150`" in \
         capsys.readouterr().err
+
+
+def test_the_demo_takes_its_run_flags_from_the_declarations():
+    """demo's --runs-dir, --epochs, --hidden, --seed are train's (only --epochs' default is
+    the demo's own)."""
+    from gnn_treelstm.commands import demo
+
+    train = {a.dest: a for a in build_parser()._actions}
+    shown = [a for a in demo.build_parser()._actions if a.dest != "help"]
+    assert [a.dest for a in shown] == ["runs_dir", "epochs", "hidden", "seed"]
+    for a in shown:
+        t = train[a.dest]
+        assert (a.option_strings, a.help, a.metavar) == (t.option_strings, t.help, t.metavar)
+        assert a.type.__func__ is t.type.__func__ and a.type("3") == t.type("3")
+        assert a.default == (5 if a.dest == "epochs" else t.default)
