@@ -128,7 +128,7 @@ class RunConfig:
     task: str = option("sst-5", "--task", WHAT, _one_of(tasks.names))
     model: str = option("nary", "--model", WHAT, _one_of(cell_names))
     tree: str = option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}",
-                        checks=(_known("tree", TREE_KINDS),))
+                       checks=(_known("tree", TREE_KINDS),))
     supervision: str | None = option(
         None, "--supervision", WHAT,
         "SST: phrase (every labelled node, Tai), root (Tran Table 1) or phrase-sequences "
@@ -162,7 +162,7 @@ class RunConfig:
         None, "--emb-dim", MODEL, "word vector size (default: the vectors file's, else 300)",
         type=int, checks=_WIDTH)
     hidden: int = option(150, "--hidden", MODEL, "cell memory size", type=positive_int,
-                          checks=(_POSITIVE,))
+                         checks=(_POSITIVE,))
     head_hidden: int | None = option(
         None, "--head-hidden", MODEL,
         "hidden layer of the head (default: the paper's for the task)", type=int,
@@ -200,7 +200,7 @@ class RunConfig:
         "embedding learning rate (default: adagrad 0.1, adam = --lr)", type=float,
         checks=(_LEARNING_RATE,))
     l2: float = option(1e-4, "--l2", OPTIMIZATION, "per-minibatch L2 strength", type=float,
-                        checks=(_L2,))
+                       checks=(_L2,))
     emb_l2: float | None = option(
         None, "--emb-l2", OPTIMIZATION,
         "L2 on the word embeddings (default: the task's, 0 for most)", type=float,
@@ -221,21 +221,21 @@ class RunConfig:
         "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS,
         checks=(_known("loss reduction", LOSS_REDUCTIONS),))
     batch_size: int = option(25, "--batch-size", OPTIMIZATION,
-                              "training examples per optimizer step", type=positive_int,
-                              checks=(_POSITIVE,))
+                             "training examples per optimizer step", type=positive_int,
+                             checks=(_POSITIVE,))
     eval_batch_size: int = option(256, "--eval-batch-size", OPTIMIZATION,
-                                   "batch size of dev/test evaluation", type=positive_int,
-                                   in_command=False, checks=(_POSITIVE,))
+                                  "batch size of dev/test evaluation", type=positive_int,
+                                  in_command=False, checks=(_POSITIVE,))
     epochs: int = option(10, "--epochs", OPTIMIZATION, "training epochs per seed",
-                          type=positive_int, checks=(_POSITIVE, _at_most(MAX_EPOCHS)))
+                         type=positive_int, checks=(_POSITIVE, _at_most(MAX_EPOCHS)))
     seed: int = option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
     seeds: int = option(
         1, "--seeds", OPTIMIZATION,
         "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=positive_int,
         checks=(_POSITIVE, _at_most(MAX_SEEDS)))
     device: str = option("cpu", "--device", OPTIMIZATION, "where to train",
-                          choices=DEVICES,
-                          checks=(_known("device", DEVICES, lambda d: d.split(":")[0]),))
+                         choices=DEVICES,
+                         checks=(_known("device", DEVICES, lambda d: d.split(":")[0]),))
     distributed: bool = option(
         False, "--distributed", OPTIMIZATION,
         "data-parallel over the processes torchrun starts (--batch-size is the global batch; "
@@ -253,12 +253,12 @@ class RunConfig:
         "k/(N+1) of them) before the schedule; not with plateau", type=int, metavar="N",
         checks=(_at_least(0),))
     lr_step_size: int = option(5, "--lr-step-size", SCHEDULE,
-                                "epochs between the step schedule's decays", type=int,
-                                metavar="N", checks=(_at_least(1),))
+                               "epochs between the step schedule's decays", type=int,
+                               metavar="N", checks=(_at_least(1),))
     lr_gamma: float = option(0.1, "--lr-gamma", SCHEDULE,
-                              "the factor of each step or plateau decay", type=float,
-                              checks=(Check(lambda v: math.isfinite(v) and 0 < v <= 1,
-                                            "{flag} {value}: a decay factor must be in (0, 1]"),))
+                             "the factor of each step or plateau decay", type=float,
+                             checks=(Check(lambda v: math.isfinite(v) and 0 < v <= 1,
+                                           "{flag} {value}: a decay factor must be in (0, 1]"),))
     lr_plateau_patience: int = option(
         1, "--lr-plateau-patience", SCHEDULE,
         "plateau: epochs in a row without a better dev score that pass without a decay "
@@ -270,9 +270,9 @@ class RunConfig:
         checks=(Check(lambda v: v >= 1, "{flag} {value}: must be a positive number of epochs "
                                         "(leave it out to train every epoch)"),))
     runs_dir: str = option("runs", "--runs-dir", OUTPUT, "where run directories are made",
-                            metavar="DIR", in_command=False)
+                           metavar="DIR", in_command=False)
     name: str | None = option(None, "--name", OUTPUT,
-                               "run name (default: task-model-tree-time)", in_command=False)
+                              "run name (default: task-model-tree-time)", in_command=False)
     workers: int = option(
         0, "--workers", OPTIMIZATION,
         "data loader processes building the training batches (default 0: built in the "
@@ -280,11 +280,11 @@ class RunConfig:
         type=non_negative_int, metavar="N", in_command=False,
         checks=(_at_least(0, " (0: the batches are built in the training process)"),))
     max_train: int | None = option(None, "--max-train", OUTPUT,
-                                    "use only the first N training examples", type=int,
-                                    checks=(_POSITIVE_OR_DEFAULT,))
-    max_eval: int | None = option(None, "--max-eval", OUTPUT,
-                                   "use only the first N examples of dev/test", type=int,
+                                   "use only the first N training examples", type=int,
                                    checks=(_POSITIVE_OR_DEFAULT,))
+    max_eval: int | None = option(None, "--max-eval", OUTPUT,
+                                  "use only the first N examples of dev/test", type=int,
+                                  checks=(_POSITIVE_OR_DEFAULT,))
     test: bool = option(True, "--no-test", OUTPUT, "skip the test-set evaluation")
     checkpoint_every: int = option(
         0, "--checkpoint-every", OUTPUT,

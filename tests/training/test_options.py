@@ -45,6 +45,8 @@ def test_every_flag_is_one_declared_option_and_every_option_one_flag():
         else:                                         # a shorthand of a declared option
             assert o.shorthand is not None and tuple(a.option_strings) == o.shorthand[0]
     assert set(main) == set(names)                    # every declared field has its flag
+    keys = [k for o in opts if o.in_file for k in {o.name, o.flag_key}]
+    assert len(keys) == len(set(keys)), "a --config key of two options"
 
 
 def test_no_module_of_the_training_package_adds_a_flag_of_its_own():
