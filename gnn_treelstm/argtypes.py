@@ -20,8 +20,12 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["int_at_least", "positive_int", "non_negative_int", "port", "positive_float",
-           "finite_float", "int_from_to", "usable_cpus", "worker_count", "machine_memory"]
+__all__ = ["LOG_LEVELS", "int_at_least", "positive_int", "non_negative_int", "port",
+           "positive_float", "finite_float", "int_from_to", "usable_cpus",
+           "worker_count", "machine_memory"]
+
+#: the console log levels of the commands' ``--log-level``
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 def _int(text: str, expected: str) -> int:

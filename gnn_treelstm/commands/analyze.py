@@ -18,7 +18,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from gnn_treelstm.argtypes import int_at_least, non_negative_int, positive_int
+from gnn_treelstm.argtypes import LOG_LEVELS, int_at_least, non_negative_int, positive_int
 from gnn_treelstm.commands.cli import description, set_openmp_wait_policy
 
 __all__ = ["main", "build_parser", "run"]
@@ -33,7 +33,7 @@ def _common(p: argparse.ArgumentParser, *, data: bool = True) -> None:
         p.add_argument("--data", default=None,
                        help="built data directory (default: the checkpoint's)")
     p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                   choices=LOG_LEVELS)
     p.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                    help="= --log-level INFO")
 
@@ -92,7 +92,7 @@ def _add_relations(sub) -> None:
                    help="built data directories: one, or one per run (default: the "
                         "checkpoints')")
     p.add_argument("--log-level", default="WARNING",
-                   choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                   choices=LOG_LEVELS)
     p.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO")
 
 

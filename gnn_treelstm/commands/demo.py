@@ -20,12 +20,12 @@ import sys
 import time
 from pathlib import Path
 
-from gnn_treelstm.argtypes import positive_int
 from gnn_treelstm.commands.cli import description
 from gnn_treelstm.models.checkpoint import load_model
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.data import SAMPLE_SRC, managed_data_dir
 from gnn_treelstm.training.evaluation import evaluate
+from gnn_treelstm.training.options import add_run_flags
 from gnn_treelstm.training.trainer import TrainHooks, run
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.drawing import draw_tree
@@ -44,14 +44,9 @@ def _pick_tree(split: D.Split, lo: int = 7, hi: int = 14) -> int:
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line of ``gnn-treelstm demo``."""
-    ap = argparse.ArgumentParser(prog="gnn-treelstm demo", description=description(__doc__))
-    ap.add_argument("--runs-dir", default="runs", help="where the demo's run goes "
-                    "(default: %(default)s)")
-    ap.add_argument("--epochs", type=positive_int, default=5,
-                    help="training epochs (default: %(default)s)")
-    ap.add_argument("--hidden", type=positive_int, default=150,
-                    help="hidden size of the cell (default: %(default)s)")
-    ap.add_argument("--seed", type=int, default=1, help="random seed (default: %(default)s)")
+    ap = argparse.ArgumentParser(prog="gnn-treelstm demo", description=description(__doc__),
+                                 formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    add_run_flags(ap, ("runs_dir", "epochs", "hidden", "seed"), epochs=5)
     return ap
 
 

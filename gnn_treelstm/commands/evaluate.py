@@ -20,11 +20,13 @@ from pathlib import Path
 
 import gnn_treelstm  # noqa: F401  (dgl compat before dgl)
 from gnn_treelstm.analyze.length import length_curve_of, plot_length
-from gnn_treelstm.argtypes import non_negative_int, positive_int
+from gnn_treelstm.argtypes import LOG_LEVELS, non_negative_int, positive_int
 from gnn_treelstm.cells.registry import CELL_MODULE_HELP, import_cell_modules
 from gnn_treelstm.commands.cli import description
+from gnn_treelstm.engine.propagator import ENGINES
 from gnn_treelstm.metrics import format_metrics
 from gnn_treelstm.models.checkpoint import checkpoint_path
+from gnn_treelstm.training.config import DEVICES
 from gnn_treelstm.training.data import DataError
 from gnn_treelstm.training.evaluation import (
     evaluate_checkpoint,
@@ -102,15 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
                     help="plot accuracy (Pearson for sick-r) against sentence length")
     ap.add_argument("--min-count", type=non_negative_int, default=10,
                     help="--plot-length: leave out windows with fewer examples")
-    ap.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
-    ap.add_argument("--engine", default=None, choices=("dgl", "level"),
+    ap.add_argument("--device", default="cpu", choices=DEVICES)
+    ap.add_argument("--engine", default=None, choices=ENGINES,
                     help="override the checkpoint's engine")
     ap.add_argument("--batch-size", type=positive_int, default=256)
     ap.add_argument("--remap-vocab", action="store_true",
                     help="data built with another vocabulary: translate word and relation "
                          "ids by name (default: refuse it)")
     ap.add_argument("--log-level", default="WARNING",
-                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                    choices=LOG_LEVELS)
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO")
     ap.add_argument("--json", action="store_true",

@@ -60,7 +60,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from gnn_treelstm.argtypes import positive_int
+from gnn_treelstm.argtypes import LOG_LEVELS, positive_int
 from gnn_treelstm.commands.cli import description, progress_bar, set_openmp_wait_policy
 
 __all__ = ["build_parser", "main", "MAX_CHARS"]
@@ -78,6 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The command's flags (parsed with ``parse_intermixed_args``: the texts may come
     before or after the options)."""
     from gnn_treelstm.cells.registry import CELL_MODULE_HELP
+    from gnn_treelstm.engine.propagator import ENGINES
     from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE
 
     ap = argparse.ArgumentParser(prog="gnn-treelstm predict",
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help="with --json: every node's label, span and words")
     ap.add_argument("--spacy-model", default=None,
                     help="spaCy pipeline (default: the first installed English one)")
-    ap.add_argument("--engine", default=FASTEST, choices=("dgl", "level"),
+    ap.add_argument("--engine", default=FASTEST, choices=ENGINES,
                     help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest, where "
                     "the model's cell runs on it; both compute the same)")
     ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
@@ -101,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
                     help=CELL_MODULE_HELP)
     ap.add_argument("-q", "--quiet", action="store_true", help="no progress bar")
     ap.add_argument("--log-level", default="WARNING",
-                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                    choices=LOG_LEVELS)
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO")
     return ap
@@ -179,7 +180,7 @@ def _predict_batch(a: argparse.Namespace, predictor: Any, lines: list[str], befo
                    source: str) -> int:
     """Predict and write the inputs of ``lines`` (numbered after the ``before`` lines read
     before them), flushed; returns how many there were."""
-    from gnn_treelstm.models.predictor import read_lines
+    from gnn_treelstm.models.inputs import read_lines
 
     inputs = [dataclasses.replace(inp, line=inp.line + before)
               for inp in read_lines(lines, pair=predictor.task.pair, source=source)]

@@ -55,7 +55,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import SplitResult, parse_qs
 
-from gnn_treelstm.argtypes import port, positive_float, positive_int
+from gnn_treelstm.argtypes import LOG_LEVELS, port, positive_float, positive_int
 from gnn_treelstm.commands.cli import description, set_openmp_wait_policy
 from gnn_treelstm.commands.http import (
     DEFAULT_TIMEOUT,
@@ -162,7 +162,7 @@ class Explorer:
         Raises:
             BadRequest: the input is not acceptable (the message says why).
         """
-        from gnn_treelstm.models.predictor import Input
+        from gnn_treelstm.models.inputs import Input
 
         a, b = self.check(a, b)
         with self._lock:
@@ -366,6 +366,7 @@ def make_server(explorer: Explorer, host: str = "127.0.0.1", port: int = 8000, *
 def build_parser() -> argparse.ArgumentParser:
     """The command's flags."""
     from gnn_treelstm.cells.registry import CELL_MODULE_HELP
+    from gnn_treelstm.engine.propagator import ENGINES
     from gnn_treelstm.models.checkpoint import FASTEST, FASTEST_ENGINE
 
     ap = argparse.ArgumentParser(prog="gnn-treelstm serve",
@@ -378,7 +379,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--port", type=port, default=8000, help="port (0: any free one)")
     ap.add_argument("--spacy-model", default=None,
                     help="spaCy pipeline (default: the first installed English one)")
-    ap.add_argument("--engine", default=FASTEST, choices=("dgl", "level"),
+    ap.add_argument("--engine", default=FASTEST, choices=ENGINES,
                     help=f"propagation engine (default: {FASTEST_ENGINE}, the fastest, where "
                     "the model's cell runs on it; both compute the same)")
     ap.add_argument("--max-chars", type=positive_int, default=MAX_CHARS,
@@ -395,7 +396,7 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--cell-module", action="append", default=[], metavar="MODULE",
                     help=CELL_MODULE_HELP)
     ap.add_argument("--log-level", default="WARNING",
-                    choices=("DEBUG", "INFO", "WARNING", "ERROR"))
+                    choices=LOG_LEVELS)
     ap.add_argument("-v", "--verbose", dest="log_level", action="store_const", const="INFO",
                     help="= --log-level INFO (logs every request)")
     return ap

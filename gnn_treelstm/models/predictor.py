@@ -26,6 +26,10 @@ label not reported before). :attr:`Predictor.unmapped_relations` holds the runni
 Each task says how its outputs become a record's fields
 (:meth:`gnn_treelstm.tasks.base.Task.record`).
 
+The texts are read by :mod:`gnn_treelstm.models.inputs`, where the training trees came from
+is :mod:`gnn_treelstm.models.provenance`'s, and :meth:`Predictor.draw` draws through
+:mod:`gnn_treelstm.models.picture`; this module predicts.
+
 A saved model (:meth:`Predictor.save_pretrained`) is a directory holding ``model.pt`` (the
 weights, model configuration, vocabulary, relation names, label names and the training run's
 configuration, loaded with ``weights_only=True``) and ``config.json`` (the same facts for a
@@ -39,7 +43,6 @@ import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import closing
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,74 +56,15 @@ from gnn_treelstm.models.checkpoint import (
     load_model,
     save_checkpoint,
 )
+from gnn_treelstm.models.inputs import Input, read_inputs
+from gnn_treelstm.models.picture import draw_prediction
+from gnn_treelstm.models.provenance import stanford_relations, trees_from
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import Example, collate
 
-__all__ = ["Input", "Predictor", "read_lines", "tree_source", "trees_from", "STANFORD_SICK",
-           "node_records"]
+__all__ = ["Predictor", "node_records"]
 
 log = logging.getLogger(__name__)
-
-PAIR_SEPARATORS = ("\t", "|||")
-#: :func:`tree_source` of SICK's ``dependency`` / ``constituency`` trees
-STANFORD_SICK = "the Stanford parses shipped with SICK"
-
-
-@dataclass(frozen=True)
-class Input:
-    """One input line: its number in the source, the sentence and, for pairs, the second."""
-
-    line: int
-    a: str
-    b: str | None = None
-
-
-def read_lines(lines: Iterable[str], *, pair: bool, source: str = "input") -> list[Input]:
-    """Inputs from lines of text, one per non-blank line (see the module docstring).
-
-    Raises:
-        ValueError: a pair model's line without a separator, or a single-sentence model's
-            line with one, naming ``source`` and the line.
-    """
-    out = []
-    for n, raw in enumerate(lines, 1):
-        line = raw.strip()
-        if not line:
-            continue
-        sep = next((s for s in PAIR_SEPARATORS if s in line), None)
-        if pair:
-            if sep is None:
-                raise ValueError(
-                    f"{source}:{n}: this model reads sentence pairs; write them as "
-                    "'sentence A ||| sentence B' or 'sentence A<TAB>sentence B'")
-            a, b = (x.strip() for x in line.split(sep, 1))
-            if not a or not b:
-                raise ValueError(f"{source}:{n}: one side of the pair is empty: {line!r}")
-            out.append(Input(n, a, b))
-        else:
-            if sep is not None:
-                raise ValueError(
-                    f"{source}:{n}: the line holds a pair separator ({sep!r}) but this model "
-                    "reads one sentence per line; give the sentences on separate lines")
-            out.append(Input(n, line))
-    return out
-
-
-def trees_from(ck: Checkpoint) -> str:
-    """Where a checkpoint's training trees came from: as recorded by ``save_pretrained``,
-    else from its data set and tree kind (:func:`tree_source`)."""
-    dataset = ck.meta.get("dataset") or getattr(ck.model.task, "dataset", None)
-    return ck.meta.get("trees_from") or tree_source(dataset, ck.tree)
-
-
-def _stanford_trees(ck: Checkpoint) -> bool:
-    """Whether the checkpoint's dependency relations are Stanford's: trained on SICK's
-    Stanford parses, and no relation is a label only ClearNLP (spaCy) has."""
-    from gnn_treelstm.datasets.labels import CLEARNLP_ONLY
-
-    return (ck.tree == "dependency" and trees_from(ck) == STANFORD_SICK
-            and not CLEARNLP_ONLY & set(ck.relations))
-
 
 def node_records(graph: Any, tokens: Sequence[str], labels: Sequence[dict]) -> list[dict]:
     """``predict --nodes`` and ``serve``'s trees: every node of ``graph`` with its parent
@@ -132,23 +76,6 @@ def node_records(graph: Any, tokens: Sequence[str], labels: Sequence[dict]) -> l
     return [{"id": i, "parent": parent[i], "span": [lo, hi],
              "words": " ".join(tokens[lo:hi]) if 0 <= lo < hi else "", **labels[i]}
             for i, (lo, hi) in enumerate(graph.ndata[G.SPAN].tolist())]
-
-
-def tree_source(dataset: str | None, tree: str | None) -> str:
-    """Where a data set's trees of kind ``tree`` came from when the model was trained."""
-    from gnn_treelstm.datasets.example import needs_spacy
-
-    if tree == "chain":
-        return "word order (no parser)"
-    if tree == "amr":
-        return "AMR graphs of the data set"
-    if dataset == "sick" and tree in ("dependency", "constituency"):
-        return STANFORD_SICK
-    if dataset == "sst" and tree == "constituency":
-        return "SST's treebank (gold binary constituency trees)"
-    if dataset and tree and needs_spacy(dataset, tree):
-        return "spaCy parses"
-    return f"the {dataset or 'data set'}'s {tree or ''} trees".replace("  ", " ")
 
 
 class Predictor:
@@ -167,7 +94,7 @@ class Predictor:
         self._nlp = nlp
         self.spacy_model = spacy_model
         self._relations = RelationMap(checkpoint.relations,
-                                      stanford=_stanford_trees(checkpoint))
+                                      stanford=stanford_relations(checkpoint))
 
     # ------------------------------------------------------------------ loading, saving
     @classmethod
@@ -259,28 +186,10 @@ class Predictor:
 
     # ------------------------------------------------------------------ prediction
     def inputs(self, texts: str | Sequence[str | tuple[str, str] | Input]) -> list[Input]:
-        """:class:`Input` objects from a text, a list of texts (pairs: ``"A ||| B"``,
-        ``"A<TAB>B"`` or a tuple ``(A, B)``) or inputs."""
-        if isinstance(texts, str):
-            texts = [texts]
-        out: list[Input] = []
-        for n, x in enumerate(texts, 1):
-            if isinstance(x, Input):
-                out.append(x)
-            elif isinstance(x, tuple):
-                if not self.task.pair or len(x) != 2:
-                    raise ValueError(f"input {n}: a tuple {x!r} is a sentence pair; this "
-                                     f"model reads {'pairs' if self.task.pair else 'one sentence'}")
-                out.extend(read_lines([f"{x[0]} ||| {x[1]}"], pair=True, source=f"input {n}"))
-            elif isinstance(x, str):
-                got = read_lines([x], pair=self.task.pair, source=f"input {n}")
-                if not got:
-                    raise ValueError(f"input {n}: empty text")
-                out.append(Input(n, got[0].a, got[0].b))
-            else:
-                raise TypeError(f"input {n}: expected a string, a (A, B) tuple or an Input, "
-                                f"got {type(x).__name__}")
-        return out
+        """:class:`~gnn_treelstm.models.inputs.Input` objects from a text, a list of texts
+        (pairs: ``"A ||| B"``, ``"A<TAB>B"`` or a tuple ``(A, B)``) or inputs
+        (:func:`~gnn_treelstm.models.inputs.read_inputs`)."""
+        return read_inputs(texts, pair=bool(self.task.pair))
 
     def graphs(self, parses: Sequence, *, report: bool = True) -> list:
         """Graphs of the model's tree kind from spaCy parses
@@ -399,29 +308,9 @@ class Predictor:
         (phrase-level sentiment), every node coloured by its predicted label, the legend
         naming them; :func:`gnn_treelstm.trees.drawing.draw_tree`'s keyword arguments pass
         through."""
-        from gnn_treelstm.trees.drawing import draw_tree, to_networkx
-
         nodes = not self.task.pair and bool(getattr(self.task, "node_labels", False))
         rec, graphs = self.trees(text, nodes=nodes)
-        if side not in range(len(graphs)):
-            raise ValueError(f"side={side}: this input has {len(graphs)} sentence(s) "
-                             "(0: sentence A, 1: sentence B of a pair)")
-        tokens = rec["tokens"] if side == 0 else rec["tokens_b"]
-        verdict = rec.get("label", rec.get("score"))
-        kwargs.setdefault("title", " ".join(tokens) + ("" if verdict is None
-                                                        else f"  [{verdict}]"))
-        relations = self.checkpoint.relations or None
-        if not nodes:
-            return draw_tree(graphs[side], path, vocab=self.checkpoint.vocab,
-                             relations=relations, **kwargs)
-        names = list(rec["nodes"][0]["probabilities"])  # the head's classes, in order
-        tree = to_networkx(graphs[side], vocab=self.checkpoint.vocab, relations=relations,
-                           label_names=names)
-        for node in rec["nodes"]:
-            tree.nodes[node["id"]].update(label=names.index(node["label"]),
-                                          label_name=node["label"])
-        kwargs.setdefault("label_names", names)
-        return draw_tree(tree, path, relations=relations, **kwargs)
+        return draw_prediction(self.checkpoint, rec, graphs, path, side=side, **kwargs)
 
     def format_text(self, rec: dict) -> str:
         """The text form of a record: ``label<TAB>p<TAB>sentence`` (a score for

@@ -429,34 +429,25 @@ def select(patterns: Iterable[str] | None = None) -> list[Row]:
     return [r for r in ROWS if r.key in chosen]
 
 
-def _probe(model: str, engine: str, cell_kwargs: Mapping[str, Any]) -> None:
-    from gnn_treelstm.cells import build_cell
-    from gnn_treelstm.models.treelstm import cell_accepts
-
-    kw = dict(cell_kwargs)
-    if cell_accepts(model, "num_relations") or model.startswith("mtree"):
-        kw.setdefault("num_relations", 2)
-    build_cell(model, 4, 4, engine=engine, **kw)
-
-
 @functools.cache
 def _engine_and_reason(model: str, cell_kwargs_json: str) -> tuple[str, str]:
-    """(engine, reason the row cannot run or "")."""
-    from gnn_treelstm.cells import cells
+    """(engine, reason the row cannot run or ""): the engine is the one ``train`` takes by
+    default, the fastest the cell runs on with the row's options
+    (:func:`~gnn_treelstm.models.checkpoint.fastest_engine`)."""
+    from gnn_treelstm.cells import cells, check_cell_options
+    from gnn_treelstm.models.checkpoint import FASTEST_ENGINE, fastest_engine
 
     if model not in cells:
-        return "level", f"model {model!r} is not in the cell registry"
+        return FASTEST_ENGINE, f"model {model!r} is not in the cell registry"
     kw = json.loads(cell_kwargs_json)
     try:
-        _probe(model, "level", kw)
-        return "level", ""
-    except (TypeError, ValueError) as level_err:
-        try:
-            _probe(model, "dgl", kw)
-        except (TypeError, ValueError) as e:
-            return "level", f"the {model} cell refuses {kw}: {e}"
-        log.debug("%s %s: level engine refuses (%s); using dgl", model, kw, level_err)
-        return "dgl", ""
+        check_cell_options(model, kw)
+    except ValueError as e:
+        return FASTEST_ENGINE, f"the {model} cell refuses {kw}: {e}"
+    engine, why = fastest_engine(model, kw)
+    if why:
+        log.debug("%s %s: %s; using the %s engine", model, kw, why, engine)
+    return engine, ""
 
 
 def _probe_row(row: Row) -> tuple[str, str]:
@@ -470,6 +461,6 @@ def unavailable_reason(row: Row) -> str:
 
 
 def engine_for(row: Row) -> str:
-    """``"level"``, or ``"dgl"`` where the level engine refuses the row's cell settings
-    (e.g. ``output_gate=False``)."""
+    """The row's engine, else the fastest its cell runs on with the row's settings
+    (``"level"``, or ``"dgl"`` where the level engine refuses them)."""
     return str(row.overrides.get("engine") or _probe_row(row)[0])

@@ -38,7 +38,7 @@ from gnn_treelstm.files import atomic_write
 from gnn_treelstm.reproduce.rows import VECTORS, Row, engine_for, get, unavailable_reason
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training import provenance
-from gnn_treelstm.training.config import RunConfig, RunOption, config_changes, run_options
+from gnn_treelstm.training.config import RunConfig, config_changes, run_options
 from gnn_treelstm.training.data import RAW_PROBES, SAMPLE_SRC, resolve_data_dir
 from gnn_treelstm.training.resume import STATE_NAME, TrainState, resumed_run_id
 from gnn_treelstm.training.trainer import TrainHooks, run
@@ -54,7 +54,7 @@ QUICK = {"epochs": 1, "max_train": 40, "max_eval": 40, "hidden": 16}
 #: RunConfig fields the command always writes, even at their default
 ALWAYS = ("task", "model", "tree", "hidden", "engine", "epochs", "seeds")
 #: the order of the command's words: valued flags, then KEY=VALUE lists, then switches
-_COMMAND_ORDER = {"value": 0, "pairs": 1, "switch": 2, "negated": 2}
+_COMMAND_ORDER = {"value": 0, "pairs": 1, "list": 1, "switch": 2, "negated": 2}
 
 
 @dataclass
@@ -116,29 +116,17 @@ def row_config(row: Row, *, data: str | None = None, embeddings: Path | None = N
                      seed=1, seeds=seeds or (1 if quick else row.seeds))
 
 
-def _words(opt: RunOption, value: Any) -> list[str]:
-    """The command-line words that set run option ``opt`` to ``value``."""
-    if opt.kind == "pairs":
-        return [w for k, v in value.items()
-                for w in (opt.flag, f"{k}={v if isinstance(v, str) else json.dumps(v)}")]
-    if opt.kind == "switch":
-        return [opt.flag] if value else []
-    if opt.kind == "negated":
-        return [] if value else [opt.flag]
-    return [] if value is None else [opt.flag, str(value)]
-
-
 def command(cfg: RunConfig) -> str:
     """The ``gnn-treelstm train ...`` command equivalent to ``cfg`` (``python train.py``
     in a checkout takes the same flags): the run options that change what is trained
-    (:attr:`~gnn_treelstm.training.config.RunOption.in_command`) and differ from their
+    (:attr:`~gnn_treelstm.training.flags.RunOption.in_command`) and differ from their
     defaults, and always those of :data:`ALWAYS`."""
     args = ["gnn-treelstm", "train"]
     for opt in sorted((o for o in run_options() if o.in_command),
                       key=lambda o: _COMMAND_ORDER[o.kind]):
         value = getattr(cfg, opt.name)
         if opt.name in ALWAYS or value != opt.default:
-            args += _words(opt, value)
+            args += opt.words(value)
     return shlex.join(args)
 
 

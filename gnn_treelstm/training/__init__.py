@@ -1,8 +1,9 @@
 """Training runs: configuration, data, the loop, checkpoints of state, run directories.
 
 * :mod:`~gnn_treelstm.training.config` — :class:`RunConfig`, the run's options, each
-  declared once as a field; :mod:`~gnn_treelstm.training.options` — the ``train`` parser
-  and ``--config`` files derived from them.
+  declared once as a field (:mod:`~gnn_treelstm.training.flags`: how a field declares its
+  flag); :mod:`~gnn_treelstm.training.options` — the ``train`` parser and ``--config``
+  files derived from them.
 * :mod:`~gnn_treelstm.training.data` — the data set, splits and word vectors of a run.
 * :mod:`~gnn_treelstm.training.trainer` — the training loop (:class:`Trainer`,
   :class:`TrainHooks`).

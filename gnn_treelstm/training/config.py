@@ -3,9 +3,10 @@
 configurations differ (:func:`config_changes`), ``config.yaml`` (:func:`run_config_yaml`)
 and the model it trains (:func:`build_model_config`).
 
-Every run option is declared once, as a :class:`RunConfig` field whose metadata (an
-:class:`OptionSpec`) names its command-line flag, help text, choices, argument type and the
-checks of its values (:func:`run_options` reads them): the ``train`` parser, the keys of
+Every run option is declared once, as a :class:`RunConfig` field whose metadata (a
+:class:`~gnn_treelstm.training.flags.RunOption`, :func:`~gnn_treelstm.training.flags.option`)
+names its command-line flag, help text, choices, argument type and the checks of its values
+(:func:`run_options` reads them): the ``train`` parser, the keys of
 ``--config`` files (:mod:`gnn_treelstm.training.options`), :meth:`RunConfig.check` and the
 reproduction runner's train commands (:func:`gnn_treelstm.reproduce.runner.command`) are
 derived from these fields.
@@ -20,7 +21,7 @@ import math
 import os
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -30,11 +31,12 @@ from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.checkpoint import fastest_engine
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig, meta_model
 from gnn_treelstm.tasks import build_task, tasks
+from gnn_treelstm.training.flags import Check, RunOption, option, options_of
 
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["RunConfig", "RunOption", "OptionSpec", "Check", "run_options", "TREE_KINDS",
+__all__ = ["RunConfig", "run_options", "TREE_KINDS",
            "OPTIMIZERS",
            "LOSS_REDUCTIONS", "DEVICES", "MAX_LR", "LR_SCHEDULES", "config_changes",
            "run_config_yaml", "build_model_config", "absolute_path", "MAX_SEED", "MAX_WIDTH",
@@ -86,20 +88,6 @@ def _one_of(names: Callable[[], Iterable[str]]) -> Callable[[], str]:
     return lambda: f"one of: {', '.join(names())}"
 
 
-@dataclass(frozen=True)
-class Check:
-    """A condition a run option's value meets (:meth:`RunConfig.check`), and the error when
-    it does not: ``error`` is formatted with ``flag``, ``name`` (the field) and ``value``."""
-
-    holds: Callable[[Any], bool]
-    error: str
-
-    def verify(self, flag: str, name: str, value: Any) -> None:
-        """``ValueError`` with :attr:`error` unless ``value`` meets the condition."""
-        if not self.holds(value):
-            raise ValueError(self.error.format(flag=flag, name=name, value=value))
-
-
 def _known(noun: str, names: Sequence[str], key: Callable[[Any], Any] = lambda v: v) -> Check:
     """The value (``key`` of it) is one of ``names``."""
     return Check(lambda v: key(v) in names,
@@ -129,34 +117,6 @@ _L2 = Check(lambda v: math.isfinite(v) and v >= 0,
 _DROPOUT = Check(lambda v: 0 <= v < 1, "{flag} {value}: must be in [0, 1)")
 
 
-@dataclass(frozen=True)
-class OptionSpec:
-    """How a :class:`RunConfig` field is a command-line option (the field's ``metadata``;
-    see :class:`RunOption` for what each attribute means)."""
-
-    flag: str
-    group: str
-    help: str | Callable[[], str] | None = None
-    type: Callable[[str], Any] | None = None
-    choices: Sequence[str] | None = None
-    metavar: str | None = None
-    in_command: bool = True
-    path: bool = False
-    checks: tuple[Check, ...] = ()
-
-
-def _option(default: Any, flag: str, group: str, help: str | Callable[[], str] | None = None,
-            **spec: Any) -> Any:
-    """A :class:`RunConfig` field declared with its command-line option: ``spec`` holds
-    the other :class:`OptionSpec` attributes (``type``, ``choices``, ``checks``, ...)."""
-    if spec.get("choices") is not None:
-        spec["choices"] = tuple(spec["choices"])
-    metadata = {"option": OptionSpec(flag, group, help, **spec)}
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
 @dataclass
 class RunConfig:
     """A training run. ``None`` fields take the task's / optimizer's paper default.
@@ -165,26 +125,26 @@ class RunConfig:
     ``metadata`` declares the flag (:func:`run_options`). The fields are in the order of
     ``--help``."""
 
-    task: str = _option("sst-5", "--task", WHAT, _one_of(tasks.names))
-    model: str = _option("nary", "--model", WHAT, _one_of(cell_names))
-    tree: str = _option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}",
-                        checks=(_known("tree", TREE_KINDS),))
-    supervision: str | None = _option(
+    task: str = option("sst-5", "--task", WHAT, _one_of(tasks.names))
+    model: str = option("nary", "--model", WHAT, _one_of(cell_names))
+    tree: str = option("constituency", "--tree", WHAT, f"one of: {', '.join(TREE_KINDS)}",
+                       checks=(_known("tree", TREE_KINDS),))
+    supervision: str | None = option(
         None, "--supervision", WHAT,
         "SST: phrase (every labelled node, Tai), root (Tran Table 1) or phrase-sequences "
         "(--tree chain: every labelled phrase its own sequence, Teng's BiLSTM); default: the "
         "task's")
-    data: str | None = _option(
+    data: str | None = option(
         None, "--data", WHAT,
         "built data directory (default: $GNN_TREELSTM_DATA, else the embedded sample); "
         "recorded as an absolute path", metavar="DIR", path=True)
-    embeddings: str | None = _option(
+    embeddings: str | None = option(
         None, "--embeddings", MODEL,
         "GloVe/word2vec text file (plain or .gz); default: the first known file in the "
         "glove/ directory of the raw data the data set was built from; none found is an "
         "error unless --embeddings-mode random. Recorded as its resolved path, with its "
         "size, SHA-256 and the words found", metavar="FILE", path=True)
-    embeddings_sha256: str | None = _option(
+    embeddings_sha256: str | None = option(
         None, "--embeddings-sha256", MODEL,
         "the SHA-256 the vectors file must have (a run's config.yaml records it, so a run "
         "trained from that file reads the same vectors); another file is an error",
@@ -193,149 +153,149 @@ class RunConfig:
             and all(c in "0123456789abcdef" for c in v),
             "{flag} {value!r}: expected the 64 lowercase hex digits of a SHA-256 (as "
             "`sha256sum FILE` prints them)"),))
-    embeddings_mode: str | None = _option(
+    embeddings_mode: str | None = option(
         None, "--embeddings-mode", MODEL,
         "Tai Table 2: tuned, fixed or random word vectors (default: fixed for sick-r, tuned "
         "otherwise, as Tai §5.3)", choices=EMBEDDING_MODES,
         checks=(_known("embeddings mode", EMBEDDING_MODES),))
-    emb_dim: int | None = _option(
+    emb_dim: int | None = option(
         None, "--emb-dim", MODEL, "word vector size (default: the vectors file's, else 300)",
         type=int, checks=_WIDTH)
-    hidden: int = _option(150, "--hidden", MODEL, "cell memory size", type=positive_int,
-                          checks=(_POSITIVE,))
-    head_hidden: int | None = _option(
+    hidden: int = option(150, "--hidden", MODEL, "cell memory size", type=positive_int,
+                         checks=(_POSITIVE,))
+    head_hidden: int | None = option(
         None, "--head-hidden", MODEL,
         "hidden layer of the head (default: the paper's for the task)", type=int,
         checks=_WIDTH)
-    dropout: float | None = _option(
+    dropout: float | None = option(
         None, "--dropout", MODEL, "dropout on the head input (default: 0.5, relatedness 0)",
         type=float, checks=(_DROPOUT,))
-    emb_dropout: float | None = _option(
+    emb_dropout: float | None = option(
         None, "--emb-dropout", MODEL,
         "dropout on the word vectors (default: 0.5 for Teng's cells lex, topdown, bitree "
         "(Teng §6), else 0)", type=float, checks=(_DROPOUT,))
-    cell_kwargs: dict[str, Any] = _option(
+    cell_kwargs: dict[str, Any] = option(
         {}, "--cell-arg", MODEL, "extra cell keyword argument (JSON value), e.g. n_ary=3")
-    head_kwargs: dict[str, Any] = _option(
+    head_kwargs: dict[str, Any] = option(
         {}, "--head-arg", MODEL,
         "extra head keyword argument (JSON value), e.g. features=abs, activation=relu "
         "(inference)")
-    sentence_state: str | None = _option(
+    sentence_state: str | None = option(
         None, "--sentence-state", MODEL,
         "root state used as the sentence vector (default: the task's)",
         choices=SENTENCE_STATES, checks=(_known("sentence state", SENTENCE_STATES),))
-    engine: str | None = _option(
+    engine: str | None = option(
         None, "--engine", MODEL, "propagation engine passed to the cell (default: the fastest "
         "the cell runs on with its options: level, else dgl; the same results)",
         choices=ENGINES)
-    optimizer: str | None = _option(
+    optimizer: str | None = option(
         None, "--optimizer", OPTIMIZATION,
         "default: adam for Teng's cells and for sick-e/snli, else adagrad", choices=OPTIMIZERS,
         checks=(_known("optimizer", OPTIMIZERS),))
-    lr: float | None = _option(
+    lr: float | None = option(
         None, "--lr", OPTIMIZATION, "learning rate (default: adagrad 0.05, adam 0.001)",
         type=float, checks=(_LEARNING_RATE,))
-    emb_lr: float | None = _option(
+    emb_lr: float | None = option(
         None, "--emb-lr", OPTIMIZATION,
         "embedding learning rate (default: adagrad 0.1, adam = --lr)", type=float,
         checks=(_LEARNING_RATE,))
-    l2: float = _option(1e-4, "--l2", OPTIMIZATION, "per-minibatch L2 strength", type=float,
-                        checks=(_L2,))
-    emb_l2: float | None = _option(
+    l2: float = option(1e-4, "--l2", OPTIMIZATION, "per-minibatch L2 strength", type=float,
+                       checks=(_L2,))
+    emb_l2: float | None = option(
         None, "--emb-l2", OPTIMIZATION,
         "L2 on the word embeddings (default: the task's, 0 for most)", type=float,
         checks=(_L2,))
-    rel_lr: float | None = _option(
+    rel_lr: float | None = option(
         None, "--rel-lr", OPTIMIZATION,
         "learning rate of mtree's relation embeddings, without L2 (Tran §6.1: 0.1; default: "
         "with the other weights)", type=float, checks=(_LEARNING_RATE,))
-    clip_grad_norm: float | None = _option(
+    clip_grad_norm: float | None = option(
         None, "--clip-grad-norm", OPTIMIZATION,
         "clip the gradient of all trained weights, word embeddings included, to this L2 "
         "norm before each optimizer step (default: no clipping, as the papers)",
         type=float, metavar="X", checks=(Check(
             lambda v: math.isfinite(v) and v > 0,
             "{flag} {value}: must be a positive number (leave it out for no clipping)"),))
-    loss_reduction: str | None = _option(
+    loss_reduction: str | None = option(
         None, "--loss-reduction", OPTIMIZATION,
         "mean or sum of the batch's losses (default: the task's)", choices=LOSS_REDUCTIONS,
         checks=(_known("loss reduction", LOSS_REDUCTIONS),))
-    batch_size: int = _option(25, "--batch-size", OPTIMIZATION,
-                              "training examples per optimizer step", type=positive_int,
-                              checks=(_POSITIVE,))
-    eval_batch_size: int = _option(256, "--eval-batch-size", OPTIMIZATION,
-                                   "batch size of dev/test evaluation", type=positive_int,
-                                   in_command=False, checks=(_POSITIVE,))
-    epochs: int = _option(10, "--epochs", OPTIMIZATION, "training epochs per seed",
-                          type=positive_int, checks=(_POSITIVE, _at_most(MAX_EPOCHS)))
-    seed: int = _option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
-    seeds: int = _option(
+    batch_size: int = option(25, "--batch-size", OPTIMIZATION,
+                             "training examples per optimizer step", type=positive_int,
+                             checks=(_POSITIVE,))
+    eval_batch_size: int = option(256, "--eval-batch-size", OPTIMIZATION,
+                                  "batch size of dev/test evaluation", type=positive_int,
+                                  in_command=False, checks=(_POSITIVE,))
+    epochs: int = option(10, "--epochs", OPTIMIZATION, "training epochs per seed",
+                         type=positive_int, checks=(_POSITIVE, _at_most(MAX_EPOCHS)))
+    seed: int = option(1, "--seed", OPTIMIZATION, "random seed of the first run", type=int)
+    seeds: int = option(
         1, "--seeds", OPTIMIZATION,
         "number of runs with seeds SEED, SEED+1, ... (mean (std) reported)", type=positive_int,
         checks=(_POSITIVE, _at_most(MAX_SEEDS)))
-    device: str = _option("cpu", "--device", OPTIMIZATION, "where to train",
-                          choices=DEVICES,
-                          checks=(_known("device", DEVICES, lambda d: d.split(":")[0]),))
-    distributed: bool = _option(
+    device: str = option("cpu", "--device", OPTIMIZATION, "where to train",
+                         choices=DEVICES,
+                         checks=(_known("device", DEVICES, lambda d: d.split(":")[0]),))
+    distributed: bool = option(
         False, "--distributed", OPTIMIZATION,
         "data-parallel over the processes torchrun starts (--batch-size is the global batch; "
         "see gnn_treelstm/training/distributed.py)", in_command=False)
-    lr_schedule: str = _option(
+    lr_schedule: str = option(
         "constant", "--lr-schedule", SCHEDULE,
         "learning-rate schedule, stepped once per epoch: constant (the papers), cosine "
         "(from the learning rates towards 0 over the epochs), step (x --lr-gamma every "
         "--lr-step-size epochs), plateau (x --lr-gamma when more than "
         "--lr-plateau-patience epochs in a row bring no better dev score)",
         choices=LR_SCHEDULES, checks=(_known("learning-rate schedule", LR_SCHEDULES),))
-    lr_warmup_epochs: int = _option(
+    lr_warmup_epochs: int = option(
         0, "--lr-warmup-epochs", SCHEDULE,
         "raise the learning rates linearly over the first N epochs (epoch k of N at "
         "k/(N+1) of them) before the schedule; not with plateau", type=int, metavar="N",
         checks=(_at_least(0),))
-    lr_step_size: int = _option(5, "--lr-step-size", SCHEDULE,
-                                "epochs between the step schedule's decays", type=int,
-                                metavar="N", checks=(_at_least(1),))
-    lr_gamma: float = _option(0.1, "--lr-gamma", SCHEDULE,
-                              "the factor of each step or plateau decay", type=float,
-                              checks=(Check(lambda v: math.isfinite(v) and 0 < v <= 1,
-                                            "{flag} {value}: a decay factor must be in (0, 1]"),))
-    lr_plateau_patience: int = _option(
+    lr_step_size: int = option(5, "--lr-step-size", SCHEDULE,
+                               "epochs between the step schedule's decays", type=int,
+                               metavar="N", checks=(_at_least(1),))
+    lr_gamma: float = option(0.1, "--lr-gamma", SCHEDULE,
+                             "the factor of each step or plateau decay", type=float,
+                             checks=(Check(lambda v: math.isfinite(v) and 0 < v <= 1,
+                                           "{flag} {value}: a decay factor must be in (0, 1]"),))
+    lr_plateau_patience: int = option(
         1, "--lr-plateau-patience", SCHEDULE,
         "plateau: epochs in a row without a better dev score that pass without a decay "
         "(the next one decays)", type=int, metavar="N", checks=(_at_least(0),))
-    patience: int | None = _option(
+    patience: int | None = option(
         None, "--patience", SCHEDULE,
         "early stopping: end a seed's training after N epochs without a better dev score "
         "(default: train every epoch, as the papers)", type=int, metavar="N",
         checks=(Check(lambda v: v >= 1, "{flag} {value}: must be a positive number of epochs "
                                         "(leave it out to train every epoch)"),))
-    runs_dir: str = _option("runs", "--runs-dir", OUTPUT, "where run directories are made",
-                            metavar="DIR", in_command=False)
-    name: str | None = _option(None, "--name", OUTPUT,
-                               "run name (default: task-model-tree-time)", in_command=False)
-    workers: int = _option(
+    runs_dir: str = option("runs", "--runs-dir", OUTPUT, "where run directories are made",
+                           metavar="DIR", in_command=False)
+    name: str | None = option(None, "--name", OUTPUT,
+                              "run name (default: task-model-tree-time)", in_command=False)
+    workers: int = option(
         0, "--workers", OPTIMIZATION,
         "data loader processes building the training batches (default 0: built in the "
         "training process; the batches are the same for any number)",
         type=non_negative_int, metavar="N", in_command=False,
         checks=(_at_least(0, " (0: the batches are built in the training process)"),))
-    max_train: int | None = _option(None, "--max-train", OUTPUT,
-                                    "use only the first N training examples", type=int,
-                                    checks=(_POSITIVE_OR_DEFAULT,))
-    max_eval: int | None = _option(None, "--max-eval", OUTPUT,
-                                   "use only the first N examples of dev/test", type=int,
+    max_train: int | None = option(None, "--max-train", OUTPUT,
+                                   "use only the first N training examples", type=int,
                                    checks=(_POSITIVE_OR_DEFAULT,))
-    test: bool = _option(True, "--no-test", OUTPUT, "skip the test-set evaluation")
-    checkpoint_every: int = _option(
+    max_eval: int | None = option(None, "--max-eval", OUTPUT,
+                                  "use only the first N examples of dev/test", type=int,
+                                  checks=(_POSITIVE_OR_DEFAULT,))
+    test: bool = option(True, "--no-test", OUTPUT, "skip the test-set evaluation")
+    checkpoint_every: int = option(
         0, "--checkpoint-every", OUTPUT,
         "also save the training state every N batches (default: at the end of every epoch "
         "only)", type=int, metavar="N", in_command=False,
         checks=(_at_least(0, " (0: at the end of every epoch only)"),))
-    skip_nonfinite: bool = _option(
+    skip_nonfinite: bool = option(
         False, "--skip-nonfinite", OUTPUT,
         "skip (and count) batches whose loss or gradients are NaN/inf instead of stopping "
         "the run", in_command=False)
-    tensorboard: bool = _option(
+    tensorboard: bool = option(
         False, "--tensorboard", OUTPUT,
         "write train loss, dev metrics and learning rate per epoch for TensorBoard to "
         "RUN_DIR/tensorboard/ (needs: pip install tensorboard)", in_command=False)
@@ -393,8 +353,9 @@ class RunConfig:
 
     def check(self) -> None:
         """Refuse bad names and values before anything is loaded (``ValueError``): each
-        option's own checks (its field's :attr:`OptionSpec.checks`; a ``None`` of an option
-        whose default is ``None`` asks for the default and passes), then those that join
+        option's own checks (its field's
+        :attr:`~gnn_treelstm.training.flags.RunOption.checks`; a ``None`` of an option whose
+        default is ``None`` asks for the default and passes), then those that join
         options."""
         tasks.get(self.task)                      # UnknownNameError lists the choices
         cells.get(self.model)
@@ -486,73 +447,9 @@ def absolute_path(value: str | None) -> str | None:
     return None if value is None else os.path.abspath(os.path.expanduser(value))
 
 
-@dataclass(frozen=True)
-class RunOption:
-    """A :class:`RunConfig` field as a command-line option, read from the field's metadata.
-
-    Attributes:
-        name: the field's name, which is also its ``--config`` file key.
-        flag: the ``gnn-treelstm train`` flag (``--task``).
-        group: the ``--help`` group it is listed under.
-        kind: how the flag sets the field: ``value`` (the flag's argument, of ``type``),
-            ``switch`` (a flag without argument sets a ``bool`` field), ``negated`` (``--no-X``
-            sets the ``bool`` field ``X`` to false) or ``pairs`` (repeated ``KEY=VALUE``
-            arguments, JSON values, make a ``dict`` field).
-        default: the field's default.
-        help: the help text (a callable for texts listing a registry's names), or None.
-        type: the argument's type (``int``, ``float``; None: a string).
-        choices: the accepted values, or None for any.
-        metavar: the argument's name in ``--help`` (None: argparse's).
-        in_command: whether :func:`gnn_treelstm.reproduce.runner.command` writes the option
-            in a row's train command (False for where and how a run reports, which does not
-            change what it trains).
-        path: the value names a file or directory: a run records it absolute
-            (:meth:`RunConfig.with_absolute_paths`) and :func:`config_changes` compares it
-            by the file it names.
-        checks: the conditions :meth:`RunConfig.check` holds its value to (ranges, known
-            names), each with its error.
-    """
-
-    name: str
-    flag: str
-    group: str
-    kind: str
-    default: Any
-    help: str | Callable[[], str] | None = None
-    type: Callable[[str], Any] | None = None
-    choices: tuple[str, ...] | None = None
-    metavar: str | None = None
-    in_command: bool = True
-    path: bool = False
-    checks: tuple[Check, ...] = ()
-
-    @property
-    def dest(self) -> str:
-        """The attribute the parsed command line holds the flag's value in."""
-        return self.flag.lstrip("-").replace("-", "_")
-
-    def help_text(self) -> str | None:
-        return self.help() if callable(self.help) else self.help
-
-
-def _kind(f: dataclasses.Field) -> str:
-    if f.default_factory is dict:
-        return "pairs"
-    if isinstance(f.default, bool):
-        return "negated" if f.metadata["option"].flag.startswith("--no-") else "switch"
-    return "value"
-
-
 def run_options() -> list[RunOption]:
     """The run options, one per :class:`RunConfig` field, in the order of ``--help``."""
-    out = []
-    for f in dataclasses.fields(RunConfig):
-        spec: OptionSpec = f.metadata["option"]
-        default = {} if f.default_factory is dict else f.default
-        out.append(RunOption(name=f.name, kind=_kind(f), default=default,
-                             **{k.name: getattr(spec, k.name)
-                                for k in dataclasses.fields(OptionSpec)}))
-    return out
+    return options_of(RunConfig)
 
 
 def config_changes(recorded: dict[str, Any], cfg: RunConfig,

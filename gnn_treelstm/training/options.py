@@ -2,10 +2,12 @@
 :class:`~gnn_treelstm.training.config.RunConfig` they make, all derived from the run options
 the :class:`~gnn_treelstm.training.config.RunConfig` fields declare
 (:func:`~gnn_treelstm.training.config.run_options`) and the command's own options
-(:data:`COMMAND_FLAGS`: ``--config``, ``--resume``, ``--threads``, ...), which a run's
-configuration does not record and ``--help`` lists in their own group. Each flag is a
-:class:`Flag` (its names and ``add_argument`` keywords, :func:`flags`): the parser and the
-checks of ``--config`` keys read the same declarations.
+(:class:`CommandOptions`: ``--config``, ``--resume``, ``--threads``, ...), which a run's
+configuration does not record and ``--help`` lists in their own group. Both are declared
+the same way, a :class:`~gnn_treelstm.training.flags.RunOption` on a dataclass field
+(:func:`all_options`): the parser's flags and the ``--config`` file's keys are read from
+them, and a file's value goes through the same
+:meth:`~gnn_treelstm.training.flags.RunOption.parse` as the flag's argument.
 
 Library code (the reproduction runner's command strings, tests) reads train commands
 through :func:`parse_args` and :func:`config_from_args`, the same way the CLI does.
@@ -14,30 +16,26 @@ through :func:`parse_args` and :func:`config_from_args`, the same way the CLI do
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from gnn_treelstm.argtypes import LOG_LEVELS
 from gnn_treelstm.cells.registry import CELL_MODULE_HELP
-from gnn_treelstm.training.config import RunConfig, RunOption, run_options
+from gnn_treelstm.training.config import RunConfig, run_options
+from gnn_treelstm.training.flags import RunOption, option, options_of
 
-__all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args", "Flag",
-           "flags", "COMMAND", "COMMAND_FLAGS"]
+__all__ = ["build_parser", "config_file_defaults", "parse_args", "config_from_args",
+           "CommandOptions", "all_options", "add_run_flags", "COMMAND"]
 
 #: the command's one-line description (``--help``)
 DESCRIPTION = "train a Tree-LSTM on a task of the papers"
 
-
-def _value(text: str):
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        return text
-    except RecursionError:
-        raise ValueError(f"{text[:40]!r}...: nested too deeply to read (a cell or head "
-                         "option is a number, a string, or a shallow list or mapping)"
-                         ) from None
+#: the ``--help`` group of the options of the command itself
+COMMAND = "the command (not part of the run's configuration)"
 
 
 class _DefaultsOnce(argparse.HelpFormatter):
@@ -53,107 +51,99 @@ class _DefaultsOnce(argparse.HelpFormatter):
         return f"{text} (default: %(default)s)".strip()
 
 
-@dataclass(frozen=True)
-class Flag:
-    """A flag of the ``train`` parser: its names and the keywords of
-    :meth:`argparse.ArgumentParser.add_argument` (``action``, ``type``, ``choices``, ...),
-    which the ``--config`` keys' checks read too."""
+@dataclass
+class CommandOptions:
+    """The options of the ``train`` command itself, not run options (they do not change
+    what a run trains, and a run's configuration does not record them), in their order in
+    ``--help``."""
 
-    names: tuple[str, ...]
-    options: dict[str, Any]
-
-    @property
-    def dest(self) -> str:
-        """The attribute of the parsed command line (and the ``--config`` key) it sets."""
-        return self.options.get("dest") or self.names[-1].lstrip("-").replace("-", "_")
-
-
-#: the ``--help`` group of the options of the command itself
-COMMAND = "the command (not part of the run's configuration)"
-
-#: the options of the command itself, not run options (they do not change what a run
-#: trains), in their order in ``--help``
-COMMAND_FLAGS = (
-    Flag(("--config",), {"default": None, "metavar": "YAML", "help":
-         "a run config (YAML or JSON; every flag below may be a key, with - or _; a run's "
-         "config.yaml reproduces it); flags given on the command line override it"}),
-    Flag(("--resume",), {"default": None, "metavar": "RUN_DIR", "help":
-         "continue a stopped run (its config.yaml, its saved states) where it stopped; no "
-         "other option changes the run"}),
-    Flag(("--overwrite",), {"action": "store_true", "help":
-         "replace the run already in runs/NAME (default: refuse it)"}),
-    Flag(("--threads",), {"type": int, "default": None, "help":
-         "torch CPU threads (default: torch's; 1 avoids slow-downs when other jobs share "
-         "the cores)"}),
-    Flag(("--log-level",), {"default": "WARNING", "choices": ("DEBUG", "INFO", "WARNING",
-                                                              "ERROR"),
-                            "help": "console log level (train.log in the run directory gets "
-                                    "INFO)"}),
-    Flag(("-v", "--verbose"), {"dest": "log_level", "action": "store_const", "const": "INFO",
-                               "help": "= --log-level INFO"}),
-    Flag(("-q", "--quiet"), {"action": "store_true", "help": "no progress bars"}),
-    Flag(("--cell-module",), {"action": "append", "default": [], "metavar": "MODULE",
-                              "help": CELL_MODULE_HELP}),
-)
+    config: str | None = option(
+        None, "--config", COMMAND,
+        "a run config (YAML or JSON; every flag below may be a key, with - or _; a run's "
+        "config.yaml reproduces it); flags given on the command line override it",
+        metavar="YAML", in_file=False)
+    resume: str | None = option(
+        None, "--resume", COMMAND,
+        "continue a stopped run (its config.yaml, its saved states) where it stopped; no "
+        "other option changes the run", metavar="RUN_DIR", in_file=False)
+    overwrite: bool = option(False, "--overwrite", COMMAND,
+                             "replace the run already in runs/NAME (default: refuse it)")
+    threads: int | None = option(
+        None, "--threads", COMMAND,
+        "torch CPU threads (default: torch's; 1 avoids slow-downs when other jobs share the "
+        "cores)", type=int)
+    log_level: str = option("WARNING", "--log-level", COMMAND,
+                            "console log level (train.log in the run directory gets INFO)",
+                            choices=LOG_LEVELS, shorthand=(("-v", "--verbose"), "INFO"))
+    quiet: bool = option(False, "--quiet", COMMAND, "no progress bars", aliases=("-q",))
+    cell_module: list[str] = option([], "--cell-module", COMMAND, CELL_MODULE_HELP,
+                                    metavar="MODULE")
 
 
-def _run_flag(opt: RunOption) -> Flag:
-    """The flag of one run option (:func:`~gnn_treelstm.training.config.run_options`)."""
-    if opt.kind in ("switch", "negated"):
-        return Flag((opt.flag,), {"action": "store_true", "help": opt.help_text()})
-    if opt.kind == "pairs":
-        return Flag((opt.flag,), {"action": "append", "default": [], "metavar": "KEY=VALUE",
-                                  "help": opt.help_text()})
-    return Flag((opt.flag,), {"default": opt.default, "type": opt.type,
-                              "choices": opt.choices, "metavar": opt.metavar,
-                              "help": opt.help_text()})
+def all_options() -> list[RunOption]:
+    """Every ``train`` option in the order of ``--help``: the command's own
+    (:class:`CommandOptions`), then the run options (:func:`run_options`)."""
+    return options_of(CommandOptions) + run_options()
 
 
-def flags() -> list[tuple[str, Flag]]:
-    """``(group, flag)`` of every ``train`` flag in the order of ``--help``: the command's
-    own (:data:`COMMAND_FLAGS`), then a flag per run option in its group."""
-    return [(COMMAND, f) for f in COMMAND_FLAGS] + \
-        [(o.group, _run_flag(o)) for o in run_options()]
+def _add(group: argparse._ActionsContainer, o: RunOption) -> None:
+    """The flag (and its shorthand) of option ``o`` in ``group``."""
+    names, help_text = (*o.aliases, o.flag), o.help_text()
+    if o.kind in ("switch", "negated"):
+        group.add_argument(*names, dest=o.name, default=o.default, help=help_text,
+                           action="store_false" if o.kind == "negated" else "store_true")
+    elif o.kind in ("pairs", "list"):
+        group.add_argument(*names, dest=o.name, action="append", default=[], help=help_text,
+                           metavar=o.metavar or ("KEY=VALUE" if o.kind == "pairs" else None),
+                           type=None if o.kind == "pairs" else o.parse)
+    else:
+        group.add_argument(*names, dest=o.name, default=o.default, type=o.parse,
+                           choices=o.choices, metavar=o.metavar, help=help_text)
+    if o.shorthand is not None:
+        short, const = o.shorthand
+        group.add_argument(*short, dest=o.name, action="store_const", const=const,
+                           help=f"= {o.flag} {const}")
+
+
+def add_run_flags(ap: argparse._ActionsContainer, names: Sequence[str], **defaults: Any
+                  ) -> None:
+    """Add the flags of the run options ``names`` (:class:`RunConfig` fields) to another
+    command's parser ``ap`` as ``train`` has them (the demo's ``--epochs``, ``--hidden``,
+    ...); ``defaults`` sets that command's own default of an option (``epochs=5``)."""
+    declared = {o.name: o for o in run_options()}
+    for name in names:
+        o = declared[name]
+        _add(ap, dataclasses.replace(o, default=defaults[name]) if name in defaults else o)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``gnn-treelstm train`` parser: the options of the command itself (``--config``,
     ``--resume``, ``--threads``, ...) in their group, then a flag per run option in its
-    ``--help`` group (:func:`flags`)."""
+    ``--help`` group (:func:`all_options`)."""
     ap = argparse.ArgumentParser(
         prog="gnn-treelstm train", description=DESCRIPTION,
         formatter_class=_DefaultsOnce)
-    groups = {}
-    for group, flag in flags():
-        if group not in groups:
-            groups[group] = ap.add_argument_group(group)
-        groups[group].add_argument(*flag.names, **flag.options)
+    groups: dict[str, argparse._ArgumentGroup] = {}
+    for o in all_options():
+        if o.group not in groups:
+            groups[o.group] = ap.add_argument_group(o.group)
+        _add(groups[o.group], o)
     return ap
 
 
-def _cli_value(opt: RunOption, value: Any, path: str, key: str) -> Any:
-    """A config file's value of run option ``opt`` (the :class:`RunConfig` field's shape)
-    as its flag's parsed value."""
-    if opt.kind == "negated":  # test: false = --no-test
-        return (not value) if isinstance(value, bool) else value
-    if opt.kind == "pairs":
-        if not isinstance(value, dict):
-            raise ValueError(f"--config {path}: {key} must be a mapping, got {value!r}")
-        return [f"{k}={json.dumps(v)}" for k, v in value.items()]
-    return value
+def _file_keys() -> dict[str, tuple[RunOption, bool]]:
+    """The keys a ``--config`` file may hold (``-`` written ``_``): each option's field
+    name and its flag's name, with the option and whether the key is the flag's."""
+    keys: dict[str, tuple[RunOption, bool]] = {}
+    for o in all_options():
+        if o.in_file:
+            keys[o.flag_key] = (o, True)
+            keys[o.name] = (o, False)  # a field named like its flag: the field's key
+    return keys
 
 
-def config_file_defaults(path: str) -> dict:
-    """The parser defaults a ``--config`` file sets (keys checked, values type-checked).
-
-    A key is a run option's :class:`RunConfig` field name (``cell_kwargs: {n_ary: 3}``,
-    ``test: false``) or the name of a flag (:func:`flags`: ``cell-arg: [n_ary=3]``,
-    ``no-test: true``, ``threads: 1``), with ``-`` or ``_``.
-
-    Raises:
-        ValueError: unreadable file, not a mapping, an unknown key, or a value of the wrong
-            type or outside the flag's choices; the message names the file and the key.
-    """
+def _read_mapping(path: str) -> dict:
+    """The mapping a ``--config`` file holds (``ValueError`` naming the file)."""
     import yaml
 
     try:
@@ -171,65 +161,59 @@ def config_file_defaults(path: str) -> dict:
     if not isinstance(data, dict):
         raise ValueError(f"--config {path}: expected a mapping of options, got "
                          f"{type(data).__name__}")
-    actions: dict[str, Flag] = {}
-    for _, flag in flags():  # -v sets log_level too: the key is --log-level's
-        if flag.dest != "config":
-            actions.setdefault(flag.dest, flag)
-    # run options whose field is not named like its flag (cell_kwargs: --cell-arg)
-    renamed = {o.name: o for o in run_options() if o.name != o.dest}
+    return data
+
+
+def _fix(o: RunOption, key: str) -> str:
+    """How to write a good value of option ``o`` under ``key``."""
+    if o.kind in ("switch", "negated"):
+        return f"write `{key}: true` or `{key}: false`"
+    if o.kind == "pairs":
+        return f"write e.g. `{o.name}: {{name: value}}` or `{o.flag.lstrip('-')}: [name=value]`"
+    example = o.default if o.default not in (None, [], "") else \
+        (o.choices[0] if o.choices else None)
+    shown = "" if example is None else \
+        f"write e.g. `{key}: {example if isinstance(example, str) else json.dumps(example)}`, or "
+    return f"{shown}leave the key out for the default (as {o.flag} on the command line)"
+
+
+def config_file_defaults(path: str) -> dict:
+    """The parser defaults a ``--config`` file sets: each value read as its flag's
+    argument is (:meth:`~gnn_treelstm.training.flags.RunOption.from_file`).
+
+    A key is an option's :class:`RunConfig` field name (``cell_kwargs: {n_ary: 3}``,
+    ``test: false``) or the name of its flag (``cell-arg: [n_ary=3]``, ``no-test: true``,
+    ``threads: 1``), with ``-`` or ``_``.
+
+    Raises:
+        ValueError: unreadable file, not a mapping, an unknown key, or a value of the wrong
+            type or outside the flag's choices; the message names the file, the key, the
+            value and how to write it.
+    """
+    keys = _file_keys()
     out: dict = {}
-    for key, value in data.items():
-        dest = str(key).replace("-", "_")
-        if dest in renamed:
-            dest, value = renamed[dest].dest, _cli_value(renamed[dest], value, path, key)
-        action = actions.get(dest)
-        if action is None:
-            known = sorted({*actions, *renamed} - {o.dest for o in renamed.values()})
+    for key, value in _read_mapping(path).items():
+        found = keys.get(str(key).replace("-", "_"))
+        if found is None:
+            known = sorted({o.name for o, _ in keys.values()})
             raise ValueError(f"--config {path}: unknown key {key!r}; known keys: "
                              f"{', '.join(known)}")
-        _check_value(path, key, value, action)
-        out[dest] = value
+        o, as_flag = found
+        try:
+            out[o.name] = o.from_file(value, as_flag)
+        except argparse.ArgumentTypeError as exc:
+            raise ValueError(f"--config {path}: {key} must be "
+                             f"{str(exc).removeprefix('expected ')}; {_fix(o, key)}"
+                             ) from None
     return out
 
 
-def _check_value(path: str, key: str, value: Any, flag: Flag) -> None:
-    o = flag.options
-    action, kind, choices = o.get("action"), o.get("type"), o.get("choices")
-    bad = None
-    if action == "store_true":
-        bad = None if isinstance(value, bool) else "true or false"
-    elif kind is int:
-        ok = value is None or (isinstance(value, int) and not isinstance(value, bool))
-        bad = None if ok else "an integer"
-    elif kind is float:
-        ok = value is None or (isinstance(value, int | float) and not isinstance(value, bool))
-        bad = None if ok else "a number"
-    elif kind not in (None, str) and callable(kind):  # e.g. positive_int
-        bad = None
-        if value is not None:
-            try:
-                if isinstance(value, bool | list | dict):
-                    raise argparse.ArgumentTypeError("expected a number")
-                kind(str(value))
-            except (argparse.ArgumentTypeError, ValueError) as exc:
-                bad = str(exc).removeprefix("expected ").split(", got")[0]
-    elif action == "append":
-        ok = isinstance(value, list) and all(isinstance(v, str) for v in value)
-        bad = None if ok else "a list of KEY=VALUE strings"
-    elif value is not None and not isinstance(value, str):
-        bad = "a string"
-    if bad is None and choices is not None and value is not None and value not in choices:
-        bad = f"one of {', '.join(map(str, choices))}"
-    if bad:
-        raise ValueError(f"--config {path}: {key} must be {bad}, got {value!r}")
-
-
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The parsed ``train`` command line ``argv``: a ``--config`` file's keys (or, with
+    ``--resume``, the run's ``config.yaml``) as the defaults of the flags given; exit 2
+    with the message on a bad flag, file, key or value."""
     ap = build_parser()
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("--config", default=None)
-    pre.add_argument("--resume", default=None)
-    known, _ = pre.parse_known_args(argv)
+    known, _ = ap.parse_known_args(argv)  # --config and --resume, before the file is read
     if known.resume is not None:
         if known.config is not None:
             ap.error("--resume takes the run's own config.yaml; drop --config")
@@ -269,32 +253,10 @@ def _resumed_threads(ap: argparse.ArgumentParser, run_dir: Path, given: int | No
     return threads
 
 
-def _kwargs(items: list[str], flag: str) -> dict:
-    out = {}
-    for item in items:
-        if "=" not in item:
-            raise ValueError(f"{flag} {item!r}: expected KEY=VALUE")
-        k, v = item.split("=", 1)
-        try:
-            out[k.strip()] = _value(v)
-        except ValueError as exc:
-            raise ValueError(f"{flag} {k.strip()}={exc}") from None
-    return out
-
-
-def _field_value(opt: RunOption, value: Any) -> Any:
-    """The :class:`RunConfig` value of run option ``opt`` whose flag parsed to ``value``."""
-    if opt.kind == "negated":
-        return not value
-    if opt.kind == "pairs":
-        return _kwargs(value, opt.flag)
-    return value
-
-
 def config_from_args(a: argparse.Namespace) -> RunConfig:
     """The :class:`RunConfig` of parsed ``train`` arguments (:func:`parse_args`).
 
     Raises:
         ValueError: a ``--cell-arg`` / ``--head-arg`` that is not ``KEY=VALUE``.
     """
-    return RunConfig(**{o.name: _field_value(o, getattr(a, o.dest)) for o in run_options()})
+    return RunConfig(**{o.name: o.value_of(getattr(a, o.name)) for o in run_options()})

@@ -25,10 +25,11 @@ first and last child. Slots are as wide as their words, so nothing overlaps.
 
 Every node is an SVG ``<g class="node">`` with ``data-id``, ``data-parent``, ``data-label``,
 ``data-words`` and ``data-probabilities`` (JSON) attributes and a ``<title>`` (the hover
-text); edges are ``<line class="edge">``. Five-class sentiment (SST's label names) is
-coloured on a red .. grey .. blue scale as in the Sentiment Treebank's pictures
-(Socher et al. 2013), two-class sentiment red/blue, other label sets with a qualitative
-palette, unlabelled nodes white.
+text); edges are ``<polyline class="edge">`` with ``data-child`` and ``data-parent``,
+drawn in the gaps between rows so that none runs through a node. Five-class sentiment
+(SST's label names) is coloured on a red .. grey .. blue scale as in the Sentiment
+Treebank's pictures (Socher et al. 2013), two-class sentiment red/blue, other label sets
+with a qualitative palette, unlabelled nodes white.
 """
 
 from __future__ import annotations
@@ -201,18 +202,24 @@ def _legend_svg(table: Mapping[str, tuple[str, str]], y0: float) -> list[str]:
 
 
 def _edge_svg(n: Mapping[str, Any], xy: Mapping[Any, tuple[float, float]]) -> list[str]:
-    """The line from a node to its parent and its relation (nothing for the root)."""
+    """The edge from a node to its parent and its relation (nothing for the root): up from
+    the node to the gap below the parent's row, along that gap to above the parent, up to
+    the parent. Only a node's own edges pass its row beside it (its subtree's slots are its
+    own), and the gaps between rows hold no node, so an edge never runs through a node, as
+    a straight line to a parent rows above or slots away would."""
     p = n.get("parent")
     if p is None:
         return []
     (x1, y1), (x2, y2) = xy[n["id"]], xy[p]
-    out = [f'<line class="edge" data-child="{escape(str(n["id"]))}" '
-           f'data-parent="{escape(str(p))}" x1="{x1:.1f}" y1="{y1:.1f}" '
-           f'x2="{x2:.1f}" y2="{y2:.1f}" stroke="#777" stroke-width="1.2"/>']
+    bus = y2 + _ROW / 2  # the gap below the parent's row
+    out = [f'<polyline class="edge" data-child="{escape(str(n["id"]))}" '
+           f'data-parent="{escape(str(p))}" points="{x1:.1f},{y1:.1f} {x1:.1f},{bus:.1f} '
+           f'{x2:.1f},{bus:.1f} {x2:.1f},{y2:.1f}" fill="none" stroke="#777" '
+           f'stroke-width="1.2"/>']
     if n.get("relation") is not None:
         rel = escape(str(n["relation"]))
-        out.append(f'<text class="relation" x="{(x1 + x2) / 2:.1f}" '
-                   f'y="{(y1 + y2) / 2 + 4:.1f}" text-anchor="middle" font-size="10" '
+        out.append(f'<text class="relation" x="{x1:.1f}" y="{y1 - _BOX_H / 2 - 4:.1f}" '
+                   f'text-anchor="middle" font-size="10" '
                    f'fill="#1f4e79" stroke="#fff" stroke-width="3" paint-order="stroke">'
                    f'{rel}</text>')
     return out

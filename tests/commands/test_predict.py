@@ -7,7 +7,7 @@ import pytest
 
 from gnn_treelstm.commands import predict as P
 from gnn_treelstm.commands import train
-from gnn_treelstm.models.predictor import Input, read_lines
+from gnn_treelstm.models.inputs import Input, read_lines
 from tests.tiny_data import build_tiny
 
 TINY = ["--epochs", "1", "--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5",

@@ -78,6 +78,19 @@ def test_output_gate_rows_and_engines():
     assert R.engine_for(R.get("tai-t3/dep-treelstm-no-og")) in ("level", "dgl")
 
 
+def test_a_rows_engine_is_the_one_train_takes_by_default():
+    """One engine choice: a row's engine is RunConfig.resolved's default for its cell and
+    options (models.checkpoint.fastest_engine); rows.py builds no probe cells of its own."""
+    import inspect
+
+    for r in AVAILABLE:
+        if "engine" not in r.overrides:
+            cfg = RunConfig(**{k: r.overrides[k] for k in ("task", "model", "cell_kwargs")
+                               if k in r.overrides})
+            assert R.engine_for(r) == cfg.resolved().engine, r.key
+    assert "build_cell" not in inspect.getsource(R)
+
+
 def test_mean_row_available_only_with_a_mean_cell():
     reason = R.unavailable_reason(R.get("tai-t3/mean"))
     assert bool(reason) == ("mean" not in cells)

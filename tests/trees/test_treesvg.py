@@ -102,7 +102,7 @@ def test_dependency_sentence_order_and_relations():
     assert at[2][1] < at[1][1] < at[0][1] and at[3][1] == at[1][1]  # rows are depths
     rels = [t.text for t in root.iter(f"{SVG}text") if t.get("class") == "relation"]
     assert sorted(rels) == ["acomp", "det", "nsubj"]
-    assert len([e for e in root.iter(f"{SVG}line") if e.get("class") == "edge"]) == 3
+    assert len([e for e in root.iter() if e.get("class") == "edge"]) == 3
     unlabelled = [g for g in gs if g.get("data-label") == ""]
     assert len(unlabelled) == 3
     assert all(g.find(f"{SVG}rect").get("fill") == "#ffffff" for g in unlabelled)
@@ -161,3 +161,69 @@ def test_write_html_is_self_contained_and_atomic(tmp_path):
     assert [p.name for p in path.parent.iterdir()] == ["trees.html"]  # no temporary left
     with pytest.raises(ValueError, match="1 captions for 2 trees"):
         T.write_html(path, [constituency(), dependency()], title="t", captions=["x"])
+
+
+def _shapes(svg):
+    """``{id: (left, top, right, bottom)}`` of every node's box or circle, and the edges
+    as ``(child, parent, [(x, y), ...])``."""
+    root, gs = _nodes(svg)
+    boxes = {}
+    for g in gs:
+        x, y, w = _centre(g)
+        h = float(g.find(f"{SVG}rect").get("height")) if g.find(f"{SVG}rect") is not None \
+            else w
+        boxes[g.get("data-id")] = (x - w / 2, y - h / 2, x + w / 2, y + h / 2)
+    edges = []
+    for e in root.iter():
+        if e.get("class") == "edge":
+            if e.tag == f"{SVG}line":
+                pts = [(float(e.get("x1")), float(e.get("y1"))),
+                       (float(e.get("x2")), float(e.get("y2")))]
+            else:
+                pts = [tuple(map(float, p.split(","))) for p in e.get("points").split()]
+            edges.append((e.get("data-child"), e.get("data-parent"), pts))
+    return boxes, edges
+
+
+def _through(svg):
+    """The (edge child, edge parent, node) where an edge runs through another node."""
+    boxes, edges = _shapes(svg)
+    hits = set()
+    for child, parent, pts in edges:
+        for (x1, y1), (x2, y2) in zip(pts, pts[1:]):
+            for k in range(1, 200):
+                x, y = x1 + k / 200 * (x2 - x1), y1 + k / 200 * (y2 - y1)
+                hits |= {(child, parent, v) for v, (a, b, c, d) in boxes.items()
+                         if v not in (child, parent) and a + 1 < x < c - 1 and b + 1 < y < d - 1}
+    return sorted(hits)
+
+
+def see_it_clearly_now():
+    """'see it clearly now': 'now' hangs from 'see' three words away, past 'clearly' on its
+    row (a straight line to 'see' leaves the row inside the box of 'clearly')."""
+    words, rels = ["see", "it", "clearly", "now"], [None, "dobj", "advmod", "advmod"]
+    return [{"id": i, "parent": None if i == 0 else 0, "word": w, "token": i,
+             "relation": rels[i]} for i, w in enumerate(words)]
+
+
+def flat_phrase_beside_a_deep_one():
+    """(a (b (c (d e)))) f g): the root's leaf children sit on the bottom row, rows below
+    the root, beside the deep phrase's nodes."""
+    parent = {0: 10, 1: 7, 2: 8, 3: 9, 4: 9, 5: 10, 6: 10, 7: 10, 8: 7, 9: 8, 10: None}
+    words = "a b c d e f g".split()
+    return [{"id": i, "parent": p, "word": words[i] if i < 7 else None,
+             "token": i if i < 7 else None} for i, p in parent.items()]
+
+
+@pytest.mark.parametrize("tree", [see_it_clearly_now, flat_phrase_beside_a_deep_one,
+                                  dependency, constituency])
+def test_no_edge_runs_through_a_node(tree):
+    """An edge runs only through its own two nodes, in sentence-order and tidy layouts."""
+    svg = T.tree_svg(tree())
+    assert _through(svg) == []
+    boxes, edges = _shapes(svg)
+    assert len(edges) == len(boxes) - 1
+    for child, parent, pts in edges:  # from the child's centre to the parent's
+        (a, b, c, d), (e, f, g, h) = boxes[child], boxes[parent]
+        assert pts[0] == pytest.approx(((a + c) / 2, (b + d) / 2), abs=0.06)
+        assert pts[-1] == pytest.approx(((e + g) / 2, (f + h) / 2), abs=0.06)
