@@ -23,9 +23,16 @@ CoNLL-U or AMR trees). Their ``--src`` files name their split (``train.jsonl``,
     <tree>/<split>.a.packed/, <split>.b.packed/  pair data sets (targets in the A side)
     text/<split>.jsonl          tokens and labels per example (evaluation, error analysis)
 
-Sentences are parsed once (spaCy only where a tree kind needs it); a second run skips
-every tree kind whose files exist unless ``--force``. Every file is written to a
-temporary name and renamed, so nothing is left half written.
+The build is one pass over the examples in shards (:mod:`gnn_treelstm.datasets.shards`):
+each tree goes straight from its parse to the packed arrays (parent vector, child
+positions, relation ids, node fields: :mod:`gnn_treelstm.datasets.arrays`, no
+``DGLGraph``), JSONL rows are read one shard at a time, and each split is written to disk
+shard after shard, so the memory a build takes does not grow with the corpus (the
+benchmarks and AMR banks are read into memory first: they are small). Word and relation
+ids are numbered as first met over the splits in order. Sentences are parsed once (spaCy
+only where a tree kind needs it); a second run skips every tree kind whose files exist
+unless ``--force``. Every file is written to a temporary name and renamed, so nothing is
+left half written.
 
 ``--check-counts`` fails unless the known sizes hold (SST 8544/1101/2210 sentences, binary
 6920/872/1821; SICK 4500/500/4927; TREC 4952/500/500 after the 500-question dev split).
@@ -156,10 +163,11 @@ def build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
     (``[LO, HI]``). ``amr_options``: :data:`gnn_treelstm.datasets.amr_data.AMR_OPTIONS` for AMR
     trees.
 
-    ``workers``: spaCy parser processes, and processes building the trees in shards of
-    :data:`PACK_SHARD` examples; the files are byte-identical for any number. spaCy's
-    parses and the packed shards are kept (:func:`parse_sharded`, :data:`PACK_DIR`) until
-    the build completes, so a killed build resumes without redoing the finished shards.
+    ``workers``: spaCy parser processes, and processes building the trees (every kind at
+    once, JSONL rows read and checked there too) in shards of :data:`PACK_SHARD` examples;
+    the files are byte-identical for any number. spaCy's parses and the packed shards are
+    kept (:func:`parse_sharded`, :data:`PACK_DIR`) until the build completes, so a killed
+    build resumes without redoing the finished shards.
 
     A build that fails (bad input) into a directory it created removes that directory, so
     no half-built data set is left behind (an existing directory being completed keeps
