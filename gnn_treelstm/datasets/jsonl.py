@@ -210,22 +210,17 @@ def _check_heads(heads: Any, rels: Any, n: int, where: str) -> list[int]:
     if heads.count(0) != 1:
         raise JsonlError(f"{where}: {heads.count(0)} heads are 0; exactly one token is the "
                          "root")
-    bad = [i for i, h in enumerate(heads) if not 0 <= h <= n or h == i + 1]
-    if bad:
+    if min(heads) < 0 or max(heads) > n or any(map(int.__eq__, heads, range(1, n + 1))):
+        bad = [i for i, h in enumerate(heads) if not 0 <= h <= n or h == i + 1]
         raise JsonlError(f"{where}: token {bad[0] + 1} has head {heads[bad[0]]}; heads are "
                          f"token numbers 1..{n} (not the token itself) or 0 for the root")
     out = [h - 1 for h in heads]
-    state = [0] * n  # 1: on the path walked from token i, 2: reaches the root
-    for i in range(n):  # every token reaches the root
-        path, j = [], i
-        while j >= 0 and not state[j]:
-            state[j] = 1
-            path.append(j)
-            j = out[j]
-        if j >= 0 and state[j] == 1:
+    for i in range(n):  # every token reaches the root in at most n steps
+        j, steps = i, 0
+        while out[j] >= 0 and steps <= n:
+            j, steps = out[j], steps + 1
+        if steps > n:
             raise JsonlError(f"{where}: the heads contain a cycle (through token {i + 1})")
-        for p in path:
-            state[p] = 2
     return out
 
 
