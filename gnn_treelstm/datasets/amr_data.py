@@ -29,7 +29,8 @@ from gnn_treelstm.datasets.example import Example, Sentence, split_files
 
 log = logging.getLogger(__name__)
 
-__all__ = ["AMR_SUFFIXES", "AMR_OPTIONS", "load_amr_bank", "amr_stats"]
+__all__ = ["AMR_SUFFIXES", "AMR_OPTIONS", "load_amr_bank", "amr_stats", "amr_tally",
+           "merge_tallies", "tally_stats"]
 
 AMR_SUFFIXES = (".txt", ".amr", ".penman")
 #: the :func:`gnn_treelstm.datasets.amr.amr_tree` options the build accepts, with their defaults
@@ -78,31 +79,47 @@ def load_amr_bank(sources: Sequence[str | os.PathLike], options: dict | None = N
     return out, {s: [str(p) for p in ps] for s, ps in files.items()}
 
 
+def amr_tally(examples: Sequence[Example]) -> dict:
+    """What :func:`amr_stats` counts of some examples, in a form two tallies of
+    consecutive examples merge in (:func:`merge_tallies`): counts, cycle ids, roles."""
+    c: Counter[str] = Counter()
+    cycles: list[str] = []
+    roles: set[str] = set()
+    for ex in examples:
+        for s in ex.sources:
+            t = s.amr
+            if t is None:
+                continue
+            c["graphs"] += 1
+            c["nodes"] += len(t.parents)
+            c["edges"] += len(t.parents) - 1
+            c["reentrancies"] += t.reentrancies
+            c["graphs_with_reentrancies"] += t.reentrancies > 0
+            c["constants"] += sum(t.is_constant)
+            c["copies"] += sum(t.is_copy)
+            roles.update(r for r, p in zip(t.roles, t.parents) if p >= 0)
+            if t.cycle:
+                cycles.append(s.amr_id or s.where)
+    return {"counts": dict(c), "cycles": cycles, "roles": sorted(roles)}
+
+
+def merge_tallies(first: dict, then: dict) -> dict:
+    """The tally of the examples of ``first`` followed by those of ``then``."""
+    c = Counter(first["counts"])
+    c.update(then["counts"])
+    return {"counts": dict(c), "cycles": first["cycles"] + then["cycles"],
+            "roles": sorted(set(first["roles"]) | set(then["roles"]))}
+
+
+def tally_stats(tally: dict) -> dict:
+    """``meta.json``'s AMR record of one split from its tally."""
+    c = Counter(tally["counts"])
+    return {**{k: c[k] for k in ("graphs", "nodes", "edges", "reentrancies",
+                                 "graphs_with_reentrancies", "copies", "constants")},
+            "relations": len(tally["roles"]), "cycles": list(tally["cycles"])}
+
+
 def amr_stats(data: dict[str, list[Example]]) -> dict[str, dict]:
     """Per split: graphs, nodes, edges, re-entrancies, graphs with one, cycles (ids),
     constants, copies (split nodes) and the number of distinct roles."""
-    out = {}
-    for split, exs in data.items():
-        c: Counter[str] = Counter()
-        cycles: list[str] = []
-        roles: set[str] = set()
-        for ex in exs:
-            for s in ex.sources:
-                t = s.amr
-                if t is None:
-                    continue
-                c["graphs"] += 1
-                c["nodes"] += len(t.parents)
-                c["edges"] += len(t.parents) - 1
-                c["reentrancies"] += t.reentrancies
-                c["graphs_with_reentrancies"] += t.reentrancies > 0
-                c["constants"] += sum(t.is_constant)
-                c["copies"] += sum(t.is_copy)
-                roles.update(r for r, p in zip(t.roles, t.parents) if p >= 0)
-                if t.cycle:
-                    cycles.append(s.amr_id or s.where)
-        out[split] = {**{k: c[k] for k in ("graphs", "nodes", "edges", "reentrancies",
-                                           "graphs_with_reentrancies", "copies",
-                                           "constants")},
-                      "relations": len(roles), "cycles": cycles}
-    return out
+    return {split: tally_stats(amr_tally(exs)) for split, exs in data.items()}

@@ -32,9 +32,10 @@ from dataclasses import dataclass
 
 import dgl
 
-from gnn_treelstm.trees.graph import IGNORE, NO_WORD, make_tree
+from gnn_treelstm.datasets.arrays import TreeRecord, record_graph
+from gnn_treelstm.trees.graph import IGNORE, NO_WORD
 
-__all__ = ["BinaryTree", "binarize_dependency", "binary_graph"]
+__all__ = ["BinaryTree", "binarize_dependency", "binary_record", "binary_graph"]
 
 
 @dataclass
@@ -103,20 +104,30 @@ def binarize_dependency(heads: Sequence[int]) -> BinaryTree:
     return BinaryTree(parents, positions, spans, n)
 
 
-def binary_graph(
+def binary_record(
     heads: Sequence[int],
     word_ids: Sequence[int],
     *,
     labels: Sequence[int] | None = None,
-) -> dgl.DGLGraph:
-    """The binarized constituency graph of a dependency parse (see module docstring).
-
-    ``labels`` (optional, one per node of the binary tree) default to ``IGNORE``.
+) -> TreeRecord:
+    """The binarized constituency tree of a dependency parse (see module docstring) as
+    parent pointers. ``labels`` (optional, one per node of the binary tree) default to
+    ``IGNORE``.
     """
     tree = binarize_dependency(heads)
     total = len(tree.parents)
     words = list(word_ids) + [NO_WORD] * (total - tree.num_words)
     if labels is None:
         labels = [IGNORE] * total
-    return make_tree(tree.parents, words, labels=labels, rels=tree.positions,
-                     positions=tree.positions, spans=tree.spans)
+    return TreeRecord(tree.parents, words, labels=labels, rels=tree.positions,
+                      positions=tree.positions, spans=tree.spans)
+
+
+def binary_graph(
+    heads: Sequence[int],
+    word_ids: Sequence[int],
+    *,
+    labels: Sequence[int] | None = None,
+) -> dgl.DGLGraph:
+    """The binarized constituency graph of a dependency parse (:func:`binary_record`)."""
+    return record_graph(binary_record(heads, word_ids, labels=labels))

@@ -23,9 +23,16 @@ CoNLL-U or AMR trees). Their ``--src`` files name their split (``train.jsonl``,
     <tree>/<split>.a.packed/, <split>.b.packed/  pair data sets (targets in the A side)
     text/<split>.jsonl          tokens and labels per example (evaluation, error analysis)
 
-Sentences are parsed once (spaCy only where a tree kind needs it); a second run skips
-every tree kind whose files exist unless ``--force``. Every file is written to a
-temporary name and renamed, so nothing is left half written.
+The build is one pass over the examples in shards (:mod:`gnn_treelstm.datasets.shards`):
+each tree goes straight from its parse to the packed arrays (parent vector, child
+positions, relation ids, node fields: :mod:`gnn_treelstm.datasets.arrays`, no
+``DGLGraph``), JSONL rows are read one shard at a time, and each split is written to disk
+shard after shard, so the memory a build takes does not grow with the corpus (the
+benchmarks and AMR banks are read into memory first: they are small). Word and relation
+ids are numbered as first met over the splits in order. Sentences are parsed once (spaCy
+only where a tree kind needs it); a second run skips every tree kind whose files exist
+unless ``--force``. Every file is written to a temporary name and renamed, so nothing is
+left half written.
 
 ``--check-counts`` fails unless the known sizes hold (SST 8544/1101/2210 sentences, binary
 6920/872/1821; SICK 4500/500/4927; TREC 4952/500/500 after the 500-question dev split).
@@ -40,7 +47,6 @@ import dataclasses
 import hashlib
 import json
 import logging
-import multiprocessing
 import os
 import platform
 import shutil
@@ -55,14 +61,9 @@ import numpy as np
 import torch
 
 import gnn_treelstm
-from gnn_treelstm.datasets import amr_data, dependency, jsonl
-from gnn_treelstm.datasets.example import (
-    FILE_DATASETS,
-    Example,
-    needs_spacy,
-    sentence_graph,
-    wants_parse,
-)
+from gnn_treelstm.datasets import amr_data, dependency, jsonl, shards
+from gnn_treelstm.datasets.example import FILE_DATASETS, Example, needs_spacy, wants_parse
+from gnn_treelstm.datasets.shards import shard_arrays
 from gnn_treelstm.datasets.sources import (  # noqa: F401  (re-exported: the build API names them)
     KNOWN_COUNTS,
     LABEL_NAMES,
@@ -81,7 +82,7 @@ from gnn_treelstm.datasets.sources import (  # noqa: F401  (re-exported: the bui
 from gnn_treelstm.files import atomic_write
 from gnn_treelstm.trees import manifest, packed
 from gnn_treelstm.trees.data import split_paths
-from gnn_treelstm.trees.vocab import Relations, Vocab
+from gnn_treelstm.trees.vocab import Vocab
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +96,7 @@ __all__ = [
     "CountMismatchError",
     "BuildOptions",
     "build",
-    "shard_graphs",
+    "shard_arrays",
 ]
 
 DATASETS = ("sst", "sick", "trec", "snli", "amr", "jsonl")
@@ -162,10 +163,11 @@ def build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
     (``[LO, HI]``). ``amr_options``: :data:`gnn_treelstm.datasets.amr_data.AMR_OPTIONS` for AMR
     trees.
 
-    ``workers``: spaCy parser processes, and processes building the trees in shards of
-    :data:`PACK_SHARD` examples; the files are byte-identical for any number. spaCy's
-    parses and the packed shards are kept (:func:`parse_sharded`, :data:`PACK_DIR`) until
-    the build completes, so a killed build resumes without redoing the finished shards.
+    ``workers``: spaCy parser processes, and processes building the trees (every kind at
+    once, JSONL rows read and checked there too) in shards of :data:`PACK_SHARD` examples;
+    the files are byte-identical for any number. spaCy's parses and the packed shards are
+    kept (:func:`parse_sharded`, :data:`PACK_DIR`) until the build completes, so a killed
+    build resumes without redoing the finished shards.
 
     A build that fails (bad input) into a directory it created removes that directory, so
     no half-built data set is left behind (an existing directory being completed keeps
@@ -225,9 +227,22 @@ def parse_sharded(nlp, sentences: Sequence[Sequence[str]], cache: Path, *,
     return out
 
 
-def _read(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
-          opts: BuildOptions) -> tuple[Path, dict, dict, float]:
-    """The examples per split, the file data set's info and the reading seconds."""
+@dataclass
+class _Source:
+    """A data set to build: its splits, what ``meta.json`` records of it, and where its
+    examples come from (read into memory, or JSONL files read row by row)."""
+
+    root: Path
+    splits: list[str]
+    info: dict
+    data: dict[str, list[Example]] | None = None
+    files: dict[str, list[Path]] | None = None
+
+
+def _source(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
+            opts: BuildOptions) -> tuple[_Source, float]:
+    """The data set to build (the benchmarks and AMR banks read into memory, JSONL
+    files only named) and the reading seconds."""
     if dataset not in DATASETS:
         raise ValueError(f"unknown dataset {dataset!r}; choose one of {', '.join(DATASETS)}")
     bad = [t for t in opts.trees or () if t not in TREES[dataset]]
@@ -238,19 +253,24 @@ def _read(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
         raise ValueError(f"--dataset {dataset} reads one data root, got --src "
                          f"{' '.join(map(str, srcs))}")
     t0 = time.perf_counter()
+    if dataset == "jsonl":
+        files = jsonl.jsonl_files(srcs)
+        jsonl.RowReader(opts.labels, opts.score_range)  # the options checked up front
+        info = {"files": {s: [str(Path(p).resolve()) for p in ps] for s, ps in files.items()},
+                "name": opts.name, "sample": False}
+        return _Source(srcs[0], list(files), info, files=files), 0.0
     info: dict = {}
     if dataset in FILE_DATASETS:
-        extra = {"name": opts.name, "labels": opts.labels, "score_range": opts.score_range,
-                 "amr_options": opts.amr_options}
+        extra = {"amr_options": opts.amr_options}
         data, info = load_files(dataset, srcs, extra)
+        info["files"] = {s: [str(Path(p).resolve()) for p in ps]
+                         for s, ps in info["files"].items()}
     else:
         data = LOADERS[dataset](srcs[0])
+        info["pair"] = dataset in ("sick", "snli")
     t_read = time.perf_counter() - t0
     logger.info("%s: read %s from %s in %.1fs", dataset, {s: len(v) for s, v in data.items()},
                 srcs[0], t_read)
-    if info.get("files"):  # meta.json names them resolved: the same files from any folder
-        info["files"] = {s: [str(Path(p).resolve()) for p in ps]
-                         for s, ps in info["files"].items()}
     sample = is_sample(srcs[0]) if dataset not in FILE_DATASETS else False
     if opts.check:
         if sample:
@@ -258,7 +278,7 @@ def _read(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
                            srcs[0], SAMPLE_MARKER)
         else:
             check_counts(dataset, data)
-    return srcs[0], data, {**info, "sample": sample}, t_read
+    return _Source(srcs[0], list(data), {**info, "sample": sample}, data=data), t_read
 
 
 def _old_meta(out: Path, force: bool) -> dict:
@@ -270,17 +290,11 @@ def _old_meta(out: Path, force: bool) -> dict:
     return {}
 
 
-def _vocab_and_text(out: Path, data: dict, info: dict, old_meta: dict,
-                    force: bool) -> tuple[Vocab, bool]:
-    """The vocabulary (written when it changed) and whether everything built is stale;
-    the text files written where missing or stale."""
-    vocab = Vocab()
-    for split in data:
-        for ex in data[split]:
-            for s in ex.words():
-                vocab.update(s)
+def _stale(out: Path, vocab: Vocab, counts: dict, info: dict, old_meta: dict,
+           force: bool) -> bool:
+    """Whether everything built before is stale (another vocabulary, counts, classes,
+    scores, AMR options or files); the vocabulary written when it is."""
     vocab_path = out / "vocab.json"
-    counts = {s: len(v) for s, v in data.items()}
     stale = force or not vocab_path.exists() or Vocab.load(vocab_path) != vocab \
         or old_meta.get("splits") != counts or old_meta.get("sample") != info["sample"]
     if stale and vocab_path.exists() and not force:
@@ -292,20 +306,16 @@ def _vocab_and_text(out: Path, data: dict, info: dict, old_meta: dict,
         stale = True  # other classes, scores, AMR options or files: the old graphs differ
     if stale:
         vocab.save(vocab_path)
-    for split in data:
-        path = out / "text" / f"{split}.jsonl"
-        if stale or not path.exists():
-            atomic_write(path, "".join(json.dumps(ex.text, ensure_ascii=False) + "\n"
-                                      for ex in data[split]))
-    return vocab, stale
+    return stale
 
 
-def _spacy_parses(dataset: str, data: dict, todo: list[str], out: Path,
-                  opts: BuildOptions) -> tuple[Any, dict, float]:
-    """spaCy's parse of every unique sentence a tree kind of ``todo`` needs (none if no
-    kind needs one): the pipeline, the parses and the seconds."""
-    if not any(needs_spacy(dataset, t, data) for t in todo):
-        return None, {}, 0.0
+def _spacy_parses(dataset: str, data: dict | None, todo: list[str], out: Path,
+                  opts: BuildOptions) -> tuple[Any, dict | None, float]:
+    """spaCy's parse of every unique sentence a tree kind of ``todo`` needs, for data read
+    into memory (JSONL rows are parsed in their shards): the pipeline, the parses (None
+    if no kind needs one) and the seconds."""
+    if data is None or not any(needs_spacy(dataset, t, data) for t in todo):
+        return None, None, 0.0
     t0 = time.perf_counter()
     nlp = dependency.load_pipeline(opts.spacy_model)
     unique = list(dict.fromkeys(
@@ -319,51 +329,56 @@ def _spacy_parses(dataset: str, data: dict, todo: list[str], out: Path,
     return nlp, dict(zip(unique, got)), seconds
 
 
+def _trees(dataset: str, source: _Source, opts: BuildOptions) -> tuple[list[str], tuple]:
+    """The tree kinds to build, and those built only where every sentence has one (a
+    JSONL data set's AMR trees when no kinds are named)."""
+    if opts.trees:
+        return list(opts.trees), ()
+    if dataset == "jsonl":
+        return list(jsonl.TREE_KINDS), ("amr",)
+    return list(source.info.get("default_trees", TREES[dataset])), ()
+
+
 def _build(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike], out: Path,
            opts: BuildOptions) -> dict:
     t_start = time.perf_counter()
     old_meta = _old_meta(out, opts.force)
-    src, data, info, t_read = _read(dataset, src, opts)
-    pair = info.get("pair", dataset in ("sick", "snli"))
-    all_trees = TREES[dataset]
-    trees = list(opts.trees) if opts.trees else list(info.get("default_trees", all_trees))
-    splits = list(data)
-    vocab, stale = _vocab_and_text(out, data, info, old_meta, opts.force)
-    if stale:
-        old_meta = {}
+    source, t_read = _source(dataset, src, opts)
+    trees, optional = _trees(dataset, source, opts)
+    pair = source.info.get("pair", old_meta.get("pair", dataset in ("sick", "snli")))
 
     def done(tree: str) -> bool:
-        files = [f for s in splits for f in graph_files(out, tree, s, pair)]
+        files = [f for s in source.splits for f in graph_files(out, tree, s, pair)]
         return (tree in old_meta.get("trees", [])
                 and (out / "relations" / f"{tree}.json").exists()
                 and all(packed.packed_exists(f) for f in files))
 
     todo = [t for t in trees if not done(t)]
-    seconds = dict(old_meta.get("build_seconds", {}))
-    seconds["read"] = round(t_read, 2)
-    nlp, parses, t_parse = _spacy_parses(dataset, data, todo, out, opts)
-    if nlp is not None:
-        seconds["spacy_parse"] = round(t_parse, 2)
-    num_relations = dict(old_meta.get("num_relations", {}))
-    for tree in trees:
-        if tree not in todo:
+    seconds = {**old_meta.get("build_seconds", {}), "read": round(t_read, 2)}
+    passes = [_run_pass(dataset, source, todo, optional, out, opts, seconds)]
+    run = passes[0]
+    info = _file_info(dataset, source, run, opts)
+    stale = _stale(out, run.vocab, run.counts, info, old_meta, opts.force)
+    redo = [t for t in trees if t not in todo]
+    if stale and old_meta:
+        if redo:  # built from another source: build them again
+            passes.append(_run_pass(dataset, source, redo, optional, out, opts, seconds))
+        old_meta = {}
+    else:
+        for tree in redo:
             logger.info("%s/%s: already built, skipping (use --force to rebuild)", out, tree)
-            continue
-        t0 = time.perf_counter()
-        job = _TreeJob(tree, data, parses if needs_spacy(dataset, tree, data) else None,
-                       relations_for(tree, dataset, src), vocab, pair)
-        for split in splits:
-            _build_split(out, job, split, opts)
-        job.relations.save(out / "relations" / f"{tree}.json")
-        num_relations[tree] = len(job.relations)
-        seconds[tree] = round(time.perf_counter() - t0, 2)
-        count = len(job.relations)
-        logger.info("%s/%s: built in %.1fs (%d relation%s)", out, tree, seconds[tree],
-                    count, "" if count == 1 else "s")
-    built_trees = [t for t in all_trees if t in trees or t in old_meta.get("trees", [])]
+    _write_text(out, run, info, stale)
+    built = [t for t in trees if t not in run.left_out]
+    num_relations = dict(old_meta.get("num_relations", {}))
+    for p in passes:
+        num_relations.update(_write_trees(out, p, info, seconds))
+    all_trees = TREES[dataset]
+    built_trees = [t for t in all_trees if t in built or t in old_meta.get("trees", [])]
     seconds["total_last_run"] = round(time.perf_counter() - t_start, 2)
-    meta = _meta(dataset, data, info, built_trees, num_relations, opts)
-    meta.update(vocab_size=len(vocab), src=str(Path(src).resolve()), build_seconds=seconds,
+    meta = _meta(dataset, run, info, built_trees, num_relations)
+    nlp = next((p.nlp for p in passes if p.nlp is not None), None)
+    meta.update(vocab_size=len(run.vocab), src=str(Path(source.root).resolve()),
+                build_seconds=seconds,
                 counts_checked=bool(opts.check and not info["sample"])
                 or old_meta.get("counts_checked", False),
                 built_with=old_meta.get("built_with", {}) if nlp is None and old_meta
@@ -383,24 +398,24 @@ def _finish_build(out: Path, meta: dict) -> dict:
     return meta
 
 
-def _meta(dataset: str, data: dict, info: dict, built_trees: list[str],
-          num_relations: dict, opts: BuildOptions) -> dict:
+def _meta(dataset: str, run: shards.Pass, info: dict, built_trees: list[str],
+          num_relations: dict) -> dict:
     """``meta.json`` less the build's own record (vocabulary size, source, seconds)."""
-    counts = {s: len(v) for s, v in data.items()}
+    counts = dict(run.counts)
     meta = {
         "dataset": info.get("name") or dataset,
         "pair": info.get("pair", dataset in ("sick", "snli")),
         "trees": built_trees,
         "splits": counts,
         "label_names": info["label_names"] if "files" in info else LABEL_NAMES[dataset],
-        "targets": list(next(iter(data.values()))[0].targets),
+        "targets": list(run.target_keys or []),
         "num_relations": {t: num_relations[t] for t in built_trees if t in num_relations},
         "vocab_size": 0,
         "sample": info["sample"],
     }
     if dataset == "sst":
-        meta["sst2_splits"] = {s: sum(ex.targets["label"] != 2 for ex in data[s])
-                               for s in data}
+        meta["sst2_splits"] = {s: int((run.split_targets(s)["label"] != 2).sum())
+                               for s in counts}
     if dataset == "trec":
         meta["dev_split"] = {"from": "train_5500.label", "seed": TREC_DEV_SEED,
                              "size": counts["dev"]}
@@ -410,7 +425,7 @@ def _meta(dataset: str, data: dict, info: dict, built_trees: list[str],
             if key in info:
                 meta[key] = info[key]
         if "amr_options" in info:
-            meta["amr"] = amr_data.amr_stats(data)
+            meta["amr"] = {s: amr_data.tally_stats(run.amr[s]) for s in counts}
     return meta
 
 
@@ -421,92 +436,73 @@ PACK_SHARD = 4096
 PACK_DIR = ".pack-shards"
 
 
-@dataclass
-class _TreeJob:
-    """What building the trees of one kind reads (forked workers inherit it)."""
-
-    tree: str
-    data: dict[str, list[Example]]
-    parses: dict | None
-    relations: Relations
-    vocab: Vocab
-    pair: bool
-
-
-_JOB: _TreeJob | None = None  # the job of the worker processes (set before they fork)
-
-
-def shard_graphs(job: _TreeJob, split: str, lo: int, hi: int,
-                 relations: Relations) -> list[list[dgl.DGLGraph]]:
-    """The graphs of examples ``lo:hi`` of ``split``, per side, relation ids from
-    ``relations`` (grown with the names met)."""
-    sides: list[list[dgl.DGLGraph]] = [[] for _ in range(2 if job.pair else 1)]
-    for ex in job.data[split][lo:hi]:
-        for side, sent in enumerate(ex.sents):
-            parse = job.parses.get(tuple(sent)) if job.parses is not None else None
-            sides[side].append(sentence_graph(job.tree, ex, side, job.vocab.lookup(sent),
-                                              relations, parse, job.vocab))
-    return sides
+def _tasks(source: _Source) -> Iterator[tuple[shards.Task, str]]:
+    """The shards of every split in order, each with a digest of its input."""
+    size = PACK_SHARD
+    if source.data is not None:
+        for split, exs in source.data.items():
+            for k, lo in enumerate(range(0, len(exs), size)):
+                hi = min(lo + size, len(exs))
+                text = json.dumps([ex.text for ex in exs[lo:hi]], ensure_ascii=False,
+                                  sort_keys=True)
+                yield shards.Task(split, k, lo, (lo, hi)), _digest(split, lo, text)
+        return
+    assert source.files is not None
+    rows: list[tuple[str, str]] = []
+    split, k, start = None, 0, 0
+    for row_split, where, line in jsonl.iter_lines(source.files):
+        if rows and (row_split != split or len(rows) == size):
+            yield shards.Task(split, k, start, rows), _digest(split, start, rows)
+            k, start = (k + 1, start + len(rows)) if row_split == split else (0, 0)
+            rows = []
+        split = row_split
+        rows.append((where, line))
+    if rows:
+        yield shards.Task(split, k, start, rows), _digest(split, start, rows)
 
 
-def _pack_shard(task: tuple[str, int, int]) -> dict[str, np.ndarray]:
-    """One shard packed: its sides' arrays (``<side>:<key>``), their dtypes and the
-    relation names it met, its relation ids numbered from the job's relations."""
-    assert _JOB is not None
-    split, lo, hi = task
-    relations = Relations(list(_JOB.relations.names))
-    out: dict[str, np.ndarray] = {}
-    for side, graphs in enumerate(shard_graphs(_JOB, split, lo, hi, relations)):
-        arrays, dtypes = packed.pack_graphs(graphs)
-        out.update({f"{side}:{k}": v for k, v in arrays.items()})
-        out[f"{side}:dtypes"] = np.array(json.dumps(dtypes))
-    out["relations"] = np.array(json.dumps(relations.names))
-    return out
+def _digest(split: str | None, start: int, content: Any) -> str:
+    lines = content if isinstance(content, str) else "\n".join(line for _, line in content)
+    return hashlib.sha256(f"{split}\n{start}\n{lines}".encode("utf-8", "surrogatepass")
+                          ).hexdigest()
 
 
-def _shard_key(job: _TreeJob, split: str) -> str:
-    """A name for the shards of ``split`` that changes with its input."""
-    digest = hashlib.sha256(json.dumps([job.tree, split, PACK_SHARD, job.relations.names,
-                                        list(job.vocab.itos)]).encode())
-    for ex in job.data[split]:
-        digest.update(json.dumps(ex.text, ensure_ascii=False, sort_keys=True).encode())
-    return f"{job.tree}-{split}-{digest.hexdigest()[:12]}"
+def _run_pass(dataset: str, source: _Source, trees: list[str], optional: tuple, out: Path,
+              opts: BuildOptions, seconds: dict) -> shards.Pass:
+    """One pass over the data set building ``trees`` (see :mod:`.shards`)."""
+    nlp, parses, t_parse = _spacy_parses(dataset, source.data, trees, out, opts)
+    if nlp is not None:
+        seconds["spacy_parse"] = round(t_parse, 2)
+    reader = None
+    if source.files is not None:
+        reader = jsonl.RowReader(opts.labels, opts.score_range,
+                                 amr_data.amr_options(opts.amr_options))
+    job = shards.Job(trees, data=source.data, parses=parses, reader=reader,
+                     optional=tuple(t for t in optional if t in trees),
+                     spacy_model=opts.spacy_model, batch_size=opts.batch_size,
+                     make=shard_arrays)
+    key = json.dumps([dataset, trees, job.optional, opts.labels, opts.score_range,
+                      opts.amr_options, opts.spacy_model], default=list)
+    relations = {t: relations_for(t, dataset, source.root) for t in trees}
+    run = shards.Pass(job, out / PACK_DIR, key, relations, workers=opts.workers)
+    t0 = time.perf_counter()
+    run.run(_progress(_tasks(source), opts.progress, f"{dataset} shards"))
+    seconds["shards"] = round(time.perf_counter() - t0, 2)
+    empty = [s for s in source.splits if not run.counts.get(s)]
+    if empty:
+        where = source.files or {}
+        raise ValueError(f"split {empty[0]!r} has no examples "
+                         f"({' '.join(map(str, where.get(empty[0], [])))}); give it rows "
+                         "or leave its files out")
+    if nlp is None and run.spacy:  # JSONL rows parsed in their shards
+        nlp = dependency.load_pipeline(opts.spacy_model)
+    run.nlp = nlp
+    return run
 
 
-def _shards(out: Path, job: _TreeJob, split: str, opts: BuildOptions
-            ) -> Iterator[dict[str, np.ndarray]]:
-    """The packed shards of ``split`` in order: reused from an interrupted build, else
-    built (by ``opts.workers`` processes) and kept until the build completes."""
-    global _JOB
-    n = len(job.data[split])
-    tasks = [(split, lo, min(lo + PACK_SHARD, n)) for lo in range(0, n, PACK_SHARD)]
-    cache = out / PACK_DIR / _shard_key(job, split)
-    paths = [cache / f"{k:05d}.npz" for k in range(len(tasks))]
-    todo = [t for t, p in zip(tasks, paths) if not p.is_file()]
-    _JOB = job
-    pool = None
-    if opts.workers > 1 and len(todo) > 1:
-        pool = multiprocessing.get_context("fork").Pool(opts.workers)
-    try:
-        made = pool.imap(_pack_shard, todo) if pool else map(_pack_shard, todo)
-        bar = _progress(range(len(tasks)), opts.progress, f"{job.tree} {split}")
-        for _, path in zip(bar, paths):
-            if path.is_file():
-                with np.load(path) as z:
-                    yield dict(z)
-                continue
-            shard = next(made)
-            atomic_write(path, lambda f, s=shard: np.savez(f, **s), fsync=False)
-            yield shard
-    finally:
-        _JOB = None
-        if pool is not None:
-            pool.terminate()
-
-
-def _progress(it: Sequence, progress: bool | Callable, desc: str) -> Iterable:
+def _progress(it: Iterable, progress: bool | Callable, desc: str) -> Iterable:
     if callable(progress):
-        return progress(it, total=len(it), desc=desc)
+        return progress(it, total=None, desc=desc)
     if progress:
         from tqdm import tqdm
 
@@ -514,22 +510,71 @@ def _progress(it: Sequence, progress: bool | Callable, desc: str) -> Iterable:
     return it
 
 
-def _build_split(out: Path, job: _TreeJob, split: str, opts: BuildOptions) -> None:
-    """Pack the trees of one split shard by shard and write them (the relation ids of
-    every shard renumbered into ``job.relations`` in shard order, so any number of
-    workers writes the same files as one)."""
-    parts: list[list[tuple[dict, dict]]] = [[] for _ in range(2 if job.pair else 1)]
-    for shard in _shards(out, job, split, opts):
-        names = json.loads(str(shard["relations"]))
-        table = np.array([job.relations.id(r) for r in names], dtype=np.int64)
-        for side, side_parts in enumerate(parts):
-            arrays = {k.split(":", 1)[1]: v for k, v in shard.items()
-                      if k.startswith(f"{side}:") and not k.endswith(":dtypes")}
-            if "e.rel" in arrays and len(arrays["e.rel"]):
-                arrays["e.rel"] = table[arrays["e.rel"]]
-            side_parts.append((arrays, json.loads(str(shard[f"{side}:dtypes"]))))
-    files = graph_files(out, job.tree, split, job.pair)
-    for side, side_parts in enumerate(parts):
-        arrays, dtypes = packed.concat_packed(side_parts)
-        targets = _targets(job.data[split]) if side == 0 else None
-        packed.write_packed(files[side], arrays, dtypes, targets)
+def _file_info(dataset: str, source: _Source, run: shards.Pass, opts: BuildOptions) -> dict:
+    """What ``meta.json`` records of a JSONL data set once its rows were read (the shape
+    of its rows, class names, score range, AMR options); the class id of each label
+    set in ``run.label_ids``. Other data sets: their info as read."""
+    info = dict(source.info)
+    if dataset != "jsonl":
+        return info
+    keys = run.target_keys or []
+    info["pair"] = bool(run.shape.pair)
+    info["label_names"] = None
+    if "label" in keys:
+        values = run.label_values()
+        names = jsonl.class_names(values, opts.labels)
+        info["label_names"] = names
+        run.label_ids = np.asarray([names.index(str(v)) for _, v in values], dtype=np.int64)
+    if "score" in keys:
+        scores = np.concatenate([np.concatenate(t["score"]) for t in run.targets.values()])
+        info["score_range"] = jsonl.score_bounds(float(scores.min()), float(scores.max()),
+                                                 opts.score_range)
+    if any(t["counts"].get("graphs") for t in run.amr.values()):
+        info["amr_options"] = amr_data.amr_options(opts.amr_options)
+    return info
+
+
+def _write_text(out: Path, run: shards.Pass, info: dict, stale: bool) -> None:
+    """``text/<split>.jsonl`` where stale or missing: the shards' lines (JSONL: each
+    completed with its targets)."""
+    for split in run.counts:
+        path = out / "text" / f"{split}.jsonl"
+        if not (stale or not path.exists()):
+            continue
+        spill = run.cache / f"text-{split}"
+        if run.job.reader is None:
+            atomic_write(path, lambda f, src=spill: shutil.copyfileobj(open(src, "rb"), f))
+            continue
+        targets = run.split_targets(split, run.label_ids)
+        raw = {k: np.concatenate(run.targets[split][k]) for k in targets}
+
+        def write(f, spill=spill, targets=targets, raw=raw) -> None:
+            with open(spill, encoding="utf-8") as lines:
+                for i, head in enumerate(lines):
+                    tail = "".join(
+                        f', "{k}": ' + json.dumps(float(raw[k][i]) if k == "score"
+                                                  else int(v[i]))
+                        for k, v in targets.items())
+                    f.write((head[:-1] + tail + "}\n").encode("utf-8"))
+
+        atomic_write(path, write)
+
+
+def _write_trees(out: Path, run: shards.Pass, info: dict, seconds: dict) -> dict[str, int]:
+    """Write every split of every tree kind ``run`` built, and its relations; the
+    relation count of each."""
+    counts = {}
+    pair = info.get("pair", False)
+    for tree in run.job.trees:
+        if tree in run.left_out:
+            continue
+        t0 = time.perf_counter()
+        for split in run.counts:
+            targets = run.split_targets(split, run.label_ids)
+            run.write(tree, split, graph_files(out, tree, split, pair), targets or None)
+        run.relations[tree].save(out / "relations" / f"{tree}.json")
+        counts[tree] = len(run.relations[tree])
+        seconds[tree] = round(time.perf_counter() - t0, 2)
+        logger.info("%s/%s: built in %.1fs (%d relation%s)", out, tree, seconds[tree],
+                    counts[tree], "" if counts[tree] == 1 else "s")
+    return counts

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 import dgl
 
-from gnn_treelstm.trees.graph import make_tree
+from gnn_treelstm.datasets.arrays import TreeRecord, record_graph
 
-__all__ = ["CHAIN_RELATIONS", "chain_parents", "chain_spans", "chain_graph"]
+__all__ = ["CHAIN_RELATIONS", "chain_parents", "chain_spans", "chain_record", "chain_graph"]
 
 CHAIN_RELATIONS = ["next"]
 
@@ -34,6 +34,14 @@ def chain_spans(n: int, *, reverse: bool = False) -> list[tuple[int, int]]:
     return [(i, n) for i in range(n)] if reverse else [(0, i + 1) for i in range(n)]
 
 
+def chain_record(word_ids: Sequence[int], *, labels: Sequence[int] | None = None,
+                 reverse: bool = False) -> TreeRecord:
+    """The chain over ``word_ids`` as parent pointers (every node is a word)."""
+    n = len(word_ids)
+    return TreeRecord(chain_parents(n, reverse=reverse), list(word_ids), labels=labels,
+                      spans=chain_spans(n, reverse=reverse))
+
+
 def chain_graph(
     word_ids: Sequence[int],
     *,
@@ -41,6 +49,4 @@ def chain_graph(
     reverse: bool = False,
 ) -> dgl.DGLGraph:
     """The chain graph over ``word_ids`` (every node is a word)."""
-    n = len(word_ids)
-    return make_tree(chain_parents(n, reverse=reverse), list(word_ids), labels=labels,
-                     spans=chain_spans(n, reverse=reverse))
+    return record_graph(chain_record(word_ids, labels=labels, reverse=reverse))

@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING
 
 import dgl
 
-from gnn_treelstm.trees.graph import IGNORE, make_tree
+from gnn_treelstm.datasets.arrays import SUBTREE, TreeRecord, record_graph
+from gnn_treelstm.trees.graph import IGNORE
 from gnn_treelstm.trees.vocab import Relations
 
 if TYPE_CHECKING:
@@ -38,6 +39,7 @@ __all__ = [
     "parse_texts",
     "doc_to_parse",
     "subtree_spans",
+    "dependency_record",
     "dependency_graph",
     "labels_from_spans",
 ]
@@ -263,6 +265,30 @@ def labels_from_spans(
     return labels
 
 
+def dependency_record(
+    heads: Sequence[int],
+    deps: Sequence[str],
+    word_ids: Sequence[int],
+    relations: Relations,
+    *,
+    labels: Sequence[int] | None = None,
+    add_relations: bool = True,
+) -> TreeRecord:
+    """A dependency tree as parent pointers: node i = word i, its parent heads[i], its
+    relation ``deps[i]``.
+
+    ``relations`` maps relation names to ids (grown when ``add_relations``); the root's
+    relation is not an edge and is not added. Spans are subtree extents.
+    """
+    n = len(heads)
+    if n == 0:
+        raise ValueError("dependency_graph: empty sentence")
+    known = relations.ids
+    rels = [0 if h < 0 else known[d] if d in known else relations.id(d, add=add_relations)
+            for h, d in zip(heads, deps)]
+    return TreeRecord(list(heads), list(word_ids), labels=labels, rels=rels, spans=SUBTREE)
+
+
 def dependency_graph(
     heads: Sequence[int],
     deps: Sequence[str],
@@ -272,14 +298,7 @@ def dependency_graph(
     labels: Sequence[int] | None = None,
     add_relations: bool = True,
 ) -> dgl.DGLGraph:
-    """A dependency graph: node i = word i, edge i -> heads[i] typed by ``deps[i]``.
-
-    ``relations`` maps relation names to ids (grown when ``add_relations``); the root's
-    relation is not an edge and is not added. Spans are subtree extents.
-    """
-    n = len(heads)
-    if n == 0:
-        raise ValueError("dependency_graph: empty sentence")
-    rels = [0 if h < 0 else relations.id(d, add=add_relations) for h, d in zip(heads, deps)]
-    spans = subtree_spans(heads)
-    return make_tree(list(heads), list(word_ids), labels=labels, rels=rels, spans=spans)
+    """A dependency graph (:func:`dependency_record`): edge i -> heads[i] typed by
+    ``deps[i]``."""
+    return record_graph(dependency_record(heads, deps, word_ids, relations, labels=labels,
+                                          add_relations=add_relations))

@@ -26,13 +26,13 @@ import dgl
 
 from gnn_treelstm.datasets import binarize, chain, dependency, preparsed, ptb
 from gnn_treelstm.datasets.amr import AmrTree
-from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from gnn_treelstm.datasets.arrays import TreeRecord, record_graph
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FILE_DATASETS", "Example", "Sentence", "split_files", "split_of", "source_graph",
-           "wants_parse", "sentence_graph", "needs_spacy"]
+__all__ = ["FILE_DATASETS", "Example", "Sentence", "split_files", "split_of", "source_record",
+           "source_graph", "wants_parse", "sentence_record", "sentence_graph", "needs_spacy"]
 
 #: data sets read from the files named in --src (not from a data mirror root)
 FILE_DATASETS = ("amr", "jsonl")
@@ -139,7 +139,13 @@ def wants_parse(sent: Sentence, trees: Sequence[str]) -> bool:
 
 def source_graph(tree: str, sent: Sentence, word_ids: Sequence[int], relations: Relations,
                  parse: dependency.DepParse | None, vocab: Any) -> dgl.DGLGraph:
-    """The ``tree`` graph of a user sentence (see the module docstring).
+    """The ``tree`` graph of a user sentence (:func:`source_record`)."""
+    return record_graph(source_record(tree, sent, word_ids, relations, parse, vocab))
+
+
+def source_record(tree: str, sent: Sentence, word_ids: Sequence[int], relations: Relations,
+                  parse: dependency.DepParse | None, vocab: Any) -> TreeRecord:
+    """The ``tree`` of a user sentence as parent pointers (see the module docstring).
 
     ``parse`` is spaCy's parse of ``sent.tokens`` (None if the sentence has its own heads);
     ``vocab`` maps AMR node words to ids.
@@ -148,19 +154,16 @@ def source_graph(tree: str, sent: Sentence, word_ids: Sequence[int], relations: 
         ValueError: ``amr`` for a sentence without an AMR, or an unknown tree kind.
     """
     if tree == "chain":
-        return chain.chain_graph(word_ids)
+        return chain.chain_record(word_ids)
     if tree == "amr":
         if sent.amr is None or sent.amr_words is None:
             raise ValueError(f"{sent.where}: no AMR for this sentence; --trees amr needs an "
                              "'amr' (PENMAN) for every sentence")
         t = sent.amr
         rels = [0 if p < 0 else relations.id(r) for p, r in zip(t.parents, t.roles)]
-        return make_tree(t.parents, vocab.lookup(sent.amr_words), rels=rels)
+        return TreeRecord(t.parents, vocab.lookup(sent.amr_words), rels=rels)
     if tree == "constituency" and sent.cparents is not None:
-        n = len(sent.tokens)
-        parents, positions, spans = preparsed.cparents_tree(sent.cparents, n, where=sent.where)
-        words = list(word_ids) + [NO_WORD] * (len(parents) - n)
-        return make_tree(parents, words, rels=positions, positions=positions, spans=spans)
+        return preparsed.cparents_record(sent.cparents, word_ids, where=sent.where)
     heads = sent.heads
     deps = sent.deprels
     if heads is None:
@@ -169,31 +172,37 @@ def source_graph(tree: str, sent: Sentence, word_ids: Sequence[int], relations: 
         heads, deps = parse.heads, parse.deps
     if tree == "dependency":
         assert deps is not None
-        return dependency.dependency_graph(heads, deps, word_ids, relations)
+        return dependency.dependency_record(heads, deps, word_ids, relations)
     if tree == "constituency":
-        return binarize.binary_graph(heads, word_ids)
+        return binarize.binary_record(heads, word_ids)
     raise ValueError(f"unknown tree kind {tree!r}")
 
 
 def sentence_graph(tree: str, ex: Example, side: int, ids: list[int], relations: Relations,
                    parse: dependency.DepParse | None, vocab: Vocab) -> dgl.DGLGraph:
-    """The ``tree`` graph of sentence ``side`` of ``ex`` (word ids ``ids``; ``parse``:
-    spaCy's parse where the tree kind needs one)."""
+    """The ``tree`` graph of sentence ``side`` of ``ex`` (:func:`sentence_record`)."""
+    return record_graph(sentence_record(tree, ex, side, ids, relations, parse, vocab))
+
+
+def sentence_record(tree: str, ex: Example, side: int, ids: list[int], relations: Relations,
+                    parse: dependency.DepParse | None, vocab: Vocab) -> TreeRecord:
+    """The ``tree`` of sentence ``side`` of ``ex`` as parent pointers (word ids ``ids``;
+    ``parse``: spaCy's parse where the tree kind needs one)."""
     if ex.sources:
-        return source_graph(tree, ex.sources[side], ids, relations, parse, vocab)
+        return source_record(tree, ex.sources[side], ids, relations, parse, vocab)
     if tree == "constituency":
         if ex.ptb is not None:
             word_of = dict(zip(ex.ptb.tokens, ids))
-            return ptb.tree_to_graph(ex.ptb, word_of.__getitem__)
+            return ptb.tree_record(ex.ptb, word_of.__getitem__)
         if ex.stanford:
-            return preparsed.preparsed_constituency_graph(ex.stanford[side], ids)
+            return preparsed.preparsed_constituency_record(ex.stanford[side], ids)
         assert parse is not None
-        return binarize.binary_graph(parse.heads, ids)
+        return binarize.binary_record(parse.heads, ids)
     if tree == "constituency-spacy":
         assert parse is not None
-        return binarize.binary_graph(parse.heads, ids)
+        return binarize.binary_record(parse.heads, ids)
     if tree == "dependency" and ex.stanford:
-        return preparsed.preparsed_dependency_graph(ex.stanford[side], ids, relations)
+        return preparsed.preparsed_dependency_record(ex.stanford[side], ids, relations)
     if tree in ("dependency", "dependency-spacy"):
         assert parse is not None
         labels = None
@@ -201,15 +210,15 @@ def sentence_graph(tree: str, ex: Example, side: int, ids: list[int], relations:
             spans = dependency.subtree_spans(parse.heads)
             labels = dependency.labels_from_spans(spans, ex.ptb.span_labels(), parse.root,
                                                   ex.ptb.label)
-        return dependency.dependency_graph(parse.heads, parse.deps, ids, relations,
-                                           labels=labels)
+        return dependency.dependency_record(parse.heads, parse.deps, ids, relations,
+                                            labels=labels)
     if tree == "chain":
         labels = None
         if ex.ptb is not None:
             n = len(ids)
             labels = dependency.labels_from_spans(chain.chain_spans(n), ex.ptb.span_labels(),
                                                   n - 1, ex.ptb.label)
-        return chain.chain_graph(ids, labels=labels)
+        return chain.chain_record(ids, labels=labels)
     raise ValueError(f"unknown tree kind {tree!r}")
 
 

@@ -57,8 +57,9 @@ import logging
 import math
 import os
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gnn_treelstm.datasets import amr as A
@@ -68,7 +69,8 @@ from gnn_treelstm.datasets.readers import numbered_lines
 
 log = logging.getLogger(__name__)
 
-__all__ = ["JsonlData", "JsonlError", "read_jsonl", "TREE_KINDS", "DEFAULT_NAME"]
+__all__ = ["JsonlData", "JsonlError", "RowReader", "jsonl_files", "iter_lines", "read_jsonl",
+           "class_names", "score_bounds", "TREE_KINDS", "DEFAULT_NAME"]
 
 TREE_KINDS = ["dependency", "constituency", "chain", "amr"]
 DEFAULT_NAME = "jsonl"
@@ -127,7 +129,10 @@ def _check_nesting(line: str, where: str) -> None:
 
 def _check_characters(row: Any, line: str, where: str) -> None:
     """Refuse a row holding a lone UTF-16 surrogate (``"\\ud800"``), which JSON escapes
-    allow but no UTF-8 file can hold."""
+    allow but no UTF-8 file can hold. A line read as UTF-8 holds none of its own: only
+    an escape (``\\u``) can make one."""
+    if "\\u" not in line:
+        return
     try:
         json.dumps(row, ensure_ascii=False).encode("utf-8")
     except UnicodeEncodeError as exc:
@@ -195,9 +200,9 @@ def _conllu(block: Any, where: str) -> tuple[list[str], list[int], list[str]]:
 
 def _check_heads(heads: Any, rels: Any, n: int, where: str) -> list[int]:
     """1-based CoNLL heads -> 0-based (root -1), checked to be one tree over n tokens."""
-    if not isinstance(heads, list) or not all(type(h) is int for h in heads):
+    if not isinstance(heads, list) or not set(map(type, heads)) <= {int}:
         raise JsonlError(f"{where}: 'heads' must be a list of integers (1-based, 0 = root)")
-    if not isinstance(rels, list) or not all(isinstance(r, str) and r for r in rels):
+    if not isinstance(rels, list) or not set(map(type, rels)) <= {str} or not all(rels):
         raise JsonlError(f"{where}: 'heads' need 'deprels', a list of relation names")
     if not len(heads) == len(rels) == n:
         raise JsonlError(f"{where}: {n} tokens, {len(heads)} heads and {len(rels)} deprels; "
@@ -205,8 +210,8 @@ def _check_heads(heads: Any, rels: Any, n: int, where: str) -> list[int]:
     if heads.count(0) != 1:
         raise JsonlError(f"{where}: {heads.count(0)} heads are 0; exactly one token is the "
                          "root")
-    bad = [i for i, h in enumerate(heads) if not 0 <= h <= n or h == i + 1]
-    if bad:
+    if min(heads) < 0 or max(heads) > n or any(map(int.__eq__, heads, range(1, n + 1))):
+        bad = [i for i, h in enumerate(heads) if not 0 <= h <= n or h == i + 1]
         raise JsonlError(f"{where}: token {bad[0] + 1} has head {heads[bad[0]]}; heads are "
                          f"token numbers 1..{n} (not the token itself) or 0 for the root")
     out = [h - 1 for h in heads]
@@ -237,8 +242,8 @@ def _given_tokens(obj: dict, where: str) -> list[str] | None:
     if "tokens" not in obj:
         return None
     tokens = obj["tokens"]
-    if not isinstance(tokens, list) or not all(isinstance(t, str) and t.strip()
-                                               for t in tokens):
+    if not isinstance(tokens, list) or not set(map(type, tokens)) <= {str} \
+            or not all(map(str.strip, tokens)):
         raise JsonlError(f"{where}: 'tokens' must be a list of non-empty strings")
     return tokens
 
@@ -379,15 +384,25 @@ class _RowShape:
         is_pair = "a" in row or "b" in row
         if is_pair and not ("a" in row and "b" in row):
             raise JsonlError(f"{where}: a pair needs both 'a' and 'b'")
+        keys = {k for k in TARGETS if k in row}
+        if not keys:
+            raise JsonlError(f"{where}: no 'label' or 'score'; every row needs its "
+                             "gold class ('label') or number ('score')")
+        self.check_shape(is_pair, keys, where)
+        return is_pair
+
+    def merge(self, later: _RowShape) -> None:
+        """Check the rows of ``later`` (the rows after these) have the same shape."""
+        if later.first is not None and later.pair is not None:
+            self.check_shape(later.pair, later.first[1], later.first[0])
+
+    def check_shape(self, is_pair: bool, keys: set[str], where: str) -> None:
+        """Check a row (at ``where``) that is a pair or not, with targets ``keys``."""
         if self.pair is not None and is_pair != self.pair:
             raise JsonlError(f"{where}: {'a pair' if is_pair else 'a single sentence'}"
                              f" but the rows before are "
                              f"{'pairs' if self.pair else 'single sentences'}")
         self.pair = is_pair
-        keys = {k for k in TARGETS if k in row}
-        if not keys:
-            raise JsonlError(f"{where}: no 'label' or 'score'; every row needs its "
-                             "gold class ('label') or number ('score')")
         if self.first is None:
             self.first = (where, keys)
         elif keys != self.first[1]:
@@ -396,7 +411,6 @@ class _RowShape:
             raise JsonlError(f"{where}: has {sorted(keys)} but the first row "
                              f"({first_where}) has {sorted(first_keys)}; every row needs "
                              f"the same targets ({miss[0]!r})")
-        return is_pair
 
 
 def _row_sentences(row: dict, where: str, is_pair: bool, tokenize: _Tokenizer,
@@ -412,41 +426,93 @@ def _row_sentences(row: dict, where: str, is_pair: bool, tokenize: _Tokenizer,
             _sentence(row["b"], f"{where} (b)", tokenize, opts)]
 
 
-_Row = tuple[str, dict, list[Sentence]]  # where, the JSON object, its sentences
+def jsonl_files(sources: Sequence[str | os.PathLike]) -> dict[str, list[Path]]:
+    """``{split: files}`` of ``--src`` (:func:`gnn_treelstm.datasets.example.split_files`)."""
+    return split_files(sources, (".jsonl", ".json", ".jsonl.gz"))
 
 
-def _read_rows(files: dict[str, list], shape: _RowShape,
-               amr_options: dict | None) -> dict[str, list[_Row]]:
-    """``{split: rows}`` of the files, every row checked."""
-    tokenize, opts = _Tokenizer(), dict(amr_options or {})
-    raw: dict[str, list[_Row]] = {}
+def iter_lines(files: dict[str, list[Path]]) -> Iterator[tuple[str, str, str]]:
+    """``(split, where, line)`` of every non-blank line of the files, read lazily."""
     for split, paths in files.items():
-        rows = raw.setdefault(split, [])
         for path in paths:
             for lineno, line in numbered_lines(path):
-                if not line.strip():
-                    continue
-                where = f"{path}:{lineno}"
-                row = _json_row(line, where)
-                is_pair = shape.check(row, where)
-                rows.append((where, row, _row_sentences(row, where, is_pair, tokenize, opts)))
-    return raw
+                if line.strip():
+                    yield split, f"{path}:{lineno}", line
 
 
-def _example(row: dict, sents: list[Sentence], ident: Any, pair: bool,
-             label_names: list[str] | None, rng: list[int] | None) -> Example:
-    tg: dict[str, float | int] = {}
-    if label_names is not None:
-        tg["label"] = label_names.index(str(row["label"]))
-    if rng is not None:
-        tg["score"] = float(row["score"])
-    text: dict[str, Any] = {"id": ident}
-    if pair:
-        text.update(a=sents[0].tokens, b=sents[1].tokens)
-    else:
-        text["tokens"] = sents[0].tokens
-    text.update(tg)
-    return Example([s.tokens for s in sents], tg, text, sources=sents)
+class RowReader:
+    """Rows to examples, one at a time (:meth:`example`): every row checked; its targets
+    as written (a label's class name or integer, checked against ``labels`` when given;
+    a score, checked against ``score_range`` when given), class ids being known only
+    once every row was read (:func:`label_names`)."""
+
+    def __init__(self, labels: Sequence[str] | None = None,
+                 score_range: Sequence[float] | None = None,
+                 amr_options: dict | None = None) -> None:
+        self.tokenize, self.opts = _Tokenizer(), dict(amr_options or {})
+        self.labels = None if labels is None else _given_labels(labels)
+        self.score_range = None if score_range is None else _given_range(score_range)
+
+    def example(self, split: str, index: int, where: str, line: str,
+                shape: _RowShape) -> Example:
+        """The example of row ``index`` of ``split`` (at ``where``), its shape checked
+        against the rows before (``shape``). ``Example.text`` holds no targets."""
+        row = _json_row(line, where)
+        is_pair = shape.check(row, where)
+        sents = _row_sentences(row, where, is_pair, self.tokenize, self.opts)
+        tg: dict[str, Any] = {}
+        for key in TARGETS:
+            if key in row:
+                tg[key] = _target(row, key, where)
+        if self.labels is not None and "label" in tg and str(tg["label"]) not in self.labels:
+            raise JsonlError(f"{where}: label {tg['label']!r} is not one of --labels "
+                             f"{' '.join(self.labels)}")
+        if self.score_range is not None and "score" in tg:
+            lo, hi = self.score_range
+            if not lo <= tg["score"] <= hi:
+                raise JsonlError(f"{where}: score {tg['score']} is outside --score-range "
+                                 f"{lo} {hi}")
+        text: dict[str, Any] = {"id": row.get("id", f"{split}-{index + 1}")}
+        if is_pair:
+            text.update(a=sents[0].tokens, b=sents[1].tokens)
+        else:
+            text["tokens"] = sents[0].tokens
+        return Example([s.tokens for s in sents], tg, text, sources=sents)
+
+
+def _given_labels(labels: Sequence[str]) -> list[str]:
+    names = [str(x) for x in labels]
+    if len(set(names)) != len(names):
+        raise JsonlError(f"--labels {' '.join(names)}: a class is listed twice")
+    return names
+
+
+def _given_range(given: Sequence[float]) -> tuple[float, float]:
+    lo, hi = given
+    if lo != int(lo) or hi != int(hi) or hi <= lo:
+        raise JsonlError(f"--score-range {lo} {hi}: two integers LO < HI")
+    return lo, hi
+
+
+def class_names(values: Sequence[tuple[str, Any]], labels: Sequence[str] | None) -> list[str]:
+    """The class names, in id order, of the distinct labels ``values`` (``(where,
+    value)``, in the order first met): ``labels`` if given, else the values sorted.
+
+    Raises:
+        JsonlError: labels mixing names and integers (naming the first row that does),
+            fewer than two classes.
+    """
+    return _label_ids(list(values), labels)
+
+
+def score_bounds(lo: float, hi: float, given: Sequence[float] | None) -> list[int]:
+    """The score range recorded: ``given``, else ``[floor(lo), ceil(hi)]`` (at least one
+    wide) of the scores' smallest ``lo`` and largest ``hi``."""
+    if given is not None:
+        glo, ghi = _given_range(given)
+        return [int(glo), int(ghi)]
+    low = math.floor(lo)
+    return [low, max(math.ceil(hi), low + 1)]
 
 
 def read_jsonl(
@@ -456,7 +522,8 @@ def read_jsonl(
     score_range: Sequence[float] | None = None,
     amr_options: dict | None = None,
 ) -> JsonlData:
-    """Read a JSONL data set (the module docstring gives the format).
+    """Read a JSONL data set (the module docstring gives the format) into memory; the
+    build reads it row by row instead (:class:`RowReader`).
 
     Raises:
         JsonlError: a bad row (not JSON, nested deeper than :data:`MAX_NESTING`, a lone
@@ -464,37 +531,31 @@ def read_jsonl(
             tree, a tree whose words are not the text's); the message names the file and
             line.
     """
-    files = split_files(sources, (".jsonl", ".json", ".jsonl.gz"))
-    shape = _RowShape()
-    raw = _read_rows(files, shape, amr_options)
+    files = jsonl_files(sources)
+    shape, reader = _RowShape(), RowReader(labels, score_range, amr_options)
+    out: dict[str, list[Example]] = {split: [] for split in files}
+    wheres: dict[str, list[str]] = {split: [] for split in files}
+    for split, where, line in iter_lines(files):
+        out[split].append(reader.example(split, len(out[split]), where, line, shape))
+        wheres[split].append(where)
     if shape.first is None:
         raise JsonlError(f"{', '.join(str(p) for ps in files.values() for p in ps)}: no rows")
     targets = [k for k in TARGETS if k in shape.first[1]]
-    label_names = None
+    names = None
     if "label" in targets:
-        label_names = _label_ids([(w, _target(r, "label", w)) for rs in raw.values()
-                                  for w, r, _ in rs], labels)
+        seen = {}
+        for split, exs in out.items():
+            for w, ex in zip(wheres[split], exs):
+                seen.setdefault(ex.targets["label"], w)
+        names = class_names([(w, v) for v, w in seen.items()], labels)
     rng = None
     if "score" in targets:
-        scores = [(w, _target(r, "score", w)) for rs in raw.values() for w, r, _ in rs]
-        rng = _score_range(scores, score_range)
-    pair = bool(shape.pair)
-    out = {split: [_example(row, sents, row.get("id", f"{split}-{k + 1}"), pair, label_names,
-                            rng) for k, (_where, row, sents) in enumerate(rows)]
-           for split, rows in raw.items()}
-    return JsonlData(out, pair, targets, label_names, rng,
+        scores = [ex.targets["score"] for exs in out.values() for ex in exs]
+        rng = score_bounds(min(scores), max(scores), score_range)
+    for exs in out.values():
+        for ex in exs:
+            if names is not None:
+                ex.targets["label"] = names.index(str(ex.targets["label"]))
+            ex.text.update(ex.targets)
+    return JsonlData(out, bool(shape.pair), targets, names, rng,
                      {s: [str(p) for p in ps] for s, ps in files.items()})
-
-
-def _score_range(scores: list[tuple[str, float]], given: Sequence[float] | None) -> list[int]:
-    if given is not None:
-        lo, hi = given
-        if lo != int(lo) or hi != int(hi) or hi <= lo:
-            raise JsonlError(f"--score-range {lo} {hi}: two integers LO < HI")
-        for w, v in scores:
-            if not lo <= v <= hi:
-                raise JsonlError(f"{w}: score {v} is outside --score-range {lo} {hi}")
-        return [int(lo), int(hi)]
-    lo = math.floor(min(v for _, v in scores))
-    hi = math.ceil(max(v for _, v in scores))
-    return [lo, max(hi, lo + 1)]

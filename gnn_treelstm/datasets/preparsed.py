@@ -24,8 +24,9 @@ from pathlib import Path
 
 import dgl
 
-from gnn_treelstm.datasets.dependency import dependency_graph
-from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from gnn_treelstm.datasets.arrays import TreeRecord, record_graph
+from gnn_treelstm.datasets.dependency import dependency_record
+from gnn_treelstm.trees.graph import NO_WORD
 from gnn_treelstm.trees.vocab import Relations
 
 __all__ = [
@@ -34,7 +35,10 @@ __all__ = [
     "read_preparsed",
     "read_relation_set",
     "cparents_tree",
+    "preparsed_dependency_record",
     "preparsed_dependency_graph",
+    "cparents_record",
+    "preparsed_constituency_record",
     "preparsed_constituency_graph",
 ]
 
@@ -169,22 +173,45 @@ def cparents_tree(
     return list(cparents), positions, [s for s in spans]  # type: ignore[misc]
 
 
+def preparsed_dependency_record(
+    sent: PreParsed, word_ids: Sequence[int], relations: Relations, *,
+    add_relations: bool = True,
+) -> TreeRecord:
+    """Dependency tree of a pre-parsed sentence with its (Stanford) relations."""
+    return dependency_record(sent.heads, sent.rels, word_ids, relations,
+                             add_relations=add_relations)
+
+
 def preparsed_dependency_graph(
     sent: PreParsed, word_ids: Sequence[int], relations: Relations, *,
     add_relations: bool = True,
 ) -> dgl.DGLGraph:
     """Dependency graph of a pre-parsed sentence with its (Stanford) relations."""
-    return dependency_graph(sent.heads, sent.rels, word_ids, relations,
-                            add_relations=add_relations)
+    return record_graph(preparsed_dependency_record(sent, word_ids, relations,
+                                                    add_relations=add_relations))
+
+
+def cparents_record(cparents: Sequence[int], word_ids: Sequence[int], *,
+                    where: str = "cparents") -> TreeRecord:
+    """The binarized constituency tree of ``cparents`` over the words ``word_ids``
+    (leaves = words, internal nodes ``NO_WORD``; relations = child positions)."""
+    n = len(word_ids)
+    parents, positions, spans = cparents_tree(cparents, n, where=where)
+    words = list(word_ids) + [NO_WORD] * (len(parents) - n)
+    return TreeRecord(parents, words, rels=positions, positions=positions, spans=spans)
+
+
+def preparsed_constituency_record(
+    sent: PreParsed, word_ids: Sequence[int], *, where: str = "cparents"
+) -> TreeRecord:
+    """Binarized constituency tree from ``cparents`` (:func:`cparents_record`)."""
+    if sent.cparents is None:
+        raise ValueError(f"{where}: no cparents for this sentence")
+    return cparents_record(sent.cparents, word_ids, where=where)
 
 
 def preparsed_constituency_graph(
     sent: PreParsed, word_ids: Sequence[int], *, where: str = "cparents"
 ) -> dgl.DGLGraph:
     """Binarized constituency graph from ``cparents`` (leaves = words, internal NO_WORD)."""
-    if sent.cparents is None:
-        raise ValueError(f"{where}: no cparents for this sentence")
-    n = len(sent.tokens)
-    parents, positions, spans = cparents_tree(sent.cparents, n, where=where)
-    words = list(word_ids) + [NO_WORD] * (len(parents) - n)
-    return make_tree(parents, words, rels=positions, positions=positions, spans=spans)
+    return record_graph(preparsed_constituency_record(sent, word_ids, where=where))

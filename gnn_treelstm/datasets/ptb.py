@@ -23,8 +23,9 @@ from pathlib import Path
 
 import dgl
 
+from gnn_treelstm.datasets.arrays import TreeRecord, record_graph
 from gnn_treelstm.datasets.readers import numbered_lines
-from gnn_treelstm.trees.graph import NO_WORD, make_tree
+from gnn_treelstm.trees.graph import NO_WORD
 
 __all__ = [
     "CONSTITUENCY_RELATIONS",
@@ -298,9 +299,14 @@ def read_ptb_file(path: str | os.PathLike, *, binary: bool = True) -> list[PTBTr
     return trees
 
 
-def tree_to_graph(tree: PTBTree, word_id: Callable[[str], int]) -> dgl.DGLGraph:
-    """The constituency graph of ``tree``; ``word_id`` maps a token to its vocabulary id."""
+def tree_record(tree: PTBTree, word_id: Callable[[str], int]) -> TreeRecord:
+    """``tree`` as parent pointers; ``word_id`` maps a token to its vocabulary id."""
     n = len(tree.tokens)
     words = [word_id(t) for t in tree.tokens] + [NO_WORD] * (tree.num_nodes - n)
-    return make_tree(tree.parents, words, labels=tree.labels, rels=tree.positions,
-                     positions=tree.positions, spans=tree.spans)
+    return TreeRecord(tree.parents, words, labels=tree.labels, rels=tree.positions,
+                      positions=tree.positions, spans=tree.spans)
+
+
+def tree_to_graph(tree: PTBTree, word_id: Callable[[str], int]) -> dgl.DGLGraph:
+    """The constituency graph of ``tree``; ``word_id`` maps a token to its vocabulary id."""
+    return record_graph(tree_record(tree, word_id))

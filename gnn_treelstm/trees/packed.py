@@ -51,7 +51,7 @@ _dgl_compat.attach()
 
 __all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "pack_graphs",
            "concat_packed",
-           "write_packed", "load_packed", "packed_exists"]
+           "write_packed", "write_packed_parts", "load_packed", "packed_exists"]
 
 #: version of the on-disk layout, in ``header.json``
 FORMAT = 1
@@ -392,6 +392,91 @@ def write_packed(path: str | os.PathLike, arrays: dict[str, np.ndarray], dtypes:
                   "files": files, "dtypes": dtypes, "targets": target_dtypes}
         (tmp / "header.json").write_text(json.dumps(header, indent=1) + "\n")
     return path
+
+
+def _disk_type(dtype: str, lo: int | None, hi: int | None) -> np.dtype:
+    """The type :func:`write_packed` stores a field of torch dtype ``dtype`` whose values
+    span ``[lo, hi]`` (None: no values) in: the smallest signed type that holds them."""
+    base = np.dtype(_NUMPY_TYPES[dtype])
+    if base.kind not in "iu" or lo is None or hi is None:
+        return base
+    for t in _INT_TYPES:
+        info = np.iinfo(t)
+        if info.min <= lo and hi <= info.max:
+            return np.dtype(t)
+    return base
+
+
+def write_packed_parts(path: str | os.PathLike, parts: Iterable[dict[str, np.ndarray]],
+                       dtypes: dict[str, str], ranges: dict[str, tuple[int, int] | None],
+                       targets: dict[str, np.ndarray] | None = None) -> Path:
+    """Write a packed directory from consecutive parts, one part in memory at a time: the
+    same files :func:`write_packed` writes of :func:`concat_packed` of the parts.
+
+    ``parts``: arrays as :func:`pack_graphs` makes them (each part's offsets from 0, any
+    integer type holding the values); ``ranges``: the ``(min, max)`` of every ``n.``/``e.``
+    field and of ``src``/``dst`` over all the parts (None where there are none), which
+    fixes the stored types before the first part is written; ``targets``: graph-level
+    targets. Written atomically, as :func:`write_packed`.
+    """
+    path = Path(path)
+    keys = [*_OFFSETS, "src", "dst", *dtypes]
+    types = {k: np.dtype(np.int64) if k in _OFFSETS
+             else _disk_type(dtypes.get(k, "int64"), *(ranges.get(k) or (None, None)))
+             for k in keys}
+    with atomic_dir(path) as tmp:
+        handles = {k: open(tmp / f"{k}.npy", "w+b") for k in keys}
+        try:
+            rows = _write_parts(handles, parts, types)
+        finally:
+            for fh in handles.values():
+                fh.close()
+        for key, val in (targets or {}).items():
+            np.save(tmp / f"target.{key}.npy", val)
+        header = {"format": FORMAT, "trees": rows["node_offsets"] - 1,
+                  "nodes": rows["nodes"], "edges": rows["edges"],
+                  "files": {k: f"{k}.npy" for k in keys}, "dtypes": dict(dtypes),
+                  "targets": {k: str(v.dtype) for k, v in (targets or {}).items()}}
+        (tmp / "header.json").write_text(json.dumps(header, indent=1) + "\n")
+    return path
+
+
+def _write_parts(handles: dict, parts: Iterable[dict[str, np.ndarray]],
+                 types: dict[str, np.dtype]) -> dict[str, int]:
+    """The data of every part appended to its field's file (headers rewritten at the end
+    with the rows written); the rows of each file, and the nodes and edges."""
+    rows = dict.fromkeys(handles, 0)
+    shapes: dict[str, tuple[int, ...]] = {}
+    base = dict.fromkeys(_OFFSETS, 0)
+    header_at = {}
+    for part in parts:
+        for key, fh in handles.items():
+            arr = np.asarray(part[key])
+            if key not in shapes:  # room for the header; written once the rows are known
+                shapes[key] = arr.shape[1:]
+                _npy_header(fh, types[key], (1 << 40,) + shapes[key])
+                header_at[key] = fh.tell()
+            if key in _OFFSETS:
+                arr = arr[1:] if rows[key] else arr
+                arr = arr.astype(np.int64) + (base[key] - int(part[key][0]))
+                base[key] += int(part[key][-1]) - int(part[key][0])
+            fh.write(np.ascontiguousarray(arr, dtype=types[key]).tobytes())
+            rows[key] += len(arr)
+    if not shapes:
+        raise ValueError("write_packed_parts: no parts; a packed split holds one tree or more")
+    for key, fh in handles.items():
+        fh.seek(0)
+        _npy_header(fh, types[key], (rows[key],) + shapes[key])
+        assert fh.tell() == header_at[key], "the .npy header changed size"
+    rows["nodes"], rows["edges"] = base["node_offsets"], base["edge_offsets"]
+    return rows
+
+
+def _npy_header(fh, dtype: np.dtype, shape: tuple[int, ...]) -> None:
+    """The header ``np.save`` writes for an array of ``dtype`` and ``shape``."""
+    np.lib.format.write_array_header_1_0(
+        fh, {"descr": np.lib.format.dtype_to_descr(dtype), "fortran_order": False,
+             "shape": shape})
 
 
 def packed_exists(path: str | os.PathLike) -> bool:

@@ -66,8 +66,9 @@ def test_an_interrupted_build_resumes_from_its_shards(nlp, tmp_path, monkeypatch
 
 
 def test_packed_shards_any_workers_and_resumed(tmp_path, monkeypatch):
-    """The trees are packed in shards by ``--workers`` processes: the same files for one
-    or two, and a build killed part-way reuses the shards it finished."""
+    """The trees (every kind at once) are packed in shards by ``--workers`` processes: the
+    same files for one or two, and a build killed part-way reuses the shards it
+    finished."""
     monkeypatch.setattr(B, "PACK_SHARD", 16)
     trees = ["dependency", "constituency", "chain"]
     ref = B.build("sick", SAMPLE_SRC, tmp_path / "one", trees=trees, workers=1)
@@ -76,22 +77,22 @@ def test_packed_shards_any_workers_and_resumed(tmp_path, monkeypatch):
     assert files == _files(tmp_path / "two") and any(f.suffix == ".npy" for f in files)
     for f in files:
         assert filecmp.cmp(tmp_path / "one" / f, tmp_path / "two" / f, shallow=False), f
-    real, calls, kill = B.shard_graphs, [], [True]
+    real, calls, kill = B.shard_arrays, [], [True]
 
-    def killed(job, split, lo, hi, relations):
-        calls.append((job.tree, split, lo))
+    def killed(job, task):
+        calls.append((task.split, task.start))
         if kill[0] and len(calls) == 5:
             raise KeyboardInterrupt  # as a kill while the fifth shard is built
-        return real(job, split, lo, hi, relations)
+        return real(job, task)
 
-    monkeypatch.setattr(B, "shard_graphs", killed)
+    monkeypatch.setattr(B, "shard_arrays", killed)
     with pytest.raises(KeyboardInterrupt):
         B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
     assert len(list((tmp_path / "run" / B.PACK_DIR).rglob("*.npz"))) == 4
     calls.clear()
     kill[0] = False
     B.build("sick", SAMPLE_SRC, tmp_path / "run", trees=trees)
-    assert calls[0] == ("dependency", "train", 4 * 16)  # the first four were reused
+    assert calls[0] == ("train", 4 * 16)  # the first four were reused
     assert not (tmp_path / "run" / B.PACK_DIR).exists()
     assert _files(tmp_path / "run") == files
     for f in files:

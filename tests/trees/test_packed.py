@@ -12,6 +12,8 @@ import pytest
 import torch
 
 from gnn_treelstm.datasets import build as B
+from gnn_treelstm.datasets.example import sentence_graph
+from gnn_treelstm.datasets.jsonl import read_jsonl
 from gnn_treelstm.training.batching import make_loader
 from gnn_treelstm.training.data import SAMPLE_SRC
 from gnn_treelstm.trees import data as D
@@ -69,22 +71,23 @@ def assert_batches_equal(old: D.Split, new: D.Split, seed: int = 0) -> None:
 
 
 def _capture_build(monkeypatch, dataset, src, out, trees, **kw):
-    """Build with the builder's graphs kept (the graphs the format before packed trees
-    saved): per (tree, split) the graphs of each side, shard after shard."""
-    made: dict = {}
-    make = B.shard_graphs
-
-    def keep(job, split, lo, hi, relations):
-        sides = make(job, split, lo, hi, relations)
-        got = made.setdefault((job.tree, split), [[] for _ in sides])
-        for mine, theirs in zip(got, sides):
-            mine.extend(theirs)
-        return sides
-
-    monkeypatch.setattr(B, "shard_graphs", keep)
+    """Build, and the graphs the format before packed trees saved (``make_tree`` of each
+    tree, :func:`sentence_graph`, with the built vocabulary and relations): per (tree,
+    split) the graphs of each side."""
     monkeypatch.setattr(B, "PACK_SHARD", 64)  # several shards a split
     meta = B.build(dataset, src, out, trees=trees, **kw)
     monkeypatch.undo()
+    data = read_jsonl(src).splits if dataset == "jsonl" else B.LOADERS[dataset](src)
+    vocab = D.load_vocab(out)
+    made: dict = {}
+    for tree in trees:
+        relations = D.load_relations(out, tree)
+        for split, exs in data.items():
+            sides = made[(tree, split)] = [[] for _ in exs[0].sents]
+            for ex in exs:
+                for side, sent in enumerate(ex.sents):
+                    sides[side].append(sentence_graph(tree, ex, side, vocab.lookup(sent),
+                                                      relations, None, vocab))
     return meta, made
 
 
