@@ -24,6 +24,11 @@ __all__ = ["build_optimizer", "batch_objective", "clip_gradients"]
 FUSED_DEVICES = {"adagrad": ("cpu",), "adam": ("cpu", "cuda")}
 
 
+#: devices AdaGrad's sparse embedding update runs on: it coalesces the gradient (sums
+#: its repeated rows), whose size depends on the batch's words, so a GPU would wait for it
+SPARSE_DEVICES = ("cpu",)
+
+
 def _fused_ok(params: Sequence[torch.Tensor], optimizer: str) -> bool:
     """Can ``optimizer``'s ``fused=True`` implementation update these parameters (floating
     point, on a device of :data:`FUSED_DEVICES`)?"""
@@ -49,7 +54,9 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
       the same), so this is the same algorithm; it saves the dense ``(vocab, dim)``
       gradient, accumulator and square-root passes of every step (most of an SST epoch's
       optimizer time with 300-d vectors). The sparse path takes no weight decay, so
-      ``emb_l2 > 0`` turns it off (dense gradients, same update).
+      ``emb_l2 > 0`` turns it off (dense gradients, same update), and it runs on the
+      devices of :data:`SPARSE_DEVICES` only: on a GPU the dense update runs, which makes
+      the host wait for nothing.
     * **Adam**: dense embedding gradients. ``torch.optim.SparseAdam`` is *lazy* Adam (only
       the moments of the rows in the batch decay and update), a different algorithm, so
       it is not used; Adam's dense update is cheap anyway with the fused kernel.
@@ -72,7 +79,7 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
     rest = [p for p in rest if all(p is not q for q in rel)]
     # dense under DDP (it reduces dense tensors on every backend; same update, see above)
     sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2 \
-        and not cfg.distributed
+        and not cfg.distributed and all(p.device.type in SPARSE_DEVICES for p in emb)
     model.sparse_embedding_grad = sparse
     if sparse:
         # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
