@@ -45,7 +45,7 @@ def total_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
 
 
 class _Check(NamedTuple):
-    values: torch.Tensor  # on the host once copied: (loss, joint gradient norm), float64
+    values: torch.Tensor  # on the host once copied: the loss, each gradient's norm
     copied: Any  # the CUDA event recorded behind the copy; None: copied already
     where: Any  # what the caller names the step by
 
@@ -70,10 +70,11 @@ class FiniteChecks:
     def add(self, loss: torch.Tensor, params: Sequence[torch.Tensor], where: Any) -> None:
         """Check ``loss`` and the (dense) gradients of ``params`` of the step ``where``."""
         grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
-        loss = loss.detach().reshape(()).double()
-        norm = total_norm(grads).double().to(loss.device) if grads else torch.zeros_like(loss)
-        values = torch.stack([loss, norm])                         # (2,)
-        host = host_buffer((2,), torch.float64, values.device)
+        # (1 + P,) the loss and each gradient's norm (inf or NaN where the gradient holds
+        # one): one dispatched operation for the norms, one for the copy
+        norms = torch._foreach_norm(grads) if grads else []
+        values = torch.stack([loss.detach().reshape(()), *norms])
+        host = host_buffer(tuple(values.shape), values.dtype, values.device)
         host.copy_(values, non_blocking=True)
         self._pending.append(_Check(host, self._copied(values.device), where))
 
@@ -98,10 +99,10 @@ class FiniteChecks:
                     return
                 check.copied.synchronize()
             self._pending.popleft()
-            loss, norm = check.values.tolist()
+            loss, *norms = check.values.tolist()
             if not math.isfinite(loss):
                 yield f"the training loss is {loss}", check.where
-            elif not math.isfinite(norm):
+            elif not all(map(math.isfinite, norms)):
                 yield "a gradient is NaN or infinite", check.where
 
 
