@@ -45,6 +45,7 @@ kernel compiles once per dtype and model size, not per batch shape
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 import inspect
 from typing import NamedTuple
@@ -52,7 +53,7 @@ from typing import NamedTuple
 import torch
 from torch.nn import functional as F
 
-from gnn_treelstm.kernels import fused, fused_teng, native
+from gnn_treelstm.kernels import fused, fused_teng, gemm, native
 from gnn_treelstm.kernels.settings import requested
 from gnn_treelstm.trees.schedule import Levels
 
@@ -141,7 +142,12 @@ def gpu_blocks(t: torch.Tensor) -> bool:
 
 def _blocks(n: int, hs: int, t: torch.Tensor) -> tuple[int, int, tuple[int, int]]:
     """Rows and columns per program, and the grid, for ``n`` rows of ``hs`` columns."""
-    gpu = gpu_blocks(t)
+    return _block_sizes(n, hs, gpu_blocks(t))
+
+
+@functools.lru_cache(maxsize=4096)
+def _block_sizes(n: int, hs: int, gpu: bool) -> tuple[int, int, tuple[int, int]]:
+    """:func:`_blocks`, computed once per size (a launch's Python is its host cost)."""
     bn = min(triton_next_pow2(hs), 64 if gpu else 1024)
     bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
     return bm, bn, (-(-n // bm), -(-hs // bn))
@@ -193,6 +199,47 @@ def _no_launch(*args) -> None:
 def triton_next_pow2(v: int) -> int:
     """The smallest power of two >= ``v`` (at least 1)."""
     return 1 << max(0, int(v) - 1).bit_length()
+
+
+class _Spans(NamedTuple):
+    """Each level's first row and row count, first edge and edge count, as host ints."""
+
+    starts: list[int]
+    sizes: list[int]
+    edge_starts: list[int]
+    edge_sizes: list[int]
+
+
+#: the spans of the schedules seen last (by identity: a batch's schedule is built once)
+_SPANS: dict[int, tuple[Levels, _Spans]] = {}
+
+
+def _spans(lv: Levels) -> _Spans:
+    """The :class:`_Spans` of ``lv``, computed once per schedule, not per level or per
+    loop (the forward and the backward of a step share them)."""
+    hit = _SPANS.get(id(lv))
+    if hit is not None and hit[0] is lv:
+        return hit[1]
+    no, eo = lv.node_offsets, lv.edge_offsets
+    spans = _Spans(no[:-1], [b - a for a, b in zip(no, no[1:])], eo[:-1],
+                   [b - a for a, b in zip(eo, eo[1:])])
+    if len(_SPANS) >= 8:
+        _SPANS.pop(next(iter(_SPANS)))
+    _SPANS[id(lv)] = (lv, spans)
+    return spans
+
+
+class _Ops(dict):
+    """The launch operators by name, each looked up once (``torch.ops`` resolves a name
+    through two Python attribute lookups per call)."""
+
+    def __missing__(self, name: str):
+        op = getattr(torch.ops.gnn_treelstm_triton, name).default
+        self[name] = op
+        return op
+
+
+_OPS = _Ops()
 
 
 @launch_op("nary_forward", "act,c,tc,h,hk")
@@ -294,18 +341,21 @@ class _NaryLevels(torch.autograd.Function):
         n, k = slots.shape
         hs = U.shape[1] // k
         g = U.shape[0] // hs - k  # 3 (i, o, u) or 2 (i, u)
-        gin = fused.nary_input_gates(xw, W, b, hs, rows)  # (N, C) W x + b
+        with gemm.products("torch"):  # as on CUDA
+            gin = fused.nary_input_gates(xw, W, b, hs, rows)  # (N, C) W x + b
         h, c, tc = (xw.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
         act = torch.empty_like(gin)  # activated gates
         hk = xw.new_zeros(n, k * hs)  # [h_j1; ...; h_jK] per row, written by the children
         par, pos = _parents(lv, n, k)
         Ut = U.t()
-        for lvl in range(lv.num_levels):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            # level 0 has no children: its pre-activations are the input terms
-            pre = gin[a:bb] if lvl == 0 else torch.addmm(gin[a:bb], hk[a:bb], Ut)
-            torch.ops.gnn_treelstm_triton.nary_forward(pre, slots, par, pos, act, c, tc, h,
-                                                       hk, a, bb - a, g)
+        spans = _spans(lv)
+        gins, hks = gin.split(spans.sizes), hk.split(spans.sizes)  # each level's rows
+        launch = _OPS["nary_forward"]
+        # level 0 has no children: its pre-activations are the input terms
+        launch(gins[0], slots, par, pos, act, c, tc, h, hk, 0, spans.sizes[0], g)
+        for lvl in range(1, lv.num_levels):
+            launch(torch.addmm(gins[lvl], hks[lvl], Ut), slots, par, pos, act, c, tc, h, hk,
+                   spans.starts[lvl], spans.sizes[lvl], g)
         ctx.rows, ctx.g = rows, g
         ctx.save_for_backward(xw, W, U, par, pos, h, c, tc, act, hk)
         if perm is None:
@@ -324,13 +374,16 @@ class _NaryLevels(torch.autograd.Function):
         dg = torch.empty_like(act)  # pre-activation gradients (N, C)
         dct = torch.empty_like(tc)  # δc_j
         dhk = xw.new_empty(n, k * h.shape[1])  # δgates_j U: the children's dh by slot
+        spans = _spans(lv)
+        dgs, dhks = dg.split(spans.sizes), dhk.split(spans.sizes)  # each level's rows
+        launch, g = _OPS["nary_backward"], ctx.g
         for lvl in range(lv.num_levels - 1, -1, -1):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.nary_backward(dh, dc, act, c, tc, slots, par, pos,
-                                                        dhk, dct, dg, a, bb - a, ctx.g)
+            launch(dh, dc, act, c, tc, slots, par, pos, dhk, dct, dg, spans.starts[lvl],
+                   spans.sizes[lvl], g)
             if lvl:
-                torch.mm(dg[a:bb], U, out=dhk[a:bb])
-        return fused.nary_param_grads(ctx, dg, xw, W, h, hk, loops=False)
+                torch.mm(dgs[lvl], U, out=dhks[lvl])
+        with gemm.products("torch"):  # as on CUDA
+            return fused.nary_param_grads(ctx, dg, xw, W, h, hk, loops=False)
 
 
 def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Tensor,
@@ -372,12 +425,14 @@ class _ChildSumLevels(torch.autograd.Function):
         estart = torch.searchsorted(lv.edge_dst, torch.arange(n + 1, device=dev))
         pe = torch.full((n,), e, dtype=torch.int64, device=dev)  # parent edge (E: a root)
         pe.index_put_((lv.edge_src,), torch.arange(e, device=dev))
+        spans = _spans(lv)
+        hes = he.split(spans.edge_sizes)  # each level's edges
+        launch, src = _OPS["childsum_forward"], lv.edge_src
         for lvl in range(lv.num_levels):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
-            p = torch.mm(he[ea:eb], u_t) if eb > ea else wx  # (E_l, (RG+1) h); unread if none
-            torch.ops.gnn_treelstm_triton.childsum_forward(
-                wx, p, rel, ea, estart, lv.edge_src, pe, act, c, tc, h, he, fe, a, bb - a, g, r)
+            # (E_l, (RG+1) h); unread where the level has no edges
+            p = torch.mm(hes[lvl], u_t) if spans.edge_sizes[lvl] else wx
+            launch(wx, p, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
+                   spans.starts[lvl], spans.sizes[lvl], g, r)
         ctx.lv, ctx.g, ctx.r = lv, g, r
         ctx.save_for_backward(u_all, rel, estart, pe, act, c, tc, he, fe)
         return h, c
@@ -397,14 +452,14 @@ class _ChildSumLevels(torch.autograd.Function):
         dwf = torch.empty_like(tc)  # Σ_k δf_jk: the gradient of W^(f) x_j + b^(f)
         # per edge [δi, (δo,) δu of the parent in its relation's block, δf_jk]
         d = he.new_empty(e, u_all.shape[0]) if r == 1 else he.new_zeros(e, u_all.shape[0])
+        spans = _spans(lv)
+        ds, dps = d.split(spans.edge_sizes), dp.split(spans.edge_sizes)  # each level's edges
+        launch, src = _OPS["childsum_backward"], lv.edge_src
         for lvl in range(lv.num_levels - 1, -1, -1):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            ea, eb = lv.edge_offsets[lvl], lv.edge_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.childsum_backward(
-                dh, dc, act, c, tc, fe, rel, estart, lv.edge_src, edst, pe, dp, dct, dg, dwf,
-                d, a, bb - a, g, r)
-            if eb > ea:
-                torch.mm(d[ea:eb], u_all, out=dp[ea:eb])
+            launch(dh, dc, act, c, tc, fe, rel, estart, src, edst, pe, dp, dct, dg, dwf, d,
+                   spans.starts[lvl], spans.sizes[lvl], g, r)
+            if spans.edge_sizes[lvl]:
+                torch.mm(ds[lvl], u_all, out=dps[lvl])
         # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
         du = torch.mm(d.t(), he) if e else torch.zeros_like(u_all)
         gr = g * hs * r
@@ -548,12 +603,13 @@ class _LexLevels(torch.autograd.Function):
         op, p, act, h, c, tc = _operand_buffers(x0, hs, M.shape[0], 5)
         z = x0.new_zeros(n + 1, xs) if mode == 0 else x0.new_empty(0)
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
+        spans = _spans(lv)
+        ops, ps = op.split(spans.sizes), p.split(spans.sizes)  # each level's rows
+        launch = _OPS["lex_forward"]
         for lvl in range(lv.num_levels):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.mm(op[a:bb], Mt, out=p[a:bb])
-            torch.ops.gnn_treelstm_triton.lex_forward(p, b, b_z, W_co, rows.slots, rows.par,
-                                                      rows.pos, op, act, c, tc, h, z, a,
-                                                      bb - a, mode)
+            torch.mm(ops[lvl], Mt, out=ps[lvl])
+            launch(p, b, b_z, W_co, rows.slots, rows.par, rows.pos, op, act, c, tc, h, z,
+                   spans.starts[lvl], spans.sizes[lvl], mode)
         ctx.rows, ctx.mode = rows, mode
         ctx.save_for_backward(M, W_co, op, act, c, tc, z)
         ctx.set_materialize_grads(False)
@@ -576,12 +632,13 @@ class _LexLevels(torch.autograd.Function):
         dxt = op.new_zeros(n + 1, xs) if mode < 4 else op.new_empty(0)
         dz = op.new_zeros(n + 1, xs) if mode == 0 else op.new_empty(0)
         dxo = dheads.contiguous() if dheads is not None and mode < 4 else op.new_empty(0)
+        spans = _spans(lv)
+        dps, dops = dp.split(spans.sizes), dop.split(spans.sizes)  # each level's rows
+        launch = _OPS["lex_backward"]
         for lvl in range(lv.num_levels - 1, -1, -1):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.lex_backward(dh, dc, act, tc, op, z, W_co, rows.slots,
-                                                       rows.par, rows.pos, dop, dp, dct, dxt,
-                                                       dz, dxo, a, bb - a, mode)
-            torch.mm(dp[a:bb], M, out=dop[a:bb])
+            launch(dh, dc, act, tc, op, z, W_co, rows.slots, rows.par, rows.pos, dop, dp, dct,
+                   dxt, dz, dxo, spans.starts[lvl], spans.sizes[lvl], mode)
+            torch.mm(dps[lvl], M, out=dops[lvl])
         dx0 = dop[:, 4 * hs:]
         if dheads is not None:
             dx0 = dx0 + dheads
@@ -654,12 +711,15 @@ class _HeadLevels(torch.autograd.Function):
         gate = mode == 0
         pz = x.new_empty(n, 2 * xs) if gate else x.new_empty(0)
         z = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
+        spans = _spans(lv)
+        rows_x = x.split(spans.sizes)
+        rows_pz = pz.split(spans.sizes) if gate else None
+        launch, wz_t = _OPS["head_forward"], Wz2.t()
         for lvl in range(lv.num_levels - 1):  # the top level holds roots only
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
             if gate:
-                torch.mm(x[a:bb], Wz2.t(), out=pz[a:bb])
-            torch.ops.gnn_treelstm_triton.head_forward(pz, b_z, rows.slots, rows.par, x, z, a,
-                                                       bb - a, mode)
+                torch.mm(rows_x[lvl], wz_t, out=rows_pz[lvl])
+            launch(pz, b_z, rows.slots, rows.par, x, z, spans.starts[lvl], spans.sizes[lvl],
+                   mode)
         ctx.rows, ctx.mode = rows, mode
         ctx.save_for_backward(Wz2, x, z)
         return x
@@ -676,13 +736,14 @@ class _HeadLevels(torch.autograd.Function):
         dpz = x.new_empty(n, 2 * xs) if gate else x.new_empty(0)
         dpx = x.new_zeros(n, xs) if gate else x.new_empty(0)
         dz = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
+        spans = _spans(lv)
+        dpzs, dpxs = (dpz.split(spans.sizes), dpx.split(spans.sizes)) if gate else (None, None)
+        launch = _OPS["head_backward"]
         for lvl in range(lv.num_levels - 2, -1, -1):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.head_backward(dx, dpx, x, z, rows.slots, par,
-                                                        rows.pos, dxt, dpz, dz, a, bb - a,
-                                                        mode)
+            launch(dx, dpx, x, z, rows.slots, par, rows.pos, dxt, dpz, dz, spans.starts[lvl],
+                   spans.sizes[lvl], mode)
             if gate:
-                torch.mm(dpz[a:bb], Wz2, out=dpx[a:bb])
+                torch.mm(dpzs[lvl], Wz2, out=dpxs[lvl])
         n0 = lv.node_offsets[1] if lv.num_levels > 1 else n
         dx0 = dx + dxt.index_select(0, par) * _head_coef(z, par, rows.pos, mode, x.dtype)
         if gate:
@@ -763,11 +824,13 @@ class _TopDownLevels(torch.autograd.Function):
         # op: [h_{t-1} by side, c_{t-1} by side, x_t]
         op, p, act, h, c, tc = _operand_buffers(x_in, hs, 4 * hs, 4)
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
+        spans = _spans(lv)
+        ops, ps = op.split(spans.sizes), p.split(spans.sizes)  # each level's rows
+        launch = _OPS["topdown_forward"]
         for lvl in range(lv.num_levels):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.mm(op[a:bb], Mt, out=p[a:bb])
-            torch.ops.gnn_treelstm_triton.topdown_forward(p, b, side, W_co, kids, op, act, c,
-                                                          tc, h, a, bb - a)
+            torch.mm(ops[lvl], Mt, out=ps[lvl])
+            launch(p, b, side, W_co, kids, op, act, c, tc, h, spans.starts[lvl],
+                   spans.sizes[lvl])
         ctx.lv, ctx.s = lv, b.shape[0] // (4 * hs)
         ctx.save_for_backward(M, W_co, side, kids, op, act, c, tc)
         return h.index_select(0, lv.rank), c.index_select(0, lv.rank)
@@ -781,11 +844,13 @@ class _TopDownLevels(torch.autograd.Function):
         dp = torch.empty_like(act)
         dop = torch.empty_like(op)
         dct = torch.empty_like(tc)
+        spans = _spans(lv)
+        dps, dops = dp.split(spans.sizes), dop.split(spans.sizes)  # each level's rows
+        launch = _OPS["topdown_backward"]
         for lvl in range(lv.num_levels - 1, -1, -1):
-            a, bb = lv.node_offsets[lvl], lv.node_offsets[lvl + 1]
-            torch.ops.gnn_treelstm_triton.topdown_backward(dh, dc, act, tc, op, side, W_co,
-                                                           kids, dop, dp, dct, a, bb - a)
-            torch.mm(dp[a:bb], M, out=dop[a:bb])
+            launch(dh, dc, act, tc, op, side, W_co, kids, dop, dp, dct, spans.starts[lvl],
+                   spans.sizes[lvl])
+            torch.mm(dps[lvl], M, out=dops[lvl])
         right = side.unsqueeze(1).to(dp.dtype)
         onehot = torch.cat([1.0 - right, right], 1)  # (N, 2) the node's side
         dM = torch.mm(dp.t(), op)  # one product over all nodes

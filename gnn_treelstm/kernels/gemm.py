@@ -18,6 +18,9 @@ and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
 * ``onednn``: as ``auto``, but an unusable oneDNN op is an error.
 * ``torch``: always ``torch.mm`` (for comparisons).
 
+The Triton path's products are ``torch.mm`` on every device (:func:`products`), as on
+CUDA: run on the CPU under triton's interpreter, it then issues what it issues on a GPU.
+
 Tiny products (fewer than :data:`MIN_ROWS` rows) go to ``torch.mm``: there oneDNN's
 per-call cost is larger than the arithmetic.
 
@@ -31,7 +34,9 @@ Inductor chooses its own CPU product.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+from collections.abc import Iterator
 
 import torch
 
@@ -39,13 +44,14 @@ from gnn_treelstm.kernels.settings import requested
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["mm_nt", "mm_nt_add", "pack", "Packed", "backend", "BACKENDS", "MIN_ROWS", "set_backend"]
+__all__ = ["mm_nt", "mm_nt_add", "pack", "Packed", "backend", "BACKENDS", "MIN_ROWS", "set_backend",
+           "products"]
 
 BACKENDS = ("auto", "onednn", "torch")
 #: products with fewer rows than this use torch.mm (measured crossover on 2 Zen 5 cores)
 MIN_ROWS = 4
 
-_state: dict[str, object] = {"requested": None, "onednn": None}
+_state: dict[str, object] = {"requested": None, "onednn": None, "within": None}
 
 
 def _requested() -> str:
@@ -93,10 +99,24 @@ def _onednn_usable() -> bool:
     return bool(_state["onednn"])
 
 
+@contextlib.contextmanager
+def products(name: str) -> Iterator[None]:
+    """The products of the block use backend ``name`` (``torch``: the Triton path's)."""
+    if name not in BACKENDS:
+        raise ValueError(f"unknown matrix-product backend {name!r}; use one of {BACKENDS}")
+    before, _state["within"] = _state["within"], name
+    try:
+        yield
+    finally:
+        _state["within"] = before
+
+
 def backend(t: torch.Tensor | None = None) -> str:
     """The backend :func:`mm_nt` uses for float32 CPU tensors (or for tensor ``t``);
-    ``torch`` while ``torch.compile`` traces (see the module docstring)."""
-    if torch.compiler.is_compiling() or _requested() == "torch":
+    ``torch`` while ``torch.compile`` traces (see the module docstring) and inside
+    :func:`products` ``("torch")``."""
+    if _state["within"] == "torch" or torch.compiler.is_compiling() \
+            or _requested() == "torch":
         return "torch"
     if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
         return "torch"

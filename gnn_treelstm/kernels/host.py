@@ -7,7 +7,9 @@ replaced by a no-op (:func:`no_launches`), one forward + backward (loss ``h.sum(
 c.sum()``, ``x`` requiring grad as an embedding's output does), the median over the steps
 of the calling thread's CPU time (``time.thread_time``, which other processes on the host
 do not inflate), one intra-op thread. The same step on the C++ loops and on the general
-level driver gives the CPU paths' host cost. ``gnn-treelstm bench --host-cost`` prints it.
+level driver gives the CPU paths' host cost. :func:`measure` times any step so (a whole
+training step: :mod:`gnn_treelstm.training.stepcost`). ``gnn-treelstm bench --host-cost``
+prints both.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import torch
 from gnn_treelstm.kernels import fused_triton, native
 from gnn_treelstm.trees.schedule import LevelSchedule
 
-__all__ = ["PATHS", "no_launches", "use_path", "median_step_us", "host_cost"]
+__all__ = ["PATHS", "no_launches", "use_path", "median_step_us", "measure", "host_cost"]
 
 #: the level engine's paths, by name: (level-kernel choice, C++-loop choice)
 PATHS = {"triton": ("triton", None), "native": ("native", None), "general": ("native", "off")}
@@ -74,6 +76,25 @@ def median_step_us(step: Callable[[], object], steps: int = 30, warmup: int = 3)
     return statistics.median(times) / 1e3
 
 
+def measure(step: Callable[[], object], path: str, *, steps: int = 30,
+            warmup: int = 3) -> float:
+    """The host cost of ``step`` on path ``path`` (:data:`PATHS`): the median CPU time of
+    the calling thread over ``steps`` calls (:func:`median_step_us`), in µs, one intra-op
+    thread, Triton launches no-ops (``"triton"`` needs ``TRITON_INTERPRET=1`` set before
+    Python started)."""
+    if path == "triton" and not fused_triton.interpreted():
+        raise RuntimeError("the Triton path's host cost needs triton's interpreter: set "
+                           "TRITON_INTERPRET=1 before starting Python")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    launches = no_launches() if path == "triton" else contextlib.nullcontext()
+    try:
+        with use_path(path), launches:
+            return median_step_us(step, steps, warmup)
+    finally:
+        torch.set_num_threads(threads)
+
+
 def host_cost(cell: torch.nn.Module, graph: dgl.DGLGraph, path: str, *, steps: int = 30,
               warmup: int = 3, x_size: int | None = None, seed: int = 0) -> dict[str, float]:
     """Host cost of one forward + backward of ``cell`` (level engine) on ``graph`` on path
@@ -81,9 +102,6 @@ def host_cost(cell: torch.nn.Module, graph: dgl.DGLGraph, path: str, *, steps: i
     started, and its launches are no-ops): ``{"step_us", "levels", "level_us"}``, the
     median step and the step over the up schedule's levels. The schedule is built before
     the clock, as the data loader does; one intra-op thread while measuring."""
-    if path == "triton" and not fused_triton.interpreted():
-        raise RuntimeError("the Triton path's host cost needs triton's interpreter: set "
-                           "TRITON_INTERPRET=1 before starting Python")
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(graph.num_nodes(), x_size or cell.x_size, generator=gen,
                     requires_grad=True)
@@ -93,13 +111,6 @@ def host_cost(cell: torch.nn.Module, graph: dgl.DGLGraph, path: str, *, steps: i
         h, c = cell(graph, x, schedule=sched)
         (h.sum() + c.sum()).backward()
 
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    launches = no_launches() if path == "triton" else contextlib.nullcontext()
-    try:
-        with use_path(path), launches:
-            us = median_step_us(step, steps, warmup)
-    finally:
-        torch.set_num_threads(threads)
+    us = measure(step, path, steps=steps, warmup=warmup)
     levels = sched.up.num_levels
     return {"step_us": us, "levels": levels, "level_us": us / max(levels, 1)}

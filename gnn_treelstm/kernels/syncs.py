@@ -12,6 +12,11 @@ that live on the device in a GPU run: the *seeds* given (a model's parameters, t
 tensors that are moved to the device) and every tensor computed from one (tracked through
 every dispatched operation, backward included). Host-side work on the graph's own CPU
 tensors (validation, the level schedule) is not flagged: it waits for nothing.
+
+A device value the host reads later without waiting goes through a :func:`host_buffer`:
+the watch takes it for the host's tensor, flags a blocking ``copy_`` into it and lets a
+``copy_(..., non_blocking=True)`` pass (the reader then waits for the copy's event, not
+for the device's queue).
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 from torch.utils.weak import WeakIdKeyDictionary
 
-__all__ = ["SYNC_OPS", "SyncWatch"]
+__all__ = ["SYNC_OPS", "SyncWatch", "host_buffer"]
 
 _A = torch.ops.aten
 #: operations that read a device value on the host, or whose output size depends on one
@@ -43,6 +48,19 @@ SYNC_OPS = {
 }
 #: host reads that do not dispatch an operation (``item`` and ``bool`` do: above)
 _HOST_READS = {"tolist", "numpy"}
+#: the tensors of :func:`host_buffer`
+_HOST_BUFFERS: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def host_buffer(shape: tuple[int, ...], dtype: torch.dtype,
+                device: torch.device) -> torch.Tensor:
+    """An empty host tensor that values of ``device`` are copied into without waiting
+    (``buf.copy_(t, non_blocking=True)``): pinned memory where ``device`` is a CUDA
+    device, so that the copy runs in the device's queue. Its values are there once the
+    copy has run: after an event recorded behind it, or at once on the CPU."""
+    buf = torch.empty(shape, dtype=dtype, pin_memory=torch.device(device).type == "cuda")
+    _HOST_BUFFERS[buf] = True
+    return buf
 
 
 def _where() -> str:
@@ -117,6 +135,10 @@ class SyncWatch(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is _A.copy_.default and args[0] in _HOST_BUFFERS:
+            if not (args[2] if len(args) > 2 else kwargs.get("non_blocking", False)):
+                self.flag("a blocking copy to the host")
+            return func(*args, **kwargs)  # the host's tensor, read on the host
         flat, _ = tree_flatten((args, kwargs))
         device = any(self.on_device(a) for a in flat)
         if device:

@@ -1,8 +1,8 @@
 """Faults a training run meets, each ended by an error that says what the run directory
 still holds and how to go on:
 
-* NaN/inf in the loss or the gradients (:func:`nonfinite`, :class:`NonFiniteError`, naming
-  the epoch, the step and the batch's examples);
+* NaN/inf in the loss or the gradients (:class:`FiniteChecks`, :func:`nonfinite`,
+  :class:`NonFiniteError`, naming the epoch, the step and the batch's examples);
 * a write of the run's files that fails, a full disk above all (:func:`writing`,
   :class:`WriteFailed`, naming the file, the error and the free space). Every file of a
   run is written atomically or appended whole (:mod:`gnn_treelstm.files`), so the last
@@ -14,16 +14,19 @@ still holds and how to go on:
 from __future__ import annotations
 
 import contextlib
+import math
+from collections import deque
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import torch
 
 from gnn_treelstm.files import free_space
+from gnn_treelstm.kernels.syncs import host_buffer
 
-__all__ = ["NonFiniteError", "nonfinite", "total_norm", "batch_ids", "nonfinite_message",
-           "WriteFailed", "writing", "free_space", "saved_files"]
+__all__ = ["NonFiniteError", "FiniteChecks", "nonfinite", "total_norm", "batch_ids",
+           "nonfinite_message", "WriteFailed", "writing", "free_space", "saved_files"]
 
 
 class NonFiniteError(RuntimeError):
@@ -41,14 +44,74 @@ def total_norm(grads: Sequence[torch.Tensor]) -> torch.Tensor:
         torch.stack([torch.linalg.vector_norm(g, 2.0).to(device) for g in grads]), 2.0)
 
 
+class _Check(NamedTuple):
+    values: torch.Tensor  # on the host once copied: the loss, each gradient's norm
+    copied: Any  # the CUDA event recorded behind the copy; None: copied already
+    where: Any  # what the caller names the step by
+
+
+class FiniteChecks:
+    """Whether each step's loss and gradients are finite, found without making the host
+    wait for the device.
+
+    :meth:`add` computes a step's loss and joint gradient norm on the device and queues
+    their copy to the host (:func:`~gnn_treelstm.kernels.syncs.host_buffer`); :meth:`faults`
+    reads the checks whose copies have arrived, in the order they were added. On the CPU
+    a copy arrives at once, so a step's fault is found in the step. On a GPU the host runs
+    ahead of the device, so it is found a step or so later (each step reads the copies
+    that have arrived), or when :meth:`faults` is asked to ``wait``, which a caller does
+    before it writes the weights anywhere or needs the answer before the step: no check is
+    dropped, and each fault names its own step.
+    """
+
+    def __init__(self) -> None:
+        self._pending: deque[_Check] = deque()
+
+    def add(self, loss: torch.Tensor, params: Sequence[torch.Tensor], where: Any) -> None:
+        """Check ``loss`` and the (dense) gradients of ``params`` of the step ``where``."""
+        grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
+        # (1 + P,) the loss and each gradient's norm (inf or NaN where the gradient holds
+        # one): one dispatched operation for the norms, one for the copy
+        norms = torch._foreach_norm(grads) if grads else []
+        values = torch.stack([loss.detach().reshape(()), *norms])
+        host = host_buffer(tuple(values.shape), values.dtype, values.device)
+        host.copy_(values, non_blocking=True)
+        self._pending.append(_Check(host, self._copied(values.device), where))
+
+    @staticmethod
+    def _copied(device: torch.device) -> Any:
+        """What tells that the copies queued so far on ``device`` have run: a CUDA event
+        recorded behind them (``query``, ``synchronize``), or None where they ran."""
+        if device.type != "cuda":
+            return None
+        event = torch.cuda.Event()
+        event.record()
+        return event
+
+    def faults(self, *, wait: bool = False) -> Iterator[tuple[str, Any]]:
+        """``(fault, where)`` of each arrived check that is not finite (the fault as
+        :func:`nonfinite` words it), the arrived ones taken off the queue; with ``wait``,
+        every check added, waiting for the copies still under way."""
+        while self._pending:
+            check = self._pending[0]
+            if check.copied is not None and not check.copied.query():
+                if not wait:
+                    return
+                check.copied.synchronize()
+            self._pending.popleft()
+            loss, *norms = check.values.tolist()
+            if not math.isfinite(loss):
+                yield f"the training loss is {loss}", check.where
+            elif not all(map(math.isfinite, norms)):
+                yield "a gradient is NaN or infinite", check.where
+
+
 def nonfinite(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> str:
-    """"" if the loss and the gradients of ``params`` are finite, else what is not."""
-    if not bool(torch.isfinite(loss.detach())):
-        return f"the training loss is {float(loss.detach())}"
-    grads = [p.grad for p in params if p.grad is not None and not p.grad.is_sparse]
-    if grads and not bool(torch.isfinite(total_norm(grads))):
-        return "a gradient is NaN or infinite"
-    return ""
+    """"" if the loss and the gradients of ``params`` are finite, else what is not (waits
+    for the device: :class:`FiniteChecks` does not)."""
+    checks = FiniteChecks()
+    checks.add(loss, params, None)
+    return next((fault for fault, _ in checks.faults(wait=True)), "")
 
 
 def batch_ids(batch: Any) -> str:

@@ -24,16 +24,40 @@ __all__ = ["build_optimizer", "batch_objective", "clip_gradients"]
 FUSED_DEVICES = {"adagrad": ("cpu",), "adam": ("cpu", "cuda")}
 
 
-def _fused_ok(params: Sequence[torch.Tensor], optimizer: str) -> bool:
+#: devices AdaGrad's sparse embedding update runs on: it coalesces the gradient (sums
+#: its repeated rows), whose size depends on the batch's words, so a GPU would wait for it
+SPARSE_DEVICES = ("cpu",)
+
+
+def _fused_ok(params: Sequence[torch.Tensor], optimizer: str,
+              device_type: str | None = None) -> bool:
     """Can ``optimizer``'s ``fused=True`` implementation update these parameters (floating
-    point, on a device of :data:`FUSED_DEVICES`)?"""
+    point, on a device of :data:`FUSED_DEVICES`; ``device_type``: as if there)?"""
     devices = FUSED_DEVICES[optimizer]
     return bool(params) and all(p.dtype in (torch.float32, torch.float64, torch.float16,
                                             torch.bfloat16)
-                                and p.device.type in devices for p in params)
+                                and (device_type or p.device.type) in devices for p in params)
 
 
-def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimizer:
+def _sparse_embedding(model: TreeLSTMModel, cfg: RunConfig, emb: list,
+                      device_type: str | None) -> bool:
+    """Whether the word embedding trains with sparse gradients (set on ``model``): AdaGrad
+    without ``emb_l2``, on a device of :data:`SPARSE_DEVICES` (``device_type``: as if
+    there), not data parallel (DDP reduces dense tensors on every backend; the dense
+    update is the same, see :func:`build_optimizer`)."""
+    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2 \
+        and not cfg.distributed \
+        and all((device_type or p.device.type) in SPARSE_DEVICES for p in emb)
+    model.sparse_embedding_grad = sparse
+    if sparse:
+        # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
+        # otherwise warns when AdaGrad builds its sparse update
+        torch.sparse.check_sparse_tensor_invariants.disable()
+    return sparse
+
+
+def build_optimizer(model: TreeLSTMModel, cfg: RunConfig, *,
+                    device_type: str | None = None) -> torch.optim.Optimizer:
     """The optimizer of a resolved ``cfg``
     (:meth:`~gnn_treelstm.training.config.RunConfig.resolved`; ``ValueError`` for
     one with unset fields): AdaGrad/Adam; word embeddings in their own group (own lr, L2
@@ -49,12 +73,18 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
       the same), so this is the same algorithm; it saves the dense ``(vocab, dim)``
       gradient, accumulator and square-root passes of every step (most of an SST epoch's
       optimizer time with 300-d vectors). The sparse path takes no weight decay, so
-      ``emb_l2 > 0`` turns it off (dense gradients, same update).
+      ``emb_l2 > 0`` turns it off (dense gradients, same update), and it runs on the
+      devices of :data:`SPARSE_DEVICES` only: on a GPU the dense update runs, which makes
+      the host wait for nothing.
     * **Adam**: dense embedding gradients. ``torch.optim.SparseAdam`` is *lazy* Adam (only
       the moments of the rows in the batch decay and update), a different algorithm, so
       it is not used; Adam's dense update is cheap anyway with the fused kernel.
     * The dense groups use the fused (single kernel) implementation of the same update
       (``fused=True``) where torch has one for the parameters' device (:data:`FUSED_DEVICES`).
+
+    ``device_type`` (e.g. ``"cuda"``): choose as for parameters on that kind of device
+    (default: where they are), which the host-cost measurement of a GPU step on the CPU
+    uses (:mod:`gnn_treelstm.training.stepcost`).
     """
     unset = [k for k in ("optimizer", "lr", "emb_lr", "emb_l2") if getattr(cfg, k) is None]
     if unset:
@@ -70,22 +100,15 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig) -> torch.optim.Optimiz
         raise ValueError("--emb-l2: the word embeddings are fixed (not trained), so there is "
                          "nothing to regularize; use --embeddings-mode tuned or drop --emb-l2")
     rest = [p for p in rest if all(p is not q for q in rel)]
-    # dense under DDP (it reduces dense tensors on every backend; same update, see above)
-    sparse = cfg.optimizer == "adagrad" and bool(emb) and not cfg.emb_l2 \
-        and not cfg.distributed
-    model.sparse_embedding_grad = sparse
-    if sparse:
-        # torch's default (no invariant checks on sparse tensors), chosen explicitly: torch
-        # otherwise warns when AdaGrad builds its sparse update
-        torch.sparse.check_sparse_tensor_invariants.disable()
+    sparse = _sparse_embedding(model, cfg, emb, device_type)
     groups: list[dict] = [{"params": rest, "lr": cfg.lr, "weight_decay": cfg.l2,
-                           "fused": _fused_ok(rest, cfg.optimizer)}]
+                           "fused": _fused_ok(rest, cfg.optimizer, device_type)}]
     if emb:
         groups.append({"params": emb, "lr": cfg.emb_lr, "weight_decay": cfg.emb_l2,
-                       "fused": not sparse and _fused_ok(emb, cfg.optimizer)})
+                       "fused": not sparse and _fused_ok(emb, cfg.optimizer, device_type)})
     if rel:  # relation embeddings at their own rate, no L2 (Tran §6.1: lr 0.1)
         groups.append({"params": rel, "lr": cfg.rel_lr, "weight_decay": 0.0,
-                       "fused": _fused_ok(rel, cfg.optimizer)})
+                       "fused": _fused_ok(rel, cfg.optimizer, device_type)})
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
     return torch.optim.Adam(groups)

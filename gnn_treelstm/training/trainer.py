@@ -82,9 +82,9 @@ from gnn_treelstm.training.data import check_compatibility, load_embeddings, pre
 from gnn_treelstm.training.devices import resolve_device
 from gnn_treelstm.training.evaluation import evaluate
 from gnn_treelstm.training.faults import (
+    FiniteChecks,
     NonFiniteError,
     batch_ids,
-    nonfinite,
     nonfinite_message,
     saved_files,
     writing,
@@ -321,6 +321,7 @@ class Trainer:
         self.cfg = cfg.resolved().with_absolute_paths()
         self.data_given = cfg.data  # as typed, for the record
         self.hooks = hooks or TrainHooks()
+        self.finite_checks = FiniteChecks()  # of the training steps (train_step)
         self.task = build_task(self.cfg.task, supervision=self.cfg.supervision)
         self.device, self.graphs_on_device = resolve_device(self.cfg)
         t0 = time.perf_counter()
@@ -629,6 +630,7 @@ class Trainer:
             sums.add(loss, batch)
             if cfg.checkpoint_every and step % cfg.checkpoint_every == 0 \
                     and step < len(loader):
+                self.step_fault(wait=True)  # no weights written before they are checked
                 state.step, state.partial = step, sums.saved(time.perf_counter() - t0)
                 self.check_data()  # the batches so far read the data as it was mapped
                 self.save_state(epoch_loader_state)
@@ -636,6 +638,7 @@ class Trainer:
                 elapsed = time.perf_counter() - t0
                 batches.set_postfix(loss=f"{float(sums.loss_sum) / max(sums.examples, 1):.4f}",
                                     trees_s=f"{sums.trees / max(elapsed, 1e-9):.0f}")
+        self.step_fault(wait=True)  # every step of the epoch checked
         return self._epoch_training(sums, t0, per_epoch_peak)
 
     def _replay(self, batches: Iterable) -> Iterator[tuple[int, Any]]:
@@ -668,7 +671,9 @@ class Trainer:
     def train_step(self, batch: Any, epoch: int, step: int) -> torch.Tensor | None:
         """One optimizer step on ``batch``; its mean loss (detached), or None when its loss
         or gradients are NaN/inf and ``cfg.skip_nonfinite`` skips it (else
-        :class:`~gnn_treelstm.training.faults.NonFiniteError`). With
+        :class:`~gnn_treelstm.training.faults.NonFiniteError`, raised where the step's
+        check arrives without waiting for the device: in the step on the CPU, a step or
+        so later on a GPU, and always before weights are saved: :meth:`step_fault`). With
         ``cfg.clip_grad_norm``, the gradients of every trained weight are clipped to that
         joint norm before the step (:func:`~gnn_treelstm.training.optim.clip_gradients`)."""
         reduction = self.cfg.loss_reduction
@@ -686,7 +691,9 @@ class Trainer:
             assert glob is not None, "a data parallel step's batch knows its global size"
             objective = objective * (world if reduction == "sum" else b * world / glob)
         objective.backward()
-        fault = nonfinite(loss, self.current.checked)
+        self.finite_checks.add(loss, self.current.checked, (epoch, step, batch))
+        # the answer before the optimizer's step where a skip or the other ranks need it
+        fault = self.step_fault(wait=self.cfg.skip_nonfinite or world > 1)
         if world > 1 and DIST.all_sum([float(bool(fault))], self.device)[0] \
                 and not fault:
             fault = "another rank's loss or gradients are NaN or infinite"
@@ -702,6 +709,19 @@ class Trainer:
             clip_gradients(self.current.trained, self.cfg.clip_grad_norm)
         self.optimizer.step()
         return loss.detach()
+
+    def step_fault(self, *, wait: bool = False) -> str:
+        """The fault of the training steps whose finiteness checks have arrived
+        (:class:`~gnn_treelstm.training.faults.FiniteChecks`; with ``wait``, of every step
+        so far): a :class:`~gnn_treelstm.training.faults.NonFiniteError` naming the step,
+        or under ``cfg.skip_nonfinite`` (where every step waits for its own) the step's
+        fault; "" if none."""
+        for fault, (epoch, step, batch) in self.finite_checks.faults(wait=wait):
+            if not self.cfg.skip_nonfinite:
+                raise NonFiniteError(nonfinite_message(
+                    fault, epoch, step, batch, self.state.best, self._best_path()))
+            return fault
+        return ""
 
     def evaluate_dev(self) -> tuple[dict[str, float], float, dict[str, float]]:
         """The dev metrics of the model now, the seconds they took and the memory of their

@@ -51,6 +51,25 @@ def test_phrase_loss_sums_labelled_nodes_per_tree():
                                F.cross_entropy(out["root_logits"], batch.targets["label"]))
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_phrase_loss_equals_the_masked_loss_to_the_bit(seed):
+    """The unlabelled nodes are ignored in place (no boolean mask, whose size a GPU must
+    be asked for): the loss and its gradient are bitwise those of the labelled rows'."""
+    gen = torch.Generator().manual_seed(seed)
+    n = 300 + 97 * seed
+    lab = torch.randint(0, 5, (n,), generator=gen)
+    lab[torch.rand(n, generator=gen) < 0.2 * (seed + 1)] = IGNORE
+    logits = torch.randn(n, 5, generator=gen, requires_grad=True)
+    batch = SimpleNamespace(graph=SimpleNamespace(ndata={LABEL: lab}))
+    out = {"root_logits": logits[:7], "node_logits": logits}
+    got = build_task("sst-5", supervision="phrase").loss(out, batch)
+    g_got, = torch.autograd.grad(got, logits)
+    mask = lab != IGNORE
+    want = F.cross_entropy(logits[mask], lab[mask], reduction="sum") / 7
+    g_want, = torch.autograd.grad(want, logits)
+    assert torch.equal(got, want) and torch.equal(g_got, g_want)
+
+
 def test_metrics_root_and_all_phrase_accuracy():
     task = build_task("sst-5")
     batch = _batch(1, 3)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from gnn_treelstm.commands import train
-from gnn_treelstm.training.faults import nonfinite
+from gnn_treelstm.training.faults import FiniteChecks, nonfinite
 
 TINY = ["--embeddings-mode", "random", "--emb-dim", "6", "--hidden", "5", "-q"]
 
@@ -108,6 +108,72 @@ def test_nonfinite_gradients_are_caught_too():
     p.grad = torch.zeros(3)
     assert nonfinite(torch.tensor(1.0), [p]) == ""
     assert "loss is inf" in nonfinite(torch.tensor(float("inf")), [p])
+
+
+class _Event:
+    """A copy's event that arrives when ``arrived`` says so (or is waited for)."""
+
+    def __init__(self, arrived):
+        self.arrived, self.waited = arrived, False
+
+    def query(self):
+        return self.waited or self.arrived()
+
+    def synchronize(self):
+        self.waited = True
+
+
+def test_finite_checks_read_the_arrived_ones_in_order_and_drop_none(monkeypatch):
+    """A check whose copy has not arrived stays queued (and the ones behind it); each
+    fault names its own step; waiting reads them all."""
+    arrived = {"n": 0}
+    made = []
+
+    def copied(device):
+        index = len(made)
+        made.append(_Event(lambda: index < arrived["n"]))
+        return made[-1]
+
+    monkeypatch.setattr(FiniteChecks, "_copied", staticmethod(copied))
+    p = torch.nn.Parameter(torch.ones(2))
+    checks = FiniteChecks()
+    p.grad = torch.ones(2)
+    checks.add(torch.tensor(float("nan")), [p], "step 1")
+    checks.add(torch.tensor(1.0), [p], "step 2")
+    p.grad = torch.tensor([float("inf"), 0.0])
+    checks.add(torch.tensor(2.0), [p], "step 3")
+    assert list(checks.faults()) == []  # nothing arrived: no fault yet, none read
+    arrived["n"] = 2
+    assert list(checks.faults()) == [("the training loss is nan", "step 1")]
+    assert list(checks.faults()) == []
+    assert list(checks.faults(wait=True)) == [("a gradient is NaN or infinite", "step 3")]
+    assert made[2].waited and list(checks.faults(wait=True)) == []
+
+
+def test_a_check_arriving_late_still_stops_the_run_before_anything_is_saved(
+        tiny_sst, tmp_path, capsys, monkeypatch):
+    """As on a GPU whose checks arrive only when waited for: the NaN of epoch 2 step 2 is
+    found at the end of the epoch, before its state is saved, and named as its own step."""
+    from gnn_treelstm.training import trainer
+
+    monkeypatch.setattr(FiniteChecks, "_copied", staticmethod(
+        lambda device: _Event(lambda: False)))
+    saved = []
+    real_save = trainer.Trainer.save_state
+    monkeypatch.setattr(trainer.Trainer, "save_state", lambda self, loader: (
+        saved.append(all(torch.isfinite(p).all() for p in self.model.parameters())),
+        real_save(self, loader))[-1])
+    _poison_after(4 + 2, monkeypatch)
+    rc = train.main(["--data", str(tiny_sst), "--runs-dir", str(tmp_path), "--name", "r",
+                     "--epochs", "3", "--batch-size", "4", *TINY])
+    err = capsys.readouterr().err
+    assert rc == 2 and "Traceback" not in err
+    assert "the training loss is nan at epoch 2, step 2 (training examples " in err
+    assert "holds the last good checkpoint (epoch 1)" in err
+    assert saved == [True]  # epoch 1's state, and nothing after the fault
+    ck = torch.load(tmp_path / "r" / "best.pt", weights_only=True)
+    assert ck["meta"]["epoch"] == 1
+    assert all(torch.isfinite(v).all() for v in ck["state_dict"].values())
 
 
 # the tiny SST dependency trees have 5 relations: a cell built for 1 fails at its first forward

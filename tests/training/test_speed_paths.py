@@ -11,6 +11,7 @@ import torch
 
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.tasks import build_task
+from gnn_treelstm.training import optim
 from gnn_treelstm.training.batching import make_loader
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
@@ -88,17 +89,21 @@ def test_sparse_embedding_grad_equals_dense(tiny):
                                gd["embedding.weight"], rtol=1e-6, atol=1e-7)
 
 
-@pytest.mark.parametrize("optimizer", ["adagrad", "adam"])
-def test_optimizer_paths_equal_reference_update(tiny, optimizer):
-    """build_optimizer (sparse AdaGrad embedding rows, fused dense groups) makes the same
-    updates over a few steps as plain torch optimizers on dense gradients."""
+@pytest.mark.parametrize("optimizer,sparse_devices", [
+    ("adagrad", ("cpu",)), ("adagrad", ()), ("adam", ("cpu",))])
+def test_optimizer_paths_equal_reference_update(tiny, optimizer, sparse_devices,
+                                                monkeypatch):
+    """build_optimizer (sparse AdaGrad embedding rows where they run, as on the CPU; else,
+    as on a GPU, the dense ones; fused dense groups) makes the same updates over a few
+    steps as plain torch optimizers on dense gradients."""
+    monkeypatch.setattr(optim, "SPARSE_DEVICES", sparse_devices)
     split = _split(tiny, "sst", "sst-5", "constituency")
     cfg = RunConfig(task="sst-5", optimizer=optimizer, l2=1e-2)
     fast, _ = _models("sst-5", "nary")
     ref = copy.deepcopy(fast)
     r = cfg.resolved()
     opt = build_optimizer(fast, r)
-    assert fast.sparse_embedding_grad is (optimizer == "adagrad")
+    assert fast.sparse_embedding_grad is (optimizer == "adagrad" and bool(sparse_devices))
     emb, rest = ref.parameter_groups()
     groups = [{"params": rest, "lr": r.lr, "weight_decay": r.l2},
               {"params": emb, "lr": r.emb_lr, "weight_decay": 0.0}]

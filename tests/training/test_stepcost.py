@@ -1,0 +1,42 @@
+"""The host cost of a whole training step (gnn_treelstm.training.stepcost): it runs the
+step the trainer runs (the weights move, the finiteness check reads its copy) and times
+it; on the Triton path the optimizer is chosen as on CUDA."""
+
+import pytest
+import torch
+
+from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
+from gnn_treelstm.training import stepcost
+from gnn_treelstm.training.config import RunConfig
+from gnn_treelstm.training.optim import build_optimizer
+from tests.handbuilt import random_batch
+
+
+def _graphs():
+    return random_batch(0, 5, words="leaves", exact_children=True)
+
+
+@pytest.mark.parametrize("path", ["native", "general"])
+def test_a_training_step_is_timed_and_trains(path, monkeypatch):
+    steps = []
+    real = stepcost.FiniteChecks.add
+
+    def add(self, loss, params, where):
+        steps.append([p.detach().clone() for p in params])
+        return real(self, loss, params, where)
+
+    monkeypatch.setattr(stepcost.FiniteChecks, "add", add)
+    us = stepcost.train_step_cost("nary", _graphs(), path, cell_kwargs={"n_ary": 2}, steps=3)
+    assert us > 0 and len(steps) == 3 + 3  # warm-up and timed steps
+    assert any(not torch.equal(a, b) for a, b in zip(steps[0], steps[-1]))  # it trains
+
+
+def test_the_optimizer_is_chosen_as_on_the_device_named():
+    model = TreeLSTMModel(ModelConfig(task="sst-5", cell="nary", vocab_size=9, emb_dim=4,
+                                      hidden=3, engine="level"))
+    cfg = RunConfig(task="sst-5", optimizer="adagrad").resolved()
+    cpu = build_optimizer(model, cfg)
+    assert model.sparse_embedding_grad and cpu.param_groups[0]["fused"]
+    cuda = build_optimizer(model, cfg, device_type="cuda")  # AdaGrad: no fused CUDA kernel
+    assert not model.sparse_embedding_grad
+    assert not any(g["fused"] for g in cuda.param_groups)
