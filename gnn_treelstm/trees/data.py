@@ -389,7 +389,7 @@ class TreeDataset(torch.utils.data.Dataset):
         idx = torch.as_tensor(indices, dtype=torch.int64)
         if isinstance(s.graphs, TreeStore):
             return _Examples(idx, s.graphs, s.graphs_b,
-                             {k: v[idx] for k, v in s.targets.items()})
+                             {k: v.index_select(0, idx) for k, v in s.targets.items()})
         il = idx.tolist()
         return _Examples(idx, [s.graphs[i] for i in il],
                          None if s.graphs_b is None else [s.graphs_b[i] for i in il],
