@@ -46,7 +46,7 @@ from dgl.heterograph import DGLGraph
 from gnn_treelstm import _dgl_compat
 from gnn_treelstm.files import atomic_dir
 from gnn_treelstm.trees import graph as G
-from gnn_treelstm.trees.schedule import LevelSchedule
+from gnn_treelstm.trees.schedule import LevelSchedule, _ancestors, _heights
 
 _dgl_compat.attach()
 
@@ -78,12 +78,12 @@ def _small(arr: np.ndarray) -> np.ndarray:
 
 def ranges(starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
     """Concatenation of ``arange(s, s + n)`` for every (s, n), vectorised."""
-    total = int(lens.sum())
-    if total == 0:
+    ends = np.asarray(lens).cumsum()
+    if not len(ends) or ends[-1] == 0:
         return np.zeros(0, dtype=np.int64)
-    ends = np.cumsum(lens)
-    shift = np.repeat(starts - (ends - lens), lens)
-    return np.arange(total, dtype=np.int64) + shift
+    shift = (starts - ends + lens).repeat(lens)
+    shift += np.arange(len(shift), dtype=np.int64)
+    return shift
 
 
 class TreeStore(Sequence):
@@ -150,6 +150,9 @@ class PackedTrees(TreeStore):
         self.maps = dict(maps or {})
         self._stored = len(arrays["node_offsets"]) - 1
         self._views: dict[str, np.ndarray] = {}
+        #: what is computed once from the stored trees (:meth:`node_levels`), shared by the
+        #: views :meth:`take` and :meth:`remap` make
+        self._derived: dict[str, np.ndarray] = {}
 
     # ------------------------------------------------------------------ sequence
     def __len__(self) -> int:
@@ -171,7 +174,7 @@ class PackedTrees(TreeStore):
             raise IndexError(f"take: index out of range for {len(self)} trees")
         idx = idx % max(len(self), 1)
         ids = idx if self.index is None else self.index[idx]
-        return PackedTrees(self.arrays, self.dtypes, index=ids, maps=self.maps)
+        return self._view(PackedTrees(self.arrays, self.dtypes, index=ids, maps=self.maps))
 
     def remap(self, field: str, table: torch.Tensor) -> PackedTrees:
         """A view whose ``field`` (``n.label``, ``n.word``, ``e.rel``) reads as ``table[v]``
@@ -182,8 +185,12 @@ class PackedTrees(TreeStore):
         old = self.maps.get(field)
         if old is not None:  # v -> old[v] -> table[old[v]] (where old[v] >= 0)
             table = torch.where(old >= 0, table[old.clamp(min=0)], old)
-        return PackedTrees(self.arrays, self.dtypes, index=self.index,
-                           maps={**self.maps, field: table})
+        return self._view(PackedTrees(self.arrays, self.dtypes, index=self.index,
+                                      maps={**self.maps, field: table}))
+
+    def _view(self, view: PackedTrees) -> PackedTrees:
+        view._derived = self._derived  # the same stored trees
+        return view
 
     # ------------------------------------------------------------------ statistics
     def sizes(self) -> tuple[np.ndarray, np.ndarray]:
@@ -221,6 +228,30 @@ class PackedTrees(TreeStore):
         first = int(tree_of[np.flatnonzero(deg[key] == best)[0]])
         return best, first
 
+    def node_levels(self) -> tuple[np.ndarray, np.ndarray]:
+        """Depth (distance to the root) and height (leaves 0) of every stored node within
+        its tree, in the smallest of int16/int32 that holds them: what a batch's level
+        schedule sorts its nodes by (a tree's levels do not depend on the batch it is in),
+        computed once for all stored trees by pointer doubling, in chunks of about
+        :data:`LEVEL_CHUNK` nodes (its memory does not grow with the corpus beyond the two
+        arrays), and kept (shared with the views of :meth:`take`/:meth:`remap`; the data
+        loader computes them before it starts its worker processes, which share them).
+
+        Raises:
+            ValueError: stored trees that are not trees (a node with two parents, a cycle,
+                an edge to a node of another tree), naming them.
+        """
+        if "depth" not in self._derived:
+            no, eo = self._plain("node_offsets"), self._plain("edge_offsets")
+            parts = [_chunk_levels(self._plain("src"), self._plain("dst"), no, eo, lo, hi)
+                     for lo, hi in _chunks(no, LEVEL_CHUNK)]
+            top = max([int(d.max(initial=0)) for d, _ in parts], default=0)
+            kind = np.int16 if top <= np.iinfo(np.int16).max else np.int32
+            for i, key in enumerate(("depth", "height")):
+                self._derived[key] = np.concatenate(
+                    [p[i].astype(kind) for p in parts] or [np.zeros(0, dtype=kind)])
+        return self._derived["depth"], self._derived["height"]
+
     # ------------------------------------------------------------------ batching
     def batch(self, positions: Sequence[int] | np.ndarray | torch.Tensor) -> dgl.DGLGraph:
         """The batched graph of the trees at ``positions``: the graph ``dgl.batch`` makes
@@ -231,10 +262,11 @@ class PackedTrees(TreeStore):
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """Stored node and edge numbers of the trees at ``positions``, and their sizes."""
         pos = np.asarray(positions, dtype=np.int64).reshape(-1)
-        ids = pos if self.index is None else self.index[pos]
+        ids = pos if self.index is None else self.index.take(pos)
         no, eo = self._plain("node_offsets"), self._plain("edge_offsets")
-        n0, e0 = no[ids], eo[ids]
-        nn, ne = no[ids + 1] - n0, eo[ids + 1] - e0
+        after = ids + 1
+        n0, e0 = no.take(ids), eo.take(ids)
+        nn, ne = no.take(after) - n0, eo.take(after) - e0
         return ranges(n0, nn), ranges(e0, ne), nn, ne
 
     def _plain(self, key: str) -> np.ndarray:
@@ -277,6 +309,41 @@ class PackedTrees(TreeStore):
     def nbytes(self) -> int:
         """Bytes of the arrays (on disk, or in memory once every page was read)."""
         return int(sum(v.nbytes for v in self.arrays.values()))
+
+
+#: nodes a chunk of :meth:`PackedTrees.node_levels` holds (its int64 work arrays: some
+#: 100 MB)
+LEVEL_CHUNK = 1 << 20
+
+
+def _chunks(node_offsets: np.ndarray, size: int) -> list[tuple[int, int]]:
+    """Consecutive ranges of trees ``[lo, hi)`` of about ``size`` nodes (at least one tree)."""
+    out, lo, trees = [], 0, len(node_offsets) - 1
+    while lo < trees:
+        hi = int(np.searchsorted(node_offsets, node_offsets[lo] + size, side="right")) - 1
+        hi = min(max(hi, lo + 1), trees)
+        out.append((lo, hi))
+        lo = hi
+    return out
+
+
+def _chunk_levels(src: np.ndarray, dst: np.ndarray, no: np.ndarray, eo: np.ndarray,
+                  lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Depth and height (int64) of the nodes of stored trees ``lo..hi-1``."""
+    nn, ne = np.diff(no[lo:hi + 1]), np.diff(eo[lo:hi + 1])
+    first = np.repeat(no[lo:hi] - no[lo], ne)
+    s, d = (np.asarray(a[eo[lo]:eo[hi]], dtype=np.int64) for a in (src, dst))
+    size = np.repeat(nn, ne)
+    if len(s) and ((s < 0) | (s >= size) | (d < 0) | (d >= size)).any():
+        raise ValueError(f"packed trees {lo}-{hi - 1}: an edge names a node outside its "
+                         "tree; the packed trees are damaged, rebuild them")
+    try:
+        depth, ancs = _ancestors(s + first, d + first, int(nn.sum()))
+    except ValueError as exc:
+        raise ValueError(f"packed trees {lo}-{hi - 1} (node numbers counted from the first "
+                         f"of tree {lo}): {exc}; the packed trees are damaged, rebuild "
+                         "them") from None
+    return depth, _heights(depth, ancs)
 
 
 def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
@@ -325,8 +392,11 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     g._batch_num_edges = {("_N", "_E", "_N"): t(ne)}
     if not schedule:
         return g, None
-    sched = LevelSchedule.from_arrays(
-        n, src, dst, rel=values.get("e." + G.REL), pos=values.get("e." + G.POS),
+    levels = [store.node_levels() for store, *_ in picked]
+    depth = cat([lv[0].take(p[1]) for lv, p in zip(levels, picked)])
+    height = cat([lv[1].take(p[1]) for lv, p in zip(levels, picked)])
+    sched = LevelSchedule.from_levels(
+        n, (src, dst, values.get("e." + G.REL), values.get("e." + G.POS)), (depth, height),
         word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down)
     return g, sched
 

@@ -230,9 +230,10 @@ def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray,
 
 
 def _up_levels(n: int, height: np.ndarray, src: np.ndarray, dst: np.ndarray, rel: np.ndarray,
-               pos: np.ndarray) -> Levels:
-    """Bottom-up levels: nodes by height, the edges ``src -> dst`` by (row of the parent,
-    child position, edge id); a node's children fill its slots by position."""
+               pos: np.ndarray) -> tuple[Levels, np.ndarray]:
+    """Bottom-up levels (and their ``order`` as a numpy array): nodes by height, the edges
+    ``src -> dst`` by (row of the parent, child position, edge id); a node's children fill
+    its slots by position."""
     sorted_levels = _sorted_levels(height, n)
     rank = sorted_levels[1]
     comp_r = rank[dst]
@@ -240,7 +241,7 @@ def _up_levels(n: int, height: np.ndarray, src: np.ndarray, dst: np.ndarray, rel
     key = comp_r * width + pos if width > 1 else comp_r
     eorder = _edge_order(key, comp_r, pos, n, width)
     edges = (eorder, rank[src[eorder]], comp_r[eorder], pos[eorder])
-    return _levels("up", n, sorted_levels, edges, rel, (key[eorder], width))
+    return _levels("up", n, sorted_levels, edges, rel, (key[eorder], width)), sorted_levels[0]
 
 
 def _down_levels(n: int, depth: np.ndarray, src: np.ndarray, dst: np.ndarray, rel: np.ndarray,
@@ -351,16 +352,49 @@ class LevelSchedule:
         if e and pos.min() < 0:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         depth, ancs = _ancestors(src, dst, n)
-        up = _up_levels(n, _heights(depth, ancs), src, dst, rel, pos)
+        return cls._build(n, (src, dst, rel, pos), (depth, _heights(depth, ancs)), word,
+                          int(batch_size), top_down)
+
+    @classmethod
+    @eager
+    def from_levels(cls, num_nodes: int,
+                    edges: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None],
+                    levels: tuple[np.ndarray, np.ndarray], *, word: np.ndarray | None = None,
+                    batch_size: int = 1, top_down: bool = True) -> LevelSchedule:
+        """:meth:`from_arrays` of a forest whose levels are known: ``edges = (src, dst,
+        rel, pos)`` (int64; ``rel``/``pos`` None: 0) and ``levels = (depth, height)`` of
+        every node (collate reads them from the levels the packed trees computed once,
+        :meth:`gnn_treelstm.trees.packed.PackedTrees.node_levels`). The same schedule,
+        without walking the trees: the forest is not checked again, its levels come from
+        a check of the same trees.
+
+        Raises:
+            ValueError: a negative child position.
+        """
+        src, dst, rel, pos = edges
+        zeros = np.zeros(len(src), dtype=np.int64)
+        rel = zeros if rel is None else rel
+        pos = zeros if pos is None else pos
+        if len(pos) and pos.min() < 0:
+            raise ValueError("LevelSchedule: negative child position in edata['pos']")
+        return cls._build(int(num_nodes), (src, dst, rel, pos), levels, word,
+                          int(batch_size), top_down)
+
+    @classmethod
+    def _build(cls, n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+               levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
+               batch_size: int, top_down: bool) -> LevelSchedule:
+        src, dst, rel, pos = edges
+        depth, height = levels
+        up, order = _up_levels(n, height, src, dst, rel, pos)
         down = _down_levels(n, depth, src, dst, rel, pos) if top_down else None
         word_ids, num_leaf_words, contiguous = None, 0, False
         if word is not None:
-            order = up.order.numpy()
             rows = np.flatnonzero(np.asarray(word)[order] != G.NO_WORD)  # rows with a word
             num_leaf_words = int(np.searchsorted(rows, up.node_offsets[1] if n else 0))
             word_ids = torch.from_numpy(order[rows])
             contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
-        return cls(num_nodes=n, batch_size=int(batch_size), up=up, down=down,
+        return cls(num_nodes=n, batch_size=batch_size, up=up, down=down,
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
                    word_rows_contiguous=contiguous)
 
