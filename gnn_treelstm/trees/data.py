@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import dgl
+import numpy as np
 import torch
 
 from gnn_treelstm import _dgl_compat
@@ -386,10 +387,12 @@ class TreeDataset(torch.utils.data.Dataset):
         """A whole minibatch at once (the ``DataLoader`` calls this instead of
         ``__getitem__`` per example): targets are gathered with one index per key."""
         s = self.split
-        idx = torch.as_tensor(indices, dtype=torch.int64)
+        positions = np.asarray(indices, dtype=np.int64).reshape(-1)
+        idx = torch.from_numpy(positions)
         if isinstance(s.graphs, TreeStore):
             return _Examples(idx, s.graphs, s.graphs_b,
-                             {k: v[idx] for k, v in s.targets.items()})
+                             {k: v.index_select(0, idx) for k, v in s.targets.items()},
+                             positions)
         il = idx.tolist()
         return _Examples(idx, [s.graphs[i] for i in il],
                          None if s.graphs_b is None else [s.graphs_b[i] for i in il],
@@ -404,6 +407,8 @@ class _Examples(NamedTuple):
     graphs: list[dgl.DGLGraph] | TreeStore
     graphs_b: list[dgl.DGLGraph] | TreeStore | None
     targets: dict[str, torch.Tensor]
+    #: ``index`` as a numpy array (sharing its memory)
+    positions: np.ndarray | None = None
 
 
 def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
@@ -421,7 +426,8 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
             examples.graphs_b is None or isinstance(examples.graphs_b, PackedTrees)):
         if not len(examples.index):
             raise ValueError("collate: empty batch")
-        positions = examples.index.numpy()
+        positions = examples.index.numpy() if examples.positions is None \
+            else examples.positions
         parts = [(examples.graphs, positions)]
         if examples.graphs_b is not None:
             parts.append((examples.graphs_b, positions))

@@ -50,53 +50,55 @@ from gnn_treelstm.trees import graph as G
 __all__ = ["Levels", "LevelSchedule", "heights", "depths"]
 
 
-def _parents(src: np.ndarray, dst: np.ndarray, n: int) -> np.ndarray:
-    """Parent of every node (-1 for roots); raises if a node has two parents."""
-    if len(src) and np.bincount(src, minlength=n).max() > 1:
+def _ancestors(src: np.ndarray, dst: np.ndarray, n: int) -> tuple[np.ndarray, list[np.ndarray]]:
+    """Depth of every node of the forest with edges ``src -> dst`` (child -> parent) and its
+    ``2^k``-th ancestors (clamped at the root), ``k = 0, 1, ...`` until every node reaches
+    its root, by pointer doubling (O(log depth) passes).
+
+    Raises:
+        ValueError: a node with two parents, a self-loop or a cycle.
+    """
+    anc = np.arange(n, dtype=np.int64)
+    anc[src] = dst  # a root is its own ancestor
+    depth = np.zeros(n, dtype=np.int64)
+    depth[src] = 1  # the steps from a node to its ancestor in ``anc``
+    if np.count_nonzero(depth) != len(src):
         bad = int(np.flatnonzero(np.bincount(src, minlength=n) > 1)[0])
         raise ValueError(
             f"LevelSchedule: node {bad} has more than one parent; the graph is not a forest of "
             "trees with edges pointing child -> parent"
         )
-    par = np.full(n, -1, dtype=np.int64)
-    par[src] = dst
-    return par
-
-
-def _ancestors(par: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
-    """Depth of every node and its ``2^k``-th ancestors (clamped at the root), ``k = 0, 1,
-    ...`` until every node reaches its root, by pointer doubling (O(log depth) passes)."""
-    n = len(par)
-    idx = np.arange(n, dtype=np.int64)
-    has = par >= 0
-    if (par == idx).any():
-        raise ValueError(
-            f"LevelSchedule: node {int(np.flatnonzero(par == idx)[0])} is its own parent "
-            "(self-loop); tree graphs must be acyclic with edges pointing child -> parent"
-        )
-    anc = np.where(has, par, idx)
-    depth = has.astype(np.int64)
     ancs = [anc]
     # After k passes, anc is the 2^k-th ancestor (clamped at the root) and depth counts
-    # the steps taken; a root's anc is itself and contributes 0.
+    # the steps taken; a root's anc is itself and adds 0 (only a root has 0 steps to go).
     for _ in range(max(1, int(n).bit_length()) + 1):
-        nxt = anc[anc]
-        if np.array_equal(nxt, anc):
-            break
-        depth += depth[anc]
-        anc = nxt
+        add = depth[anc]
+        if not add.any():
+            return depth, ancs
+        depth += add
+        anc = anc[anc]
         ancs.append(anc)
-    if n and (par[anc] >= 0).any():
+    loops = np.flatnonzero(src == dst)
+    if len(loops):
         raise ValueError(
-            "LevelSchedule: the graph has a cycle (some node never reaches a root); tree "
+            f"LevelSchedule: node {int(src[loops[0]])} is its own parent (self-loop); tree "
             "graphs must be acyclic with edges pointing child -> parent"
         )
-    return depth, ancs
+    raise ValueError(
+        "LevelSchedule: the graph has a cycle (some node never reaches a root); tree "
+        "graphs must be acyclic with edges pointing child -> parent"
+    )
+
+
+def _edges_of(par: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    src = np.flatnonzero(np.asarray(par) >= 0)
+    return src, np.asarray(par, dtype=np.int64)[src]
 
 
 def depths(par: np.ndarray) -> np.ndarray:
-    """Distance of every node to its root, by pointer doubling (O(log depth) passes)."""
-    return _ancestors(par)[0]
+    """Distance of every node to its root (``par``: the parent of every node, -1 for a
+    root), by pointer doubling (O(log depth) passes)."""
+    return _ancestors(*_edges_of(par), len(par))[0]
 
 
 def _heights(depth: np.ndarray, ancs: list[np.ndarray]) -> np.ndarray:
@@ -115,7 +117,7 @@ def heights(par: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """Height of every node (leaves 0, parent = 1 + max over its children)."""
     if len(par) == 0:
         return np.zeros(0, dtype=np.int64)
-    return _heights(np.asarray(depth, dtype=np.int64), _ancestors(par)[1])
+    return _heights(np.asarray(depth, dtype=np.int64), _ancestors(*_edges_of(par), len(par))[1])
 
 
 @dataclass
@@ -176,41 +178,38 @@ class Levels:
         return replace(self, **moved)
 
 
-def _build_levels(
-    direction: str,
-    n: int,
-    level: np.ndarray,
-    read: np.ndarray,
-    comp: np.ndarray,
-    rel: np.ndarray,
-    pos: np.ndarray,
-    eid: np.ndarray | None,
-) -> Levels:
-    """Sort nodes by ``level`` and the edges ``read -> comp`` by (row of comp, pos)
-    (``eid`` None: the edges are numbered in order)."""
+#: the largest key numpy's stable sort orders by radix (16-bit keys)
+_SMALL = int(np.iinfo(np.int16).max)
+
+
+def _sorted_levels(level: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``order`` (nodes by level, then id), its inverse ``rank`` and the level offsets."""
     counts = np.bincount(level)
     num_levels = len(counts) if n else 0
     # a stable sort of small keys is numpy's radix sort
-    key = level.astype(np.int16) if num_levels <= np.iinfo(np.int16).max else level
-    order = np.argsort(key, kind="stable")
+    order = np.argsort(level.astype(np.int16) if num_levels <= _SMALL else level, kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
-    node_offsets = np.zeros(num_levels + 1, dtype=np.int64)
-    np.cumsum(counts, out=node_offsets[1:])
-    comp_r = rank[comp]
-    # up: a node's children by position; down: a node has one parent, its row decides
-    width = (int(pos.max()) + 1) if len(pos) and direction == "up" else 1
-    key = comp_r * width + pos if width > 1 else comp_r
-    eorder = _edge_order(key, comp_r, pos, n, width)
-    e_dst = comp_r[eorder]
-    e_src = rank[read[eorder]]
-    e_pos = pos[eorder]
-    c_level = level[comp]
-    edge_offsets = np.zeros(num_levels + 1, dtype=np.int64)
-    np.cumsum(np.bincount(c_level, minlength=num_levels), out=edge_offsets[1:])
-    e_seg = e_dst - node_offsets[c_level[eorder]]
+    offsets = np.zeros(num_levels + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    return order, rank, offsets
+
+
+def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray, np.ndarray],
+            edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+            rel: np.ndarray, slot: tuple[np.ndarray, int]) -> Levels:
+    """The :class:`Levels` of nodes in ``sorted_levels`` (:func:`_sorted_levels`) and edges
+    already in their order: ``edges = (eorder, e_src, e_dst, e_pos)`` (``e_dst``
+    ascending), ``slot = (slot index of every sorted edge in the flat (n, width) table,
+    width)``."""
+    order, rank, node_offsets = sorted_levels
+    eorder, e_src, e_dst, e_pos = edges
+    flat, width = slot
+    # the edges into level l are those whose computed row lies in level l's rows
+    edge_offsets = np.searchsorted(e_dst, node_offsets)
+    e_seg = e_dst - np.repeat(node_offsets[:-1], np.diff(edge_offsets))
     slots = np.full((n, width), n, dtype=np.int64)
-    slots.reshape(-1)[key[eorder] if width > 1 else e_dst] = e_src
+    slots.reshape(-1)[flat] = e_src
     t = torch.from_numpy
     return Levels(
         direction=direction,
@@ -224,10 +223,41 @@ def _build_levels(
         edge_seg=t(e_seg),
         edge_rel=t(rel[eorder]),
         edge_pos=t(e_pos),
-        edge_id=t(eorder if eid is None else eid[eorder]),
+        edge_id=t(eorder),
         slots=t(slots),
         slot_mask=t(slots != n),
     )
+
+
+def _up_levels(n: int, height: np.ndarray, src: np.ndarray, dst: np.ndarray, rel: np.ndarray,
+               pos: np.ndarray) -> tuple[Levels, np.ndarray]:
+    """Bottom-up levels (and their ``order`` as a numpy array): nodes by height, the edges
+    ``src -> dst`` by (row of the parent, child position, edge id); a node's children fill
+    its slots by position."""
+    sorted_levels = _sorted_levels(height, n)
+    rank = sorted_levels[1]
+    comp_r = rank[dst]
+    width = int(pos.max()) + 1 if len(pos) else 1
+    key = comp_r * width + pos if width > 1 else comp_r
+    eorder = _edge_order(key, comp_r, pos, n, width)
+    edges = (eorder, rank[src[eorder]], comp_r[eorder], pos[eorder])
+    return _levels("up", n, sorted_levels, edges, rel, (key[eorder], width)), sorted_levels[0]
+
+
+def _down_levels(n: int, depth: np.ndarray, src: np.ndarray, dst: np.ndarray, rel: np.ndarray,
+                 pos: np.ndarray) -> Levels:
+    """Top-down levels: nodes by depth, every edge ``src -> dst`` read by its child, the
+    one node it computes. The roots (depth 0) are the first rows and every other node has
+    exactly one edge (one parent), so the edges in row order are a scatter, not a sort."""
+    sorted_levels = _sorted_levels(depth, n)
+    rank, offsets = sorted_levels[1], sorted_levels[2]
+    roots = int(offsets[1]) if n else 0
+    e = len(src)
+    eorder = np.empty(e, dtype=np.int64)
+    eorder[rank[src] - roots] = np.arange(e, dtype=np.int64)
+    e_dst = np.arange(roots, n, dtype=np.int64)
+    edges = (eorder, rank[dst[eorder]], e_dst, pos[eorder])
+    return _levels("down", n, sorted_levels, edges, rel, (e_dst, 1))
 
 
 def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
@@ -237,7 +267,7 @@ def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
     share a key (a node's children have distinct positions, as in every built tree) the
     edges are placed in a table of ``n * width`` slots; else by two stable radix sorts of
     16-bit keys (position, then row); else one stable sort."""
-    small = np.iinfo(np.int16).max
+    small = _SMALL
     if n * width <= 8 * len(key) + 1024:
         table = np.full(n * width, -1, dtype=np.int64)
         table[key] = np.arange(len(key), dtype=np.int64)
@@ -321,16 +351,50 @@ class LevelSchedule:
         pos = zeros if pos is None or not e else np.asarray(pos).astype(np.int64, copy=False)
         if e and pos.min() < 0:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
-        depth, ancs = _ancestors(_parents(src, dst, n))
-        up = _build_levels("up", n, _heights(depth, ancs), src, dst, rel, pos, None)
-        down = _build_levels("down", n, depth, dst, src, rel, pos, None) if top_down else None
+        depth, ancs = _ancestors(src, dst, n)
+        return cls._build(n, (src, dst, rel, pos), (depth, _heights(depth, ancs)), word,
+                          int(batch_size), top_down)
+
+    @classmethod
+    @eager
+    def from_levels(cls, num_nodes: int,
+                    edges: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None],
+                    levels: tuple[np.ndarray, np.ndarray], *, word: np.ndarray | None = None,
+                    batch_size: int = 1, top_down: bool = True) -> LevelSchedule:
+        """:meth:`from_arrays` of a forest whose levels are known: ``edges = (src, dst,
+        rel, pos)`` (int64; ``rel``/``pos`` None: 0) and ``levels = (depth, height)`` of
+        every node (collate reads them from the levels the packed trees computed once,
+        :meth:`gnn_treelstm.trees.packed.PackedTrees.node_levels`). The same schedule,
+        without walking the trees: the forest is not checked again, its levels come from
+        a check of the same trees.
+
+        Raises:
+            ValueError: a negative child position.
+        """
+        src, dst, rel, pos = edges
+        zeros = np.zeros(len(src), dtype=np.int64)
+        rel = zeros if rel is None else rel
+        pos = zeros if pos is None else pos
+        if len(pos) and pos.min() < 0:
+            raise ValueError("LevelSchedule: negative child position in edata['pos']")
+        return cls._build(int(num_nodes), (src, dst, rel, pos), levels, word,
+                          int(batch_size), top_down)
+
+    @classmethod
+    def _build(cls, n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+               levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
+               batch_size: int, top_down: bool) -> LevelSchedule:
+        src, dst, rel, pos = edges
+        depth, height = levels
+        up, order = _up_levels(n, height, src, dst, rel, pos)
+        down = _down_levels(n, depth, src, dst, rel, pos) if top_down else None
         word_ids, num_leaf_words, contiguous = None, 0, False
         if word is not None:
-            rows = np.sort(up.rank.numpy()[np.asarray(word) != G.NO_WORD])  # rows with a word
+            rows = np.flatnonzero(np.asarray(word)[order] != G.NO_WORD)  # rows with a word
             num_leaf_words = int(np.searchsorted(rows, up.node_offsets[1] if n else 0))
-            word_ids = torch.from_numpy(up.order.numpy()[rows])
+            word_ids = torch.from_numpy(order[rows])
             contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
-        return cls(num_nodes=n, batch_size=int(batch_size), up=up, down=down,
+        return cls(num_nodes=n, batch_size=batch_size, up=up, down=down,
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
                    word_rows_contiguous=contiguous)
 
