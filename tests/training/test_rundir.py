@@ -184,12 +184,12 @@ _KILLED_WITH_A_LOADER = """
 import multiprocessing as mp, os, signal, sys, time
 from gnn_treelstm.training import rundir
 def load():
-    print("running", flush=True)  # the fork's hooks have run
+    os.write(1, b"running\\n")  # the fork's hooks have run (one write: no interleaving)
     time.sleep(120)
 with rundir.claim(sys.argv[1]):
     loader = mp.get_context("fork").Process(target=load)
     loader.start()
-    print(loader.pid, flush=True)
+    os.write(1, f"{loader.pid}\\n".encode())
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
