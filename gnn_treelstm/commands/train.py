@@ -244,10 +244,16 @@ def _bus_error(run_dir: Path) -> str:
 
 
 def _record(run_dir: Path, writer: bool) -> Callable[[str], None] | None:
+    """How a bus error is recorded: ``status.json``, where this process holds the run
+    directory (a fault while the data loads, before the run claims it, leaves it alone)."""
     if not writer:
         return None
-    return lambda text: rundir.record_failure(run_dir, text.removeprefix("error: "),
-                                              keep=("train.log",))
+
+    def record(text: str) -> None:
+        if rundir.held(run_dir):
+            rundir.record_failure(run_dir, text.removeprefix("error: "), keep=("train.log",))
+
+    return record
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -38,7 +38,7 @@ from pathlib import Path
 from gnn_treelstm.files import write_json
 
 __all__ = ["RunDirError", "LOCK_NAME", "STATUS_NAME", "EPOCH_FILES", "claim", "check_free",
-           "new_run_id", "check_same_run", "read_status", "record_failure", "unwritable"]
+           "new_run_id", "check_same_run", "read_status", "record_failure", "unwritable", "held"]
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,11 @@ def _is_at(fd: int, lock: Path) -> bool:
         return False
     held = os.fstat(fd)
     return (held.st_dev, held.st_ino) == (now.st_dev, now.st_ino)
+
+
+def held(path: str | os.PathLike) -> bool:
+    """Whether this process holds ``path`` as its writer (inside :func:`claim`)."""
+    return any(_is_at(fd, Path(path) / LOCK_NAME) for fd in list(_HELD))
 
 
 def _release(path: Path, fd: int) -> None:

@@ -183,10 +183,13 @@ def test_a_lock_file_removed_between_open_and_flock_is_taken_again(tmp_path, mon
 _KILLED_WITH_A_LOADER = """
 import multiprocessing as mp, os, signal, sys, time
 from gnn_treelstm.training import rundir
+def load():
+    os.write(1, b"running\\n")  # the fork's hooks have run (one write: no interleaving)
+    time.sleep(120)
 with rundir.claim(sys.argv[1]):
-    loader = mp.get_context("fork").Process(target=time.sleep, args=(120,))
+    loader = mp.get_context("fork").Process(target=load)
     loader.start()
-    print(loader.pid, flush=True)
+    os.write(1, f"{loader.pid}\\n".encode())
     os.kill(os.getpid(), signal.SIGKILL)
 """
 
@@ -204,7 +207,11 @@ def test_the_next_run_takes_over_at_once_after_kill_9_with_a_live_orphan_loader(
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_WITH_A_LOADER, str(tmp_path / "r")],
                             cwd=root, stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": str(root)})
-    loader = int(proc.stdout.readline())  # the loader keeps the pipe open: read one line
+    # the loader keeps the pipe open: read its line and its parent's, in either order (on
+    # a loaded machine the loader may start running after its parent is gone)
+    lines = {proc.stdout.readline().strip() for _ in range(2)}
+    assert "running" in lines, lines
+    loader = int((lines - {"running"}).pop())
     try:
         assert proc.wait(60) == -signal.SIGKILL
         os.kill(loader, 0)  # the orphan is alive
