@@ -351,11 +351,11 @@ class _NaryLevels(torch.autograd.Function):
         spans = _spans(lv)
         gins, hks = gin.split(spans.sizes), hk.split(spans.sizes)  # each level's rows
         launch = _OPS["nary_forward"]
-        # level 0 has no children: its pre-activations are the input terms
-        launch(gins[0], slots, par, pos, act, c, tc, h, hk, 0, spans.sizes[0], g)
-        for lvl in range(1, lv.num_levels):
-            launch(torch.addmm(gins[lvl], hks[lvl], Ut), slots, par, pos, act, c, tc, h, hk,
-                   spans.starts[lvl], spans.sizes[lvl], g)
+        for lvl in range(lv.num_levels):
+            # level 0 has no children: its pre-activations are the input terms
+            pre = gins[0] if lvl == 0 else torch.addmm(gins[lvl], hks[lvl], Ut)
+            launch(pre, slots, par, pos, act, c, tc, h, hk, spans.starts[lvl],
+                   spans.sizes[lvl], g)
         ctx.rows, ctx.g = rows, g
         ctx.save_for_backward(xw, W, U, par, pos, h, c, tc, act, hk)
         if perm is None:
