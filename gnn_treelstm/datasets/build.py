@@ -256,6 +256,8 @@ def _source(dataset: str, src: str | os.PathLike | Sequence[str | os.PathLike],
     if dataset == "jsonl":
         files = jsonl.jsonl_files(srcs)
         jsonl.RowReader(opts.labels, opts.score_range)  # the options checked up front
+        if opts.check:
+            logger.warning("no known counts for %s; --check-counts checks nothing", dataset)
         info = {"files": {s: [str(Path(p).resolve()) for p in ps] for s, ps in files.items()},
                 "name": opts.name, "sample": False}
         return _Source(srcs[0], list(files), info, files=files), 0.0
@@ -443,8 +445,8 @@ def _tasks(source: _Source) -> Iterator[tuple[shards.Task, str]]:
         for split, exs in source.data.items():
             for k, lo in enumerate(range(0, len(exs), size)):
                 hi = min(lo + size, len(exs))
-                text = json.dumps([ex.text for ex in exs[lo:hi]], ensure_ascii=False,
-                                  sort_keys=True)
+                text = json.dumps([[ex.text, _parse_of(ex)] for ex in exs[lo:hi]],
+                                  ensure_ascii=False, sort_keys=True)
                 yield shards.Task(split, k, lo, (lo, hi)), _digest(split, lo, text)
         return
     assert source.files is not None
@@ -459,6 +461,14 @@ def _tasks(source: _Source) -> Iterator[tuple[shards.Task, str]]:
         rows.append((where, line))
     if rows:
         yield shards.Task(split, k, start, rows), _digest(split, start, rows)
+
+
+def _parse_of(ex: Example) -> list:
+    """The trees an example read into memory came with (a shard's digest holds them)."""
+    out: list = [[ex.ptb.parents, ex.ptb.labels] if ex.ptb is not None else None]
+    out += [[s.heads, s.rels, s.cparents] for s in ex.stanford]
+    out += [[s.amr.parents, s.amr.roles, s.amr_words] for s in ex.sources if s.amr is not None]
+    return out
 
 
 def _digest(split: str | None, start: int, content: Any) -> str:
