@@ -30,6 +30,7 @@ from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.checkpoint import fastest_engine
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig, meta_model
 from gnn_treelstm.tasks import build_task, tasks
+from gnn_treelstm.training.batching import CUDA_WORKERS
 
 if TYPE_CHECKING:
     import torch
@@ -313,10 +314,12 @@ class RunConfig:
                             metavar="DIR", in_command=False)
     name: str | None = _option(None, "--name", OUTPUT,
                                "run name (default: task-model-tree-time)", in_command=False)
-    workers: int = _option(
-        0, "--workers", OPTIMIZATION,
-        "data loader processes building the training batches (default 0: built in the "
-        "training process; the batches are the same for any number)",
+    workers: int | None = _option(
+        None, "--workers", OPTIMIZATION,
+        "data loader processes building the training batches, their level schedules and "
+        "pinned copies (0: built in the training process; default: "
+        f"{CUDA_WORKERS} on CUDA, at most the CPUs less one, else 0; the batches are the "
+        "same for any number)",
         type=non_negative_int, metavar="N", in_command=False,
         checks=(_at_least(0, " (0: the batches are built in the training process)"),))
     max_train: int | None = _option(None, "--max-train", OUTPUT,
@@ -430,7 +433,7 @@ class RunConfig:
     def _check_workers(self) -> None:
         """At most a loader process per CPU this process may use (``ValueError``)."""
         cpus = usable_cpus()
-        if self.workers > cpus:
+        if self.workers is not None and self.workers > cpus:
             raise ValueError(f"--workers {self.workers}: more loader processes than the "
                              f"{cpus} CPU(s) this process may use; give at most {cpus}, or 0 "
                              "to build the batches in the training process")
