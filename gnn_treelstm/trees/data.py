@@ -41,6 +41,7 @@ from gnn_treelstm.trees.packed import (
     PackedTrees,
     TreeStore,
     batch_trees,
+    forest_graph,
     load_packed,
     pack_graphs,
     packed_exists,
@@ -437,14 +438,10 @@ def _pack_graph(packer: _Packer, g: dgl.DGLGraph) -> dict:
 
 
 def _unpack_graph(buf: torch.Tensor, meta: dict) -> dgl.DGLGraph:
-    n = meta["num_nodes"]
-    g = dgl.graph((_view(buf, meta["src"]), _view(buf, meta["dst"])), num_nodes=n)
-    for frame, fields in ((g.ndata, meta["ndata"]), (g.edata, meta["edata"])):
-        for k, spec in fields.items():
-            frame[k] = _view(buf, spec)
-    g.set_batch_num_nodes(_view(buf, meta["batch_num_nodes"]))
-    g.set_batch_num_edges(_view(buf, meta["batch_num_edges"]))
-    return g
+    return forest_graph(_view(buf, meta["src"]), _view(buf, meta["dst"]), meta["num_nodes"],
+                        tuple({k: _view(buf, spec) for k, spec in meta[side].items()}
+                              for side in ("ndata", "edata")),
+                        (_view(buf, meta["batch_num_nodes"]), _view(buf, meta["batch_num_edges"])))
 
 
 def _pack_fields(packer: _Packer, obj: object) -> tuple[type, dict]:
