@@ -381,6 +381,9 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     values = {key: cat([store._take(key, nidx if key[0] == "n" else eidx, dtype)
                         for store, nidx, eidx, _, _ in picked])
               for key, dtype in dtypes.items()}
+    if len(src) and max(int(src.max()), int(dst.max())) >= n:
+        raise ValueError(f"batch_trees: an edge names node {max(int(src.max()), int(dst.max()))}"
+                         f" of a batch of {n} nodes; the packed trees are damaged, rebuild them")
     t = torch.from_numpy
     g = forest_graph(t(src), t(dst), n,
                      ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
@@ -408,17 +411,9 @@ def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
     ``fields`` and the trees' node and edge counts (``sizes``): what ``dgl.graph`` and
     setting the fields and ``set_batch_num_nodes``/``edges`` make, made by the graph index
     constructor ``dgl.graph`` ends in and one frame a side, without their argument
-    conversions and checks (most of the time for a batch of 25 trees); the fields are
-    used as they are (not copied).
-
-    Raises:
-        ValueError: an edge names a node beyond ``n`` (damaged trees).
-    """
-    if len(src):
-        top = max(int(src.max()), int(dst.max()))
-        if top >= n:
-            raise ValueError(f"batch_trees: an edge names node {top} of a batch of {n} "
-                             "nodes; the packed trees are damaged, rebuild them")
+    conversions and checks (most of the time for a batch of 25 trees): the caller's
+    edges name nodes below ``n`` (:func:`batch_trees` checks them); the fields are used
+    as they are (not copied)."""
     index = heterograph_index.create_unitgraph_from_coo(1, n, n, src, dst, _FORMATS, False,
                                                         False)
     g = DGLGraph(index, ["_N"], ["_E"])

@@ -374,9 +374,10 @@ class LevelSchedule:
             ValueError: a negative child position.
         """
         src, dst, rel, pos = edges
-        zeros = np.zeros(len(src), dtype=np.int64)
-        rel = zeros if rel is None else rel
-        pos = zeros if pos is None else pos
+        if rel is None or pos is None:
+            zeros = np.zeros(len(src), dtype=np.int64)
+            rel = zeros if rel is None else rel
+            pos = zeros if pos is None else pos
         if len(pos) and pos.min() < 0:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         return cls._build(int(num_nodes), (src, dst, rel, pos), levels, word,
