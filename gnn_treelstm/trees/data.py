@@ -371,10 +371,10 @@ class Batch:
 
     def __reduce__(self) -> tuple:
         """Pickled (a loader process sending the batch to the training process) as one
-        byte tensor holding every tensor of the batch, and the small rest: ``torch``
-        moves each tensor between processes in a shared-memory file of its own, about a
-        millisecond each, and a batch with its schedule has some thirty. Unpickled, the
-        tensors are views of that one tensor and the graph is made again from its edges
+        byte array holding every tensor of the batch, sent by value, and the small rest:
+        ``torch`` moves each tensor between processes in a shared-memory file of its own,
+        about a millisecond each, and a batch with its schedule has some thirty. Unpickled,
+        the tensors are views of that one array and the graph is made again from its edges
         and fields (:func:`_unpack_batch`). A batch whose graphs are not plain CPU graphs
         of one node and edge type pickles field by field."""
         graphs = [g for g in (self.graph, self.graph_b) if g is not None]
@@ -410,13 +410,14 @@ class _Packer:
         self.size += -(-t.numel() * t.element_size() // 8) * 8
         return spec
 
-    def buffer(self) -> torch.Tensor:
+    def buffer(self) -> np.ndarray:
+        """The bytes, as a numpy array: pickled by value, through the loader's pipe (a few
+        hundred kilobytes a batch), not as a shared-memory file of its own."""
         buf = torch.empty(self.size, dtype=torch.uint8)
         for offset, t in self.parts:
             flat = t.reshape(-1)
-            buf[offset:offset + flat.numel() * flat.element_size()].copy_(
-                flat.view(torch.uint8) if flat.dtype != torch.bool else flat.view(torch.uint8))
-        return buf
+            buf[offset:offset + flat.numel() * flat.element_size()].copy_(flat.view(torch.uint8))
+        return buf.numpy()
 
 
 def _view(buf: torch.Tensor, spec: tuple[int, torch.dtype, tuple[int, ...]]) -> torch.Tensor:
@@ -469,8 +470,9 @@ def _unpack_fields(buf: torch.Tensor, packed: tuple[type, dict]) -> object:
     return kind(**out)
 
 
-def _unpack_batch(meta: dict, buf: torch.Tensor) -> Batch:
-    """The batch :meth:`Batch.__reduce__` packed, its tensors views of ``buf``."""
+def _unpack_batch(meta: dict, data: np.ndarray) -> Batch:
+    """The batch :meth:`Batch.__reduce__` packed, its tensors views of ``data``."""
+    buf = torch.from_numpy(data)
     graphs = [_unpack_graph(buf, g) for g in meta["graphs"]]
     return Batch(graphs[0], graphs[1] if meta["pair_graphs"] else None,
                  {k: _view(buf, spec) for k, spec in meta["targets"].items()},
