@@ -6,6 +6,12 @@ One measurement per process (a fresh process measures the load's memory), printe
     python scripts/packed_bench.py collate DIR [--batch-size 25] [--schedule] [--ready]
     python scripts/packed_bench.py schedule-ab DIR --ab OLD_PYTHONPATH NEW_PYTHONPATH
         [--batch-sizes 25 256] [--repeat 3]
+    python scripts/packed_bench.py loader DIR [--batch-size 25] [--workers 1] [--step-ms 2]
+
+``loader``: the training loader alone (``make_loader``, shuffled, level schedules, the
+given loader processes): batches a second it delivers to a consumer that does nothing, then
+to one whose every step takes ``--step-ms`` (a sleep: the time a GPU step leaves the host
+CPU free), and how long that consumer waited for its batches (``next``), per step.
 
 ``load``: the resident set (``VmRSS``) before and after ``load_split``, and after reading
 every tree once (for packed trees: every page of their arrays; for lists of graphs the
@@ -98,6 +104,75 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
     return out
 
 
+def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: int,
+                   step_ms: float, epochs: int = 2) -> dict:
+    import torch
+
+    from gnn_treelstm.training.batching import make_loader
+    from gnn_treelstm.trees import data as D
+
+    torch.set_num_threads(1)
+    sp = D.load_split(data, split, tree)
+    loader = make_loader(sp, batch_size, shuffle=True, seed=0, schedule=True, workers=workers)
+    out = {"trees": len(sp), "batch_size": batch_size, "workers": workers, "step_ms": step_ms,
+           "cpu_ms_per_batch": _loader_cpu(sp, batch_size)}
+    for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
+        waits, t0, batches = [], time.perf_counter(), 0
+        for _ in range(epochs):
+            it = iter(loader)
+            first = True
+            while True:
+                w0 = time.perf_counter()
+                batch = next(it, None)
+                if batch is None:
+                    break
+                if not first:  # the first batch of an epoch waits for the processes' start
+                    waits.append(time.perf_counter() - w0)
+                first = False
+                batches += 1
+                if step:
+                    time.sleep(step)
+        seconds = time.perf_counter() - t0
+        waits.sort()
+        out[name] = {"batches_per_s": round(batches / seconds, 1),
+                     "wait_ms_median": round(1000 * waits[len(waits) // 2], 3),
+                     "wait_ms_p99": round(1000 * waits[int(len(waits) * 0.99)], 3),
+                     "waits_over_0.1ms": sum(w > 1e-4 for w in waits), "steps": len(waits)}
+    return out
+
+
+def _loader_cpu(sp, batch_size: int) -> dict:
+    """CPU time a batch costs each side of a loader process, one shuffled epoch, one
+    thread: the loader process's (``TreeDataset.__getitems__``, ``collate`` with the
+    schedule, pickling it for the queue: ``ForkingPickler.dumps``, shared memory
+    included) and the training process's (unpickling it)."""
+    import pickle
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch
+    import torch.multiprocessing  # noqa: F401  (the tensor reductions the loader uses)
+
+    from gnn_treelstm.trees import data as D
+
+    ds = D.TreeDataset(sp)
+    order = torch.randperm(len(sp), generator=torch.Generator().manual_seed(0)).tolist()
+    batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
+    make = send = receive = 0.0
+    for b in batches:
+        c0 = time.thread_time()
+        batch = D.collate(ds.__getitems__(b), schedule=True)
+        c1 = time.thread_time()
+        data = ForkingPickler.dumps(batch)
+        c2 = time.thread_time()
+        pickle.loads(data)
+        c3 = time.thread_time()
+        make, send, receive = make + c1 - c0, send + c2 - c1, receive + c3 - c2
+    k = len(batches) / 1000
+    return {"collate_schedule": round(make / k, 3), "pickle": round(send / k, 3),
+            "loader_process": round((make + send) / k, 3),
+            "training_process": round(receive / k, 3)}
+
+
 def schedule_ab(args: argparse.Namespace) -> None:
     """Collate + schedule, old and new code alternating (a fresh process each), at every
     ``--batch-sizes``: trees per CPU second of the one loading thread, and ``dgl.batch`` of
@@ -154,7 +229,7 @@ def compare(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=("load", "collate", "compare", "schedule-ab"))
+    ap.add_argument("what", choices=("load", "collate", "compare", "schedule-ab", "loader"))
     ap.add_argument("data", nargs="?", type=str)
     ap.add_argument("--split", default="train")
     ap.add_argument("--tree", default="constituency")
@@ -167,6 +242,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ab", nargs=2, metavar=("OLD_PY", "NEW_PY"),
                     help="schedule-ab: the two checkouts' PYTHONPATH")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[25, 256])
+    ap.add_argument("--workers", type=int, default=1, help="loader: loader processes")
+    ap.add_argument("--step-ms", type=float, default=2.0,
+                    help="loader: the time of a step (a sleep)")
     args = ap.parse_args(argv)
     if args.what == "compare":
         compare(args)
@@ -179,6 +257,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if args.what == "load":
         out = measure_load(args.data, args.split, args.tree)
+    elif args.what == "loader":
+        out = measure_loader(args.data, args.split, args.tree, args.batch_size, args.workers,
+                             args.step_ms)
     else:
         out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
                               args.ready)

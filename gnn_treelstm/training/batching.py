@@ -10,21 +10,50 @@ from collections.abc import Iterable
 import torch
 from torch.utils.data import DataLoader
 
+from gnn_treelstm.argtypes import usable_cpus
 from gnn_treelstm.trees import data as D
+from gnn_treelstm.trees.packed import PackedTrees
 
-__all__ = ["make_loader", "ShardedBatches", "Share", "to_device"]
+__all__ = ["CUDA_WORKERS", "loader_workers", "make_loader", "ShardedBatches", "Share",
+           "to_device"]
+
+#: loader processes of a run on CUDA that does not say (``--workers`` left out): the batches,
+#: their level schedules and pinned copies are made beside the steps, not between them
+CUDA_WORKERS = 2
+
+
+def loader_workers(device: torch.device | str, given: int | None,
+                   cpus: int | None = None) -> int:
+    """The loader processes of a run on ``device``: ``given`` when the run says
+    (``--workers N``, 0 included); else :data:`CUDA_WORKERS` on CUDA, at most ``cpus - 1``
+    (the training process keeps a CPU; ``cpus`` None: those this process may use), and 0
+    on any other device (the step itself is the CPU's work)."""
+    if given is not None:
+        return given
+    if torch.device(device).type != "cuda":
+        return 0
+    cpus = usable_cpus() if cpus is None else cpus
+    return max(0, min(CUDA_WORKERS, cpus - 1))
 
 
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
                 schedule: bool = False, shard: tuple[int, int] | None = None,
-                workers: int = 0) -> DataLoader:
+                workers: int = 0, pin_memory: bool = False) -> DataLoader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
     collate function (for ``engine="level"``; see :func:`gnn_treelstm.trees.data.collate`).
     ``shard=(rank, world)``: this process's share of the same batches under data
     parallelism, ``batch_size`` being the global batch (:class:`ShardedBatches`).
     ``workers``: loader processes building the batches (the same batches for any number:
-    the order is drawn in this process; packed trees are shared with them page by page)."""
-    extra = {"num_workers": workers}  # a new iterator each epoch: the same draws as 0
+    the order is drawn in this process; packed trees are shared with them page by page,
+    and so are their levels, computed here first). ``pin_memory``: the batches' tensors in
+    pinned memory, for asynchronous copies to a CUDA device (:func:`loader_workers` gives
+    the number of processes a device asks for)."""
+    # a new iterator each epoch: the same draws as 0
+    extra = {"num_workers": workers, "pin_memory": pin_memory}
+    if schedule and workers:  # computed once, before the processes fork, which share them
+        for trees in (split.graphs, split.graphs_b):
+            if isinstance(trees, PackedTrees):
+                trees.node_levels()
     collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
     gen = torch.Generator()
     gen.manual_seed(seed)

@@ -31,6 +31,7 @@ from gnn_treelstm.files import jsonable
 from gnn_treelstm.models.checkpoint import fastest_engine
 from gnn_treelstm.models.treelstm import EMBEDDING_MODES, SENTENCE_STATES, ModelConfig, meta_model
 from gnn_treelstm.tasks import build_task, tasks
+from gnn_treelstm.training.batching import CUDA_WORKERS
 from gnn_treelstm.training.flags import Check, RunOption, option, options_of
 
 if TYPE_CHECKING:
@@ -273,10 +274,12 @@ class RunConfig:
                            metavar="DIR", in_command=False)
     name: str | None = option(None, "--name", OUTPUT,
                               "run name (default: task-model-tree-time)", in_command=False)
-    workers: int = option(
-        0, "--workers", OPTIMIZATION,
-        "data loader processes building the training batches (default 0: built in the "
-        "training process; the batches are the same for any number)",
+    workers: int | None = option(
+        None, "--workers", OPTIMIZATION,
+        "data loader processes building the training batches, their level schedules and "
+        "pinned copies (0: built in the training process; default: "
+        f"{CUDA_WORKERS} on CUDA, at most the CPUs less one, else 0; the batches are the "
+        "same for any number)",
         type=non_negative_int, metavar="N", in_command=False,
         checks=(_at_least(0, " (0: the batches are built in the training process)"),))
     max_train: int | None = option(None, "--max-train", OUTPUT,
@@ -391,7 +394,7 @@ class RunConfig:
     def _check_workers(self) -> None:
         """At most a loader process per CPU this process may use (``ValueError``)."""
         cpus = usable_cpus()
-        if self.workers > cpus:
+        if self.workers is not None and self.workers > cpus:
             raise ValueError(f"--workers {self.workers}: more loader processes than the "
                              f"{cpus} CPU(s) this process may use; give at most {cpus}, or 0 "
                              "to build the batches in the training process")

@@ -76,7 +76,7 @@ from gnn_treelstm.models.treelstm import TreeLSTMModel
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training import distributed as DIST
 from gnn_treelstm.training import rundir
-from gnn_treelstm.training.batching import make_loader, to_device
+from gnn_treelstm.training.batching import loader_workers, make_loader, to_device
 from gnn_treelstm.training.config import RunConfig, build_model_config, run_config_yaml
 from gnn_treelstm.training.data import check_compatibility, load_embeddings, prepare_data
 from gnn_treelstm.training.devices import resolve_device
@@ -546,7 +546,8 @@ class Trainer:
         loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
                              seed=seed, schedule=cfg.engine == "level",
                              shard=(DIST.rank(), world) if cfg.distributed else None,
-                             workers=cfg.workers)
+                             workers=loader_workers(self.device, cfg.workers),
+                             pin_memory=self.device.type == "cuda")
         net: torch.nn.Module = model
         if cfg.distributed:  # gradients averaged over the ranks in backward
             from torch.nn.parallel import DistributedDataParallel

@@ -41,6 +41,7 @@ from gnn_treelstm.trees.packed import (
     PackedTrees,
     TreeStore,
     batch_trees,
+    forest_graph,
     load_packed,
     pack_graphs,
     packed_exists,
@@ -367,6 +368,117 @@ class Batch:
             self, targets={k: v.pin_memory() for k, v in self.targets.items()},
             index=self.index.pin_memory(),
             schedule=None if self.schedule is None else self.schedule.pin_memory())
+
+    def __reduce__(self) -> tuple:
+        """Pickled (a loader process sending the batch to the training process) as one
+        byte array holding every tensor of the batch, sent by value, and the small rest:
+        ``torch`` moves each tensor between processes in a shared-memory file of its own,
+        about a millisecond each, and a batch with its schedule has some thirty. Unpickled,
+        the tensors are views of that one array and the graph is made again from its edges
+        and fields (:func:`_unpack_batch`). A batch whose graphs are not plain CPU graphs
+        of one node and edge type pickles field by field."""
+        graphs = [g for g in (self.graph, self.graph_b) if g is not None]
+        if not all(_plain_graph(g) for g in graphs):
+            return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
+                            self.num_a, self.global_size))
+        packer = _Packer()
+        meta = {"graphs": [_pack_graph(packer, g) for g in graphs],
+                "pair_graphs": self.graph_b is not None,
+                "targets": {k: packer.add(v) for k, v in self.targets.items()},
+                "index": packer.add(self.index), "num_a": self.num_a,
+                "global_size": self.global_size,
+                "schedule": None if self.schedule is None else _pack_fields(packer, self.schedule)}
+        return (_unpack_batch, (meta, packer.buffer()))
+
+
+def _plain_graph(g: dgl.DGLGraph) -> bool:
+    return (g.device.type == "cpu" and g.idtype == torch.int64 and len(g.ntypes) == 1
+            and len(g.canonical_etypes) == 1)
+
+
+class _Packer:
+    """Tensors laid out in one byte tensor, each at an offset aligned to 8 bytes."""
+
+    def __init__(self) -> None:
+        self.parts: list[tuple[int, torch.Tensor]] = []
+        self.size = 0
+
+    def add(self, t: torch.Tensor) -> tuple[int, torch.dtype, tuple[int, ...]]:
+        t = t.detach().contiguous()
+        spec = (self.size, t.dtype, tuple(t.shape))
+        self.parts.append((self.size, t))
+        self.size += -(-t.numel() * t.element_size() // 8) * 8
+        return spec
+
+    def buffer(self) -> np.ndarray:
+        """The bytes, as a numpy array: pickled by value, through the loader's pipe (a few
+        hundred kilobytes a batch), not as a shared-memory file of its own."""
+        buf = torch.empty(self.size, dtype=torch.uint8)
+        for offset, t in self.parts:
+            flat = t.reshape(-1)
+            buf[offset:offset + flat.numel() * flat.element_size()].copy_(flat.view(torch.uint8))
+        return buf.numpy()
+
+
+def _view(buf: torch.Tensor, spec: tuple[int, torch.dtype, tuple[int, ...]]) -> torch.Tensor:
+    offset, dtype, shape = spec
+    count = 1
+    for d in shape:
+        count *= d
+    size = torch.empty(0, dtype=dtype).element_size()
+    return buf[offset:offset + count * size].view(dtype).view(shape)
+
+
+def _pack_graph(packer: _Packer, g: dgl.DGLGraph) -> dict:
+    src, dst = g.edges()
+    return {"num_nodes": g.num_nodes(), "src": packer.add(src), "dst": packer.add(dst),
+            "ndata": {k: packer.add(v) for k, v in g.ndata.items()},
+            "edata": {k: packer.add(v) for k, v in g.edata.items()},
+            "batch_num_nodes": packer.add(g.batch_num_nodes()),
+            "batch_num_edges": packer.add(g.batch_num_edges())}
+
+
+def _unpack_graph(buf: torch.Tensor, meta: dict) -> dgl.DGLGraph:
+    return forest_graph(_view(buf, meta["src"]), _view(buf, meta["dst"]), meta["num_nodes"],
+                        tuple({k: _view(buf, spec) for k, spec in meta[side].items()}
+                              for side in ("ndata", "edata")),
+                        (_view(buf, meta["batch_num_nodes"]), _view(buf, meta["batch_num_edges"])))
+
+
+def _pack_fields(packer: _Packer, obj: object) -> tuple[type, dict]:
+    """A dataclass (a schedule, its levels) as its type and fields, tensors packed."""
+    out = {}
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]
+        v = getattr(obj, f.name)
+        if isinstance(v, torch.Tensor):
+            v = ("tensor", packer.add(v))
+        elif dataclasses.is_dataclass(v):
+            v = ("fields", _pack_fields(packer, v))
+        out[f.name] = v
+    return type(obj), out
+
+
+def _unpack_fields(buf: torch.Tensor, packed: tuple[type, dict]) -> object:
+    kind, values = packed
+    out = {}
+    for name, v in values.items():
+        if isinstance(v, tuple) and len(v) == 2 and v[0] == "tensor":
+            v = _view(buf, v[1])
+        elif isinstance(v, tuple) and len(v) == 2 and v[0] == "fields":
+            v = _unpack_fields(buf, v[1])
+        out[name] = v
+    return kind(**out)
+
+
+def _unpack_batch(meta: dict, data: np.ndarray) -> Batch:
+    """The batch :meth:`Batch.__reduce__` packed, its tensors views of ``data``."""
+    buf = torch.from_numpy(data)
+    graphs = [_unpack_graph(buf, g) for g in meta["graphs"]]
+    return Batch(graphs[0], graphs[1] if meta["pair_graphs"] else None,
+                 {k: _view(buf, spec) for k, spec in meta["targets"].items()},
+                 _view(buf, meta["index"]),
+                 None if meta["schedule"] is None else _unpack_fields(buf, meta["schedule"]),
+                 num_a=meta["num_a"], global_size=meta["global_size"])
 
 
 class TreeDataset(torch.utils.data.Dataset):

@@ -51,7 +51,8 @@ from gnn_treelstm.trees.schedule import LevelSchedule, _ancestors, _heights
 
 _dgl_compat.attach()
 
-__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "pack_graphs",
+__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "forest_graph",
+           "pack_graphs",
            "concat_packed",
            "write_packed", "write_packed_parts", "load_packed", "packed_exists"]
 
@@ -289,7 +290,7 @@ class PackedTrees(TreeStore):
         """``field[idx]`` as a numpy array of ``dtype`` (None: the stored type), maps
         applied. ``np.take`` along the first axis: for a field of several columns (``span``)
         a tenth of the time of fancy indexing."""
-        vals = np.take(self._plain(key), idx, axis=0)
+        vals = self._plain(key).take(idx, axis=0)
         table = self.maps.get(key)
         if table is not None:  # v -> table[v] where v >= 0 (NO_WORD / IGNORE stay -1)
             vals = vals.astype(np.int64, copy=False)
@@ -375,22 +376,20 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     nn, ne = cat([p[3] for p in picked]), cat([p[4] for p in picked])
     n = int(nn.sum())
     # node numbers within each tree -> within the batch: add the tree's first node
-    base = np.repeat(np.cumsum(nn) - nn, ne)
+    base = (nn.cumsum() - nn).repeat(ne)
     src = cat([store._take("src", eidx, "int64") for store, _, eidx, _, _ in picked]) + base
     dst = cat([store._take("dst", eidx, "int64") for store, _, eidx, _, _ in picked]) + base
     values = {key: cat([store._take(key, nidx if key[0] == "n" else eidx, dtype)
                         for store, nidx, eidx, _, _ in picked])
               for key, dtype in dtypes.items()}
-    g = _forest_graph(src, dst, n)
-    # every field at once: one frame a side instead of a checked column each
+    if len(src) and max(int(src.max()), int(dst.max())) >= n:
+        raise ValueError(f"batch_trees: an edge names node {max(int(src.max()), int(dst.max()))}"
+                         f" of a batch of {n} nodes; the packed trees are damaged, rebuild them")
     t = torch.from_numpy
-    g._node_frames[0] = Frame({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
-                              num_rows=n)
-    g._edge_frames[0] = Frame({k[2:]: t(v) for k, v in values.items() if k[0] == "e"},
-                              num_rows=len(src))
-    # what set_batch_num_nodes/edges store, without their argument checks
-    g._batch_num_nodes = {"_N": t(nn)}
-    g._batch_num_edges = {("_N", "_E", "_N"): t(ne)}
+    g = forest_graph(t(src), t(dst), n,
+                     ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
+                      {k[2:]: t(v) for k, v in values.items() if k[0] == "e"}),
+                     (t(nn), t(ne)))
     if not schedule:
         return g, None
     levels = [store.node_levels() for store, *_ in picked]
@@ -406,20 +405,25 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
 _FORMATS = ["coo", "csr", "csc"]
 
 
-def _forest_graph(src: np.ndarray, dst: np.ndarray, n: int) -> dgl.DGLGraph:
-    """``dgl.graph((src, dst), num_nodes=n)`` (int64 ids, on the CPU), made by the graph
-    index constructor ``dgl.graph`` ends in, without its argument conversions (a third of
-    its time for a batch of 25 trees).
-
-    Raises:
-        ValueError: an edge names a node beyond ``n`` (damaged trees).
-    """
-    if len(src) and max(int(src.max()), int(dst.max())) >= n:
-        raise ValueError(f"batch_trees: an edge names node {max(int(src.max()), int(dst.max()))}"
-                         f" of a batch of {n} nodes; the packed trees are damaged, rebuild them")
-    index = heterograph_index.create_unitgraph_from_coo(
-        1, n, n, torch.from_numpy(src), torch.from_numpy(dst), _FORMATS, False, False)
-    return DGLGraph(index, ["_N"], ["_E"])
+def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
+                 fields: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
+                 sizes: tuple[torch.Tensor, torch.Tensor]) -> dgl.DGLGraph:
+    """The batched graph of ``n`` nodes, edges ``src -> dst`` (int64, CPU), node and edge
+    ``fields`` and the trees' node and edge counts (``sizes``): what ``dgl.graph`` and
+    setting the fields and ``set_batch_num_nodes``/``edges`` make, made by the graph index
+    constructor ``dgl.graph`` ends in and one frame a side, without their argument
+    conversions and checks (most of the time for a batch of 25 trees): the caller's
+    edges name nodes below ``n`` (:func:`batch_trees` checks them); the fields are used
+    as they are (not copied)."""
+    index = heterograph_index.create_unitgraph_from_coo(1, n, n, src, dst, _FORMATS, False,
+                                                        False)
+    g = DGLGraph(index, ["_N"], ["_E"])
+    g._node_frames[0] = Frame(fields[0], num_rows=n)
+    g._edge_frames[0] = Frame(fields[1], num_rows=len(src))
+    # what set_batch_num_nodes/edges store
+    g._batch_num_nodes = {"_N": sizes[0]}
+    g._batch_num_edges = {("_N", "_E", "_N"): sizes[1]}
+    return g
 
 
 # ---------------------------------------------------------------------- packing

@@ -187,11 +187,11 @@ def _sorted_levels(level: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray, n
     counts = np.bincount(level)
     num_levels = len(counts) if n else 0
     # a stable sort of small keys is numpy's radix sort
-    order = np.argsort(level.astype(np.int16) if num_levels <= _SMALL else level, kind="stable")
+    order = (level.astype(np.int16) if num_levels <= _SMALL else level).argsort(kind="stable")
     rank = np.empty(n, dtype=np.int64)
     rank[order] = np.arange(n, dtype=np.int64)
     offsets = np.zeros(num_levels + 1, dtype=np.int64)
-    np.cumsum(counts, out=offsets[1:])
+    counts.cumsum(out=offsets[1:])
     return order, rank, offsets
 
 
@@ -206,9 +206,10 @@ def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray,
     eorder, e_src, e_dst, e_pos = edges
     flat, width = slot
     # the edges into level l are those whose computed row lies in level l's rows
-    edge_offsets = np.searchsorted(e_dst, node_offsets)
-    e_seg = e_dst - np.repeat(node_offsets[:-1], np.diff(edge_offsets))
-    slots = np.full((n, width), n, dtype=np.int64)
+    edge_offsets = e_dst.searchsorted(node_offsets)
+    e_seg = e_dst - node_offsets[:-1].repeat(edge_offsets[1:] - edge_offsets[:-1])
+    slots = np.empty((n, width), dtype=np.int64)
+    slots.fill(n)
     slots.reshape(-1)[flat] = e_src
     t = torch.from_numpy
     return Levels(
@@ -269,7 +270,8 @@ def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
     16-bit keys (position, then row); else one stable sort."""
     small = _SMALL
     if n * width <= 8 * len(key) + 1024:
-        table = np.full(n * width, -1, dtype=np.int64)
+        table = np.empty(n * width, dtype=np.int64)
+        table.fill(-1)
         table[key] = np.arange(len(key), dtype=np.int64)
         order = table[table >= 0]
         if len(order) == len(key):  # no shared key: the table holds every edge once
@@ -372,9 +374,10 @@ class LevelSchedule:
             ValueError: a negative child position.
         """
         src, dst, rel, pos = edges
-        zeros = np.zeros(len(src), dtype=np.int64)
-        rel = zeros if rel is None else rel
-        pos = zeros if pos is None else pos
+        if rel is None or pos is None:
+            zeros = np.zeros(len(src), dtype=np.int64)
+            rel = zeros if rel is None else rel
+            pos = zeros if pos is None else pos
         if len(pos) and pos.min() < 0:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         return cls._build(int(num_nodes), (src, dst, rel, pos), levels, word,
@@ -390,8 +393,8 @@ class LevelSchedule:
         down = _down_levels(n, depth, src, dst, rel, pos) if top_down else None
         word_ids, num_leaf_words, contiguous = None, 0, False
         if word is not None:
-            rows = np.flatnonzero(np.asarray(word)[order] != G.NO_WORD)  # rows with a word
-            num_leaf_words = int(np.searchsorted(rows, up.node_offsets[1] if n else 0))
+            rows = (np.asarray(word).take(order) != G.NO_WORD).nonzero()[0]  # rows with a word
+            num_leaf_words = int(rows.searchsorted(up.node_offsets[1] if n else 0))
             word_ids = torch.from_numpy(order[rows])
             contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
         return cls(num_nodes=n, batch_size=batch_size, up=up, down=down,

@@ -1,3 +1,6 @@
+import dataclasses
+import pickle
+
 import pytest
 import torch
 from torch.utils.data import DataLoader
@@ -120,3 +123,43 @@ def test_pairs(sick_dir):
 def test_split_checks_lengths():
     with pytest.raises(ValueError, match="target 'label'"):
         Split([], None, {"label": torch.zeros(2)})
+
+
+@pytest.mark.parametrize("which", ["sst", "sick"])
+def test_a_batch_crosses_processes_as_one_tensor(which, sst_dir, sick_dir):
+    """A loader process sends a batch as one byte tensor (``Batch.__reduce__``): what the
+    training process unpickles is the same batch, graph, fields, targets and schedule,
+    single sentences and pairs, bottom-up only and both ways."""
+    from multiprocessing.reduction import ForkingPickler
+
+    import torch.multiprocessing  # noqa: F401  (the tensor reductions a loader uses)
+
+    from tests.trees.test_packed import assert_graphs_equal, assert_schedules_equal
+
+    sp = load_split(sst_dir if which == "sst" else sick_dir, "train",
+                    "constituency" if which == "sst" else "dependency")
+    ds = TreeDataset(sp)
+    for pick, top_down in (([0], True), ([3, 1, 2], False), (list(range(len(sp))), True)):
+        batch = collate(ds.__getitems__(pick), schedule=True, top_down=top_down)
+        for got in (pickle.loads(pickle.dumps(batch)),
+                    pickle.loads(ForkingPickler.dumps(batch))):
+            assert (got.num_a, got.global_size, got.graph_b) == (batch.num_a, None, None)
+            assert_graphs_equal(got.graph, batch.graph)
+            assert (got.schedule.down is None) == (not top_down)
+            assert_schedules_equal(*(dataclasses.replace(s, down=s.down or s.up)
+                                     for s in (got.schedule, batch.schedule)))
+            assert torch.equal(got.index, batch.index)
+            assert got.targets.keys() == batch.targets.keys()
+            for k, v in batch.targets.items():
+                assert got.targets[k].dtype == v.dtype and torch.equal(got.targets[k], v)
+
+
+def test_a_batch_of_other_graphs_pickles_field_by_field(sst_dir):
+    """Graphs that are not plain CPU graphs (here int32 ids) are pickled as they are."""
+    sp = load_split(sst_dir, "train", "constituency")
+    batch = collate(TreeDataset(sp).__getitems__([0, 1]), schedule=True)
+    batch.graph = batch.graph.int()
+    got = pickle.loads(pickle.dumps(batch))
+    assert got.graph.idtype == torch.int32
+    assert torch.equal(got.graph.edges()[0], batch.graph.edges()[0])
+    assert torch.equal(got.schedule.up.order, batch.schedule.up.order)

@@ -18,8 +18,10 @@ import torch
 from gnn_treelstm.datasets.build import build
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import TreeDataset, collate, load_meta, load_split
+from gnn_treelstm.trees.graph import make_tree
+from gnn_treelstm.trees.packed import PackedTrees, batch_trees, pack_graphs
 from gnn_treelstm.trees.schedule import LevelSchedule
-from tests.trees.test_packed import assert_graphs_equal
+from tests.trees.test_packed import assert_graphs_equal, assert_schedules_equal
 
 # ----------------------------------------------------------------- the reference
 
@@ -216,3 +218,82 @@ def test_random_forests_with_shared_and_wide_positions(seed):
     s = LevelSchedule.from_arrays(n, child, par[child], rel=g.edata[G.REL].numpy(),
                                   pos=pos, word=g.ndata[G.WORD].numpy())
     assert_same(s, reference(g))
+
+
+# ----------------------------------------------------------------- edge cases
+
+
+def _hand_trees() -> PackedTrees:
+    """Single-node trees (no edge at all), a chain, a tree with a word-less inner node."""
+    graphs = [make_tree([-1], [4]),
+              make_tree([2, 2, -1], [1, 2, G.NO_WORD], rels=[1, 2, 0]),
+              make_tree([-1], [G.NO_WORD]),
+              make_tree([1, 2, 3, -1], [5, 6, 7, 8]),
+              make_tree([-1], [9])]
+    return PackedTrees(*pack_graphs(graphs))
+
+
+@pytest.mark.parametrize("pick", [[0], [2], [0, 2, 4], [1], [3, 0], [4, 3, 2, 1, 0]])
+def test_single_node_trees_and_a_batch_of_one(pick):
+    """Batches of one tree, of single-node trees only (no edge), and mixed: the graph of
+    ``dgl.batch`` and the reference schedule, top-down levels with and without."""
+    trees = _hand_trees()
+    ready = dgl.batch([trees[i] for i in pick])
+    for top_down in (True, False):
+        graph, sched = batch_trees([(trees, pick)], schedule=True, top_down=top_down)
+        assert_graphs_equal(graph, ready)
+        ref = reference(ready)
+        assert_same(sched, ref if top_down else {**ref, "down": {}})
+        assert (sched.down is None) == (not top_down)
+
+
+def test_pair_batch_of_single_node_trees():
+    """A pair batch (A trees, then B trees) whose sides have single-node trees."""
+    a, b = _hand_trees(), _hand_trees().take([2, 0, 4, 1, 3])
+    for pick in ([0], [0, 2], [1, 3, 4]):
+        graph, sched = batch_trees([(a, pick), (b, pick)], schedule=True)
+        ready = dgl.batch([a[i] for i in pick] + [b[i] for i in pick])
+        assert_graphs_equal(graph, ready)
+        assert_same(sched, reference(ready))
+
+
+def test_stored_levels_are_computed_once_for_every_view():
+    trees = _hand_trees()
+    depth, height = trees.node_levels()
+    assert depth.tolist() == [0, 1, 1, 0, 0, 3, 2, 1, 0, 0]
+    assert height.tolist() == [0, 0, 0, 1, 0, 0, 1, 2, 3, 0]
+    view = trees.take([3, 1]).remap("n." + G.WORD, torch.arange(10) * 2)
+    assert view.node_levels()[0] is depth  # shared, not computed again
+
+
+@pytest.mark.parametrize("src, dst, message", [
+    ([0, 0], [1, 2], "more than one parent"),
+    ([0, 1], [1, 0], "cycle"),
+    ([1], [1], "own parent"),
+    ([0], [5], "outside its tree"),
+])
+def test_damaged_stored_trees_are_refused_naming_them(src, dst, message):
+    arrays = {"node_offsets": np.array([0, 1, 4]), "edge_offsets": np.array([0, 0, len(src)]),
+              "src": np.array(src), "dst": np.array(dst)}
+    with pytest.raises(ValueError, match=f"packed trees 0-1 .*{message}|{message}"):
+        PackedTrees(arrays, {}).node_levels()
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_from_levels_is_from_arrays(seed):
+    """The schedule made from known levels is the one made by walking the forest."""
+    rng = np.random.default_rng(seed)
+    n = [30, 500, 3000][seed]
+    par = np.array([-1] + [int(rng.integers(0, i)) if rng.random() > 0.1 else -1
+                           for i in range(1, n)])
+    child = np.flatnonzero(par >= 0)
+    pos = rng.integers(0, 3, len(child))
+    rel = rng.integers(0, 4, len(child))
+    word = rng.integers(-1, 5, n)
+    depth = _ref_depths(par)
+    height = _ref_heights(par, depth)
+    got = LevelSchedule.from_levels(n, (child, par[child], rel, pos), (depth, height),
+                                    word=word, batch_size=3)
+    want = LevelSchedule.from_arrays(n, child, par[child], rel=rel, pos=pos, word=word,
+                                     batch_size=3)
+    assert_schedules_equal(got, want)

@@ -1,0 +1,43 @@
+"""How many loader processes a run uses (``loader_workers``: by default on CUDA, resolved
+without one) and the loader options ``make_loader`` passes on."""
+
+from __future__ import annotations
+
+import torch
+
+from gnn_treelstm.training.batching import CUDA_WORKERS, loader_workers, make_loader
+from gnn_treelstm.training.config import RunConfig, run_options
+from gnn_treelstm.trees.data import Split
+from gnn_treelstm.trees.packed import PackedTrees, pack_graphs
+from tests.handbuilt import random_batch
+
+
+def test_loader_processes_by_default_on_cuda_only():
+    assert RunConfig().workers is None  # left out: the device decides
+    for device in ("cuda", "cuda:1", torch.device("cuda", 0)):
+        assert loader_workers(device, None, cpus=16) == CUDA_WORKERS > 0
+    assert loader_workers("cuda", None, cpus=2) == 1  # the training process keeps a CPU
+    assert loader_workers("cuda", None, cpus=1) == 0
+    for device in ("cpu", torch.device("cpu"), "meta"):
+        assert loader_workers(device, None, cpus=16) == 0
+
+
+def test_a_given_number_of_loader_processes_wins():
+    for device in ("cuda", "cpu"):
+        for given in (0, 1, 3):
+            assert loader_workers(device, given, cpus=16) == given
+
+
+def test_the_option_help_names_the_default():
+    opt = next(o for o in run_options() if o.flag == "--workers")
+    assert opt.default is None and f"{CUDA_WORKERS} on CUDA" in opt.help
+
+
+def test_make_loader_pins_and_computes_the_levels_before_its_processes():
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
+    split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
+    assert "depth" not in trees._derived
+    loader = make_loader(split, 4, shuffle=True, schedule=True, workers=1, pin_memory=False)
+    assert "depth" in trees._derived  # shared with the loader processes they fork
+    assert (loader.num_workers, loader.pin_memory) == (1, False)
+    assert make_loader(split, 4, shuffle=False, pin_memory=True).pin_memory
