@@ -27,9 +27,14 @@ else:  # pragma: no cover
 # a stack a DGL user has: DGL's last CUDA build (2.4, from DGL's own index) and the torch it was
 # built for, a CUDA build of torch 2.4 (docs/install.md, "Into a DGL-on-GPU stack")
 USER_STACK = {"torch": "2.4.1+cu121", "dgl": "2.4.0"}
-#: the ends of the range that CI tests, each in a venv of its own: `.ci/stack PY TORCH DGL`
-STACK_CALL = re.compile(r"^(?:[A-Z_]+=\S+ )*\.ci/stack (?P<py>[\d.]+) (?P<torch>[\d.]+) "
-                        r"(?P<dgl>[\d.]+) ", re.M)
+#: the ends of the range that CI tests, each in a venv of its own (`.ci/stack PY TORCH DGL`):
+#: .ci/ends names them once, a line "PY TORCH DGL" each in its ENDS=( ... )
+ENDS_BLOCK = re.compile(r"^ENDS=\(\n(?P<lines>(?:\s+\"[^\"]*\"\n)+)\)$", re.M)
+END_LINE = re.compile(r'^\s+"(?P<py>3\.\d+) (?P<torch>\d+\.\d+\.\d+) (?P<dgl>\d+\.\d+\.\d+)"$',
+                      re.M)
+#: what the range promises at each end, at the least: the cells, engines, trees, models and
+#: training (.ci/ends CI_TESTS, what .ci/run runs there)
+ENDS_MINIMUM = ("tests/cells", "tests/engine", "tests/trees", "tests/models", "tests/training")
 
 
 def _norm(req: str) -> str:
@@ -93,7 +98,29 @@ def test_torch_and_dgl_are_ranges_and_the_constraints_pin_them():
 
 
 def _tested_ends() -> list[dict[str, str]]:
-    return [m.groupdict() for m in STACK_CALL.finditer((REPO / ".ci" / "ends").read_text())]
+    block = ENDS_BLOCK.search((REPO / ".ci" / "ends").read_text())
+    assert block, ".ci/ends declares no ENDS=( ... ) block of 'PY TORCH DGL' lines"
+    ends = [m.groupdict() for m in END_LINE.finditer(block["lines"])]
+    assert len(ends) == block["lines"].count("\n"), (
+        f"a line of .ci/ends ENDS is not 'PY TORCH DGL': {block[0]}")
+    return ends
+
+
+def test_ci_runs_both_ends():
+    """.ci/run builds the ends' venvs in the background from its start, waits for that build
+    (its exit status), and runs the ends' tests, which hold at least the range's promise (ENDS_MINIMUM)."""
+    run = (REPO / ".ci" / "run").read_text()
+    lines = [ln.strip() for ln in run.splitlines() if not ln.lstrip().startswith("#")]
+    start = next(i for i, ln in enumerate(lines) if ".ci/ends build" in ln)
+    assert lines[start].endswith("&"), lines[start]
+    assert start < lines.index("make test"), "the ends' venvs build while make test runs"
+    job = re.search(r"^(\w+)=\$!$", "\n".join(lines[start:]), re.M)
+    assert job, "the build's job id is not kept (NAME=$!)"
+    assert any(re.search(rf"\bwait \"?\${job[1]}\b", ln) for ln in lines[start:]), "no wait"
+    assert any(re.fullmatch(r"(bash )?\.ci/ends ci-tests", ln) for ln in lines), lines
+    ends = (REPO / ".ci" / "ends").read_text()
+    ci_tests = re.search(r"^CI_TESTS=\((?P<args>[^)]*)\)", ends, re.M)
+    assert ci_tests and set(ENDS_MINIMUM) <= set(ci_tests["args"].split()), ci_tests
 
 
 def _floor(name: str) -> Version:

@@ -181,7 +181,8 @@ def leaf_word_inputs(prop: Propagator, x: torch.Tensor) -> torch.Tensor:
     only at the leaves; rows of internal nodes and word-less nodes are ignored)."""
     graph = prop.graph
     mask = prop.leaves()
-    if G.WORD in graph.ndata:
+    # keys(): torch 2.4's Dynamo does not trace Mapping.__contains__ (DGL's ndata is one)
+    if G.WORD in graph.ndata.keys():
         word = graph.ndata[G.WORD]
         mask = mask.to(word.device) & (word != G.NO_WORD)
     return x * mask.to(device=x.device, dtype=x.dtype).unsqueeze(-1)  # (N, x)

@@ -80,7 +80,8 @@ class MeanVectors(TreeCell):
     def compute(self, prop: Propagator, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Returns ``(h, c)``: subtree means and subtree sums, each (N, x_size)."""
         graph = prop.graph
-        if G.WORD in graph.ndata:
+        # keys(): torch 2.4's Dynamo does not trace Mapping.__contains__ (DGL's ndata is one)
+        if G.WORD in graph.ndata.keys():
             w = (graph.ndata[G.WORD] != G.NO_WORD).to(x.device, x.dtype).unsqueeze(-1)  # (N, 1)
         else:
             w = x.new_ones(x.shape[0], 1)

@@ -177,7 +177,7 @@ class Layout:
     ``torch.cat``; none for a single part or for unpacked parts returned unchanged).
     """
 
-    __slots__ = ("names", "widths", "width", "who", "_slices")
+    __slots__ = ("names", "widths", "width", "who", "_bounds")
 
     def __init__(self, widths: Mapping[str, int], who: str) -> None:
         if not isinstance(widths, Mapping) or not widths:
@@ -196,7 +196,9 @@ class Layout:
         offsets = [0]
         for w in ws:
             offsets.append(offsets[-1] + w)
-        self._slices = tuple(slice(a, b) for a, b in zip(offsets[:-1], offsets[1:]))
+        # (start, end) of each part as ints: torch 2.4's Dynamo reads a tuple of ints, not
+        # one of slice objects, as a constant
+        self._bounds = tuple(zip(offsets[:-1], offsets[1:]))
 
     def __eq__(self, other: object) -> bool:
         return (isinstance(other, Layout) and self.names == other.names
@@ -213,7 +215,7 @@ class Layout:
         if len(self.names) == 1:
             parts = Parts({self.names[0]: t})
         else:
-            parts = Parts({k: t[..., s] for k, s in zip(self.names, self._slices)})
+            parts = Parts({k: t[..., a:b] for k, (a, b) in zip(self.names, self._bounds)})
         parts._packed, parts._layout = t, self
         return parts
 
@@ -221,7 +223,8 @@ class Layout:
         """One ``(..., width)`` tensor of ``parts`` (every declared part, each of its width)."""
         if isinstance(parts, Parts) and parts._packed is not None and parts._layout == self:
             return parts._packed  # returned unchanged: no copy
-        if not isinstance(parts, Mapping | Parts):
+        # a tuple, not ``Mapping | Parts``: torch 2.4's Dynamo cannot trace a union type
+        if not isinstance(parts, (Mapping, Parts)):  # noqa: UP038
             raise TypeError(f"{self.who} must return its parts by name (a dict or Parts "
                             f"with {', '.join(self.names)}), got {type(parts).__name__}")
         if len(parts) != len(self.names) or any(k not in parts for k in self.names):
