@@ -108,7 +108,7 @@ def _tested_ends() -> list[dict[str, str]]:
 
 def test_ci_runs_both_ends():
     """.ci/run builds the ends' venvs in the background from its start, waits for that build
-    (its exit status), and runs the ends' tests, which hold at least the range's promise (ENDS_MINIMUM)."""
+    (its exit status), and runs the ends' tests, which hold at least ENDS_MINIMUM."""
     run = (REPO / ".ci" / "run").read_text()
     lines = [ln.strip() for ln in run.splitlines() if not ln.lstrip().startswith("#")]
     start = next(i for i, ln in enumerate(lines) if ".ci/ends build" in ln)
