@@ -162,6 +162,28 @@ def test_api_draws_every_node_with_its_prediction(sst):
     assert status == 200 and json.loads(body)["trees"] == res["trees"]
 
 
+def test_served_trees_take_their_nodes_from_the_predictors_node_records(sst_explorer,
+                                                                      monkeypatch):
+    """One place builds a node's parent, span and words: serve's trees are those of
+    ``predict --nodes`` (``models.predictor.node_records``), never a second computation."""
+    from gnn_treelstm.models import predictor as P
+
+    seen, real = [], P.node_records
+
+    def spy(graph, tokens, labels):
+        records = real(graph, tokens, labels)
+        for r in records:  # marks that only a record built here can carry
+            r["words"] = f"<{r['words']}>"
+        seen.append(len(records))
+        return records
+
+    monkeypatch.setattr(P, "node_records", spy)
+    res = sst_explorer.predict(SENTENCE)
+    (tree,) = res["trees"]
+    assert seen and seen[-1] == len(tree["nodes"])
+    assert all(n["words"].startswith("<") and n["words"].endswith(">") for n in tree["nodes"])
+
+
 def test_page_without_javascript_renders_the_tree(sst):
     q = urllib.parse.urlencode({"sentence": "a witty film"})
     status, ctype, body = request(f"{sst.url}/?{q}")
