@@ -104,7 +104,8 @@ class Packer:
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The packed arrays of the trees added (``node_offsets``, ``edge_offsets``,
-        ``src``, ``dst``, ``n.<field>``, ``e.<field>``), as :func:`pack_graphs` makes them.
+        ``src``, ``dst``, ``n.<field>``, ``e.<field>``), as
+        :func:`~gnn_treelstm.trees.packed.pack_graphs` makes them.
 
         Raises:
             ValueError: a tree without exactly one root, with a parent out of range, a

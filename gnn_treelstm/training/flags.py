@@ -33,8 +33,9 @@ _EXPECTED = {int: "an integer", float: "a number"}
 
 @dataclass(frozen=True)
 class Check:
-    """A condition a run option's value meets (:meth:`RunConfig.check`), and the error when
-    it does not: ``error`` is formatted with ``flag``, ``name`` (the field) and ``value``."""
+    """A condition a run option's value meets
+    (:meth:`~gnn_treelstm.training.config.RunConfig.check`), and the error when it does not:
+    ``error`` is formatted with ``flag``, ``name`` (the field) and ``value``."""
 
     holds: Callable[[Any], bool]
     error: str
@@ -62,10 +63,11 @@ class RunOption:
             in a row's train command (False for where and how a run reports, which does not
             change what it trains).
         path: the value names a file or directory: a run records it absolute
-            (:meth:`RunConfig.with_absolute_paths`) and :func:`config_changes` compares it
-            by the file it names.
-        checks: the conditions :meth:`RunConfig.check` holds its value to (ranges, known
-            names), each with its error.
+            (:meth:`~gnn_treelstm.training.config.RunConfig.with_absolute_paths`) and
+            :func:`~gnn_treelstm.training.config.config_changes` compares it by the file it
+            names.
+        checks: the conditions :meth:`~gnn_treelstm.training.config.RunConfig.check` holds
+            its value to (ranges, known names), each with its error.
         aliases: other names of the flag (``-q`` of ``--quiet``).
         shorthand: flags that set a fixed value, and the value (``-v``, ``--verbose``:
             ``--log-level INFO``).
