@@ -6,6 +6,10 @@ One measurement per process (a fresh process measures the load's memory), printe
     python scripts/packed_bench.py collate DIR [--batch-size 25] [--schedule] [--ready]
     python scripts/packed_bench.py schedule-ab DIR --ab OLD_PYTHONPATH NEW_PYTHONPATH
         [--batch-sizes 25 256] [--repeat 3]
+
+``--ready`` (and ``schedule-ab``, in the new code's process) also times ``dgl.batch`` of
+the same trees made into graphs beforehand, alone and followed by DGL's own schedule,
+``dgl.topological_nodes_generator`` (the bottom-up frontiers ``prop_nodes_topo`` walks).
     python scripts/packed_bench.py loader DIR [--batch-size 25] [--workers 1] [--step-ms 2]
 
 ``loader``: the training loader alone (``make_loader``, shuffled, level schedules, the
@@ -101,6 +105,10 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
         for g in graphs:
             dgl.batch(g)
         out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / (time.thread_time() - c0), 1)
+        c0 = time.thread_time()
+        for g in graphs:  # and DGL's topological frontiers (prop_nodes_topo's schedule)
+            dgl.topological_nodes_generator(dgl.batch(g))
+        out["ready_dgl_topo_trees_per_cpu_s"] = round(len(sp) / (time.thread_time() - c0), 1)
     return out
 
 
@@ -199,7 +207,9 @@ def schedule_ab(args: argparse.Namespace) -> None:
             print(f"batch {bs} round {r}: collate+schedule trees/CPU-s old {o[key]:,.0f} "
                   f"new {n[key]:,.0f} new/old {n[key] / o[key]:.2f}; dgl.batch of ready graphs "
                   f"{n['ready_dgl_batch_trees_per_cpu_s']:,.0f}, new/ready "
-                  f"{n[key] / n['ready_dgl_batch_trees_per_cpu_s']:.2f}")
+                  f"{n[key] / n['ready_dgl_batch_trees_per_cpu_s']:.2f}; dgl.batch + "
+                  f"topological_nodes_generator {n['ready_dgl_topo_trees_per_cpu_s']:,.0f}, "
+                  f"new/that {n[key] / n['ready_dgl_topo_trees_per_cpu_s']:.2f}")
 
 
 def compare(args: argparse.Namespace) -> None:

@@ -389,7 +389,11 @@ class Batch:
                 {k: _add(tensors, v) for k, v in self.targets.items()},
                 _add(tensors, self.index), self.num_a, self.global_size,
                 None if self.schedule is None else _fields_layout(tensors, self.schedule))
-        return (_unpack_batch, (meta, *_pack(tensors)))
+        packed = _pack(tensors)
+        if packed is None:  # a tensor numpy cannot hold (bfloat16) or one with gradients
+            return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
+                            self.num_a, self.global_size))
+        return (_unpack_batch, (meta, *packed))
 
 
 def _plain_graph(g: dgl.DGLGraph) -> bool:
@@ -403,13 +407,18 @@ def _add(tensors: list[torch.Tensor], t: torch.Tensor) -> int:
     return len(tensors) - 1
 
 
-def _pack(tensors: list[torch.Tensor]) -> tuple[list, np.ndarray]:
+def _pack(tensors: list[torch.Tensor]) -> tuple[list, np.ndarray] | None:
     """The tensors' bytes in one array and the layout :func:`_unpack_tensors` reads them
     back by. The tensors are grouped by type, widest first (each group then starts at a
     multiple of its item size): a group is ``(numpy dtype, [(shape, count), ...])``, and
     ``where`` says which of the sorted tensors each of ``tensors`` is. Done in numpy: a
-    ``torch`` call costs some microseconds, the same in numpy a fraction of one."""
-    arrays = [t.numpy() for t in tensors]
+    ``torch`` call costs some microseconds, the same in numpy a fraction of one. None: a
+    tensor numpy cannot view (a type it lacks, such as ``bfloat16``, or one that requires
+    gradients)."""
+    try:
+        arrays = [t.numpy() for t in tensors]
+    except (TypeError, RuntimeError):
+        return None
     order = sorted(range(len(arrays)),
                    key=lambda i: (-arrays[i].itemsize, arrays[i].dtype.str))
     groups: list[tuple[np.dtype, list]] = []
@@ -417,6 +426,8 @@ def _pack(tensors: list[torch.Tensor]) -> tuple[list, np.ndarray]:
     where = [0] * len(order)
     for j, i in enumerate(order):
         a = arrays[i]
+        if not a.flags.c_contiguous:
+            a = np.ascontiguousarray(a)
         if not groups or groups[-1][0] != a.dtype:
             groups.append((a.dtype, []))
         groups[-1][1].append((a.shape, a.size))

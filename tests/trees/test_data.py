@@ -163,3 +163,83 @@ def test_a_batch_of_other_graphs_pickles_field_by_field(sst_dir):
     assert got.graph.idtype == torch.int32
     assert torch.equal(got.graph.edges()[0], batch.graph.edges()[0])
     assert torch.equal(got.schedule.up.order, batch.schedule.up.order)
+
+
+def _assert_same(got, want, where="batch"):
+    """Every field of two batches (graphs, targets, ids, schedules, offsets, counts) equal,
+    tensors bit for bit with the same type and shape."""
+    if isinstance(want, torch.Tensor):
+        assert isinstance(got, torch.Tensor), where
+        assert (got.dtype, got.shape) == (want.dtype, want.shape), where
+        assert torch.equal(got, want), where
+    elif isinstance(want, tuple):
+        assert isinstance(got, tuple) and len(got) == len(want), where
+        for i, (a, b) in enumerate(zip(got, want)):
+            _assert_same(a, b, f"{where}[{i}]")
+    elif isinstance(want, dict):
+        assert got.keys() == want.keys(), where
+        for k in want:
+            _assert_same(got[k], want[k], f"{where}.{k}")
+    elif dataclasses.is_dataclass(want):
+        assert type(got) is type(want), where
+        for f in dataclasses.fields(want):
+            _assert_same(getattr(got, f.name), getattr(want, f.name), f"{where}.{f.name}")
+    elif hasattr(want, "ndata"):  # a graph: structure, fields, tree sizes
+        for a, b, what in ((got.edges(), want.edges(), "edges"),
+                           (got.batch_num_nodes(), want.batch_num_nodes(), "nodes"),
+                           (got.batch_num_edges(), want.batch_num_edges(), "tree edges")):
+            _assert_same(a, b, f"{where}.{what}")
+        _assert_same(dict(got.ndata), dict(want.ndata), f"{where}.ndata")
+        _assert_same(dict(got.edata), dict(want.edata), f"{where}.edata")
+    else:
+        assert got == want, where
+
+
+@pytest.mark.parametrize("which", ["sst", "sick"])
+def test_a_batch_from_a_loader_process_is_the_batch_made_here(which, sst_dir, sick_dir):
+    """The batches a loader process sends are, field for field and bit for bit, those the
+    training process makes itself (graph, fields, targets, ids, both schedules)."""
+    from gnn_treelstm.training.batching import make_loader
+
+    sp = load_split(sst_dir if which == "sst" else sick_dir, "train",
+                    "constituency" if which == "sst" else "dependency")
+    here, there = (list(make_loader(sp, 7, shuffle=True, seed=2, schedule=True, workers=w))
+                   for w in (0, 1))
+    assert len(here) == len(there) > 1
+    for got, want in zip(there, here, strict=True):
+        _assert_same(got, want)
+
+
+def test_a_batch_crosses_as_views_of_one_array_grouped_by_type(sst_dir):
+    """Unpickled, every tensor of a batch is a view of one array (nothing copied one by
+    one), tensors of every type come back exactly (float16, bool, a non-contiguous one),
+    and a batch holding a tensor numpy lacks (bfloat16) still crosses, field by field."""
+    sp = load_split(sst_dir, "train", "constituency")
+    batch = collate(TreeDataset(sp).__getitems__([4, 0, 2]), schedule=True)
+    batch.targets["half"] = torch.arange(3, dtype=torch.float16) / 3
+    batch.targets["flag"] = torch.tensor([True, False, True])
+    batch.targets["strided"] = torch.arange(12).view(3, 4)[:, ::2]
+    data = batch.__reduce__()[1][-1]  # the one array the bytes travel in
+    got = pickle.loads(pickle.dumps(batch))
+    _assert_same(got, batch)
+    views = (got.index, got.graph.ndata["word"], got.schedule.up.slots,
+             got.schedule.down.slot_mask, got.targets["half"], got.targets["flag"])
+    first = min(t.data_ptr() for t in views)
+    assert max(t.data_ptr() + t.nbytes for t in views) - first <= data.nbytes
+    batch.targets["brain"] = torch.ones(3, dtype=torch.bfloat16)
+    _assert_same(pickle.loads(pickle.dumps(batch)), batch)
+
+
+def test_forest_edges_are_the_tensors_the_graph_was_made_of(sst_dir):
+    """``forest_edges`` gives the edges a made graph was built from, without reading them
+    back from DGL, and reads them back once the graph's edges changed."""
+    from gnn_treelstm.trees.packed import forest_edges
+
+    sp = load_split(sst_dir, "train", "constituency")
+    g = collate(TreeDataset(sp).__getitems__([1, 3])).graph
+    src, dst = forest_edges(g)
+    assert torch.equal(src, g.edges()[0]) and torch.equal(dst, g.edges()[1])
+    assert forest_edges(g)[0] is src
+    g.add_edges(torch.tensor([0]), torch.tensor([1]))
+    src2, dst2 = forest_edges(g)
+    assert len(src2) == len(src) + 1 and (int(src2[-1]), int(dst2[-1])) == (0, 1)
