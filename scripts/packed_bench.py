@@ -5,7 +5,7 @@ One measurement per process (a fresh process measures the load's memory), printe
     python scripts/packed_bench.py load DIR [--split train --tree constituency]
     python scripts/packed_bench.py collate DIR [--batch-size 25] [--schedule] [--ready]
     python scripts/packed_bench.py schedule-ab DIR --ab OLD_PYTHONPATH NEW_PYTHONPATH
-        [--batch-sizes 25 256] [--repeat 3]
+        [--batch-sizes 25 256] [--repeat 3] [--passes 5]
 
 ``--ready`` (and ``schedule-ab``, in the new code's process) also times ``dgl.batch`` of
 the same trees made into graphs beforehand, alone and followed by DGL's own schedule,
@@ -75,7 +75,7 @@ def measure_load(data: str, split: str, tree: str) -> dict:
 
 
 def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule: bool,
-                    ready: bool = False) -> dict:
+                    ready: bool = False, passes: int = 1) -> dict:
     import torch
 
     from gnn_treelstm.trees import data as D
@@ -87,12 +87,16 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     for b in batches[:20]:  # warm: first pages read, first DGL calls
         D.collate(ds.__getitems__(b), schedule=schedule)
-    t0, c0 = time.perf_counter(), time.thread_time()
-    for b in batches:
-        D.collate(ds.__getitems__(b), schedule=schedule)
-    seconds, cpu = time.perf_counter() - t0, time.thread_time() - c0
+
+    def one_pass() -> None:
+        for b in batches:
+            D.collate(ds.__getitems__(b), schedule=schedule)
+
+    t0 = time.perf_counter()
+    cpu = _median_cpu(one_pass, passes)
+    seconds = (time.perf_counter() - t0) / passes
     out = {"trees": len(sp), "batch_size": batch_size, "schedule": schedule,
-           "trees_per_s": round(len(sp) / seconds, 1),
+           "passes": passes, "trees_per_s": round(len(sp) / seconds, 1),
            "trees_per_cpu_s": round(len(sp) / cpu, 1)}
     if ready:  # dgl.batch of the same trees made into graphs beforehand
         import dgl
@@ -101,15 +105,32 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
         graphs = [[side[i] for side in sides for i in b] for b in batches]
         for g in graphs[:20]:
             dgl.batch(g)
-        c0 = time.thread_time()
-        for g in graphs:
-            dgl.batch(g)
-        out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / (time.thread_time() - c0), 1)
-        c0 = time.thread_time()
-        for g in graphs:  # and DGL's topological frontiers (prop_nodes_topo's schedule)
-            dgl.topological_nodes_generator(dgl.batch(g))
-        out["ready_dgl_topo_trees_per_cpu_s"] = round(len(sp) / (time.thread_time() - c0), 1)
+
+        def ready_pass() -> None:
+            for g in graphs:
+                dgl.batch(g)
+
+        def topo_pass() -> None:  # and DGL's topological frontiers (prop_nodes_topo's)
+            for g in graphs:
+                dgl.topological_nodes_generator(dgl.batch(g))
+
+        out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / _median_cpu(ready_pass,
+                                                                             passes), 1)
+        out["ready_dgl_topo_trees_per_cpu_s"] = round(len(sp) / _median_cpu(topo_pass,
+                                                                            passes), 1)
     return out
+
+
+def _median_cpu(work, passes: int) -> float:
+    """The median CPU time of this thread (``time.thread_time``) of ``passes`` runs of
+    ``work``."""
+    times = []
+    for _ in range(passes):
+        c0 = time.thread_time()
+        work()
+        times.append(time.thread_time() - c0)
+    times.sort()
+    return times[len(times) // 2]
 
 
 def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: int,
@@ -191,7 +212,8 @@ def schedule_ab(args: argparse.Namespace) -> None:
         for bs in args.batch_sizes:
             for name, py in (("old", old_py), ("new", new_py)):
                 cmd = [sys.executable, __file__, "collate", args.data, "--split", args.split,
-                       "--tree", args.tree, "--batch-size", str(bs), "--schedule"]
+                       "--tree", args.tree, "--batch-size", str(bs), "--schedule",
+                       "--passes", str(args.passes)]
                 if name == "new":
                     cmd.append("--ready")
                 env = {**os.environ, "PYTHONPATH": py}
@@ -252,6 +274,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--ab", nargs=2, metavar=("OLD_PY", "NEW_PY"),
                     help="schedule-ab: the two checkouts' PYTHONPATH")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[25, 256])
+    ap.add_argument("--passes", type=int, default=1,
+                    help="collate, schedule-ab: passes over the split in each process; the "
+                         "figures are the median pass's")
     ap.add_argument("--workers", type=int, default=1, help="loader: loader processes")
     ap.add_argument("--step-ms", type=float, default=2.0,
                     help="loader: the time of a step (a sleep)")
@@ -272,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
                              args.step_ms)
     else:
         out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
-                              args.ready)
+                              args.ready, args.passes)
     print(json.dumps(out))
     return 0
 

@@ -152,6 +152,7 @@ class PackedTrees(TreeStore):
         self.maps = dict(maps or {})
         self._stored = len(arrays["node_offsets"]) - 1
         self._views: dict[str, np.ndarray] = {}
+        self._derived_plan: list | None = None
         #: what is computed once from the stored trees (:meth:`node_levels`), shared by the
         #: views :meth:`take` and :meth:`remap` make
         self._derived: dict[str, np.ndarray] = {}
@@ -300,6 +301,35 @@ class PackedTrees(TreeStore):
             vals = vals.astype(_NUMPY_TYPES.get(dtype, vals.dtype), copy=False)
         return vals
 
+    def _take_fields(self, nidx: np.ndarray, eidx: np.ndarray) -> dict[str, np.ndarray]:
+        """Every ``n.``/``e.`` field at stored nodes ``nidx`` and edges ``eidx``, each in the
+        type it is read as, maps applied: :meth:`_take` of each, with what it looks up
+        found once (:meth:`_field_plan`)."""
+        out = {}
+        for key, arr, node, kind in self._field_plan():
+            if arr is None:  # a mapped field
+                out[key] = self._take(key, nidx if node else eidx, self.dtypes[key])
+                continue
+            vals = arr.take(nidx if node else eidx, axis=0)
+            out[key] = vals if kind is None else vals.astype(kind)
+        return out
+
+    def _field_plan(self) -> list:
+        """(key, plain array or None for a mapped field, node field?, numpy type to convert
+        to or None) of every field, in :attr:`dtypes` order."""
+        plan = self._derived_plan
+        if plan is None:
+            plan = []
+            for key, dtype in self.dtypes.items():
+                arr = None if key in self.maps else self._plain(key)
+                kind = None
+                if arr is not None:
+                    kind = np.dtype(_NUMPY_TYPES.get(dtype, arr.dtype))
+                    kind = None if kind == arr.dtype else kind
+                plan.append((key, arr, key[0] == "n", kind))
+            self._derived_plan = plan
+        return plan
+
     def _table(self, key: str, table: torch.Tensor) -> np.ndarray:
         """The map of ``key`` as an int64 numpy array (converted once)."""
         plain = self._views.get("map." + key)
@@ -374,15 +404,17 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
         return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
 
     nn, ne = cat([p[3] for p in picked]), cat([p[4] for p in picked])
-    n = int(nn.sum())
+    n = sum(len(p[1]) for p in picked)
     # node numbers within each tree -> within the batch: add the tree's first node
     base = (nn.cumsum() - nn).repeat(ne)
     src = cat([store._take("src", eidx, "int64") for store, _, eidx, _, _ in picked]) + base
     dst = cat([store._take("dst", eidx, "int64") for store, _, eidx, _, _ in picked]) + base
-    values = {key: cat([store._take(key, nidx if key[0] == "n" else eidx, dtype)
-                        for store, nidx, eidx, _, _ in picked])
-              for key, dtype in dtypes.items()}
-    if len(src) and max(int(src.max()), int(dst.max())) >= n:
+    taken = [store._take_fields(nidx, eidx) for store, nidx, eidx, _, _ in picked]
+    values = taken[0] if len(taken) == 1 else {key: cat([t[key] for t in taken])
+                                               for key in dtypes}
+    # the levels (computed once a store) checked every stored edge against its tree's nodes
+    levels = [store.node_levels() for store, *_ in picked] if schedule else None
+    if len(src) and levels is None and max(int(src.max()), int(dst.max())) >= n:
         raise ValueError(f"batch_trees: an edge names node {max(int(src.max()), int(dst.max()))}"
                          f" of a batch of {n} nodes; the packed trees are damaged, rebuild them")
     t = torch.from_numpy
@@ -390,9 +422,8 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
                      ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
                       {k[2:]: t(v) for k, v in values.items() if k[0] == "e"}),
                      (t(nn), t(ne)))
-    if not schedule:
+    if levels is None:
         return g, None
-    levels = [store.node_levels() for store, *_ in picked]
     depth = cat([lv[0].take(p[1]) for lv, p in zip(levels, picked)])
     height = cat([lv[1].take(p[1]) for lv, p in zip(levels, picked)])
     sched = LevelSchedule.from_levels(
