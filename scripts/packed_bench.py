@@ -144,7 +144,7 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
     sp = D.load_split(data, split, tree)
     loader = make_loader(sp, batch_size, shuffle=True, seed=0, schedule=True, workers=workers)
     out = {"trees": len(sp), "batch_size": batch_size, "workers": workers, "step_ms": step_ms,
-           "cpu_ms_per_batch": _loader_cpu(sp, batch_size)}
+           "cpu_ms_per_batch": _loader_cpu(sp, batch_size, loader.collate_fn)}
     for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
         waits, t0, batches = [], time.perf_counter(), 0
         for _ in range(epochs):
@@ -170,11 +170,12 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
     return out
 
 
-def _loader_cpu(sp, batch_size: int) -> dict:
+def _loader_cpu(sp, batch_size: int, collate) -> dict:
     """CPU time a batch costs each side of a loader process, one shuffled epoch, one
-    thread: the loader process's (``TreeDataset.__getitems__``, ``collate`` with the
-    schedule, pickling it for the queue: ``ForkingPickler.dumps``, shared memory
-    included) and the training process's (unpickling it)."""
+    thread: the loader process's (``TreeDataset.__getitems__``, ``collate``: the loader's
+    own collate function, with the schedule; pickling what it returns for the queue:
+    ``ForkingPickler.dumps``, shared memory included) and the training process's
+    (unpickling it)."""
     import pickle
     from multiprocessing.reduction import ForkingPickler
 
@@ -189,7 +190,7 @@ def _loader_cpu(sp, batch_size: int) -> dict:
     make = send = receive = 0.0
     for b in batches:
         c0 = time.thread_time()
-        batch = D.collate(ds.__getitems__(b), schedule=True)
+        batch = collate(ds.__getitems__(b))
         c1 = time.thread_time()
         data = ForkingPickler.dumps(batch)
         c2 = time.thread_time()

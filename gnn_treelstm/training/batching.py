@@ -54,7 +54,8 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
         for trees in (split.graphs, split.graphs_b):
             if isinstance(trees, PackedTrees):
                 trees.node_levels()
-    collate = functools.partial(D.collate, schedule=True) if schedule else D.collate
+    # a loader process sends a batch's arrays; the graph is made once, in this process
+    collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0)
     gen = torch.Generator()
     gen.manual_seed(seed)
     if shard is not None:  # the one-process batches, each split over the ranks

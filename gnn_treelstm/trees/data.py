@@ -40,6 +40,8 @@ from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
 from gnn_treelstm.trees.packed import (
     PackedTrees,
     TreeStore,
+    arrays_graph,
+    batch_arrays,
     batch_trees,
     forest_edges,
     forest_graph,
@@ -396,6 +398,36 @@ class Batch:
         return (_unpack_batch, (meta, *packed))
 
 
+class _Wire:
+    """A batch of packed trees on its way to another process, as the arrays
+    :func:`~gnn_treelstm.trees.packed.batch_arrays` made (``collate(wire=True)``): it
+    pickles as the :class:`Batch` :func:`collate` makes of them would (the same bytes
+    and layout, :func:`_unpack_batch` unpickles it), without making the graph first.
+    ``global_size`` may be set before it is sent, as on a batch."""
+
+    def __init__(self, arrays: dict, targets: dict[str, torch.Tensor], index: torch.Tensor,
+                 schedule: LevelSchedule | None, num_a: int | None) -> None:
+        self.arrays, self.targets, self.index = arrays, targets, index
+        self.schedule, self.num_a = schedule, num_a
+        self.global_size: int | None = None
+
+    def __reduce__(self) -> tuple:
+        a, tensors = self.arrays, []
+        values = a["values"]
+        graph = (a["n"], _add(tensors, a["src"]), _add(tensors, a["dst"]),
+                 {k[2:]: _add(tensors, v) for k, v in values.items() if k[0] == "n"},
+                 {k[2:]: _add(tensors, v) for k, v in values.items() if k[0] == "e"},
+                 _add(tensors, a["nn"]), _add(tensors, a["ne"]))
+        meta = ((graph,), False, {k: _add(tensors, v) for k, v in self.targets.items()},
+                _add(tensors, self.index), self.num_a, self.global_size,
+                None if self.schedule is None else _fields_layout(tensors, self.schedule))
+        packed = _pack(tensors)
+        if packed is None:  # a target numpy cannot hold: the batch, field by field
+            return Batch(arrays_graph(a), None, self.targets, self.index, self.schedule,
+                         self.num_a, self.global_size).__reduce__()
+        return (_unpack_batch, (meta, *packed))
+
+
 def _plain_graph(g: dgl.DGLGraph) -> bool:
     return (g.device.type == "cpu" and g.idtype == torch.int64 and len(g.ntypes) == 1
             and len(g.canonical_etypes) == 1)
@@ -416,7 +448,7 @@ def _pack(tensors: list[torch.Tensor]) -> tuple[list, np.ndarray] | None:
     tensor numpy cannot view (a type it lacks, such as ``bfloat16``, or one that requires
     gradients)."""
     try:
-        arrays = [t.numpy() for t in tensors]
+        arrays = [t if isinstance(t, np.ndarray) else t.numpy() for t in tensors]
     except (TypeError, RuntimeError):
         return None
     order = sorted(range(len(arrays)),
@@ -554,7 +586,7 @@ class _Examples(NamedTuple):
 
 
 def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
-            top_down: bool = True) -> Batch:
+            top_down: bool = True, wire: bool = False) -> Batch:
     """Batch examples (``DataLoader(collate_fn=collate)``).
 
     Args:
@@ -563,6 +595,9 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
             (:attr:`Batch.schedule`, for ``engine="level"``), here on the CPU, once per batch.
         top_down: the schedule includes the top-down levels (cells of Teng & Zhang §4.3 and
             the backward sequential LSTM need them).
+        wire: the batch is for another process (a loader process's): a batch of packed
+            trees is returned as its arrays, which pickle as the :class:`Batch` they make,
+            its graph made once, by the process that unpickles it.
     """
     if isinstance(examples, _Examples) and isinstance(examples.graphs, PackedTrees) and (
             examples.graphs_b is None or isinstance(examples.graphs_b, PackedTrees)):
@@ -573,9 +608,13 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         parts = [(examples.graphs, positions)]
         if examples.graphs_b is not None:
             parts.append((examples.graphs_b, positions))
+        num_a = None if examples.graphs_b is None else len(positions)
+        if wire:
+            arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
+            return _Wire(arrays, dict(examples.targets), examples.index, sched,
+                         num_a)  # type: ignore[return-value]
         graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down)
-        return Batch(graph, None, dict(examples.targets), examples.index, sched,
-                     None if examples.graphs_b is None else len(positions))
+        return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a)
     if isinstance(examples, _Examples):
         if not len(examples.index):
             raise ValueError("collate: empty batch")

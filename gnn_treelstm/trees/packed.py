@@ -51,8 +51,8 @@ from gnn_treelstm.trees.schedule import LevelSchedule, _ancestors, _heights
 
 _dgl_compat.attach()
 
-__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "forest_graph",
-           "forest_edges", "pack_graphs",
+__all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "batch_arrays",
+           "arrays_graph", "forest_graph", "forest_edges", "pack_graphs",
            "concat_packed",
            "write_packed", "write_packed_parts", "load_packed", "packed_exists"]
 
@@ -392,6 +392,33 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     Raises:
         ValueError: no part, or parts whose trees have other fields.
     """
+    arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
+    return arrays_graph(arrays), sched
+
+
+def arrays_graph(arrays: dict) -> dgl.DGLGraph:
+    """The batched graph of what :func:`batch_arrays` made (:func:`forest_graph`; the
+    tensors share the arrays' memory)."""
+    t = torch.from_numpy
+    values = arrays["values"]
+    return forest_graph(t(arrays["src"]), t(arrays["dst"]), arrays["n"],
+                        ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
+                         {k[2:]: t(v) for k, v in values.items() if k[0] == "e"}),
+                        (t(arrays["nn"]), t(arrays["ne"])))
+
+
+def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
+                 *, schedule: bool = False, top_down: bool = True
+                 ) -> tuple[dict, LevelSchedule | None]:
+    """What :func:`batch_trees` makes its graph of, as numpy arrays: ``n`` (nodes),
+    ``src``/``dst`` (int64, numbered within the batch), ``values`` (every ``n.``/``e.``
+    field), ``nn``/``ne`` (each tree's nodes and edges); and the schedule. A loader
+    process sends these (:func:`gnn_treelstm.trees.data.collate` with ``wire=True``), and
+    the graph is made once, where it is used.
+
+    Raises:
+        ValueError: no part, or parts whose trees have other fields.
+    """
     if not parts:
         raise ValueError("batch_trees: no trees")
     dtypes = parts[0][0].dtypes
@@ -417,19 +444,15 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     if len(src) and levels is None and max(int(src.max()), int(dst.max())) >= n:
         raise ValueError(f"batch_trees: an edge names node {max(int(src.max()), int(dst.max()))}"
                          f" of a batch of {n} nodes; the packed trees are damaged, rebuild them")
-    t = torch.from_numpy
-    g = forest_graph(t(src), t(dst), n,
-                     ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
-                      {k[2:]: t(v) for k, v in values.items() if k[0] == "e"}),
-                     (t(nn), t(ne)))
+    arrays = {"n": n, "src": src, "dst": dst, "values": values, "nn": nn, "ne": ne}
     if levels is None:
-        return g, None
+        return arrays, None
     depth = cat([lv[0].take(p[1]) for lv, p in zip(levels, picked)])
     height = cat([lv[1].take(p[1]) for lv, p in zip(levels, picked)])
     sched = LevelSchedule.from_levels(
         n, (src, dst, values.get("e." + G.REL), values.get("e." + G.POS)), (depth, height),
         word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down)
-    return g, sched
+    return arrays, sched
 
 
 #: the sparse formats DGL gives a graph made by ``dgl.graph`` (made lazily, as needed)

@@ -243,3 +243,23 @@ def test_forest_edges_are_the_tensors_the_graph_was_made_of(sst_dir):
     g.add_edges(torch.tensor([0]), torch.tensor([1]))
     src2, dst2 = forest_edges(g)
     assert len(src2) == len(src) + 1 and (int(src2[-1]), int(dst2[-1])) == (0, 1)
+
+
+@pytest.mark.parametrize("which", ["sst", "sick"])
+def test_a_batch_sent_as_its_arrays_unpickles_as_the_batch(which, sst_dir, sick_dir):
+    """What a loader process sends (``collate(wire=True)``: the arrays, no graph made)
+    unpickles as the batch ``collate`` makes, every field, both schedules or one, a share's
+    global size set after collate, and a target numpy lacks (bfloat16)."""
+    from multiprocessing.reduction import ForkingPickler
+
+    sp = load_split(sst_dir if which == "sst" else sick_dir, "train",
+                    "constituency" if which == "sst" else "dependency")
+    ds = TreeDataset(sp)
+    for pick, top_down in (([0], True), ([3, 1, 2], False), (list(range(len(sp))), True)):
+        sent = collate(ds.__getitems__(pick), schedule=True, top_down=top_down, wire=True)
+        want = collate(ds.__getitems__(pick), schedule=True, top_down=top_down)
+        assert not isinstance(sent, Batch)
+        sent.global_size = want.global_size = 2 * len(pick)
+        _assert_same(pickle.loads(ForkingPickler.dumps(sent)), want)
+    sent.targets["brain"] = want.targets["brain"] = torch.ones(len(pick), dtype=torch.bfloat16)
+    _assert_same(pickle.loads(pickle.dumps(sent)), want)
