@@ -398,6 +398,24 @@ class Batch:
         return (_unpack_batch, (meta, *packed))
 
 
+def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
+                    wire: bool) -> Batch:
+    """:func:`collate` of packed trees (``wire``: their arrays, for another process)."""
+    if not len(examples.index):
+        raise ValueError("collate: empty batch")
+    positions = examples.index.numpy() if examples.positions is None else examples.positions
+    parts = [(examples.graphs, positions)]
+    if examples.graphs_b is not None:
+        parts.append((examples.graphs_b, positions))
+    num_a = None if examples.graphs_b is None else len(positions)
+    if wire:
+        arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
+        return _Wire(arrays, dict(examples.targets), examples.index, sched,
+                     num_a)  # type: ignore[return-value]
+    graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down)
+    return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a)
+
+
 class _Wire:
     """A batch of packed trees on its way to another process, as the arrays
     :func:`~gnn_treelstm.trees.packed.batch_arrays` made (``collate(wire=True)``): it
@@ -601,20 +619,7 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
     """
     if isinstance(examples, _Examples) and isinstance(examples.graphs, PackedTrees) and (
             examples.graphs_b is None or isinstance(examples.graphs_b, PackedTrees)):
-        if not len(examples.index):
-            raise ValueError("collate: empty batch")
-        positions = examples.index.numpy() if examples.positions is None \
-            else examples.positions
-        parts = [(examples.graphs, positions)]
-        if examples.graphs_b is not None:
-            parts.append((examples.graphs_b, positions))
-        num_a = None if examples.graphs_b is None else len(positions)
-        if wire:
-            arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
-            return _Wire(arrays, dict(examples.targets), examples.index, sched,
-                         num_a)  # type: ignore[return-value]
-        graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down)
-        return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a)
+        return _collate_packed(examples, schedule, top_down, wire)
     if isinstance(examples, _Examples):
         if not len(examples.index):
             raise ValueError("collate: empty batch")
