@@ -305,6 +305,10 @@ class LevelSchedule:
     #: constituency trees, or every node has one, as in chains): kernels then copy the
     #: input terms with one slice instead of a scatter.
     word_rows_contiguous: bool = False
+    #: the nodes without a parent (no edge leaves them), in node order: each tree's root,
+    #: as :func:`~gnn_treelstm.trees.graph.batch_roots` finds them in the graph, computed
+    #: once per batch with the schedule from its edges (None: built without them)
+    roots: torch.Tensor | None = None
     #: the host (CPU) schedule this one was moved from by :meth:`to` (``None`` on the CPU):
     #: a schedule is checked against a CPU graph there, so a device forward does not wait
     #: for the device (:func:`~gnn_treelstm.engine.propagator.check_schedule`)
@@ -397,9 +401,12 @@ class LevelSchedule:
             num_leaf_words = int(rows.searchsorted(up.node_offsets[1] if n else 0))
             word_ids = torch.from_numpy(order[rows])
             contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
+        has_parent = np.zeros(n, dtype=bool)
+        has_parent[src] = True
         return cls(num_nodes=n, batch_size=batch_size, up=up, down=down,
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
-                   word_rows_contiguous=contiguous)
+                   word_rows_contiguous=contiguous,
+                   roots=torch.from_numpy(np.flatnonzero(~has_parent)))
 
     @property
     def device(self) -> torch.device:
@@ -420,6 +427,7 @@ class LevelSchedule:
             up=self.up.to(device, non_blocking=nb),
             down=None if self.down is None else self.down.to(device, non_blocking=nb),
             word_ids=None if self.word_ids is None else self.word_ids.to(device, non_blocking=nb),
+            roots=None if self.roots is None else self.roots.to(device, non_blocking=nb),
         )
 
     def pin_memory(self) -> LevelSchedule:
@@ -429,6 +437,7 @@ class LevelSchedule:
             up=self.up.pin_memory(),
             down=None if self.down is None else self.down.pin_memory(),
             word_ids=None if self.word_ids is None else self.word_ids.pin_memory(),
+            roots=None if self.roots is None else self.roots.pin_memory(),
         )
 
     def require_down(self) -> Levels:

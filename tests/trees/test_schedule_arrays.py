@@ -88,7 +88,8 @@ def reference(g: dgl.DGLGraph) -> dict:
     return {"up": up, "down": down, "word_ids": up["order"][rows],
             "num_leaf_words": int(np.searchsorted(rows, up["node_offsets"][1] if n else 0)),
             "contiguous": len(rows) == 0 or int(rows[-1]) == len(rows) - 1,
-            "num_nodes": n, "batch_size": int(g.batch_size)}
+            "num_nodes": n, "batch_size": int(g.batch_size),
+            "roots": np.flatnonzero(g.out_degrees().numpy() == 0)}
 
 
 def assert_same(s: LevelSchedule, ref: dict) -> None:
@@ -105,6 +106,7 @@ def assert_same(s: LevelSchedule, ref: dict) -> None:
     assert np.array_equal(s.word_ids.numpy(), ref["word_ids"])
     assert s.num_leaf_words == ref["num_leaf_words"]
     assert s.word_rows_contiguous == ref["contiguous"]
+    assert s.roots.dtype == torch.int64 and np.array_equal(s.roots.numpy(), ref["roots"])
 
 
 def check_every_batch(data_dir, tree: str, batch_size: int = 25,
