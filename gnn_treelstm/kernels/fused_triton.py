@@ -324,7 +324,10 @@ def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
 def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) the row that reads each row's state (its parent up, its child down; N: none) and
     the slot it takes there (the edge's position; 0 when there is one slot). Once per
-    batch, from the schedule's edges, no host synchronisation."""
+    batch: the up schedule's own (:attr:`Levels.next_row`, :attr:`Levels.next_pos`,
+    built with it), else from its edges, no host synchronisation."""
+    if lv.next_row is not None and n == lv.num_nodes and k > 1:
+        return lv.next_row, lv.next_pos
     dev = lv.edge_src.device
     par = torch.full((n,), n, dtype=torch.int64, device=dev)
     par.index_put_((lv.edge_src,), lv.edge_dst)
@@ -332,6 +335,18 @@ def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         return par, torch.zeros(n, dtype=torch.int64, device=dev)
     pos = torch.zeros(n, dtype=torch.int64, device=dev)
     return par, pos.index_put_((lv.edge_src,), lv.edge_pos)
+
+
+def _edge_starts(lv: Levels, n: int, e: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N + 1,) each row's first edge in (edges by computed row) and (N,) its edge to the
+    row that reads it (E: none): the up schedule's own (:attr:`Levels.edge_start`,
+    :attr:`Levels.next_edge`, built with it), else from its edges."""
+    if lv.edge_start is not None and n == lv.num_nodes:
+        return lv.edge_start, lv.next_edge
+    dev = lv.edge_dst.device
+    estart = torch.searchsorted(lv.edge_dst, torch.arange(n + 1, device=dev))
+    pe = torch.full((n,), e, dtype=torch.int64, device=dev)
+    return estart, pe.index_put_((lv.edge_src,), torch.arange(e, device=dev))
 
 
 class _BinaryRows(NamedTuple):
@@ -443,10 +458,7 @@ class _ChildSumLevels(torch.autograd.Function):
         act = wx.new_empty(n, g * hs)  # i, (o,) u activated
         he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
         fe = wx.new_empty(e, hs)  # f_jk per edge
-        dev = wx.device
-        estart = torch.searchsorted(lv.edge_dst, torch.arange(n + 1, device=dev))
-        pe = torch.full((n,), e, dtype=torch.int64, device=dev)  # parent edge (E: a root)
-        pe.index_put_((lv.edge_src,), torch.arange(e, device=dev))
+        estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
         spans = _spans(lv)
         hes = he.split(spans.edge_sizes)  # each level's edges
         launch, src = _launches(wx)["childsum_forward"], lv.edge_src

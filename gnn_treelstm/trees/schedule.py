@@ -31,6 +31,12 @@ Layout of one direction (:class:`Levels`; ``N`` nodes, ``E`` edges, ``L`` levels
   of its sources placed by child position (column ``pos``; ``W`` = largest position + 1,
   at least 1), padding = ``N`` so that a buffer with one extra zero row at the end gathers
   zeros for missing children. For ``down``, ``W`` is 1 (the parent).
+* ``up`` only (``None`` for ``down``), each row's edge to its parent (a node has at most
+  one): ``next_row`` (N,) the parent's row (``N``: a root), ``next_pos`` (N,) that edge's
+  ``edge_pos`` (0: a root), ``next_edge`` (N,) its index in the edge arrays (``E``: a
+  root); and ``edge_start`` (N + 1,) the first edge into each row (the edges into row
+  ``r`` are ``edge_start[r]:edge_start[r + 1]``). Built with the rest, once per batch, so
+  that the level kernels do not compute them every step.
 
 Offsets are host-side Python ints: slicing a level never synchronises with a device.
 Nothing here assumes binary trees, a maximum depth or a batch composition.
@@ -138,6 +144,10 @@ class Levels:
     edge_id: torch.Tensor
     slots: torch.Tensor
     slot_mask: torch.Tensor
+    next_row: torch.Tensor | None = None
+    next_pos: torch.Tensor | None = None
+    next_edge: torch.Tensor | None = None
+    edge_start: torch.Tensor | None = None
 
     @property
     def num_levels(self) -> int:
@@ -212,6 +222,14 @@ def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray,
     slots.fill(n)
     slots.reshape(-1)[flat] = e_src
     t = torch.from_numpy
+    up = {}
+    if direction == "up":  # every row read by one row at most (its parent)
+        next_row, next_pos = np.full(n, n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        next_edge = np.full(n, len(e_src), dtype=np.int64)
+        next_row[e_src], next_pos[e_src] = e_dst, e_pos
+        next_edge[e_src] = np.arange(len(e_src), dtype=np.int64)
+        up = {"next_row": t(next_row), "next_pos": t(next_pos), "next_edge": t(next_edge),
+              "edge_start": t(e_dst.searchsorted(np.arange(n + 1, dtype=np.int64)))}
     return Levels(
         direction=direction,
         num_nodes=n,
@@ -227,6 +245,7 @@ def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray,
         edge_id=t(eorder),
         slots=t(slots),
         slot_mask=t(slots != n),
+        **up,
     )
 
 
