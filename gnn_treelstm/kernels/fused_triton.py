@@ -52,6 +52,7 @@ from typing import NamedTuple
 
 import torch
 from torch.nn import functional as F
+from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from gnn_treelstm.kernels import fused, fused_teng, gemm, native
 from gnn_treelstm.kernels.settings import requested
@@ -182,6 +183,7 @@ def launch_op(name: str, mutates: str):
     owns the gradient."""
 
     def declare(fn):
+        _FNS[name] = fn
         _LIB.define(_schema(name, fn, tuple(mutates.split(","))))
         for key in ("CPU", "CUDA"):
             _LIB.impl(name, fn, key)
@@ -190,6 +192,10 @@ def launch_op(name: str, mutates: str):
         return fn
 
     return declare
+
+
+#: the launch functions by operator name: each operator's CPU and CUDA implementation
+_FNS: dict = {}
 
 
 def _no_launch(*args) -> None:
@@ -240,6 +246,22 @@ class _Ops(dict):
 
 
 _OPS = _Ops()
+
+#: the tensor types whose launches may skip the dispatcher (no subclass's own dispatch)
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
+
+
+def _launches(t: torch.Tensor) -> dict:
+    """The launches to call for a step on tensors like ``t``, by operator name: in plain
+    eager mode each operator's implementation itself (:data:`_FNS`, the function the
+    dispatcher would call for CPU or CUDA tensors: the same launch, without a dispatch's
+    µs), else the operators (:data:`_OPS`): under ``torch.compile``, a
+    ``TorchDispatchMode`` (fake tensors, the operation counter, the sync check) or a tensor
+    subclass, which see one operator per launch. Decided once per forward or backward."""
+    if (type(t) in _PLAIN and not is_in_torch_dispatch_mode()
+            and not torch.compiler.is_compiling()):
+        return _FNS
+    return _OPS
 
 
 @launch_op("nary_forward", "act,c,tc,h,hk")
@@ -302,7 +324,10 @@ def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
 def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
     """(N,) the row that reads each row's state (its parent up, its child down; N: none) and
     the slot it takes there (the edge's position; 0 when there is one slot). Once per
-    batch, from the schedule's edges, no host synchronisation."""
+    batch: the up schedule's own (:attr:`Levels.next_row`, :attr:`Levels.next_pos`,
+    built with it), else from its edges, no host synchronisation."""
+    if lv.next_row is not None and n == lv.num_nodes and k > 1:
+        return lv.next_row, lv.next_pos
     dev = lv.edge_src.device
     par = torch.full((n,), n, dtype=torch.int64, device=dev)
     par.index_put_((lv.edge_src,), lv.edge_dst)
@@ -310,6 +335,18 @@ def _parents(lv: Levels, n: int, k: int) -> tuple[torch.Tensor, torch.Tensor]:
         return par, torch.zeros(n, dtype=torch.int64, device=dev)
     pos = torch.zeros(n, dtype=torch.int64, device=dev)
     return par, pos.index_put_((lv.edge_src,), lv.edge_pos)
+
+
+def _edge_starts(lv: Levels, n: int, e: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(N + 1,) each row's first edge in (edges by computed row) and (N,) its edge to the
+    row that reads it (E: none): the up schedule's own (:attr:`Levels.edge_start`,
+    :attr:`Levels.next_edge`, built with it), else from its edges."""
+    if lv.edge_start is not None and n == lv.num_nodes:
+        return lv.edge_start, lv.next_edge
+    dev = lv.edge_dst.device
+    estart = torch.searchsorted(lv.edge_dst, torch.arange(n + 1, device=dev))
+    pe = torch.full((n,), e, dtype=torch.int64, device=dev)
+    return estart, pe.index_put_((lv.edge_src,), torch.arange(e, device=dev))
 
 
 class _BinaryRows(NamedTuple):
@@ -350,7 +387,7 @@ class _NaryLevels(torch.autograd.Function):
         Ut = U.t()
         spans = _spans(lv)
         gins, hks = gin.split(spans.sizes), hk.split(spans.sizes)  # each level's rows
-        launch = _OPS["nary_forward"]
+        launch = _launches(xw)["nary_forward"]
         for lvl in range(lv.num_levels):
             # level 0 has no children: its pre-activations are the input terms
             pre = gins[0] if lvl == 0 else torch.addmm(gins[lvl], hks[lvl], Ut)
@@ -376,7 +413,7 @@ class _NaryLevels(torch.autograd.Function):
         dhk = xw.new_empty(n, k * h.shape[1])  # δgates_j U: the children's dh by slot
         spans = _spans(lv)
         dgs, dhks = dg.split(spans.sizes), dhk.split(spans.sizes)  # each level's rows
-        launch, g = _OPS["nary_backward"], ctx.g
+        launch, g = _launches(dh)["nary_backward"], ctx.g
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, c, tc, slots, par, pos, dhk, dct, dg, spans.starts[lvl],
                    spans.sizes[lvl], g)
@@ -421,13 +458,10 @@ class _ChildSumLevels(torch.autograd.Function):
         act = wx.new_empty(n, g * hs)  # i, (o,) u activated
         he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
         fe = wx.new_empty(e, hs)  # f_jk per edge
-        dev = wx.device
-        estart = torch.searchsorted(lv.edge_dst, torch.arange(n + 1, device=dev))
-        pe = torch.full((n,), e, dtype=torch.int64, device=dev)  # parent edge (E: a root)
-        pe.index_put_((lv.edge_src,), torch.arange(e, device=dev))
+        estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
         spans = _spans(lv)
         hes = he.split(spans.edge_sizes)  # each level's edges
-        launch, src = _OPS["childsum_forward"], lv.edge_src
+        launch, src = _launches(wx)["childsum_forward"], lv.edge_src
         for lvl in range(lv.num_levels):
             # (E_l, (RG+1) h); unread where the level has no edges
             p = torch.mm(hes[lvl], u_t) if spans.edge_sizes[lvl] else wx
@@ -454,7 +488,7 @@ class _ChildSumLevels(torch.autograd.Function):
         d = he.new_empty(e, u_all.shape[0]) if r == 1 else he.new_zeros(e, u_all.shape[0])
         spans = _spans(lv)
         ds, dps = d.split(spans.edge_sizes), dp.split(spans.edge_sizes)  # each level's edges
-        launch, src = _OPS["childsum_backward"], lv.edge_src
+        launch, src = _launches(dh)["childsum_backward"], lv.edge_src
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, c, tc, fe, rel, estart, src, edst, pe, dp, dct, dg, dwf, d,
                    spans.starts[lvl], spans.sizes[lvl], g, r)
@@ -605,7 +639,7 @@ class _LexLevels(torch.autograd.Function):
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
         spans = _spans(lv)
         ops, ps = op.split(spans.sizes), p.split(spans.sizes)  # each level's rows
-        launch = _OPS["lex_forward"]
+        launch = _launches(x0)["lex_forward"]
         for lvl in range(lv.num_levels):
             torch.mm(ops[lvl], Mt, out=ps[lvl])
             launch(p, b, b_z, W_co, rows.slots, rows.par, rows.pos, op, act, c, tc, h, z,
@@ -634,7 +668,7 @@ class _LexLevels(torch.autograd.Function):
         dxo = dheads.contiguous() if dheads is not None and mode < 4 else op.new_empty(0)
         spans = _spans(lv)
         dps, dops = dp.split(spans.sizes), dop.split(spans.sizes)  # each level's rows
-        launch = _OPS["lex_backward"]
+        launch = _launches(dh)["lex_backward"]
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, tc, op, z, W_co, rows.slots, rows.par, rows.pos, dop, dp, dct,
                    dxt, dz, dxo, spans.starts[lvl], spans.sizes[lvl], mode)
@@ -714,7 +748,7 @@ class _HeadLevels(torch.autograd.Function):
         spans = _spans(lv)
         rows_x = x.split(spans.sizes)
         rows_pz = pz.split(spans.sizes) if gate else None
-        launch, wz_t = _OPS["head_forward"], Wz2.t()
+        launch, wz_t = _launches(x0)["head_forward"], Wz2.t()
         for lvl in range(lv.num_levels - 1):  # the top level holds roots only
             if gate:
                 torch.mm(rows_x[lvl], wz_t, out=rows_pz[lvl])
@@ -738,7 +772,7 @@ class _HeadLevels(torch.autograd.Function):
         dz = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
         spans = _spans(lv)
         dpzs, dpxs = (dpz.split(spans.sizes), dpx.split(spans.sizes)) if gate else (None, None)
-        launch = _OPS["head_backward"]
+        launch = _launches(dx)["head_backward"]
         for lvl in range(lv.num_levels - 2, -1, -1):
             launch(dx, dpx, x, z, rows.slots, par, rows.pos, dxt, dpz, dz, spans.starts[lvl],
                    spans.sizes[lvl], mode)
@@ -826,7 +860,7 @@ class _TopDownLevels(torch.autograd.Function):
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
         spans = _spans(lv)
         ops, ps = op.split(spans.sizes), p.split(spans.sizes)  # each level's rows
-        launch = _OPS["topdown_forward"]
+        launch = _launches(x_in)["topdown_forward"]
         for lvl in range(lv.num_levels):
             torch.mm(ops[lvl], Mt, out=ps[lvl])
             launch(p, b, side, W_co, kids, op, act, c, tc, h, spans.starts[lvl],
@@ -846,7 +880,7 @@ class _TopDownLevels(torch.autograd.Function):
         dct = torch.empty_like(tc)
         spans = _spans(lv)
         dps, dops = dp.split(spans.sizes), dop.split(spans.sizes)  # each level's rows
-        launch = _OPS["topdown_backward"]
+        launch = _launches(dh)["topdown_backward"]
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, tc, op, side, W_co, kids, dop, dp, dct, spans.starts[lvl],
                    spans.sizes[lvl])

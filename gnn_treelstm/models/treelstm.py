@@ -160,6 +160,19 @@ def meta_model(config: ModelConfig) -> TreeLSTMModel | None:
         return None
 
 
+def _schedule_roots(schedule: LevelSchedule, graph: dgl.DGLGraph,
+                    device: torch.device) -> torch.Tensor:
+    """The roots of ``graph`` as :func:`gnn_treelstm.trees.graph.batch_roots` finds them,
+    read from ``schedule`` (built once per batch; the cell checked it against ``graph``:
+    the same edges, so the same parentless nodes) instead of from the graph's out-degrees
+    on every forward; the graph's when the schedule carries none. The same refusal of a
+    batch whose graphs are not single trees (a shape: no device synchronisation)."""
+    roots = schedule.roots
+    if roots is None or (graph.batch_size > 1 and roots.shape[0] != graph.batch_size):
+        return G.batch_roots(graph).to(device)  # (a miscount: its error, naming the counts)
+    return roots if roots.device == device else roots.to(device, non_blocking=True)
+
+
 class TreeLSTMModel(nn.Module):
     """Embedding + cell + task head, built from a :class:`ModelConfig` alone."""
 
@@ -279,9 +292,10 @@ class TreeLSTMModel(nn.Module):
         x = self.embed(g)
         if schedule is not None and self.cell.engine == "level":
             h, c = self.cell(g, x, schedule=schedule)                # (N, out_size)
+            roots = _schedule_roots(schedule, g, h.device)           # checked by the cell
         else:
             h, c = self.cell(g, x)                                   # (N, out_size)
-        roots = G.batch_roots(g).to(h.device)                        # (num_sentences,)
+            roots = G.batch_roots(g).to(h.device)                    # (num_sentences,)
         if self.has_sentence_vector:
             sent = self.cell.sentence_vector(g, h)
             if sent.shape[-1] != self.cell.sentence_size:  # shapes only: no synchronisation

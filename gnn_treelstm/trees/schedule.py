@@ -31,6 +31,12 @@ Layout of one direction (:class:`Levels`; ``N`` nodes, ``E`` edges, ``L`` levels
   of its sources placed by child position (column ``pos``; ``W`` = largest position + 1,
   at least 1), padding = ``N`` so that a buffer with one extra zero row at the end gathers
   zeros for missing children. For ``down``, ``W`` is 1 (the parent).
+* ``up`` only (``None`` for ``down``), each row's edge to its parent (a node has at most
+  one): ``next_row`` (N,) the parent's row (``N``: a root), ``next_pos`` (N,) that edge's
+  ``edge_pos`` (0: a root), ``next_edge`` (N,) its index in the edge arrays (``E``: a
+  root); and ``edge_start`` (N + 1,) the first edge into each row (the edges into row
+  ``r`` are ``edge_start[r]:edge_start[r + 1]``). Built with the rest, once per batch, so
+  that the level kernels do not compute them every step.
 
 Offsets are host-side Python ints: slicing a level never synchronises with a device.
 Nothing here assumes binary trees, a maximum depth or a batch composition.
@@ -138,6 +144,10 @@ class Levels:
     edge_id: torch.Tensor
     slots: torch.Tensor
     slot_mask: torch.Tensor
+    next_row: torch.Tensor | None = None
+    next_pos: torch.Tensor | None = None
+    next_edge: torch.Tensor | None = None
+    edge_start: torch.Tensor | None = None
 
     @property
     def num_levels(self) -> int:
@@ -212,6 +222,14 @@ def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray,
     slots.fill(n)
     slots.reshape(-1)[flat] = e_src
     t = torch.from_numpy
+    up = {}
+    if direction == "up":  # every row read by one row at most (its parent)
+        next_row, next_pos = np.full(n, n, dtype=np.int64), np.zeros(n, dtype=np.int64)
+        next_edge = np.full(n, len(e_src), dtype=np.int64)
+        next_row[e_src], next_pos[e_src] = e_dst, e_pos
+        next_edge[e_src] = np.arange(len(e_src), dtype=np.int64)
+        up = {"next_row": t(next_row), "next_pos": t(next_pos), "next_edge": t(next_edge),
+              "edge_start": t(e_dst.searchsorted(np.arange(n + 1, dtype=np.int64)))}
     return Levels(
         direction=direction,
         num_nodes=n,
@@ -227,6 +245,7 @@ def _levels(direction: str, n: int, sorted_levels: tuple[np.ndarray, np.ndarray,
         edge_id=t(eorder),
         slots=t(slots),
         slot_mask=t(slots != n),
+        **up,
     )
 
 
@@ -305,6 +324,10 @@ class LevelSchedule:
     #: constituency trees, or every node has one, as in chains): kernels then copy the
     #: input terms with one slice instead of a scatter.
     word_rows_contiguous: bool = False
+    #: the nodes without a parent (no edge leaves them), in node order: each tree's root,
+    #: as :func:`~gnn_treelstm.trees.graph.batch_roots` finds them in the graph, computed
+    #: once per batch with the schedule from its edges (None: built without them)
+    roots: torch.Tensor | None = None
     #: the host (CPU) schedule this one was moved from by :meth:`to` (``None`` on the CPU):
     #: a schedule is checked against a CPU graph there, so a device forward does not wait
     #: for the device (:func:`~gnn_treelstm.engine.propagator.check_schedule`)
@@ -397,9 +420,12 @@ class LevelSchedule:
             num_leaf_words = int(rows.searchsorted(up.node_offsets[1] if n else 0))
             word_ids = torch.from_numpy(order[rows])
             contiguous = len(rows) == 0 or int(rows[-1]) == len(rows) - 1
+        has_parent = np.zeros(n, dtype=bool)
+        has_parent[src] = True
         return cls(num_nodes=n, batch_size=batch_size, up=up, down=down,
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
-                   word_rows_contiguous=contiguous)
+                   word_rows_contiguous=contiguous,
+                   roots=torch.from_numpy(np.flatnonzero(~has_parent)))
 
     @property
     def device(self) -> torch.device:
@@ -420,6 +446,7 @@ class LevelSchedule:
             up=self.up.to(device, non_blocking=nb),
             down=None if self.down is None else self.down.to(device, non_blocking=nb),
             word_ids=None if self.word_ids is None else self.word_ids.to(device, non_blocking=nb),
+            roots=None if self.roots is None else self.roots.to(device, non_blocking=nb),
         )
 
     def pin_memory(self) -> LevelSchedule:
@@ -429,6 +456,7 @@ class LevelSchedule:
             up=self.up.pin_memory(),
             down=None if self.down is None else self.down.pin_memory(),
             word_ids=None if self.word_ids is None else self.word_ids.pin_memory(),
+            roots=None if self.roots is None else self.roots.pin_memory(),
         )
 
     def require_down(self) -> Levels:

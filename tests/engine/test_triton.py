@@ -163,3 +163,37 @@ def test_a_cuda_step_does_not_synchronise(name, moved):
     finally:
         torch.cuda.set_sync_debug_mode(0)
     torch.cuda.synchronize()
+
+
+def test_launches_skip_the_dispatcher_only_in_plain_eager_mode():
+    # the implementations are the operators' own (CPU and CUDA): the same launch either way
+    x = torch.zeros(2, 2)
+    assert fused_triton._launches(x) is fused_triton._FNS
+    assert all(getattr(torch.ops.gnn_treelstm_triton, name).default is op
+               for name, op in ((n, fused_triton._OPS[n]) for n in fused_triton._FNS))
+    with OpCounter():  # a dispatch mode (the counter, fake tensors, the sync check)
+        assert fused_triton._launches(x) is fused_triton._OPS
+    assert fused_triton._launches(torch.nn.Parameter(x)) is fused_triton._FNS
+    subclass = torch.Tensor._make_subclass(type("Sub", (torch.Tensor,), {}), x)
+    assert fused_triton._launches(subclass) is fused_triton._OPS
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", ["nary", "childsum", "lex"])
+def test_direct_launches_give_the_operators_states_and_gradients(name, monkeypatch):
+    g = dgl.batch([_caterpillar(3), _caterpillar(6)])
+    sched = LevelSchedule.from_graph(g)
+    runs = []
+    for launches in (fused_triton._launches, lambda t: fused_triton._OPS):
+        monkeypatch.setattr(fused_triton, "_launches", launches)
+        torch.manual_seed(0)
+        cell = build_cell(name, X, H, engine="level")
+        x = torch.randn(g.num_nodes(), X, requires_grad=True)
+        fused_triton.set_choice("triton")
+        try:
+            h, c = cell(g, x, schedule=sched)
+            (h.sum() + c.sum()).backward()
+        finally:
+            fused_triton.set_choice(None)
+        runs.append([h, c, x.grad, *(p.grad for p in cell.parameters())])
+    assert all(torch.equal(a, b) for a, b in zip(*runs))

@@ -144,3 +144,29 @@ def test_a_cell_whose_sentence_vector_width_is_not_declared_is_named():
     with pytest.raises(ValueError, match="Wide.sentence_vector returns rows of 6 but its "
                                          "sentence_size is 3"):
         model(g)
+
+
+def test_the_schedule_gives_the_roots_the_graph_has(monkeypatch):
+    """With the batch's schedule the model reads the roots the schedule carries (not the
+    graph's out-degrees on every forward): the same sentence vectors, logits and loss
+    gradient; a batch whose graphs are not single trees is still refused."""
+    from gnn_treelstm.trees import graph as G
+    from gnn_treelstm.trees.graph import make_tree
+    from gnn_treelstm.trees.schedule import LevelSchedule
+
+    g = dgl.batch(random_batch(4, 6, words="leaves", exact_children=True))
+    sched = LevelSchedule.from_graph(g)
+    assert torch.equal(sched.roots, G.batch_roots(g))
+    m = TreeLSTMModel(_cfg(engine="level")).eval()
+    want = m.encode(g)
+    monkeypatch.setattr(G, "batch_roots", lambda graph: pytest.fail("graph's roots read"))
+    got = m.encode(g, schedule=sched)
+    assert torch.equal(got.roots, want.roots) and torch.equal(got.sent, want.sent)
+    monkeypatch.undo()
+    # two graphs, the second holding two one-node trees
+    forest = dgl.batch([make_tree([-1, 0, 0], [1, -1, 2]), make_tree([-1], [3]),
+                        make_tree([-1], [4])])
+    forest.set_batch_num_nodes(torch.tensor([3, 2]))
+    forest.set_batch_num_edges(torch.tensor([2, 0]))
+    with pytest.raises(ValueError, match="batch of 2 graphs has 3 roots"):
+        m.encode(forest, schedule=LevelSchedule.from_graph(forest))

@@ -88,7 +88,8 @@ def reference(g: dgl.DGLGraph) -> dict:
     return {"up": up, "down": down, "word_ids": up["order"][rows],
             "num_leaf_words": int(np.searchsorted(rows, up["node_offsets"][1] if n else 0)),
             "contiguous": len(rows) == 0 or int(rows[-1]) == len(rows) - 1,
-            "num_nodes": n, "batch_size": int(g.batch_size)}
+            "num_nodes": n, "batch_size": int(g.batch_size),
+            "roots": np.flatnonzero(g.out_degrees().numpy() == 0)}
 
 
 def assert_same(s: LevelSchedule, ref: dict) -> None:
@@ -105,6 +106,22 @@ def assert_same(s: LevelSchedule, ref: dict) -> None:
     assert np.array_equal(s.word_ids.numpy(), ref["word_ids"])
     assert s.num_leaf_words == ref["num_leaf_words"]
     assert s.word_rows_contiguous == ref["contiguous"]
+    assert s.roots.dtype == torch.int64 and np.array_equal(s.roots.numpy(), ref["roots"])
+    assert_next_edges(s)
+
+
+def assert_next_edges(s: LevelSchedule) -> None:
+    """The up levels' edge to each row's parent and first edge into each row are those of
+    the edge arrays (as the level kernels computed them on every step); none for down."""
+    up, n = s.up, s.num_nodes
+    e = len(up.edge_src)
+    par = torch.full((n,), n, dtype=torch.int64).index_put_((up.edge_src,), up.edge_dst)
+    pos = torch.zeros(n, dtype=torch.int64).index_put_((up.edge_src,), up.edge_pos)
+    pe = torch.full((n,), e, dtype=torch.int64).index_put_((up.edge_src,), torch.arange(e))
+    assert torch.equal(up.next_row, par) and torch.equal(up.next_pos, pos)
+    assert torch.equal(up.next_edge, pe)
+    assert torch.equal(up.edge_start, torch.searchsorted(up.edge_dst, torch.arange(n + 1)))
+    assert s.down is None or s.down.next_row is None and s.down.edge_start is None
 
 
 def check_every_batch(data_dir, tree: str, batch_size: int = 25,
