@@ -51,7 +51,6 @@ import inspect
 from typing import NamedTuple
 
 import torch
-from torch.nn import functional as F
 from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from gnn_treelstm.kernels import fused, fused_teng, gemm, native
@@ -300,13 +299,13 @@ def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, rel: torch.Tensor, ea: 
 @launch_op("childsum_backward", "dp,dct,dg,dwf,d")
 def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                        tc: torch.Tensor, fe: torch.Tensor, rel: torch.Tensor,
-                       estart: torch.Tensor, esrc: torch.Tensor, edst: torch.Tensor,
+                       estart: torch.Tensor, esrc: torch.Tensor, par: torch.Tensor,
                        pe: torch.Tensor, dp: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor,
                        dwf: torch.Tensor, d: torch.Tensor, a: int, n: int, g: int,
                        r: int) -> None:
     hs = c.shape[1]
     bm, bn, grid = _blocks(n, hs, c)
-    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, edst, pe, dp, dct,
+    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, par, pe, dp, dct,
                                dg, dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, G=g, R=r,
                                BM=bm, BN=bn)
 
@@ -479,7 +478,9 @@ class _ChildSumLevels(torch.autograd.Function):
         n, hs = tc.shape
         e = he.shape[0]
         dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
-        edst = F.pad(lv.edge_dst, (0, 1), value=n)  # parent row of each edge; E: none
+        # each row's parent row (N: a root): the up schedule's, built once per batch
+        par = lv.next_row if lv.next_row is not None and n == lv.num_nodes else _parents(
+            lv, n, 1)[0]
         dp = he.new_empty(e, hs)  # δ per edge into the child's h
         dct = torch.empty_like(tc)
         dg = torch.empty_like(act)
@@ -490,7 +491,7 @@ class _ChildSumLevels(torch.autograd.Function):
         ds, dps = d.split(spans.edge_sizes), dp.split(spans.edge_sizes)  # each level's edges
         launch, src = _launches(dh)["childsum_backward"], lv.edge_src
         for lvl in range(lv.num_levels - 1, -1, -1):
-            launch(dh, dc, act, c, tc, fe, rel, estart, src, edst, pe, dp, dct, dg, dwf, d,
+            launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, dct, dg, dwf, d,
                    spans.starts[lvl], spans.sizes[lvl], g, r)
             if spans.edge_sizes[lvl]:
                 torch.mm(ds[lvl], u_all, out=dps[lvl])

@@ -370,7 +370,7 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
 
 @triton.jit(do_not_specialize=('a', 'n', 'N', 'E'))
 def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, estart_ptr,
-                      esrc_ptr, edst_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n,
+                      esrc_ptr, par_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n,
                       N, E, HS, G: tl.constexpr, R: tl.constexpr, BM: tl.constexpr,
                       BN: tl.constexpr):
     """The derivative of :func:`childsum_forward` for the level's rows: ``dh_j`` = its
@@ -382,7 +382,7 @@ def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, e
     W = (R * G + 1) * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     pe = tl.load(pe_ptr + j, mask=rm, other=E)
-    p = tl.load(edst_ptr + pe, mask=rm, other=N)
+    p = tl.load(par_ptr + j, mask=rm, other=N)  # the parent's row (N: a root)
     pm = m & (pe < E)[:, None]
     st = j[:, None] * HS + cols[None, :]
     dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
