@@ -59,7 +59,7 @@ from gnn_treelstm.tasks.base import (
     label_text,
 )
 from gnn_treelstm.tasks.registry import tasks
-from gnn_treelstm.trees.data import to_sst2
+from gnn_treelstm.trees.data import label_order, to_sst2
 from gnn_treelstm.trees.graph import IGNORE, LABEL
 
 __all__ = ["ClassifierHead", "ClassificationTask", "SST5", "SST2", "TREC"]
@@ -142,10 +142,11 @@ class ClassificationTask(Task):
             # Tai §4.1: NLL summed over the labelled nodes of a tree, averaged over trees.
             # The unlabelled nodes are ignored in place (ignore_index), not masked out: a
             # boolean mask's output size depends on the labels, which makes a GPU wait.
-            # The labelled rows go first, in their order (a stable sort), so that the sum
-            # adds the same terms in the same order as over the masked rows: the same
-            # loss to the bit, and the same gradient.
-            first = torch.argsort((labels == IGNORE).to(torch.int8), stable=True)
+            # The labelled rows go first, in their order (a stable sort, made once per
+            # batch by collate), so that the sum adds the same terms in the same order as
+            # over the masked rows: the same loss to the bit, and the same gradient.
+            first = getattr(batch, "label_order", None)
+            first = label_order(labels) if first is None else first.to(logits.device)
             return F.cross_entropy(logits[first], labels[first], ignore_index=IGNORE,
                                    reduction="sum") / max(n, 1)
         gold = batch.targets["label"].to(out["root_logits"].device)

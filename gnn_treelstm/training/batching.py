@@ -147,4 +147,6 @@ def to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D
     return D.Batch(batch.graph, batch.graph_b,
                    {k: v.to(device) for k, v in batch.targets.items()}, batch.index,
                    None if batch.schedule is None else batch.schedule.to(device),
-                   num_a=batch.num_a, global_size=batch.global_size)
+                   num_a=batch.num_a, global_size=batch.global_size,
+                   label_order=None if batch.label_order is None else batch.label_order.to(
+                       device))

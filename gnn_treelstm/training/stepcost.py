@@ -18,7 +18,7 @@ from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.faults import FiniteChecks
 from gnn_treelstm.training.optim import build_optimizer
-from gnn_treelstm.trees.data import Batch
+from gnn_treelstm.trees.data import Batch, label_order
 from gnn_treelstm.trees.graph import LABEL, WORD, batch_roots
 from gnn_treelstm.trees.schedule import LevelSchedule
 
@@ -27,11 +27,11 @@ __all__ = ["train_step_cost"]
 
 def _batch(graphs: Sequence[dgl.DGLGraph]) -> Batch:
     """The SST-5 batch of ``graphs`` (node labels, the roots' as targets), its level
-    schedule built as the data loader builds it."""
+    schedule and label order built as the data loader builds them."""
     graph = dgl.batch(list(graphs))
     targets = {"label": graph.ndata[LABEL][batch_roots(graph)]}
     return Batch(graph, None, targets, torch.arange(len(graphs)),
-                 LevelSchedule.from_graph(graph))
+                 LevelSchedule.from_graph(graph), label_order=label_order(graph.ndata[LABEL]))
 
 
 def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,

@@ -59,6 +59,7 @@ __all__ = [
     "Split",
     "Example",
     "Batch",
+    "label_order",
     "TreeDataset",
     "SST2_MAP",
     "SST2_NEUTRAL",
@@ -306,6 +307,25 @@ def to_sst2(split: Split, *, neutral_class: bool = False) -> Split:
     return Split(graphs, sub.graphs_b, targets, split.name, split.tree, split.meta)
 
 
+def label_order(labels: torch.Tensor) -> torch.Tensor:
+    """(N,) the nodes with a label first, in their order, then those without (``IGNORE``):
+    a stable sort. The phrase loss sums over the nodes in this order, so that it adds the
+    labelled nodes' terms in the order a sum over them alone would (the same loss to the
+    bit). :func:`collate` makes it once per batch (:attr:`Batch.label_order`)."""
+    return torch.argsort((labels == IGNORE).to(torch.int8), stable=True)
+
+
+def _label_order(labels: torch.Tensor | np.ndarray | None) -> torch.Tensor | None:
+    """:func:`label_order` of a batch's node labels (None: the nodes have none)."""
+    if labels is None:
+        return None
+    return label_order(torch.as_tensor(labels))
+
+
+def _moved(t: torch.Tensor | None, device: torch.device | str) -> torch.Tensor | None:
+    return None if t is None else t.to(device)
+
+
 class Example(NamedTuple):
     index: int
     graph: dgl.DGLGraph
@@ -329,6 +349,11 @@ class Batch:
 
     ``global_size`` (data parallel training) is the size of the global batch this batch is
     one rank's share of; None: the batch is the whole of its step's batch.
+
+    ``label_order`` (N,) (optional): the nodes of ``graph`` with a label first, in their
+    order, then those without (``IGNORE``), as :func:`label_order` makes it; ``collate``
+    builds it once per batch where the nodes carry labels, so that the phrase loss does not
+    sort them every step.
     """
 
     graph: dgl.DGLGraph
@@ -338,6 +363,7 @@ class Batch:
     schedule: LevelSchedule | None = None
     num_a: int | None = None
     global_size: int | None = None
+    label_order: torch.Tensor | None = None
 
     def __len__(self) -> int:
         return len(self.index)
@@ -363,14 +389,16 @@ class Batch:
                      {k: v.to(device) for k, v in self.targets.items()},
                      self.index.to(device),
                      None if self.schedule is None else self.schedule.to(device),
-                     num_a=self.num_a, global_size=self.global_size)
+                     num_a=self.num_a, global_size=self.global_size,
+                     label_order=_moved(self.label_order, device))
 
     def pin_memory(self) -> Batch:
         """Pinned host copies of the tensors (``DataLoader(pin_memory=True)``, CUDA only)."""
         return dataclasses.replace(
             self, targets={k: v.pin_memory() for k, v in self.targets.items()},
             index=self.index.pin_memory(),
-            schedule=None if self.schedule is None else self.schedule.pin_memory())
+            schedule=None if self.schedule is None else self.schedule.pin_memory(),
+            label_order=None if self.label_order is None else self.label_order.pin_memory())
 
     def __reduce__(self) -> tuple:
         """Pickled (a loader process sending the batch to the training process) as one
@@ -385,16 +413,17 @@ class Batch:
         graphs = [g for g in (self.graph, self.graph_b) if g is not None]
         if not all(_plain_graph(g) for g in graphs):
             return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
-                            self.num_a, self.global_size))
+                            self.num_a, self.global_size, self.label_order))
         tensors: list[torch.Tensor] = []
         meta = (tuple(_graph_layout(tensors, g) for g in graphs), self.graph_b is not None,
                 {k: _add(tensors, v) for k, v in self.targets.items()},
                 _add(tensors, self.index), self.num_a, self.global_size,
-                None if self.schedule is None else _fields_layout(tensors, self.schedule))
+                None if self.schedule is None else _fields_layout(tensors, self.schedule),
+                None if self.label_order is None else _add(tensors, self.label_order))
         packed = _pack(tensors)
         if packed is None:  # a tensor numpy cannot hold (bfloat16) or one with gradients
             return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
-                            self.num_a, self.global_size))
+                            self.num_a, self.global_size, self.label_order))
         return (_unpack_batch, (meta, *packed))
 
 
@@ -410,10 +439,11 @@ def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
     num_a = None if examples.graphs_b is None else len(positions)
     if wire:
         arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
-        return _Wire(arrays, dict(examples.targets), examples.index, sched,
-                     num_a)  # type: ignore[return-value]
+        return _Wire(arrays, dict(examples.targets), examples.index, sched, num_a,
+                     _label_order(arrays["values"].get("n." + LABEL)))  # type: ignore[return-value]
     graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down)
-    return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a)
+    return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a,
+                 label_order=_label_order(graph.ndata.get(LABEL)))
 
 
 class _Wire:
@@ -424,9 +454,10 @@ class _Wire:
     ``global_size`` may be set before it is sent, as on a batch."""
 
     def __init__(self, arrays: dict, targets: dict[str, torch.Tensor], index: torch.Tensor,
-                 schedule: LevelSchedule | None, num_a: int | None) -> None:
+                 schedule: LevelSchedule | None, num_a: int | None,
+                 label_order: torch.Tensor | None = None) -> None:
         self.arrays, self.targets, self.index = arrays, targets, index
-        self.schedule, self.num_a = schedule, num_a
+        self.schedule, self.num_a, self.label_order = schedule, num_a, label_order
         self.global_size: int | None = None
 
     def __reduce__(self) -> tuple:
@@ -438,11 +469,12 @@ class _Wire:
                  _add(tensors, a["nn"]), _add(tensors, a["ne"]))
         meta = ((graph,), False, {k: _add(tensors, v) for k, v in self.targets.items()},
                 _add(tensors, self.index), self.num_a, self.global_size,
-                None if self.schedule is None else _fields_layout(tensors, self.schedule))
+                None if self.schedule is None else _fields_layout(tensors, self.schedule),
+                None if self.label_order is None else _add(tensors, self.label_order))
         packed = _pack(tensors)
         if packed is None:  # a target numpy cannot hold: the batch, field by field
             return Batch(arrays_graph(a), None, self.targets, self.index, self.schedule,
-                         self.num_a, self.global_size).__reduce__()
+                         self.num_a, self.global_size, self.label_order).__reduce__()
         return (_unpack_batch, (meta, *packed))
 
 
@@ -552,13 +584,14 @@ def _unpack_fields(t: list[torch.Tensor], layout: tuple) -> object:
 
 def _unpack_batch(meta: tuple, layout: list, data: np.ndarray) -> Batch:
     """The batch :meth:`Batch.__reduce__` packed, its tensors views of ``data``."""
-    graph_layouts, pair_graphs, targets, index, num_a, global_size, schedule = meta
+    graph_layouts, pair_graphs, targets, index, num_a, global_size, schedule, order = meta
     t = _unpack_tensors(layout, data)
     graphs = [_unpack_graph(t, g) for g in graph_layouts]
     return Batch(graphs[0], graphs[1] if pair_graphs else None,
                  {k: t[i] for k, i in targets.items()}, t[index],
                  None if schedule is None else _unpack_fields(t, schedule),
-                 num_a=num_a, global_size=global_size)
+                 num_a=num_a, global_size=global_size,
+                 label_order=None if order is None else t[order])
 
 
 class TreeDataset(torch.utils.data.Dataset):
@@ -648,7 +681,8 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
     made = isinstance(examples, _Examples) and isinstance(examples.graphs, TreeStore)
     graph = side_a[0] if made and side_b is None else dgl.batch(
         side_a if side_b is None else side_a + side_b)
-    batch = Batch(graph, None, targets, index, None, None if side_b is None else len(index))
+    batch = Batch(graph, None, targets, index, None, None if side_b is None else len(index),
+                  label_order=_label_order(graph.ndata.get(LABEL)))
     if schedule:
         batch.schedule = LevelSchedule.from_graph(graph, top_down=top_down)
     return batch

@@ -70,6 +70,32 @@ def test_phrase_loss_equals_the_masked_loss_to_the_bit(seed):
     assert torch.equal(got, want) and torch.equal(g_got, g_want)
 
 
+def test_phrase_loss_reads_the_batchs_label_order(monkeypatch):
+    """The order of the labelled rows comes with the batch (``collate`` makes it once):
+    the loss does not sort the labels, and is bitwise the masked loss."""
+    from gnn_treelstm.tasks import classification
+    from gnn_treelstm.trees.data import label_order
+
+    gen = torch.Generator().manual_seed(7)
+    lab = torch.randint(0, 5, (211,), generator=gen)
+    lab[torch.rand(211, generator=gen) < 0.4] = IGNORE
+    logits = torch.randn(211, 5, generator=gen, requires_grad=True)
+    batch = SimpleNamespace(graph=SimpleNamespace(ndata={LABEL: lab}),
+                            label_order=label_order(lab))
+
+    def no_sort(labels):
+        raise AssertionError("the loss sorted the labels")
+
+    monkeypatch.setattr(classification, "label_order", no_sort)
+    out = {"root_logits": logits[:5], "node_logits": logits}
+    got = build_task("sst-5", supervision="phrase").loss(out, batch)
+    g_got, = torch.autograd.grad(got, logits)
+    mask = lab != IGNORE
+    want = F.cross_entropy(logits[mask], lab[mask], reduction="sum") / 5
+    g_want, = torch.autograd.grad(want, logits)
+    assert torch.equal(got, want) and torch.equal(g_got, g_want)
+
+
 def test_metrics_root_and_all_phrase_accuracy():
     task = build_task("sst-5")
     batch = _batch(1, 3)

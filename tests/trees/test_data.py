@@ -12,6 +12,7 @@ from gnn_treelstm.trees.data import (
     Split,
     TreeDataset,
     collate,
+    label_order,
     load_meta,
     load_relations,
     load_split,
@@ -45,6 +46,30 @@ def test_sst2_map():
         sst2_labels(torch.tensor([5]))
     assert sst2_labels(torch.tensor([0, 1, 2, 3, 4, IGNORE]), neutral_class=True).tolist() \
         == [0, 0, 2, 1, 1, IGNORE]
+
+
+def test_a_batch_orders_its_labelled_nodes_first_once(sst_dir):
+    """``collate`` sorts the nodes with a label first, in their order, once per batch (the
+    phrase loss reads the order), whichever way the batch is made or sent."""
+    s = to_sst2(load_split(sst_dir, "train", "constituency"))
+    ds, ignored = TreeDataset(s), 0
+    for lo in range(0, len(s), 8):
+        pick = list(range(lo, min(lo + 8, len(s))))
+        batch = collate(ds.__getitems__(pick))
+        labels = batch.graph.ndata["label"]
+        order = batch.label_order
+        assert torch.equal(order, torch.argsort((labels == IGNORE).to(torch.int8), stable=True))
+        assert torch.equal(order, label_order(labels))
+        k = int((labels != IGNORE).sum())
+        assert torch.equal(labels[order[:k]], labels[labels != IGNORE])
+        assert bool((labels[order[k:]] == IGNORE).all())
+        assert torch.equal(order.sort().values, torch.arange(len(labels)))
+        ignored += len(labels) - k
+        sent = pickle.loads(pickle.dumps(collate(ds.__getitems__(pick), wire=True)))
+        assert torch.equal(sent.label_order, order)
+        one_by_one = collate([ds[i] for i in pick])
+        assert torch.equal(one_by_one.label_order, order)
+    assert ignored  # SST-2's neutral phrases
 
 
 def test_load_split_and_meta(sst_dir):
