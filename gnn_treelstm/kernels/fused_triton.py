@@ -51,7 +51,6 @@ import inspect
 from typing import NamedTuple
 
 import torch
-from torch.utils._python_dispatch import is_in_torch_dispatch_mode
 
 from gnn_treelstm.kernels import fused, fused_teng, gemm, native
 from gnn_treelstm.kernels.settings import requested
@@ -256,8 +255,10 @@ def _launches(t: torch.Tensor) -> dict:
     dispatcher would call for CPU or CUDA tensors: the same launch, without a dispatch's
     µs), else the operators (:data:`_OPS`): under ``torch.compile``, a
     ``TorchDispatchMode`` (fake tensors, the operation counter, the sync check) or a tensor
-    subclass, which see one operator per launch. Decided once per forward or backward."""
-    if (type(t) in _PLAIN and not is_in_torch_dispatch_mode()
+    subclass, which see one operator per launch. Decided once per forward or backward. A
+    mode is looked for on the dispatcher's own stack (infra modes such as fake tensors'
+    included): torch 2.4's Python-side flag stays set once a mode entered twice is left."""
+    if (type(t) in _PLAIN and torch._C._len_torch_dispatch_stack() == 0
             and not torch.compiler.is_compiling()):
         return _FNS
     return _OPS

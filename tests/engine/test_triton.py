@@ -8,6 +8,7 @@ from __future__ import annotations
 import dgl
 import pytest
 import torch
+from torch._subclasses.fake_tensor import FakeTensorMode
 
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.kernels import fused_triton, native
@@ -176,6 +177,17 @@ def test_launches_skip_the_dispatcher_only_in_plain_eager_mode():
     assert fused_triton._launches(torch.nn.Parameter(x)) is fused_triton._FNS
     subclass = torch.Tensor._make_subclass(type("Sub", (torch.Tensor,), {}), x)
     assert fused_triton._launches(subclass) is fused_triton._OPS
+    with FakeTensorMode():  # an infra mode, on the dispatcher's stack too
+        assert fused_triton._launches(x) is fused_triton._OPS
+
+
+def test_launches_skip_the_dispatcher_after_a_mode_entered_twice_is_left():
+    # torch 2.4 leaves its Python-side "in a dispatch mode" flag set after this; the
+    # dispatcher's own stack is empty again
+    counter = OpCounter()
+    with counter, counter:
+        pass
+    assert fused_triton._launches(torch.zeros(2, 2)) is fused_triton._FNS
 
 
 @needs_interpreter
