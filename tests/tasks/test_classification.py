@@ -61,11 +61,18 @@ def test_phrase_loss_equals_the_masked_loss_to_the_bit(seed):
     lab[torch.rand(n, generator=gen) < 0.2 * (seed + 1)] = IGNORE
     logits = torch.randn(n, 5, generator=gen, requires_grad=True)
     batch = SimpleNamespace(graph=SimpleNamespace(ndata={LABEL: lab}))
-    out = {"root_logits": logits[:7], "node_logits": logits}
+    _assert_phrase_loss_is_the_masked_loss(batch, lab, logits, roots=7)
+
+
+def _assert_phrase_loss_is_the_masked_loss(batch, lab: torch.Tensor, logits: torch.Tensor,
+                                           roots: int) -> None:
+    """The SST-5 phrase loss of ``batch`` (its first ``roots`` rows the roots) and its
+    gradient are bitwise those of the labelled rows' summed cross-entropy over ``roots``."""
+    out = {"root_logits": logits[:roots], "node_logits": logits}
     got = build_task("sst-5", supervision="phrase").loss(out, batch)
     g_got, = torch.autograd.grad(got, logits)
     mask = lab != IGNORE
-    want = F.cross_entropy(logits[mask], lab[mask], reduction="sum") / 7
+    want = F.cross_entropy(logits[mask], lab[mask], reduction="sum") / roots
     g_want, = torch.autograd.grad(want, logits)
     assert torch.equal(got, want) and torch.equal(g_got, g_want)
 
@@ -87,13 +94,7 @@ def test_phrase_loss_reads_the_batchs_label_order(monkeypatch):
         raise AssertionError("the loss sorted the labels")
 
     monkeypatch.setattr(classification, "label_order", no_sort)
-    out = {"root_logits": logits[:5], "node_logits": logits}
-    got = build_task("sst-5", supervision="phrase").loss(out, batch)
-    g_got, = torch.autograd.grad(got, logits)
-    mask = lab != IGNORE
-    want = F.cross_entropy(logits[mask], lab[mask], reduction="sum") / 5
-    g_want, = torch.autograd.grad(want, logits)
-    assert torch.equal(got, want) and torch.equal(g_got, g_want)
+    _assert_phrase_loss_is_the_masked_loss(batch, lab, logits, roots=5)
 
 
 def test_metrics_root_and_all_phrase_accuracy():
