@@ -405,7 +405,7 @@ class Batch:
         byte array holding every tensor of the batch, sent by value, and a small layout:
         ``torch`` moves each tensor between processes in a shared-memory file of its own,
         about a millisecond each, and a batch with its schedule has some thirty. The
-        tensors are laid out by one ``torch.cat`` (widest types first, so every tensor
+        tensors are laid out by one ``np.concatenate`` (widest types first, so every tensor
         starts at a multiple of its item size); unpickled, they are views of that one array
         made by one ``split`` (:func:`_unpack_batch`), and the graph is made again from its
         edges and fields. A batch whose graphs are not plain CPU graphs of one node and
@@ -415,16 +415,26 @@ class Batch:
             return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
                             self.num_a, self.global_size, self.label_order))
         tensors: list[torch.Tensor] = []
-        meta = (tuple(_graph_layout(tensors, g) for g in graphs), self.graph_b is not None,
-                {k: _add(tensors, v) for k, v in self.targets.items()},
-                _add(tensors, self.index), self.num_a, self.global_size,
-                None if self.schedule is None else _fields_layout(tensors, self.schedule),
-                None if self.label_order is None else _add(tensors, self.label_order))
-        packed = _pack(tensors)
+        layouts = tuple(_graph_layout(tensors, g) for g in graphs)
+        packed = _reduce_packed(self, tensors, layouts, self.graph_b is not None)
         if packed is None:  # a tensor numpy cannot hold (bfloat16) or one with gradients
             return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
                             self.num_a, self.global_size, self.label_order))
-        return (_unpack_batch, (meta, *packed))
+        return packed
+
+
+def _reduce_packed(batch: Batch | _Wire, tensors: list[torch.Tensor], graphs: tuple,
+                   pair: bool) -> tuple | None:
+    """What a batch (or :class:`_Wire`) pickles as: its graphs' layouts ``graphs`` (their
+    tensors already in ``tensors``), then its targets, index, schedule and label order,
+    all packed by :func:`_pack` for :func:`_unpack_batch`. None: a tensor numpy cannot
+    hold."""
+    meta = (graphs, pair, {k: _add(tensors, v) for k, v in batch.targets.items()},
+            _add(tensors, batch.index), batch.num_a, batch.global_size,
+            None if batch.schedule is None else _fields_layout(tensors, batch.schedule),
+            None if batch.label_order is None else _add(tensors, batch.label_order))
+    packed = _pack(tensors)
+    return None if packed is None else (_unpack_batch, (meta, *packed))
 
 
 def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
@@ -467,15 +477,11 @@ class _Wire:
                  {k[2:]: _add(tensors, v) for k, v in values.items() if k[0] == "n"},
                  {k[2:]: _add(tensors, v) for k, v in values.items() if k[0] == "e"},
                  _add(tensors, a["nn"]), _add(tensors, a["ne"]))
-        meta = ((graph,), False, {k: _add(tensors, v) for k, v in self.targets.items()},
-                _add(tensors, self.index), self.num_a, self.global_size,
-                None if self.schedule is None else _fields_layout(tensors, self.schedule),
-                None if self.label_order is None else _add(tensors, self.label_order))
-        packed = _pack(tensors)
+        packed = _reduce_packed(self, tensors, (graph,), False)
         if packed is None:  # a target numpy cannot hold: the batch, field by field
             return Batch(arrays_graph(a), None, self.targets, self.index, self.schedule,
                          self.num_a, self.global_size, self.label_order).__reduce__()
-        return (_unpack_batch, (meta, *packed))
+        return packed
 
 
 def _plain_graph(g: dgl.DGLGraph) -> bool:
