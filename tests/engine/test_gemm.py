@@ -76,6 +76,7 @@ def test_bad_backend_names(monkeypatch):
 
 def test_unusable_onednn_warns_in_auto_and_fails_when_asked(monkeypatch, caplog):
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
     gemm.set_backend("auto")
     with caplog.at_level(logging.WARNING, logger="gnn_treelstm.kernels.gemm"):
         assert gemm.backend() == "torch"
@@ -85,3 +86,18 @@ def test_unusable_onednn_warns_in_auto_and_fails_when_asked(monkeypatch, caplog)
     gemm.set_backend("onednn")
     with pytest.raises(RuntimeError, match="GNN_TREELSTM_GEMM=onednn"):
         gemm.backend()
+
+
+def test_auto_takes_onednn_only_on_a_cpu_with_avx512(monkeypatch, caplog):
+    """oneDNN's gain over ``torch.mm`` is its AVX-512 kernels (MKL runs AVX2 on AMD); on an
+    AVX2 CPU ``auto`` takes ``torch.mm``, and ``onednn`` still forces oneDNN."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
+    gemm.set_backend("auto")
+    with caplog.at_level(logging.INFO, logger="gnn_treelstm.kernels.gemm"):
+        assert gemm.backend() == "torch"
+    assert "this one runs AVX2" in caplog.text
+    gemm.set_backend("onednn")
+    assert gemm.backend() == "onednn"
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    gemm.set_backend("auto")
+    assert gemm.backend() == "onednn"

@@ -135,36 +135,48 @@ inline int64_t max_level_rows(at::IntArrayRef off, size_t first = 0) {
 
 // ---------------------------------------------------------------- level-sized products
 // C (m, n) = A (m, k) @ B (k, n), row-major, n a multiple of 64 (B is zero-padded), m small
-// (one level). A register-blocked kernel (6 rows x 64 columns of accumulators) written with
-// GCC vector types, so it compiles to AVX-512, AVX2 or SSE alike; the column tiles are split
-// over the intra-op threads. At level sizes it beats oneDNN's packed products (no per-call
-// dispatch, no weight packing; e.g. 7 us against 19 us for 2 x 300 @ 300 x 750 on two cores).
-typedef float v16 __attribute__((vector_size(64), aligned(4)));
+// (one level). A register-blocked kernel written with GCC vector types: a block of 6 rows
+// times kVecs vectors of accumulators, sized to the vector registers the build targets
+// (-march=native): AVX-512's 32 registers hold 6 x 4 vectors of 16 floats (64 columns),
+// AVX2's 16 hold 6 x 2 of 8 (16 columns), SSE's 16 hold 6 x 2 of 4 (8 columns); a 64-column
+// tile is swept in 64 / kSub passes. Each output element sums its k products in order
+// p = 0, 1, ..., k - 1 whatever the blocking. The column tiles are split over the intra-op
+// threads. At level sizes it beats oneDNN's packed products (no per-call dispatch, no weight
+// packing; e.g. 7 us against 19 us for 2 x 300 @ 300 x 750 on two AVX-512 cores).
+#if defined(__AVX512F__)
+constexpr int kLanes = 16, kVecs = 4;
+#elif defined(__AVX__)
+constexpr int kLanes = 8, kVecs = 2;
+#else
+constexpr int kLanes = 4, kVecs = 2;
+#endif
+// loads and stores go through this type (unaligned, may alias float): a memcpy into a vector
+// compiles on some targets to narrower moves through the stack, which stall the loop
+typedef float vec __attribute__((vector_size(4 * kLanes), aligned(4), may_alias));
 constexpr int64_t kTile = 64;
+constexpr int64_t kSub = kLanes * kVecs;  // columns of one pass
+static_assert(kTile % kSub == 0, "a tile is a whole number of passes");
 
 template <int R>
 inline void tile_kernel(const float* A, int64_t sar, int64_t sap, const float* B, int64_t ldb,
                         float* C, int64_t ldc, int64_t k) {
-  v16 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) acc[r][v] = v16{};
-  for (int64_t p = 0; p < k; ++p) {
-    const float* b = B + p * ldb;
-    v16 b0, b1, b2, b3;
-    std::memcpy(&b0, b, 64);
-    std::memcpy(&b1, b + 16, 64);
-    std::memcpy(&b2, b + 32, 64);
-    std::memcpy(&b3, b + 48, 64);
-    for (int r = 0; r < R; ++r) {
-      const float a = A[r * sar + p * sap];
-      acc[r][0] += a * b0;
-      acc[r][1] += a * b1;
-      acc[r][2] += a * b2;
-      acc[r][3] += a * b3;
+  for (int64_t s = 0; s < kTile; s += kSub) {
+    vec acc[R][kVecs];
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kVecs; ++v) acc[r][v] = vec{};
+    for (int64_t p = 0; p < k; ++p) {
+      const float* b = B + p * ldb + s;
+      vec bv[kVecs];
+      for (int v = 0; v < kVecs; ++v) bv[v] = *reinterpret_cast<const vec*>(b + kLanes * v);
+      for (int r = 0; r < R; ++r) {
+        const float a = A[r * sar + p * sap];
+        for (int v = 0; v < kVecs; ++v) acc[r][v] += a * bv[v];
+      }
     }
+    for (int r = 0; r < R; ++r)
+      for (int v = 0; v < kVecs; ++v)
+        *reinterpret_cast<vec*>(C + r * ldc + s + kLanes * v) = acc[r][v];
   }
-  for (int r = 0; r < R; ++r)
-    for (int v = 0; v < 4; ++v) std::memcpy(C + r * ldc + 16 * v, &acc[r][v], 64);
 }
 
 // C (m, n) = A (m, k) @ B (k, n): A[r, p] at A + r * sar + p * sap (row-major: sar = lda,
