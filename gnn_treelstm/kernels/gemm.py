@@ -17,7 +17,7 @@ and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
   against ``torch.mm``; ``torch.mm`` otherwise (other dtypes, CUDA, a PyTorch without the
   op, which is logged once as a warning, or a CPU without AVX-512, where MKL's AVX2 path is
   oneDNN's own: on a 2-core AMD EPYC Zen 3 oneDNN took 3.5x torch.mm's time for the
-  941 x 8 @ 8 x 40 input product of x 8 h 8 and 1.0-1.4x for h 150's, one thread).
+  941 x 8 @ 8 x 40 input product of x 8 h 8 and 0.97-1.4x for h 150's, one thread).
 * ``onednn``: as ``auto``, but an unusable oneDNN op is an error.
 * ``torch``: always ``torch.mm`` (for comparisons).
 
@@ -71,18 +71,12 @@ def set_backend(name: str | None) -> None:
     _state["onednn"] = None
 
 
-def _avx512() -> str | None:
-    """``None`` where PyTorch's CPU kernels run AVX-512, else the capability they run."""
-    cap = torch.backends.cpu.get_cpu_capability()
-    return None if cap.startswith("AVX512") else cap
-
-
 def _onednn_usable() -> bool:
     """Whether ``torch.ops.mkldnn._linear_pointwise`` exists and agrees with torch.mm (and,
     under ``auto``, whether the CPU has AVX-512)."""
     if _state["onednn"] is None:
-        cap = _avx512() if _requested() == "auto" else None
-        if cap is not None:
+        cap = torch.backends.cpu.get_cpu_capability()  # e.g. "AVX2", "AVX512"
+        if _requested() == "auto" and not cap.startswith("AVX512"):
             _state["onednn"] = False
             logger.info("level engine matrix products: torch.mm (GNN_TREELSTM_GEMM=auto; "
                         "oneDNN is chosen on CPUs with AVX-512, this one runs %s)", cap)

@@ -410,17 +410,16 @@ class Batch:
         made by one ``split`` (:func:`_unpack_batch`), and the graph is made again from its
         edges and fields. A batch whose graphs are not plain CPU graphs of one node and
         edge type pickles field by field."""
+        by_field = (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
+                            self.num_a, self.global_size, self.label_order))
         graphs = [g for g in (self.graph, self.graph_b) if g is not None]
         if not all(_plain_graph(g) for g in graphs):
-            return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
-                            self.num_a, self.global_size, self.label_order))
+            return by_field
         tensors: list[torch.Tensor] = []
         layouts = tuple(_graph_layout(tensors, g) for g in graphs)
         packed = _reduce_packed(self, tensors, layouts, self.graph_b is not None)
-        if packed is None:  # a tensor numpy cannot hold (bfloat16) or one with gradients
-            return (Batch, (self.graph, self.graph_b, self.targets, self.index, self.schedule,
-                            self.num_a, self.global_size, self.label_order))
-        return packed
+        # None: a tensor numpy cannot hold (bfloat16) or one with gradients
+        return by_field if packed is None else packed
 
 
 def _reduce_packed(batch: Batch | _Wire, tensors: list[torch.Tensor], graphs: tuple,
