@@ -10,6 +10,10 @@ over PyTorch's intra-op threads), one fused element-wise pass. The arithmetic is
 the cells' declared recurrences, which the general level driver runs when no kernel applies
 (``tests/cells/test_registry.py`` compares the two).
 
+The same library holds one routine of host work: ``csrc/schedule.cpp`` builds a batch's
+level schedule in one call (:class:`gnn_treelstm.trees.schedule.LevelSchedule` uses it
+where the library is available, its numpy build elsewhere; the two give the same arrays).
+
 Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
 against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to
 the ``libgomp`` that PyTorch ships and has loaded) into one library in a cache directory
@@ -48,7 +52,7 @@ from gnn_treelstm.kernels.settings import requested
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHOICES", "available", "build", "set_choice", "choice", "library_path"]
+__all__ = ["CHOICES", "HOST_OPS", "available", "build", "set_choice", "choice", "library_path"]
 
 CHOICES = ("auto", "on", "off")
 CSRC = Path(__file__).with_name("csrc")
@@ -176,6 +180,13 @@ def _load() -> bool:
     return bool(_state["loaded"])
 
 
+#: ops of host-side work, not of a level loop: the data loader's level schedule
+#: (``csrc/schedule.cpp``, sizes that depend on the data). Only called eagerly (the schedule
+#: is built outside any trace, :class:`gnn_treelstm.trees.schedule.LevelSchedule`), so they
+#: have no fake kernel.
+HOST_OPS = frozenset({"level_schedule"})
+
+
 def op_names() -> list[str]:
     """The ops the sources define (``m.def("name(...``), in source order."""
     names: list[str] = []
@@ -201,6 +212,8 @@ def register_fakes() -> None:
     The engine itself runs its general driver under compilation
     (:func:`gnn_treelstm.engine.propagator.compiling` says why)."""
     for name in op_names():
+        if name in HOST_OPS:
+            continue
         op = getattr(torch.ops.gnn_treelstm, name).default
         returns = op._schema.returns
         if name == "matmul":

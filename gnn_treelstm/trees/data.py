@@ -312,14 +312,18 @@ def label_order(labels: torch.Tensor) -> torch.Tensor:
     a stable sort. The phrase loss sums over the nodes in this order, so that it adds the
     labelled nodes' terms in the order a sum over them alone would (the same loss to the
     bit). :func:`collate` makes it once per batch (:attr:`Batch.label_order`)."""
+    if labels.device.type == "cpu":  # the same permutation, in a tenth of the time
+        return _label_order(labels.numpy())
     return torch.argsort((labels == IGNORE).to(torch.int8), stable=True)
 
 
 def _label_order(labels: torch.Tensor | np.ndarray | None) -> torch.Tensor | None:
-    """:func:`label_order` of a batch's node labels (None: the nodes have none)."""
+    """:func:`label_order` of a batch's node labels (None: the nodes have none) on the CPU:
+    the labelled nodes' ids, then the others'."""
     if labels is None:
         return None
-    return label_order(torch.as_tensor(labels))
+    ignored = np.asarray(labels) == IGNORE
+    return torch.from_numpy(np.concatenate((np.flatnonzero(~ignored), np.flatnonzero(ignored))))
 
 
 def _moved(t: torch.Tensor | None, device: torch.device | str) -> torch.Tensor | None:

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 
 from gnn_treelstm.eager import eager
+from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["Levels", "LevelSchedule", "heights", "depths"]
@@ -188,6 +189,23 @@ class Levels:
         return replace(self, **moved)
 
 
+def _tensor(a: np.ndarray) -> torch.Tensor:
+    """``a`` as a tensor over its memory when it is writable and C-contiguous, else over a
+    copy (``torch.from_numpy`` warns of read-only arrays, refuses negative strides)."""
+    a = np.asarray(a)
+    if not (a.flags.writeable and a.flags.c_contiguous):
+        a = np.array(a, order="C")
+    return torch.from_numpy(a)
+
+
+def _native_levels(direction: str, n: int, out: list[torch.Tensor]) -> Levels:
+    """A :class:`Levels` of the tensors ``gnn_treelstm::level_schedule`` returns for one
+    direction, in its field order (the offsets as host ints)."""
+    order, rank, node_offsets, edge_offsets, *edges = out
+    return Levels(direction, n, node_offsets.tolist(), edge_offsets.tolist(), order, rank,
+                  *edges)
+
+
 #: the largest key numpy's stable sort orders by radix (16-bit keys)
 _SMALL = int(np.iinfo(np.int16).max)
 
@@ -307,6 +325,9 @@ class LevelSchedule:
     """Bottom-up (``up``) and optionally top-down (``down``) levels of a batched forest.
 
     Build it once per batch with :meth:`from_graph` on the CPU, move it with :meth:`to`.
+    Built by one C++ call where the native library is available
+    (:mod:`gnn_treelstm.kernels.native`, ``csrc/schedule.cpp``), else in numpy; the two
+    builds give the same arrays.
     """
 
     num_nodes: int
@@ -410,6 +431,8 @@ class LevelSchedule:
     def _build(cls, n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
                batch_size: int, top_down: bool) -> LevelSchedule:
+        if native.available():  # the same arrays in one C++ call (csrc/schedule.cpp)
+            return cls._build_native(n, edges, levels, word, batch_size, top_down)
         src, dst, rel, pos = edges
         depth, height = levels
         up, order = _up_levels(n, height, src, dst, rel, pos)
@@ -426,6 +449,27 @@ class LevelSchedule:
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
                    word_rows_contiguous=contiguous,
                    roots=torch.from_numpy(np.flatnonzero(~has_parent)))
+
+    @classmethod
+    def _build_native(cls, n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                      levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
+                      batch_size: int, top_down: bool) -> LevelSchedule:
+        """:meth:`_build` by the C++ routine ``gnn_treelstm::level_schedule``: every array
+        the numpy build makes, equal element for element and in the same types."""
+        t = _tensor
+        out = torch.ops.gnn_treelstm.level_schedule.default(
+            n, *map(t, edges), *map(t, levels), None if word is None else t(word), G.NO_WORD,
+            top_down)
+        up = _native_levels("up", n, out[:16])
+        down = _native_levels("down", n, out[16:28]) if top_down else None
+        rest = out[28:] if top_down else out[16:]
+        word_ids, num_leaf_words, contiguous = None, 0, False
+        if word is not None:
+            word_ids = rest[1]
+            num_leaf_words, contiguous = rest[2].tolist()
+        return cls(num_nodes=n, batch_size=batch_size, up=up, down=down, word_ids=word_ids,
+                   num_leaf_words=num_leaf_words, word_rows_contiguous=bool(contiguous),
+                   roots=rest[0])
 
     @property
     def device(self) -> torch.device:

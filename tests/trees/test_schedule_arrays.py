@@ -4,7 +4,8 @@ schedule the graph-reading version of ``LevelSchedule.from_graph`` computed befo
 (kept below as the reference: per-depth height passes, a lexicographic edge sort), for
 every batch of the SST, SICK, TREC and AMR samples (and of the real data where it is
 present); a pair batch is one graph, A sentences then B sentences, equal to ``dgl.batch``
-of the same trees."""
+of the same trees. The checks run with both builds of a schedule (``build``): the C++
+routine (``csrc/schedule.cpp``, used where the native library is) and the numpy one."""
 
 from __future__ import annotations
 
@@ -16,12 +17,28 @@ import pytest
 import torch
 
 from gnn_treelstm.datasets.build import build
+from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import TreeDataset, collate, load_meta, load_split
 from gnn_treelstm.trees.graph import make_tree
 from gnn_treelstm.trees.packed import PackedTrees, batch_trees, pack_graphs
 from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.trees.test_packed import assert_graphs_equal, assert_schedules_equal
+
+
+@pytest.fixture(params=["native", "numpy"])
+def builder(request, monkeypatch):
+    """The schedule built by the C++ routine, then by numpy (the native library off)."""
+    if request.param == "numpy":
+        monkeypatch.setitem(native._state, "choice", "off")
+    elif not native.available():
+        pytest.skip("the native library is not available here (no C++ compiler?)")
+    built = []
+    real = LevelSchedule._build_native.__func__
+    monkeypatch.setattr(LevelSchedule, "_build_native",
+                        classmethod(lambda cls, *a: built.append(1) or real(cls, *a)))
+    yield request.param
+    assert bool(built) == (request.param == "native")  # the build asked for was the one run
 
 # ----------------------------------------------------------------- the reference
 
@@ -164,10 +181,12 @@ def samples(sample_data, tmp_path_factory):
 @pytest.mark.parametrize("name, tree", [
     ("sst", "constituency"), ("sst", "chain"), ("sick", "dependency"),
     ("sick", "constituency"), ("trec", "chain"), ("amr", "amr")])
+@pytest.mark.usefixtures("builder")
 def test_every_sample_batch_has_the_reference_schedule(samples, name, tree):
     assert check_every_batch(samples / name, tree) > 0
 
 
+@pytest.mark.usefixtures("builder")
 def test_small_and_single_tree_batches(samples):
     sp = load_split(samples / "sick", "dev", "dependency")
     ds = TreeDataset(sp)
@@ -215,6 +234,7 @@ def test_every_real_batch_has_the_reference_schedule(shared_data, tmp_path):
 
 
 @pytest.mark.parametrize("seed", range(6))
+@pytest.mark.usefixtures("builder")
 def test_random_forests_with_shared_and_wide_positions(seed):
     """Every way the edges are ordered (a table of distinct positions, radix sorts where
     siblings share a position or a node has many children, the general sort of a large
@@ -251,6 +271,7 @@ def _hand_trees() -> PackedTrees:
 
 
 @pytest.mark.parametrize("pick", [[0], [2], [0, 2, 4], [1], [3, 0], [4, 3, 2, 1, 0]])
+@pytest.mark.usefixtures("builder")
 def test_single_node_trees_and_a_batch_of_one(pick):
     """Batches of one tree, of single-node trees only (no edge), and mixed: the graph of
     ``dgl.batch`` and the reference schedule, top-down levels with and without."""
@@ -264,6 +285,7 @@ def test_single_node_trees_and_a_batch_of_one(pick):
         assert (sched.down is None) == (not top_down)
 
 
+@pytest.mark.usefixtures("builder")
 def test_pair_batch_of_single_node_trees():
     """A pair batch (A trees, then B trees) whose sides have single-node trees."""
     a, b = _hand_trees(), _hand_trees().take([2, 0, 4, 1, 3])
@@ -297,6 +319,7 @@ def test_damaged_stored_trees_are_refused_naming_them(src, dst, message):
 
 
 @pytest.mark.parametrize("seed", range(3))
+@pytest.mark.usefixtures("builder")
 def test_from_levels_is_from_arrays(seed):
     """The schedule made from known levels is the one made by walking the forest."""
     rng = np.random.default_rng(seed)
@@ -314,3 +337,31 @@ def test_from_levels_is_from_arrays(seed):
     want = LevelSchedule.from_arrays(n, child, par[child], rel=rel, pos=pos, word=word,
                                      batch_size=3)
     assert_schedules_equal(got, want)
+
+
+@pytest.mark.parametrize("case, message", [
+    ("level", "has level"), ("edge", "outside"), ("pos", "negative child position"),
+    ("root", "a root"), ("parents", "two parents")])
+def test_the_native_build_refuses_what_would_write_out_of_bounds(case, message):
+    """The C++ routine checks every index it writes through (the numpy build's callers
+    check the trees, but a bad call must be an error, never a stray write)."""
+    if not native.available():
+        pytest.skip("the native library is not available here (no C++ compiler?)")
+    t = lambda *v: torch.tensor(v, dtype=torch.int64)  # noqa: E731
+    src, dst, pos, depth, height = t(0, 1), t(2, 2), t(0, 1), t(1, 1, 0), t(0, 0, 1)
+    if case == "level":
+        height = t(0, 0, 3)
+    elif case == "edge":
+        dst = t(2, 3)
+    elif case == "pos":
+        pos = t(0, -1)
+    elif case == "root":
+        depth = t(0, 1, 1)
+        src, dst = t(0, 1), t(1, 2)
+        height = t(1, 0, 0)
+    else:
+        depth = t(1, 1, 0)
+        src, dst, pos = t(0, 1, 0), t(2, 2, 2), t(0, 1, 2)
+    with pytest.raises(RuntimeError, match=message):
+        torch.ops.gnn_treelstm.level_schedule(3, src, dst, torch.zeros_like(src), pos, depth,
+                                              height, None, G.NO_WORD, True)
