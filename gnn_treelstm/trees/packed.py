@@ -471,9 +471,8 @@ def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
     as they are (not copied)."""
     index = heterograph_index.create_unitgraph_from_coo(1, n, n, src, dst, _FORMATS, False,
                                                         False)
-    g = DGLGraph(index, ["_N"], ["_E"])
-    g._node_frames[0] = Frame(fields[0], num_rows=n)
-    g._edge_frames[0] = Frame(fields[1], num_rows=len(src))
+    g = DGLGraph(index, ["_N"], ["_E"], [Frame(fields[0], num_rows=n)],
+                 [Frame(fields[1], num_rows=len(src))])
     # what set_batch_num_nodes/edges store
     g._batch_num_nodes = {"_N": sizes[0]}
     g._batch_num_edges = {("_N", "_E", "_N"): sizes[1]}
