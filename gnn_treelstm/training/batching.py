@@ -11,6 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from gnn_treelstm.argtypes import usable_cpus
+from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.packed import PackedTrees
 
@@ -54,6 +55,7 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
         for trees in (split.graphs, split.graphs_b):
             if isinstance(trees, PackedTrees):
                 trees.node_levels()
+        native.available()  # and the C++ routine that builds the schedules, loaded once
     # a loader process sends a batch's arrays; the graph is made once, in this process
     collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0)
     gen = torch.Generator()
