@@ -11,8 +11,9 @@ the cells' declared recurrences, which the general level driver runs when no ker
 (``tests/cells/test_registry.py`` compares the two).
 
 The same library holds one routine of host work: ``csrc/schedule.cpp`` builds a batch's
-level schedule in one call (:class:`gnn_treelstm.trees.schedule.LevelSchedule` uses it
-where the library is available, its numpy build elsewhere; the two give the same arrays).
+level schedule in one call (:func:`level_schedule`; the data loader passes it to
+``collate`` where the library is available, :func:`schedule_builder`; it gives the arrays
+the numpy build of :class:`gnn_treelstm.trees.schedule.LevelSchedule` gives).
 
 Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
 against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to
@@ -44,15 +45,19 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import torch
 
 from gnn_treelstm.eager import eager
 from gnn_treelstm.files import atomic_path, cache_dir
 from gnn_treelstm.kernels.settings import requested
+from gnn_treelstm.trees.graph import NO_WORD
+from gnn_treelstm.trees.schedule import Builder, Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHOICES", "HOST_OPS", "available", "build", "set_choice", "choice", "library_path"]
+__all__ = ["CHOICES", "HOST_OPS", "available", "build", "set_choice", "choice", "library_path",
+           "level_schedule", "schedule_builder"]
 
 CHOICES = ("auto", "on", "off")
 CSRC = Path(__file__).with_name("csrc")
@@ -236,3 +241,51 @@ def available(t: torch.Tensor | None = None) -> bool:
     if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
         return False
     return _load()
+
+
+def schedule_builder() -> Builder | None:
+    """:func:`level_schedule` where the native library is available (loading it), else None
+    (the numpy build): what the data loader gives ``collate`` (``builder=``)."""
+    return level_schedule if available() else None
+
+
+def level_schedule(n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+                   levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
+                   batch_size: int, top_down: bool) -> LevelSchedule:
+    """The :class:`~gnn_treelstm.trees.schedule.LevelSchedule` of ``n`` nodes, ``edges =
+    (src, dst, rel, pos)``, ``levels = (depth, height)`` by the C++ routine
+    ``gnn_treelstm::level_schedule`` (``csrc/schedule.cpp``): every array the numpy build
+    makes, equal element for element and in the same types (the library must be loaded:
+    :func:`schedule_builder`)."""
+    t = _tensor
+    out = torch.ops.gnn_treelstm.level_schedule.default(
+        n, *map(t, edges), *map(t, levels), None if word is None else t(word), NO_WORD,
+        top_down)
+    up = _levels("up", n, out[:16])
+    down = _levels("down", n, out[16:28]) if top_down else None
+    rest = out[28:] if top_down else out[16:]
+    word_ids, num_leaf_words, contiguous = None, 0, False
+    if word is not None:
+        word_ids = rest[1]
+        num_leaf_words, contiguous = rest[2].tolist()
+    return LevelSchedule(num_nodes=n, batch_size=batch_size, up=up, down=down,
+                         word_ids=word_ids, num_leaf_words=num_leaf_words,
+                         word_rows_contiguous=bool(contiguous), roots=rest[0])
+
+
+def _tensor(a: np.ndarray) -> torch.Tensor:
+    """``a`` as a tensor over its memory when it is writable and C-contiguous, else over a
+    copy (``torch.from_numpy`` warns of read-only arrays, refuses negative strides)."""
+    a = np.asarray(a)
+    if not (a.flags.writeable and a.flags.c_contiguous):
+        a = np.array(a, order="C")
+    return torch.from_numpy(a)
+
+
+def _levels(direction: str, n: int, out: list[torch.Tensor]) -> Levels:
+    """The :class:`~gnn_treelstm.trees.schedule.Levels` of the tensors
+    ``gnn_treelstm::level_schedule`` returns for one direction, in its field order (the
+    offsets as host ints)."""
+    order, rank, node_offsets, edge_offsets, *edges = out
+    return Levels(direction, n, node_offsets.tolist(), edge_offsets.tolist(), order, rank,
+                  *edges)

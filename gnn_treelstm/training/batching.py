@@ -55,9 +55,10 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
         for trees in (split.graphs, split.graphs_b):
             if isinstance(trees, PackedTrees):
                 trees.node_levels()
-        native.available()  # and the C++ routine that builds the schedules, loaded once
     # a loader process sends a batch's arrays; the graph is made once, in this process
-    collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0)
+    # schedules built by the C++ routine where the native library is (loaded here, once)
+    collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0,
+                                builder=native.schedule_builder() if schedule else None)
     gen = torch.Generator()
     gen.manual_seed(seed)
     if shard is not None:  # the one-process batches, each split over the ranks

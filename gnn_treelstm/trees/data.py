@@ -49,7 +49,7 @@ from gnn_treelstm.trees.packed import (
     pack_graphs,
     packed_exists,
 )
-from gnn_treelstm.trees.schedule import LevelSchedule
+from gnn_treelstm.trees.schedule import Builder, LevelSchedule
 from gnn_treelstm.trees.vocab import Relations, Vocab
 
 _dgl_compat.attach()
@@ -441,7 +441,7 @@ def _reduce_packed(batch: Batch | _Wire, tensors: list[torch.Tensor], graphs: tu
 
 
 def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
-                    wire: bool) -> Batch:
+                    wire: bool, builder: Builder | None) -> Batch:
     """:func:`collate` of packed trees (``wire``: their arrays, for another process)."""
     if not len(examples.index):
         raise ValueError("collate: empty batch")
@@ -451,10 +451,11 @@ def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
         parts.append((examples.graphs_b, positions))
     num_a = None if examples.graphs_b is None else len(positions)
     if wire:
-        arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
+        arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down,
+                                     builder=builder)
         return _Wire(arrays, dict(examples.targets), examples.index, sched, num_a,
                      _label_order(arrays["values"].get("n." + LABEL)))  # type: ignore[return-value]
-    graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down)
+    graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down, builder=builder)
     return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a,
                  label_order=_label_order(graph.ndata.get(LABEL)))
 
@@ -646,7 +647,7 @@ class _Examples(NamedTuple):
 
 
 def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
-            top_down: bool = True, wire: bool = False) -> Batch:
+            top_down: bool = True, wire: bool = False, builder: Builder | None = None) -> Batch:
     """Batch examples (``DataLoader(collate_fn=collate)``).
 
     Args:
@@ -658,10 +659,13 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         wire: the batch is for another process (a loader process's): a batch of packed
             trees is returned as its arrays, which pickle as the :class:`Batch` they make,
             its graph made once, by the process that unpickles it.
+        builder: what builds the schedule of packed trees instead of numpy (the same
+            schedule; :class:`~gnn_treelstm.trees.schedule.LevelSchedule`), e.g. the C++
+            routine :func:`gnn_treelstm.kernels.native.schedule_builder` gives.
     """
     if isinstance(examples, _Examples) and isinstance(examples.graphs, PackedTrees) and (
             examples.graphs_b is None or isinstance(examples.graphs_b, PackedTrees)):
-        return _collate_packed(examples, schedule, top_down, wire)
+        return _collate_packed(examples, schedule, top_down, wire, builder)
     if isinstance(examples, _Examples):
         if not len(examples.index):
             raise ValueError("collate: empty batch")

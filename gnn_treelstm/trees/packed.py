@@ -47,7 +47,7 @@ from gnn_treelstm import _dgl_compat
 from gnn_treelstm.files import atomic_dir
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees import manifest
-from gnn_treelstm.trees.schedule import LevelSchedule, _ancestors, _heights
+from gnn_treelstm.trees.schedule import Builder, LevelSchedule, _ancestors, _heights
 
 _dgl_compat.attach()
 
@@ -379,20 +379,21 @@ def _chunk_levels(src: np.ndarray, dst: np.ndarray, no: np.ndarray, eo: np.ndarr
 
 
 def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
-                *, schedule: bool = False, top_down: bool = True
-                ) -> tuple[dgl.DGLGraph, LevelSchedule | None]:
+                *, schedule: bool = False, top_down: bool = True,
+                builder: Builder | None = None) -> tuple[dgl.DGLGraph, LevelSchedule | None]:
     """One batched graph of the trees of several packed sequences, in order (for a pair
     batch: every A tree, then every B tree), built from their arrays in one pass: the
     graph ``dgl.batch`` makes of those trees (node and edge order, every field,
     ``batch_num_nodes``/``batch_num_edges``). ``schedule``: also its level schedule
-    (:meth:`LevelSchedule.from_arrays`, ``top_down`` levels too), computed from the same
+    (:meth:`LevelSchedule.from_arrays`, ``top_down`` levels too, ``builder`` as there),
+    computed from the same
     arrays (child -> parent edges, positions, relations, words), never read back from
     the graph.
 
     Raises:
         ValueError: no part, or parts whose trees have other fields.
     """
-    arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down)
+    arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down, builder=builder)
     return arrays_graph(arrays), sched
 
 
@@ -408,8 +409,8 @@ def arrays_graph(arrays: dict) -> dgl.DGLGraph:
 
 
 def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
-                 *, schedule: bool = False, top_down: bool = True
-                 ) -> tuple[dict, LevelSchedule | None]:
+                 *, schedule: bool = False, top_down: bool = True,
+                 builder: Builder | None = None) -> tuple[dict, LevelSchedule | None]:
     """What :func:`batch_trees` makes its graph of, as numpy arrays: ``n`` (nodes),
     ``src``/``dst`` (int64, numbered within the batch), ``values`` (every ``n.``/``e.``
     field), ``nn``/``ne`` (each tree's nodes and edges); and the schedule. A loader
@@ -451,7 +452,7 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
     height = cat([lv[1].take(p[1]) for lv, p in zip(levels, picked)])
     sched = LevelSchedule.from_levels(
         n, (src, dst, values.get("e." + G.REL), values.get("e." + G.POS)), (depth, height),
-        word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down)
+        word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down, builder=builder)
     return arrays, sched
 
 

@@ -44,6 +44,7 @@ Nothing here assumes binary trees, a maximum depth or a batch composition.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
 
 import dgl
@@ -51,7 +52,6 @@ import numpy as np
 import torch
 
 from gnn_treelstm.eager import eager
-from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["Levels", "LevelSchedule", "heights", "depths"]
@@ -189,23 +189,6 @@ class Levels:
         return replace(self, **moved)
 
 
-def _tensor(a: np.ndarray) -> torch.Tensor:
-    """``a`` as a tensor over its memory when it is writable and C-contiguous, else over a
-    copy (``torch.from_numpy`` warns of read-only arrays, refuses negative strides)."""
-    a = np.asarray(a)
-    if not (a.flags.writeable and a.flags.c_contiguous):
-        a = np.array(a, order="C")
-    return torch.from_numpy(a)
-
-
-def _native_levels(direction: str, n: int, out: list[torch.Tensor]) -> Levels:
-    """A :class:`Levels` of the tensors ``gnn_treelstm::level_schedule`` returns for one
-    direction, in its field order (the offsets as host ints)."""
-    order, rank, node_offsets, edge_offsets, *edges = out
-    return Levels(direction, n, node_offsets.tolist(), edge_offsets.tolist(), order, rank,
-                  *edges)
-
-
 #: the largest key numpy's stable sort orders by radix (16-bit keys)
 _SMALL = int(np.iinfo(np.int16).max)
 
@@ -320,14 +303,20 @@ def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
     return np.argsort(key, kind="stable")
 
 
+#: what builds a schedule of known levels instead of numpy (:class:`LevelSchedule`)
+Builder = Callable[[int, tuple, tuple, "np.ndarray | None", int, bool], "LevelSchedule"]
+
+
 @dataclass
 class LevelSchedule:
     """Bottom-up (``up``) and optionally top-down (``down``) levels of a batched forest.
 
     Build it once per batch with :meth:`from_graph` on the CPU, move it with :meth:`to`.
-    Built by one C++ call where the native library is available
-    (:mod:`gnn_treelstm.kernels.native`, ``csrc/schedule.cpp``), else in numpy; the two
-    builds give the same arrays.
+    Built in numpy, or by a ``builder`` given to :meth:`from_arrays`/:meth:`from_levels`
+    (and :func:`~gnn_treelstm.trees.data.collate`): a callable of ``(num_nodes, (src, dst,
+    rel, pos), (depth, height), word, batch_size, top_down)`` that returns the same
+    schedule, such as the C++ routine :func:`gnn_treelstm.kernels.native.schedule_builder`
+    gives (the data loader passes it).
     """
 
     num_nodes: int
@@ -377,7 +366,7 @@ class LevelSchedule:
     def from_arrays(cls, num_nodes: int, src: np.ndarray, dst: np.ndarray, *,
                     rel: np.ndarray | None = None, pos: np.ndarray | None = None,
                     word: np.ndarray | None = None, batch_size: int = 1,
-                    top_down: bool = True) -> LevelSchedule:
+                    top_down: bool = True, builder: Builder | None = None) -> LevelSchedule:
         """The schedule of a forest given as arrays, without a graph: ``num_nodes`` nodes,
         edges ``src[i] -> dst[i]`` (child -> parent, edge id ``i``), the edges' ``rel``
         and ``pos`` (None: 0) and the nodes' ``word`` ids (None: no words), as a batch of
@@ -399,14 +388,15 @@ class LevelSchedule:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         depth, ancs = _ancestors(src, dst, n)
         return cls._build(n, (src, dst, rel, pos), (depth, _heights(depth, ancs)), word,
-                          int(batch_size), top_down)
+                          int(batch_size), top_down, builder)
 
     @classmethod
     @eager
     def from_levels(cls, num_nodes: int,
                     edges: tuple[np.ndarray, np.ndarray, np.ndarray | None, np.ndarray | None],
                     levels: tuple[np.ndarray, np.ndarray], *, word: np.ndarray | None = None,
-                    batch_size: int = 1, top_down: bool = True) -> LevelSchedule:
+                    batch_size: int = 1, top_down: bool = True,
+                    builder: Builder | None = None) -> LevelSchedule:
         """:meth:`from_arrays` of a forest whose levels are known: ``edges = (src, dst,
         rel, pos)`` (int64; ``rel``/``pos`` None: 0) and ``levels = (depth, height)`` of
         every node (collate reads them from the levels the packed trees computed once,
@@ -425,14 +415,15 @@ class LevelSchedule:
         if len(pos) and pos.min() < 0:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         return cls._build(int(num_nodes), (src, dst, rel, pos), levels, word,
-                          int(batch_size), top_down)
+                          int(batch_size), top_down, builder)
 
     @classmethod
     def _build(cls, n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
-               batch_size: int, top_down: bool) -> LevelSchedule:
-        if native.available():  # the same arrays in one C++ call (csrc/schedule.cpp)
-            return cls._build_native(n, edges, levels, word, batch_size, top_down)
+               batch_size: int, top_down: bool, builder: Builder | None = None
+               ) -> LevelSchedule:
+        if builder is not None:  # e.g. the C++ routine (gnn_treelstm.kernels.native)
+            return builder(n, edges, levels, word, batch_size, top_down)
         src, dst, rel, pos = edges
         depth, height = levels
         up, order = _up_levels(n, height, src, dst, rel, pos)
@@ -449,27 +440,6 @@ class LevelSchedule:
                    word_ids=word_ids, num_leaf_words=num_leaf_words,
                    word_rows_contiguous=contiguous,
                    roots=torch.from_numpy(np.flatnonzero(~has_parent)))
-
-    @classmethod
-    def _build_native(cls, n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                      levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
-                      batch_size: int, top_down: bool) -> LevelSchedule:
-        """:meth:`_build` by the C++ routine ``gnn_treelstm::level_schedule``: every array
-        the numpy build makes, equal element for element and in the same types."""
-        t = _tensor
-        out = torch.ops.gnn_treelstm.level_schedule.default(
-            n, *map(t, edges), *map(t, levels), None if word is None else t(word), G.NO_WORD,
-            top_down)
-        up = _native_levels("up", n, out[:16])
-        down = _native_levels("down", n, out[16:28]) if top_down else None
-        rest = out[28:] if top_down else out[16:]
-        word_ids, num_leaf_words, contiguous = None, 0, False
-        if word is not None:
-            word_ids = rest[1]
-            num_leaf_words, contiguous = rest[2].tolist()
-        return cls(num_nodes=n, batch_size=batch_size, up=up, down=down, word_ids=word_ids,
-                   num_leaf_words=num_leaf_words, word_rows_contiguous=bool(contiguous),
-                   roots=rest[0])
 
     @property
     def device(self) -> torch.device:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from gnn_treelstm.kernels import native
 from gnn_treelstm.training.batching import CUDA_WORKERS, loader_workers, make_loader
 from gnn_treelstm.training.config import RunConfig, run_options
 from gnn_treelstm.trees.data import Split
@@ -41,3 +42,20 @@ def test_make_loader_pins_and_computes_the_levels_before_its_processes():
     assert "depth" in trees._derived  # shared with the loader processes they fork
     assert (loader.num_workers, loader.pin_memory) == (1, False)
     assert make_loader(split, 4, shuffle=False, pin_memory=True).pin_memory
+
+
+def test_the_loader_builds_schedules_with_the_cpp_routine_where_it_is(monkeypatch):
+    """With schedules, ``collate`` gets the C++ routine where the native library is (loaded
+    before any loader process forks), the numpy build where it is not; both give the
+    reference schedule (tests/trees/test_schedule_arrays.py)."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
+    split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
+    want = native.level_schedule if native.available() else None
+
+    def builder(**options):
+        return make_loader(split, 4, shuffle=False, **options).collate_fn.keywords["builder"]
+
+    assert builder(schedule=True, workers=1) is want
+    assert builder() is None
+    monkeypatch.setitem(native._state, "choice", "off")  # GNN_TREELSTM_BACKEND=general
+    assert builder(schedule=True) is None

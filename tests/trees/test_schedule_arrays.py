@@ -4,8 +4,9 @@ schedule the graph-reading version of ``LevelSchedule.from_graph`` computed befo
 (kept below as the reference: per-depth height passes, a lexicographic edge sort), for
 every batch of the SST, SICK, TREC and AMR samples (and of the real data where it is
 present); a pair batch is one graph, A sentences then B sentences, equal to ``dgl.batch``
-of the same trees. The checks run with both builds of a schedule (``build``): the C++
-routine (``csrc/schedule.cpp``, used where the native library is) and the numpy one."""
+of the same trees. The checks run with both builds of a schedule (``builder``): the C++
+routine the data loader passes to ``collate`` where the native library is
+(``csrc/schedule.cpp``) and the numpy one."""
 
 from __future__ import annotations
 
@@ -27,20 +28,15 @@ from tests.trees.test_packed import assert_graphs_equal, assert_schedules_equal
 
 
 @pytest.fixture(params=["native", "numpy"])
-def builder(request, monkeypatch):
-    """The schedule built by the C++ routine, then by numpy (the native library off)."""
+def builder(request):
+    """The schedule built by the C++ routine the data loader passes to ``collate``, then by
+    numpy (``builder=None``)."""
     if request.param == "numpy":
-        monkeypatch.setitem(native._state, "choice", "off")
-    elif not native.available():
+        return None
+    made = native.schedule_builder()
+    if made is None:
         pytest.skip("the native library is not available here (no C++ compiler?)")
-    built = []
-    real = LevelSchedule._build_native.__func__
-    monkeypatch.setattr(LevelSchedule, "_build_native",
-                        classmethod(lambda cls, *a: built.append(1) or real(cls, *a)))
-    yield request.param
-    assert bool(built) == (request.param == "native")  # the build asked for was the one run
-
-# ----------------------------------------------------------------- the reference
+    return made
 
 
 def _ref_depths(par: np.ndarray) -> np.ndarray:
@@ -142,7 +138,7 @@ def assert_next_edges(s: LevelSchedule) -> None:
 
 
 def check_every_batch(data_dir, tree: str, batch_size: int = 25,
-                      splits: tuple[str, ...] | None = None) -> int:
+                      splits: tuple[str, ...] | None = None, builder=None) -> int:
     """Every batch of every split (or of ``splits``; shuffled order): collate's schedule
     equals the reference of ``dgl.batch`` of the same trees, and so does its graph."""
     checked = 0
@@ -152,7 +148,7 @@ def check_every_batch(data_dir, tree: str, batch_size: int = 25,
         order = torch.randperm(len(sp), generator=torch.Generator().manual_seed(1)).tolist()
         for lo in range(0, len(order), batch_size):
             pick = order[lo:lo + batch_size]
-            batch = collate(ds.__getitems__(pick), schedule=True)
+            batch = collate(ds.__getitems__(pick), schedule=True, builder=builder)
             trees = [sp.graphs[i] for i in pick]
             if sp.graphs_b is not None:
                 trees += [sp.graphs_b[i] for i in pick]
@@ -181,17 +177,15 @@ def samples(sample_data, tmp_path_factory):
 @pytest.mark.parametrize("name, tree", [
     ("sst", "constituency"), ("sst", "chain"), ("sick", "dependency"),
     ("sick", "constituency"), ("trec", "chain"), ("amr", "amr")])
-@pytest.mark.usefixtures("builder")
-def test_every_sample_batch_has_the_reference_schedule(samples, name, tree):
-    assert check_every_batch(samples / name, tree) > 0
+def test_every_sample_batch_has_the_reference_schedule(samples, name, tree, builder):
+    assert check_every_batch(samples / name, tree, builder=builder) > 0
 
 
-@pytest.mark.usefixtures("builder")
-def test_small_and_single_tree_batches(samples):
+def test_small_and_single_tree_batches(samples, builder):
     sp = load_split(samples / "sick", "dev", "dependency")
     ds = TreeDataset(sp)
     for pick in ([0], [3, 1], list(range(7))):
-        batch = collate(ds.__getitems__(pick), schedule=True, top_down=False)
+        batch = collate(ds.__getitems__(pick), schedule=True, top_down=False, builder=builder)
         assert batch.schedule.down is None
         ref = reference(dgl.batch([sp.graphs[i] for i in pick] + [sp.graphs_b[i] for i in pick]))
         ref_up = {**ref, "down": {}}
@@ -221,21 +215,23 @@ def test_every_real_batch_has_the_reference_schedule(shared_data, tmp_path):
     TREC's chains and the Little Prince AMR bank, every batch (skipped without the
     data)."""
     evaluation = ("dev", "test")
+    builder = native.schedule_builder()  # what the data loader gives collate (None: numpy)
     build("sst", shared_data, tmp_path / "sst", trees=["constituency"], workers=2)
-    assert check_every_batch(tmp_path / "sst", "constituency", splits=evaluation) > 120
+    assert check_every_batch(tmp_path / "sst", "constituency", splits=evaluation,
+                             builder=builder) > 120
     build("sick", shared_data, tmp_path / "sick", trees=["dependency", "constituency"],
           workers=2)
     for tree in ("dependency", "constituency"):
-        assert check_every_batch(tmp_path / "sick", tree, splits=evaluation) > 200
+        assert check_every_batch(tmp_path / "sick", tree, splits=evaluation,
+                                 builder=builder) > 200
     build("trec", shared_data, tmp_path / "trec", trees=["chain"])
-    assert check_every_batch(tmp_path / "trec", "chain") > 200
+    assert check_every_batch(tmp_path / "trec", "chain", builder=builder) > 200
     build("amr", shared_data / "amr" / "little_prince", tmp_path / "amr")
-    assert check_every_batch(tmp_path / "amr", "amr") > 50
+    assert check_every_batch(tmp_path / "amr", "amr", builder=builder) > 50
 
 
 @pytest.mark.parametrize("seed", range(6))
-@pytest.mark.usefixtures("builder")
-def test_random_forests_with_shared_and_wide_positions(seed):
+def test_random_forests_with_shared_and_wide_positions(seed, builder):
     """Every way the edges are ordered (a table of distinct positions, radix sorts where
     siblings share a position or a node has many children, the general sort of a large
     forest) gives the reference's order."""
@@ -253,7 +249,7 @@ def test_random_forests_with_shared_and_wide_positions(seed):
     g.edata[G.REL] = torch.from_numpy(rng.integers(0, 5, len(child)))
     g.ndata[G.WORD] = torch.from_numpy(rng.integers(-1, 9, n))
     s = LevelSchedule.from_arrays(n, child, par[child], rel=g.edata[G.REL].numpy(),
-                                  pos=pos, word=g.ndata[G.WORD].numpy())
+                                  pos=pos, word=g.ndata[G.WORD].numpy(), builder=builder)
     assert_same(s, reference(g))
 
 
@@ -271,26 +267,25 @@ def _hand_trees() -> PackedTrees:
 
 
 @pytest.mark.parametrize("pick", [[0], [2], [0, 2, 4], [1], [3, 0], [4, 3, 2, 1, 0]])
-@pytest.mark.usefixtures("builder")
-def test_single_node_trees_and_a_batch_of_one(pick):
+def test_single_node_trees_and_a_batch_of_one(pick, builder):
     """Batches of one tree, of single-node trees only (no edge), and mixed: the graph of
     ``dgl.batch`` and the reference schedule, top-down levels with and without."""
     trees = _hand_trees()
     ready = dgl.batch([trees[i] for i in pick])
     for top_down in (True, False):
-        graph, sched = batch_trees([(trees, pick)], schedule=True, top_down=top_down)
+        graph, sched = batch_trees([(trees, pick)], schedule=True, top_down=top_down,
+                                   builder=builder)
         assert_graphs_equal(graph, ready)
         ref = reference(ready)
         assert_same(sched, ref if top_down else {**ref, "down": {}})
         assert (sched.down is None) == (not top_down)
 
 
-@pytest.mark.usefixtures("builder")
-def test_pair_batch_of_single_node_trees():
+def test_pair_batch_of_single_node_trees(builder):
     """A pair batch (A trees, then B trees) whose sides have single-node trees."""
     a, b = _hand_trees(), _hand_trees().take([2, 0, 4, 1, 3])
     for pick in ([0], [0, 2], [1, 3, 4]):
-        graph, sched = batch_trees([(a, pick), (b, pick)], schedule=True)
+        graph, sched = batch_trees([(a, pick), (b, pick)], schedule=True, builder=builder)
         ready = dgl.batch([a[i] for i in pick] + [b[i] for i in pick])
         assert_graphs_equal(graph, ready)
         assert_same(sched, reference(ready))
@@ -319,8 +314,7 @@ def test_damaged_stored_trees_are_refused_naming_them(src, dst, message):
 
 
 @pytest.mark.parametrize("seed", range(3))
-@pytest.mark.usefixtures("builder")
-def test_from_levels_is_from_arrays(seed):
+def test_from_levels_is_from_arrays(seed, builder):
     """The schedule made from known levels is the one made by walking the forest."""
     rng = np.random.default_rng(seed)
     n = [30, 500, 3000][seed]
@@ -333,7 +327,7 @@ def test_from_levels_is_from_arrays(seed):
     depth = _ref_depths(par)
     height = _ref_heights(par, depth)
     got = LevelSchedule.from_levels(n, (child, par[child], rel, pos), (depth, height),
-                                    word=word, batch_size=3)
+                                    word=word, batch_size=3, builder=builder)
     want = LevelSchedule.from_arrays(n, child, par[child], rel=rel, pos=pos, word=word,
                                      batch_size=3)
     assert_schedules_equal(got, want)
