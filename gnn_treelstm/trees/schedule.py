@@ -312,8 +312,8 @@ class LevelSchedule:
     """Bottom-up (``up``) and optionally top-down (``down``) levels of a batched forest.
 
     Build it once per batch with :meth:`from_graph` on the CPU, move it with :meth:`to`.
-    Built in numpy, or by a ``builder`` given to :meth:`from_arrays`/:meth:`from_levels`
-    (and :func:`~gnn_treelstm.trees.data.collate`): a callable of ``(num_nodes, (src, dst,
+    Built in numpy, or by a ``builder`` given to :meth:`from_levels` (and
+    :func:`~gnn_treelstm.trees.data.collate`): a callable of ``(num_nodes, (src, dst,
     rel, pos), (depth, height), word, batch_size, top_down)`` that returns the same
     schedule, such as the C++ routine :func:`gnn_treelstm.kernels.native.schedule_builder`
     gives (the data loader passes it).
@@ -366,7 +366,7 @@ class LevelSchedule:
     def from_arrays(cls, num_nodes: int, src: np.ndarray, dst: np.ndarray, *,
                     rel: np.ndarray | None = None, pos: np.ndarray | None = None,
                     word: np.ndarray | None = None, batch_size: int = 1,
-                    top_down: bool = True, builder: Builder | None = None) -> LevelSchedule:
+                    top_down: bool = True) -> LevelSchedule:
         """The schedule of a forest given as arrays, without a graph: ``num_nodes`` nodes,
         edges ``src[i] -> dst[i]`` (child -> parent, edge id ``i``), the edges' ``rel``
         and ``pos`` (None: 0) and the nodes' ``word`` ids (None: no words), as a batch of
@@ -388,7 +388,7 @@ class LevelSchedule:
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         depth, ancs = _ancestors(src, dst, n)
         return cls._build(n, (src, dst, rel, pos), (depth, _heights(depth, ancs)), word,
-                          int(batch_size), top_down, builder)
+                          int(batch_size), top_down)
 
     @classmethod
     @eager

@@ -248,8 +248,12 @@ def test_random_forests_with_shared_and_wide_positions(seed, builder):
     g.edata[G.POS] = torch.from_numpy(pos)
     g.edata[G.REL] = torch.from_numpy(rng.integers(0, 5, len(child)))
     g.ndata[G.WORD] = torch.from_numpy(rng.integers(-1, 9, n))
-    s = LevelSchedule.from_arrays(n, child, par[child], rel=g.edata[G.REL].numpy(),
-                                  pos=pos, word=g.ndata[G.WORD].numpy(), builder=builder)
+    rel, word = g.edata[G.REL].numpy(), g.ndata[G.WORD].numpy()
+    s = LevelSchedule.from_arrays(n, child, par[child], rel=rel, pos=pos, word=word)
+    assert_same(s, reference(g))
+    depth = _ref_depths(par)
+    s = LevelSchedule.from_levels(n, (child, par[child], rel, pos),
+                                  (depth, _ref_heights(par, depth)), word=word, builder=builder)
     assert_same(s, reference(g))
 
 
