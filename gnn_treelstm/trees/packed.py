@@ -385,10 +385,9 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     batch: every A tree, then every B tree), built from their arrays in one pass: the
     graph ``dgl.batch`` makes of those trees (node and edge order, every field,
     ``batch_num_nodes``/``batch_num_edges``). ``schedule``: also its level schedule
-    (:meth:`LevelSchedule.from_arrays`, ``top_down`` levels too, ``builder`` as there),
-    computed from the same
-    arrays (child -> parent edges, positions, relations, words), never read back from
-    the graph.
+    (:meth:`LevelSchedule.from_levels`, ``top_down`` levels too, built by ``builder`` as
+    there), computed from the same arrays (child -> parent edges, positions, relations,
+    words), never read back from the graph.
 
     Raises:
         ValueError: no part, or parts whose trees have other fields.

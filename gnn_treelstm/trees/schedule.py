@@ -402,7 +402,8 @@ class LevelSchedule:
         every node (collate reads them from the levels the packed trees computed once,
         :meth:`gnn_treelstm.trees.packed.PackedTrees.node_levels`). The same schedule,
         without walking the trees: the forest is not checked again, its levels come from
-        a check of the same trees.
+        a check of the same trees. ``builder``: what builds it instead of numpy (see the
+        class docstring; None: numpy).
 
         Raises:
             ValueError: a negative child position.
