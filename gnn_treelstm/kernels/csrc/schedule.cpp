@@ -61,6 +61,16 @@ Tensor gather(const Tensor& values, const int64_t* index, int64_t e) {
   return out;
 }
 
+// out[i] = how many of sorted[0..e) lie below key(i), for i = 0..count-1 (keys ascending):
+// numpy's searchsorted of the keys, side "left"
+template <class Key>
+void lower_bounds(const int64_t* sorted, int64_t e, int64_t count, Key key, int64_t* out) {
+  for (int64_t i = 0, k = 0; i < count; ++i) {
+    while (k < e && sorted[k] < key(i)) ++k;
+    out[i] = k;
+  }
+}
+
 // order (nodes by level, then id), rank (its inverse) and the level offsets (counting sort)
 void sort_levels(const int64_t* level, int64_t n, Tensor& order, Tensor& rank,
                  Tensor& offsets) {
@@ -103,10 +113,7 @@ std::vector<Tensor> finish(int64_t n, const Tensor& order, const Tensor& rank,
   // the edges into level l: those whose computed row lies in level l's rows
   Tensor edge_offsets = empty_long(levels + 1);
   int64_t* eoff = edge_offsets.data_ptr<int64_t>();
-  for (int64_t l = 0, k = 0; l <= levels; ++l) {
-    while (k < e && dst_r[k] < off[l]) ++k;
-    eoff[l] = k;
-  }
+  lower_bounds(dst_r, e, levels + 1, [off](int64_t l) { return off[l]; }, eoff);
   Tensor edge_seg = empty_long(e);
   int64_t* seg = edge_seg.data_ptr<int64_t>();
   for (int64_t l = 0; l < levels; ++l)
@@ -132,10 +139,7 @@ std::vector<Tensor> finish(int64_t n, const Tensor& order, const Tensor& rank,
       np_[src_r[k]] = pos_long[eid[k]];
       ne[src_r[k]] = k;
     }
-    for (int64_t i = 0, k = 0; i <= n; ++i) {
-      while (k < e && dst_r[k] < i) ++k;
-      es[i] = k;
-    }
+    lower_bounds(dst_r, e, n + 1, [](int64_t i) { return i; }, es);  // first edge into each row
     out.insert(out.end(), {next_row, next_pos, next_edge, edge_start});
   }
   return out;
@@ -196,8 +200,8 @@ std::vector<Tensor> level_schedule(int64_t n, const Tensor& src_in, const Tensor
     ed[k] = r[d[eo[k]]];
     flat[k] = ed[k] * width + p[eo[k]];
   }
-  std::vector<Tensor> out =
-      finish(n, order, rank, offsets, eorder, e_src, e_dst, flat.data(), width, rel, pos_in, p, true);
+  std::vector<Tensor> out = finish(n, order, rank, offsets, eorder, e_src, e_dst, flat.data(),
+                                  width, rel, pos_in, p, true);
   const Tensor up_order = order;
 
   if (top_down) {  // down: nodes by depth; every non-root reads its one parent
@@ -219,8 +223,8 @@ std::vector<Tensor> level_schedule(int64_t n, const Tensor& src_in, const Tensor
       des[k] = dr[d[deo[k]]];
       ded[k] = roots + k;
     }
-    auto down = finish(n, dorder, drank, doffsets, deorder, de_src, de_dst, ded, 1, rel, pos_in, p,
-                       false);
+    auto down =
+        finish(n, dorder, drank, doffsets, deorder, de_src, de_dst, ded, 1, rel, pos_in, p, false);
     out.insert(out.end(), down.begin(), down.end());
   }
 
