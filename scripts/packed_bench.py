@@ -11,11 +11,15 @@ One measurement per process (a fresh process measures the load's memory), printe
 the same trees made into graphs beforehand, alone and followed by DGL's own schedule,
 ``dgl.topological_nodes_generator`` (the bottom-up frontiers ``prop_nodes_topo`` walks).
     python scripts/packed_bench.py loader DIR [--batch-size 25] [--workers 1] [--step-ms 2]
+        [--pin-thread]
 
 ``loader``: the training loader alone (``make_loader``, shuffled, level schedules, the
 given loader processes): batches a second it delivers to a consumer that does nothing, then
 to one whose every step takes ``--step-ms`` (a sleep: the time a GPU step leaves the host
-CPU free), and how long that consumer waited for its batches (``next``), per step.
+CPU free), how long that consumer waited for its batches (``next``), per step, and the CPU
+time of its thread in ``next``. ``--pin-thread``: the loader of a CUDA run
+(``pin_memory=True``), whose pinning thread receives each batch beside the step, made to
+run here without an accelerator, pinning nothing.
 
 ``load``: the resident set (``VmRSS``) before and after ``load_split``, and after reading
 every tree once (for packed trees: every page of their arrays; for lists of graphs the
@@ -86,11 +90,14 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
     order = torch.randperm(len(sp), generator=torch.Generator().manual_seed(0)).tolist()
     batches = [order[i:i + batch_size] for i in range(0, len(order), batch_size)]
     options = {"schedule": schedule}
-    try:  # the schedule's C++ routine, as the data loader passes it, where the package has it
-        from gnn_treelstm.kernels.native import schedule_builder
-        options["builder"] = schedule_builder() if schedule else None
+    try:  # the C++ routines, as the data loader passes them, where the package has them
+        from gnn_treelstm.kernels import native
     except ImportError:
-        pass
+        native = None
+    if hasattr(native, "batch_builder"):
+        options["builder"] = native.batch_builder()
+    elif schedule and hasattr(native, "schedule_builder"):  # older code: the schedule's only
+        options["builder"] = native.schedule_builder()
     for b in batches[:20]:  # warm: first pages read, first DGL calls
         D.collate(ds.__getitems__(b), **options)
 
@@ -140,29 +147,34 @@ def _median_cpu(work, passes: int) -> float:
 
 
 def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: int,
-                   step_ms: float, epochs: int = 2) -> dict:
+                   step_ms: float, epochs: int = 2, pin_thread: bool = False) -> dict:
     import torch
 
     from gnn_treelstm.training.batching import make_loader
     from gnn_treelstm.trees import data as D
 
     torch.set_num_threads(1)
+    if pin_thread:
+        _pinning_thread_without_accelerator()
     sp = D.load_split(data, split, tree)
-    loader = make_loader(sp, batch_size, shuffle=True, seed=0, schedule=True, workers=workers)
+    loader = make_loader(sp, batch_size, shuffle=True, seed=0, schedule=True, workers=workers,
+                         pin_memory=pin_thread)
     out = {"trees": len(sp), "batch_size": batch_size, "workers": workers, "step_ms": step_ms,
+           "pin_thread": pin_thread,
            "cpu_ms_per_batch": _loader_cpu(sp, batch_size, loader.collate_fn)}
     for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
-        waits, t0, batches = [], time.perf_counter(), 0
+        waits, t0, batches, cpu = [], time.perf_counter(), 0, 0.0
         for _ in range(epochs):
             it = iter(loader)
             first = True
             while True:
-                w0 = time.perf_counter()
+                w0, c0 = time.perf_counter(), time.thread_time()
                 batch = next(it, None)
                 if batch is None:
                     break
                 if not first:  # the first batch of an epoch waits for the processes' start
                     waits.append(time.perf_counter() - w0)
+                    cpu += time.thread_time() - c0
                 first = False
                 batches += 1
                 if step:
@@ -172,8 +184,29 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
         out[name] = {"batches_per_s": round(batches / seconds, 1),
                      "wait_ms_median": round(1000 * waits[len(waits) // 2], 3),
                      "wait_ms_p99": round(1000 * waits[int(len(waits) * 0.99)], 3),
-                     "waits_over_0.1ms": sum(w > 1e-4 for w in waits), "steps": len(waits)}
+                     "waits_over_0.1ms": sum(w > 1e-4 for w in waits), "steps": len(waits),
+                     "next_cpu_ms_per_batch": round(1000 * cpu / max(len(waits), 1), 3)}
     return out
+
+
+def _pinning_thread_without_accelerator() -> None:
+    """Make ``DataLoader(pin_memory=True)`` run its pinning thread here, on a machine
+    without an accelerator (where it would warn and run none), pinning nothing: what a CUDA
+    run's loader does (the thread receives and unpickles each batch beside the step, then
+    pins it), less the copy into pinned memory. For this measurement only, in this process:
+    the data loader asks ``torch.accelerator`` whether there is a device and which, and the
+    thread calls ``pin_memory``."""
+    import torch
+    import torch.utils.data._utils.pin_memory as pinning
+
+    acc = getattr(torch, "accelerator", None)
+    if acc is None or not hasattr(acc, "current_device_index"):
+        raise SystemExit("--pin-thread needs a torch with torch.accelerator (2.6 or later)")
+    acc.is_available = lambda: True
+    acc.current_device_index = lambda: 0
+    acc.set_device_index = lambda index: None
+    acc.current_accelerator = lambda *args, **kwargs: torch.device("cpu")
+    pinning.pin_memory = lambda data, device=None: data
 
 
 def _loader_cpu(sp, batch_size: int, collate) -> dict:
@@ -289,6 +322,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="loader: loader processes")
     ap.add_argument("--step-ms", type=float, default=2.0,
                     help="loader: the time of a step (a sleep)")
+    ap.add_argument("--pin-thread", action="store_true",
+                    help="loader: as on CUDA (pin_memory=True), a thread of the training "
+                         "process receives the batches beside the step (here pinning "
+                         "nothing: no accelerator)")
     args = ap.parse_args(argv)
     if args.what == "compare":
         compare(args)
@@ -303,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
         out = measure_load(args.data, args.split, args.tree)
     elif args.what == "loader":
         out = measure_loader(args.data, args.split, args.tree, args.batch_size, args.workers,
-                             args.step_ms)
+                             args.step_ms, pin_thread=args.pin_thread)
     else:
         out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
                               args.ready, args.passes)

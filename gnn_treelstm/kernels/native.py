@@ -10,10 +10,12 @@ over PyTorch's intra-op threads), one fused element-wise pass. The arithmetic is
 the cells' declared recurrences, which the general level driver runs when no kernel applies
 (``tests/cells/test_registry.py`` compares the two).
 
-The same library holds one routine of host work: ``csrc/schedule.cpp`` builds a batch's
-level schedule in one call (:func:`level_schedule`; the data loader passes it to
-``collate`` where the library is available, :func:`schedule_builder`; it gives the arrays
-the numpy build of :class:`gnn_treelstm.trees.schedule.LevelSchedule` gives).
+The same library holds two routines of host work, each one call a batch:
+``csrc/batch.cpp`` takes a batch's trees from packed trees (:func:`gather_trees`: the
+arrays :func:`gnn_treelstm.trees.packed.batch_arrays` gathers in numpy), ``csrc/schedule.cpp``
+builds its level schedule (:func:`level_schedule`: the arrays the numpy build of
+:class:`gnn_treelstm.trees.schedule.LevelSchedule` gives). The data loader passes both to
+``collate`` where the library is available (:func:`batch_builder`).
 
 Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
 against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to
@@ -52,12 +54,12 @@ from gnn_treelstm.eager import eager
 from gnn_treelstm.files import atomic_path, cache_dir
 from gnn_treelstm.kernels.settings import requested
 from gnn_treelstm.trees.graph import NO_WORD
-from gnn_treelstm.trees.schedule import Builder, Levels, LevelSchedule
+from gnn_treelstm.trees.schedule import Builder, Field, Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["CHOICES", "HOST_OPS", "available", "build", "set_choice", "choice", "library_path",
-           "level_schedule", "schedule_builder"]
+__all__ = ["BUILDER", "CHOICES", "HOST_OPS", "TYPES", "available", "batch_builder", "build",
+           "set_choice", "choice", "gather_trees", "library_path", "level_schedule"]
 
 CHOICES = ("auto", "on", "off")
 CSRC = Path(__file__).with_name("csrc")
@@ -185,11 +187,10 @@ def _load() -> bool:
     return bool(_state["loaded"])
 
 
-#: ops of host-side work, not of a level loop: the data loader's level schedule
-#: (``csrc/schedule.cpp``, sizes that depend on the data). Only called eagerly (the schedule
-#: is built outside any trace, :class:`gnn_treelstm.trees.schedule.LevelSchedule`), so they
-#: have no fake kernel.
-HOST_OPS = frozenset({"level_schedule"})
+#: ops of host-side work, not of a level loop: the data loader's batch arrays and level
+#: schedule (``csrc/batch.cpp``, ``csrc/schedule.cpp``; sizes that depend on the data). Only
+#: called eagerly (a batch is made outside any trace), so they have no fake kernel.
+HOST_OPS = frozenset({"level_schedule", "gather_trees"})
 
 
 def op_names() -> list[str]:
@@ -243,24 +244,26 @@ def available(t: torch.Tensor | None = None) -> bool:
     return _load()
 
 
-def schedule_builder() -> Builder | None:
-    """:func:`level_schedule` where the native library is available (loading it), else None
-    (the numpy build): what the data loader gives ``collate`` (``builder=``)."""
-    return level_schedule if available() else None
+def batch_builder() -> Builder | None:
+    """:data:`BUILDER` where the native library is available (loading it), else None
+    (numpy): what the data loader gives ``collate`` (``builder=``)."""
+    return BUILDER if available() else None
 
 
-def level_schedule(n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
-                   levels: tuple[np.ndarray, np.ndarray], word: np.ndarray | None,
+def level_schedule(n: int, edges: tuple, levels: tuple, word: np.ndarray | torch.Tensor | None,
                    batch_size: int, top_down: bool) -> LevelSchedule:
     """The :class:`~gnn_treelstm.trees.schedule.LevelSchedule` of ``n`` nodes, ``edges =
     (src, dst, rel, pos)``, ``levels = (depth, height)`` by the C++ routine
     ``gnn_treelstm::level_schedule`` (``csrc/schedule.cpp``): every array the numpy build
     makes, equal element for element and in the same types (the library must be loaded:
-    :func:`schedule_builder`)."""
+    :func:`batch_builder`)."""
     t = _tensor
-    out = torch.ops.gnn_treelstm.level_schedule.default(
-        n, *map(t, edges), *map(t, levels), None if word is None else t(word), NO_WORD,
-        top_down)
+    try:
+        out = torch.ops.gnn_treelstm.level_schedule.default(
+            n, *map(t, edges), *map(t, levels), None if word is None else t(word), NO_WORD,
+            top_down)
+    except RuntimeError as exc:  # an index the routine refused to write through
+        raise ValueError(str(exc).splitlines()[0]) from None
     up = _levels("up", n, out[:16])
     down = _levels("down", n, out[16:28]) if top_down else None
     rest = out[28:] if top_down else out[16:]
@@ -273,9 +276,12 @@ def level_schedule(n: int, edges: tuple[np.ndarray, np.ndarray, np.ndarray, np.n
                          word_rows_contiguous=bool(contiguous), roots=rest[0])
 
 
-def _tensor(a: np.ndarray) -> torch.Tensor:
-    """``a`` as a tensor over its memory when it is writable and C-contiguous, else over a
-    copy (``torch.from_numpy`` warns of read-only arrays, refuses negative strides)."""
+def _tensor(a: np.ndarray | torch.Tensor) -> torch.Tensor:
+    """``a`` as a tensor over its memory when it is a tensor, or a writable C-contiguous
+    array, else over a copy (``torch.from_numpy`` warns of read-only arrays, refuses
+    negative strides)."""
+    if isinstance(a, torch.Tensor):
+        return a
     a = np.asarray(a)
     if not (a.flags.writeable and a.flags.c_contiguous):
         a = np.array(a, order="C")
@@ -289,3 +295,45 @@ def _levels(direction: str, n: int, out: list[torch.Tensor]) -> Levels:
     order, rank, node_offsets, edge_offsets, *edges = out
     return Levels(direction, n, node_offsets.tolist(), edge_offsets.tolist(), order, rank,
                   *edges)
+
+
+#: the types a field may be read as, by their code in ``csrc/batch.cpp`` (``kTypes``)
+TYPES = (torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool,
+         torch.float32, torch.float64)
+_CODES = {t: i for i, t in enumerate(TYPES)}
+
+
+def gather_trees(offsets: tuple[torch.Tensor, torch.Tensor], ids: torch.Tensor,
+                 edges: tuple[torch.Tensor, torch.Tensor], base: int,
+                 nodes: list[Field], edge_fields: list[Field]) -> list[torch.Tensor]:
+    """A batch's trees taken from packed trees by the C++ routine
+    ``gnn_treelstm::gather_trees`` (``csrc/batch.cpp``): ``[nn, ne, src, dst, *nodes,
+    *edges]`` (:meth:`gnn_treelstm.trees.schedule.Builder.gather`; the library must be
+    loaded: :func:`batch_builder`).
+
+    Raises:
+        ValueError: an index the routine would read outside the arrays (damaged trees).
+    """
+    try:
+        return torch.ops.gnn_treelstm.gather_trees.default(
+            *offsets, ids, *edges, base, [f[0] for f in nodes], [_code(f[1]) for f in nodes],
+            [f[2] for f in nodes], [f[0] for f in edge_fields],
+            [_code(f[1]) for f in edge_fields], [f[2] for f in edge_fields])
+    except RuntimeError as exc:
+        raise ValueError(str(exc).splitlines()[0]) from None
+
+
+def _code(dtype: torch.dtype | None) -> int:
+    return -1 if dtype is None else _CODES[dtype]
+
+
+class _Routines:
+    """The C++ routines of a batch's host work (a
+    :class:`~gnn_treelstm.trees.schedule.Builder`)."""
+
+    schedule = staticmethod(level_schedule)
+    gather = staticmethod(gather_trees)
+
+
+#: the native library's :class:`~gnn_treelstm.trees.schedule.Builder`
+BUILDER: Builder = _Routines()

@@ -55,10 +55,11 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
         for trees in (split.graphs, split.graphs_b):
             if isinstance(trees, PackedTrees):
                 trees.node_levels()
-    # a loader process sends a batch's arrays; the graph is made once, in this process
-    # schedules built by the C++ routine where the native library is (loaded here, once)
+    # a loader process sends a batch's arrays; the graph is made once, in this process.
+    # Batches taken from packed trees and their schedules built by the C++ routines where
+    # the native library is (loaded here, once, before any loader process forks)
     collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0,
-                                builder=native.schedule_builder() if schedule else None)
+                                builder=native.batch_builder())
     gen = torch.Generator()
     gen.manual_seed(seed)
     if shard is not None:  # the one-process batches, each split over the ranks

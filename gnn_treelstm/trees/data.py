@@ -42,7 +42,6 @@ from gnn_treelstm.trees.packed import (
     TreeStore,
     arrays_graph,
     batch_arrays,
-    batch_trees,
     forest_edges,
     forest_graph,
     load_packed,
@@ -322,7 +321,7 @@ def _label_order(labels: torch.Tensor | np.ndarray | None) -> torch.Tensor | Non
     the labelled nodes' ids, then the others'."""
     if labels is None:
         return None
-    ignored = np.asarray(labels) == IGNORE
+    ignored = (labels.numpy() if isinstance(labels, torch.Tensor) else labels) == IGNORE
     return torch.from_numpy(np.concatenate((np.flatnonzero(~ignored), np.flatnonzero(ignored))))
 
 
@@ -455,9 +454,9 @@ def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
                                      builder=builder)
         return _Wire(arrays, dict(examples.targets), examples.index, sched, num_a,
                      _label_order(arrays["values"].get("n." + LABEL)))  # type: ignore[return-value]
-    graph, sched = batch_trees(parts, schedule=schedule, top_down=top_down, builder=builder)
-    return Batch(graph, None, dict(examples.targets), examples.index, sched, num_a,
-                 label_order=_label_order(graph.ndata.get(LABEL)))
+    arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down, builder=builder)
+    return Batch(arrays_graph(arrays), None, dict(examples.targets), examples.index, sched,
+                 num_a, label_order=_label_order(arrays["values"].get("n." + LABEL)))
 
 
 class _Wire:
@@ -659,9 +658,10 @@ def collate(examples: Sequence[Example] | _Examples, *, schedule: bool = False,
         wire: the batch is for another process (a loader process's): a batch of packed
             trees is returned as its arrays, which pickle as the :class:`Batch` they make,
             its graph made once, by the process that unpickles it.
-        builder: what builds the schedule of packed trees instead of numpy (the same
-            schedule; :class:`~gnn_treelstm.trees.schedule.LevelSchedule`), e.g. the C++
-            routine :func:`gnn_treelstm.kernels.native.schedule_builder` gives.
+        builder: what takes a batch of packed trees from their arrays and builds its
+            schedule instead of numpy (the same arrays;
+            :class:`~gnn_treelstm.trees.schedule.Builder`), e.g. the C++ routines
+            :func:`gnn_treelstm.kernels.native.batch_builder` gives.
     """
     if isinstance(examples, _Examples) and isinstance(examples.graphs, PackedTrees) and (
             examples.graphs_b is None or isinstance(examples.graphs_b, PackedTrees)):

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
@@ -40,7 +41,7 @@ import dgl
 import numpy as np
 import torch
 from dgl import heterograph_index
-from dgl.frame import Frame
+from dgl.frame import Column, Frame, Scheme
 from dgl.heterograph import DGLGraph
 
 from gnn_treelstm import _dgl_compat
@@ -152,6 +153,8 @@ class PackedTrees(TreeStore):
         self.maps = dict(maps or {})
         self._stored = len(arrays["node_offsets"]) - 1
         self._views: dict[str, np.ndarray] = {}
+        self._tensors: dict[str, torch.Tensor] = {}
+        self._gather_plans: dict[bool, tuple] = {}
         self._derived_plan: list | None = None
         #: what is computed once from the stored trees (:meth:`node_levels`), shared by the
         #: views :meth:`take` and :meth:`remap` make
@@ -282,16 +285,17 @@ class PackedTrees(TreeStore):
 
     def gather_values(self, key: str, idx: np.ndarray) -> torch.Tensor:
         """``field[idx]`` (stored node or edge numbers), in its stored type, maps applied."""
-        return self._gather(key, idx, None)
-
-    def _gather(self, key: str, idx: np.ndarray, dtype: str | None) -> torch.Tensor:
-        return torch.from_numpy(self._take(key, idx, dtype))
+        return torch.from_numpy(self._take(key, idx, None))
 
     def _take(self, key: str, idx: np.ndarray, dtype: str | None) -> np.ndarray:
         """``field[idx]`` as a numpy array of ``dtype`` (None: the stored type), maps
         applied. ``np.take`` along the first axis: for a field of several columns (``span``)
         a tenth of the time of fancy indexing."""
-        vals = self._plain(key).take(idx, axis=0)
+        return self._read(key, self._plain(key).take(idx, axis=0), dtype)
+
+    def _read(self, key: str, vals: np.ndarray, dtype: str | None) -> np.ndarray:
+        """Stored values ``vals`` of ``key`` as read: maps applied, in ``dtype`` (None: the
+        stored type)."""
         table = self.maps.get(key)
         if table is not None:  # v -> table[v] where v >= 0 (NO_WORD / IGNORE stay -1)
             vals = vals.astype(np.int64, copy=False)
@@ -313,6 +317,59 @@ class PackedTrees(TreeStore):
             vals = arr.take(nidx if node else eidx, axis=0)
             out[key] = vals if kind is None else vals.astype(kind)
         return out
+
+    def _stored_tensor(self, key: str) -> torch.Tensor:
+        """A stored array (or a level array, ``depth``/``height``) as a CPU tensor over its
+        memory, made once (read-only memory included: the native routines only read it)."""
+        t = self._tensors.get(key)
+        if t is None:
+            arr = self._derived[key] if key in ("depth", "height") else self._plain(key)
+            with warnings.catch_warnings():  # a memory-mapped file opened read-only
+                warnings.simplefilter("ignore", UserWarning)
+                t = self._tensors[key] = torch.from_numpy(np.ascontiguousarray(arr))
+        return t
+
+    def _gather_trees(self, positions: Sequence[int] | np.ndarray | torch.Tensor, base: int,
+                levels: bool, builder: Builder) -> tuple:
+        """The trees at ``positions`` by ``builder``'s routine (:meth:`Builder.gather`), as
+        CPU tensors: each tree's nodes and edges, ``src``/``dst`` numbered within the batch
+        from node ``base``, every field as read (:meth:`_take_fields`'s values), and
+        (``levels``) each node's depth and height: ``(nn, ne, src, dst, values, depth,
+        height)``."""
+        pos = np.asarray(positions, dtype=np.int64).reshape(-1)
+        ids = pos if self.index is None else self.index.take(pos)
+        nodes, edges, keys = self._gather_plan(levels)
+        t = self._stored_tensor
+        out = builder.gather((t("node_offsets"), t("edge_offsets")), torch.from_numpy(ids),
+                             (t("src"), t("dst")), base, nodes, edges)
+        nn, ne, src, dst, *fields = out
+        values = dict(zip(keys, fields))
+        depth, height = (values.pop("depth"), values.pop("height")) if levels else (None, None)
+        return nn, ne, src, dst, values, depth, height
+
+    def _gather_plan(self, levels: bool) -> tuple[list, list, list[str]]:
+        """What :meth:`_gather_trees` asks the builder for (made once): the node fields (and
+        ``levels``: depth, height) and edge fields (:data:`Field` each: the stored tensor,
+        the type it reads as where that differs, its map as int64), and every key in the
+        order of the routine's results (nodes first)."""
+        plan = self._gather_plans.get(levels)
+        if plan is None:
+            if levels:
+                self.node_levels()
+            nodes, edges, node_keys, edge_keys = [], [], [], []
+            for key, dtype in self.dtypes.items():
+                stored = self._stored_tensor(key)
+                want = getattr(torch, dtype)
+                table = self.maps.get(key)
+                field = (stored, None if want == stored.dtype else want,
+                         None if table is None else table.to(torch.int64).contiguous())
+                (nodes if key[0] == "n" else edges).append(field)
+                (node_keys if key[0] == "n" else edge_keys).append(key)
+            for key in ("depth", "height") if levels else ():
+                nodes.append((self._stored_tensor(key), None, None))
+                node_keys.append(key)
+            plan = self._gather_plans[levels] = (nodes, edges, node_keys + edge_keys)
+        return plan
 
     def _field_plan(self) -> list:
         """(key, plain array or None for a mapped field, node field?, numpy type to convert
@@ -385,9 +442,9 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
     batch: every A tree, then every B tree), built from their arrays in one pass: the
     graph ``dgl.batch`` makes of those trees (node and edge order, every field,
     ``batch_num_nodes``/``batch_num_edges``). ``schedule``: also its level schedule
-    (:meth:`LevelSchedule.from_levels`, ``top_down`` levels too, built by ``builder`` as
-    there), computed from the same arrays (child -> parent edges, positions, relations,
-    words), never read back from the graph.
+    (:meth:`LevelSchedule.from_levels`, ``top_down`` levels too), computed from the same
+    arrays (child -> parent edges, positions, relations, words), never read back from the
+    graph; ``builder`` as in :func:`batch_arrays`.
 
     Raises:
         ValueError: no part, or parts whose trees have other fields.
@@ -399,7 +456,7 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
 def arrays_graph(arrays: dict) -> dgl.DGLGraph:
     """The batched graph of what :func:`batch_arrays` made (:func:`forest_graph`; the
     tensors share the arrays' memory)."""
-    t = torch.from_numpy
+    t = torch.as_tensor  # over the same memory
     values = arrays["values"]
     return forest_graph(t(arrays["src"]), t(arrays["dst"]), arrays["n"],
                         ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
@@ -410,9 +467,12 @@ def arrays_graph(arrays: dict) -> dgl.DGLGraph:
 def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
                  *, schedule: bool = False, top_down: bool = True,
                  builder: Builder | None = None) -> tuple[dict, LevelSchedule | None]:
-    """What :func:`batch_trees` makes its graph of, as numpy arrays: ``n`` (nodes),
+    """What :func:`batch_trees` makes its graph of, as numpy arrays (CPU tensors where a
+    ``builder`` took them): ``n`` (nodes),
     ``src``/``dst`` (int64, numbered within the batch), ``values`` (every ``n.``/``e.``
-    field), ``nn``/``ne`` (each tree's nodes and edges); and the schedule. A loader
+    field), ``nn``/``ne`` (each tree's nodes and edges); and the schedule. ``builder``
+    (:class:`~gnn_treelstm.trees.schedule.Builder`; None: numpy): the routines that take
+    the trees from the arrays and build the schedule, the same arrays either way. A loader
     process sends these (:func:`gnn_treelstm.trees.data.collate` with ``wire=True``), and
     the graph is made once, where it is used.
 
@@ -425,6 +485,38 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
     if any(store.dtypes != dtypes for store, _ in parts[1:]):
         raise ValueError("batch_trees: the trees do not all have the same node and edge "
                          "fields; batch trees of one built data set")
+    def cat(arrays: list[np.ndarray]) -> np.ndarray:
+        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+
+    if builder is not None:  # each part's arrays (CPU tensors) in one call of the builder's
+        got, base = [], 0
+        for store, positions in parts:
+            got.append(store._gather_trees(positions, base, schedule, builder))
+            base += int(got[-1][0].numpy().sum())
+
+        def join(tensors: list[torch.Tensor]) -> torch.Tensor:
+            return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
+
+        nn, ne, src, dst = (join([g[i] for g in got]) for i in range(4))
+        values = got[0][4] if len(got) == 1 else {key: join([g[4][key] for g in got])
+                                                   for key in dtypes}
+        n = base
+        levels = (join([g[5] for g in got]), join([g[6] for g in got])) if schedule else None
+    else:
+        nn, ne, n, src, dst, values, levels = _take_arrays(parts, schedule)
+    arrays = {"n": n, "src": src, "dst": dst, "values": values, "nn": nn, "ne": ne}
+    if levels is None:
+        return arrays, None
+    sched = LevelSchedule.from_levels(
+        n, (src, dst, values.get("e." + G.REL), values.get("e." + G.POS)), levels,
+        word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down, builder=builder)
+    return arrays, sched
+
+
+def _take_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
+                 levels: bool) -> tuple:
+    """:func:`batch_arrays`'s arrays taken in numpy: ``(nn, ne, n, src, dst, values,
+    (depth, height) or None)``."""
     picked = [(store, *store._select(positions)) for store, positions in parts]
 
     def cat(arrays: list[np.ndarray]) -> np.ndarray:
@@ -438,21 +530,17 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
     dst = cat([store._take("dst", eidx, "int64") for store, _, eidx, _, _ in picked]) + base
     taken = [store._take_fields(nidx, eidx) for store, nidx, eidx, _, _ in picked]
     values = taken[0] if len(taken) == 1 else {key: cat([t[key] for t in taken])
-                                               for key in dtypes}
+                                               for key in parts[0][0].dtypes}
     # the levels (computed once a store) checked every stored edge against its tree's nodes
-    levels = [store.node_levels() for store, *_ in picked] if schedule else None
-    if len(src) and levels is None and max(int(src.max()), int(dst.max())) >= n:
+    stored = [store.node_levels() for store, *_ in picked] if levels else None
+    if len(src) and stored is None and max(int(src.max()), int(dst.max())) >= n:
         raise ValueError(f"batch_trees: an edge names node {max(int(src.max()), int(dst.max()))}"
                          f" of a batch of {n} nodes; the packed trees are damaged, rebuild them")
-    arrays = {"n": n, "src": src, "dst": dst, "values": values, "nn": nn, "ne": ne}
-    if levels is None:
-        return arrays, None
-    depth = cat([lv[0].take(p[1]) for lv, p in zip(levels, picked)])
-    height = cat([lv[1].take(p[1]) for lv, p in zip(levels, picked)])
-    sched = LevelSchedule.from_levels(
-        n, (src, dst, values.get("e." + G.REL), values.get("e." + G.POS)), (depth, height),
-        word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down, builder=builder)
-    return arrays, sched
+    if stored is None:
+        return nn, ne, n, src, dst, values, None
+    depth = cat([lv[0].take(p[1]) for lv, p in zip(stored, picked)])
+    height = cat([lv[1].take(p[1]) for lv, p in zip(stored, picked)])
+    return nn, ne, n, src, dst, values, (depth, height)
 
 
 #: the sparse formats DGL gives a graph made by ``dgl.graph`` (made lazily, as needed)
@@ -471,13 +559,31 @@ def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
     as they are (not copied)."""
     index = heterograph_index.create_unitgraph_from_coo(1, n, n, src, dst, _FORMATS, False,
                                                         False)
-    g = DGLGraph(index, ["_N"], ["_E"], [Frame(fields[0], num_rows=n)],
-                 [Frame(fields[1], num_rows=len(src))])
+    g = DGLGraph(index, ["_N"], ["_E"], [_frame(fields[0], n)], [_frame(fields[1], src.shape[0])])
     # what set_batch_num_nodes/edges store
     g._batch_num_nodes = {"_N": sizes[0]}
     g._batch_num_edges = {("_N", "_E", "_N"): sizes[1]}
     g._forest_edges = (index, src, dst)
     return g
+
+
+#: DGL's column scheme of each (trailing shape, dtype) of a field (made once each)
+_SCHEMES: dict[tuple, Scheme] = {}
+
+
+def _frame(columns: dict[str, torch.Tensor], rows: int) -> Frame:
+    """``Frame(columns, num_rows=rows)`` without its conversions: each tensor a column of
+    a known scheme (inferring a column's scheme is most of what a frame of a batch costs)."""
+    frame = Frame(num_rows=rows)
+    for name, t in columns.items():
+        if t.shape[0] != rows:
+            raise ValueError(f"forest_graph: field {name!r} has {t.shape[0]} rows for {rows}")
+        key = (t.shape[1:], t.dtype)
+        scheme = _SCHEMES.get(key)
+        if scheme is None:
+            scheme = _SCHEMES[key] = Scheme(tuple(t.shape[1:]), t.dtype)
+        frame._columns[name] = Column(t, scheme)
+    return frame
 
 
 def forest_edges(g: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor]:

@@ -44,8 +44,8 @@ Nothing here assumes binary trees, a maximum depth or a batch composition.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field, fields, replace
+from typing import Protocol
 
 import dgl
 import numpy as np
@@ -303,8 +303,37 @@ def _edge_order(key: np.ndarray, comp_r: np.ndarray, pos: np.ndarray, n: int,
     return np.argsort(key, kind="stable")
 
 
-#: what builds a schedule of known levels instead of numpy (:class:`LevelSchedule`)
-Builder = Callable[[int, tuple, tuple, "np.ndarray | None", int, bool], "LevelSchedule"]
+#: a stored field of packed trees, as :meth:`Builder.gather` reads it: the stored array (a
+#: CPU tensor), the type it is read as (None: as stored) and its map (None, or an integer
+#: table: a value ``v >= 0`` reads as ``table[v]``, -1 stays -1)
+Field = tuple[torch.Tensor, "torch.dtype | None", "torch.Tensor | None"]
+
+
+class Builder(Protocol):
+    """What builds a batch's arrays and level schedule instead of numpy, such as the C++
+    routines :func:`gnn_treelstm.kernels.native.batch_builder` gives (the data loader
+    passes it to :func:`~gnn_treelstm.trees.data.collate`): the same arrays, element for
+    element, as the numpy code it stands in for."""
+
+    def schedule(self, n: int, edges: tuple, levels: tuple, word: np.ndarray | None,
+                 batch_size: int, top_down: bool) -> LevelSchedule:
+        """:meth:`LevelSchedule.from_levels`'s schedule of ``n`` nodes, ``edges = (src, dst,
+        rel, pos)`` and ``levels = (depth, height)``."""
+
+    def gather(self, offsets: tuple[torch.Tensor, torch.Tensor], ids: torch.Tensor,
+               edges: tuple[torch.Tensor, torch.Tensor], base: int, nodes: list[Field],
+               edge_fields: list[Field]) -> list[torch.Tensor]:
+        """The stored trees ``ids`` of packed trees (``offsets``: their node and edge
+        offsets; ``edges``: the stored ``src``, ``dst``): ``[nn, ne, src, dst, *nodes,
+        *edges]``: each tree's nodes and edges (int64), the edges numbered within the
+        batch from node ``base`` (int64), and every stored field's rows of those nodes and
+        edges, as the field reads (:data:`Field`; what
+        :func:`gnn_treelstm.trees.packed.batch_arrays` takes in numpy).
+
+        Raises:
+            ValueError: an edge naming a node outside its tree, or an offset outside the
+                arrays (damaged packed trees).
+        """
 
 
 @dataclass
@@ -313,10 +342,9 @@ class LevelSchedule:
 
     Build it once per batch with :meth:`from_graph` on the CPU, move it with :meth:`to`.
     Built in numpy, or by a ``builder`` given to :meth:`from_levels` (and
-    :func:`~gnn_treelstm.trees.data.collate`): a callable of ``(num_nodes, (src, dst,
-    rel, pos), (depth, height), word, batch_size, top_down)`` that returns the same
-    schedule, such as the C++ routine :func:`gnn_treelstm.kernels.native.schedule_builder`
-    gives (the data loader passes it).
+    :func:`~gnn_treelstm.trees.data.collate`): a :class:`Builder`, such as the C++ routines
+    :func:`gnn_treelstm.kernels.native.batch_builder` gives (the data loader passes
+    them).
     """
 
     num_nodes: int
@@ -413,7 +441,7 @@ class LevelSchedule:
             zeros = np.zeros(len(src), dtype=np.int64)
             rel = zeros if rel is None else rel
             pos = zeros if pos is None else pos
-        if len(pos) and pos.min() < 0:
+        if builder is None and len(pos) and pos.min() < 0:  # (a builder checks its input)
             raise ValueError("LevelSchedule: negative child position in edata['pos']")
         return cls._build(int(num_nodes), (src, dst, rel, pos), levels, word,
                           int(batch_size), top_down, builder)
@@ -424,7 +452,7 @@ class LevelSchedule:
                batch_size: int, top_down: bool, builder: Builder | None = None
                ) -> LevelSchedule:
         if builder is not None:  # e.g. the C++ routine (gnn_treelstm.kernels.native)
-            return builder(n, edges, levels, word, batch_size, top_down)
+            return builder.schedule(n, edges, levels, word, batch_size, top_down)
         src, dst, rel, pos = edges
         depth, height = levels
         up, order = _up_levels(n, height, src, dst, rel, pos)

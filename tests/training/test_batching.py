@@ -44,18 +44,19 @@ def test_make_loader_pins_and_computes_the_levels_before_its_processes():
     assert make_loader(split, 4, shuffle=False, pin_memory=True).pin_memory
 
 
-def test_the_loader_builds_schedules_with_the_cpp_routine_where_it_is(monkeypatch):
-    """With schedules, ``collate`` gets the C++ routine where the native library is (loaded
-    before any loader process forks), the numpy build where it is not; both give the
-    reference schedule (tests/trees/test_schedule_arrays.py)."""
+def test_the_loader_builds_batches_with_the_cpp_routines_where_they_are(monkeypatch):
+    """``collate`` gets the C++ routines where the native library is (loaded before any
+    loader process forks), numpy where it is not; both give the same batches
+    (tests/trees/test_packed.py) and the reference schedule
+    (tests/trees/test_schedule_arrays.py)."""
     trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
     split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
-    want = native.level_schedule if native.available() else None
+    want = native.BUILDER if native.available() else None
 
     def builder(**options):
         return make_loader(split, 4, shuffle=False, **options).collate_fn.keywords["builder"]
 
     assert builder(schedule=True, workers=1) is want
-    assert builder() is None
+    assert builder() is want
     monkeypatch.setitem(native._state, "choice", "off")  # GNN_TREELSTM_BACKEND=general
     assert builder(schedule=True) is None

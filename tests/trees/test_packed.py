@@ -20,6 +20,7 @@ from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import packed as P
 from gnn_treelstm.trees.packed import PackedTrees
 from gnn_treelstm.trees.schedule import LevelSchedule
+from tests.handbuilt import random_batch
 from tests.tiny_data import build_tiny
 
 SAMPLE = SAMPLE_SRC
@@ -215,3 +216,73 @@ def test_phrase_chains_refuse_other_sentences(sst_sample):
     chains, cons = (D.load_split(sst_sample, "dev", t) for t in ("chain", "constituency"))
     with pytest.raises(ValueError, match="example 0 of split 'dev'.*not the chain's"):
         phrase_sequences(chains.subset([1, 0, 2]), cons.subset([0, 1, 2]))
+
+
+# ------------------------------------------------------- the C++ gather of a batch
+def _native_builder():
+    from gnn_treelstm.kernels import native
+
+    made = native.batch_builder()
+    if made is None:
+        pytest.skip("the native library is not available here (no C++ compiler?)")
+    return made
+
+
+def _assert_arrays_equal(want: dict, got: dict) -> None:
+    assert want["n"] == got["n"]
+    for key in ("src", "dst", "nn", "ne"):
+        x, y = want[key], np.asarray(got[key])
+        assert x.dtype == y.dtype and np.array_equal(x, y), key
+    assert list(want["values"]) == list(got["values"])
+    for key, x in want["values"].items():
+        y = np.asarray(got["values"][key])
+        assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), key
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_cpp_gather_takes_the_arrays_numpy_takes(seed):
+    """``batch_arrays`` with the C++ routines takes every array numpy takes, in the same
+    types: random trees, views of some trees (``take``), mapped fields (``remap``, -1
+    kept), pair batches, repeated and single trees, with and without schedules."""
+    builder = _native_builder()
+    trees = PackedTrees(*P.pack_graphs(random_batch(seed=seed, count=17)))
+    rng = np.random.default_rng(seed)
+    view = trees.take(rng.permutation(17)[:11]).remap("n.word", torch.arange(500) * 7 + 1)
+    view = view.remap("e.rel", torch.arange(50) + 2)
+    for parts in ([(trees, rng.integers(0, 17, 9))], [(view, [3])],
+                  [(view, rng.integers(0, 11, 6))], [(view, [0, 1, 2]), (trees, [5, 5, 16])]):
+        for schedule in (False, True):
+            want, ws = P.batch_arrays(parts, schedule=schedule)
+            got, gs = P.batch_arrays(parts, schedule=schedule, builder=builder)
+            _assert_arrays_equal(want, got)
+            assert (ws is None) == (gs is None)
+            if ws is not None:
+                assert_schedules_equal(ws, gs)
+            assert_graphs_equal(P.arrays_graph(want), P.arrays_graph(got))
+
+
+@pytest.mark.parametrize("damage,message", [
+    ("edge", "names node 40 of its"), ("offsets", "packed trees name row"),
+    ("tree", "out of range"), ("map", "outside its map")])
+def test_the_cpp_gather_refuses_damaged_trees(damage, message):
+    """An index the C++ routine would read through outside the arrays is an error naming
+    the damage, never a stray read."""
+    builder = _native_builder()
+    arrays, dtypes = P.pack_graphs(random_batch(seed=3, count=5))
+    arrays = {k: np.array(v) for k, v in arrays.items()}
+    maps = None
+    pick = [0, 2, 4]
+    if damage == "edge":
+        first = int(arrays["edge_offsets"][2])  # an edge of tree 2 to a node it lacks
+        arrays["src"] = arrays["src"].astype(np.int64)
+        arrays["src"][first] = 40
+    elif damage == "offsets":
+        arrays["node_offsets"][-1] += 3
+    elif damage == "map":
+        maps = {"n.word": torch.arange(2)}
+    trees = PackedTrees(arrays, dtypes, maps=maps)
+    if damage == "tree":
+        trees._tensors["node_offsets"] = torch.from_numpy(arrays["node_offsets"][:3].copy())
+        trees._tensors["edge_offsets"] = torch.from_numpy(arrays["edge_offsets"][:3].copy())
+    with pytest.raises(ValueError, match=message):
+        P.batch_arrays([(trees, pick)], builder=builder)

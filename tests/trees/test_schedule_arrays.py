@@ -33,7 +33,7 @@ def builder(request):
     numpy (``builder=None``)."""
     if request.param == "numpy":
         return None
-    made = native.schedule_builder()
+    made = native.batch_builder()
     if made is None:
         pytest.skip("the native library is not available here (no C++ compiler?)")
     return made
@@ -215,7 +215,7 @@ def test_every_real_batch_has_the_reference_schedule(shared_data, tmp_path):
     TREC's chains and the Little Prince AMR bank, every batch (skipped without the
     data)."""
     evaluation = ("dev", "test")
-    builder = native.schedule_builder()  # what the data loader gives collate (None: numpy)
+    builder = native.batch_builder()  # what the data loader gives collate (None: numpy)
     build("sst", shared_data, tmp_path / "sst", trees=["constituency"], workers=2)
     assert check_every_batch(tmp_path / "sst", "constituency", splits=evaluation,
                              builder=builder) > 120
