@@ -23,7 +23,8 @@ the ``libgomp`` that PyTorch ships and has loaded) into one library in a cache d
 (``$GNN_TREELSTM_CACHE``, else ``~/.cache/gnn_treelstm``); the file name carries a hash of
 the sources, PyTorch's version, the compiler, the flags and the CPU, so a change of any of
 them rebuilds, and a finished build is renamed into place atomically (several processes
-may build at once). A build takes about 15 s and happens once per machine.
+may build at once). A build takes one to two minutes (about 115 s on a 2-core AMD EPYC)
+and happens once per machine.
 
 Choice, by ``GNN_TREELSTM_NATIVE``:
 
@@ -136,8 +137,8 @@ def build(force: bool = False) -> Path:
         raise RuntimeError(f"no C++ compiler {cxx!r} on PATH (set $CXX, or install g++)")
     torch_dir = Path(torch.__file__).parent
     # a warning, so that a script without logging set up shows why it waits
-    logger.warning("compiling the C++ level loops for this machine and torch (once; 15-30 "
-                   "s; cached in %s; GNN_TREELSTM_NATIVE=off skips them)", out.parent)
+    logger.warning("compiling the C++ level loops for this machine and torch (once; one to "
+                   "two minutes; cached in %s; GNN_TREELSTM_NATIVE=off skips them)", out.parent)
     t0 = time.perf_counter()
     with atomic_path(out, mode=0o755) as tmp:  # a concurrent reader never sees half a library
         _compile(cxx, torch_dir, str(tmp))
@@ -180,8 +181,8 @@ def _load() -> bool:
                 raise RuntimeError(
                     f"GNN_TREELSTM_NATIVE=on but the native level loops are unusable: {exc}"
                 ) from exc
-            logger.warning("native level loops unusable, using the general level driver: %s",
-                           exc)
+            logger.warning("native library unusable: CPU level loops run on the general "
+                           "level driver, batches are built in numpy: %s", exc)
         if _state["loaded"]:
             register_fakes()
     return bool(_state["loaded"])

@@ -349,9 +349,10 @@ class PackedTrees(TreeStore):
 
     def _gather_plan(self, levels: bool) -> tuple[list, list, list[str]]:
         """What :meth:`_gather_trees` asks the builder for (made once): the node fields (and
-        ``levels``: depth, height) and edge fields (:data:`Field` each: the stored tensor,
-        the type it reads as where that differs, its map as int64), and every key in the
-        order of the routine's results (nodes first)."""
+        ``levels``: depth, height) and edge fields, each a
+        :data:`~gnn_treelstm.trees.schedule.Field` (the stored tensor, the type it reads as
+        where that differs, its map as int64), and every key in the order of the routine's
+        results (nodes first)."""
         plan = self._gather_plans.get(levels)
         if plan is None:
             if levels:
