@@ -330,7 +330,7 @@ class PackedTrees(TreeStore):
         return t
 
     def _gather_trees(self, positions: Sequence[int] | np.ndarray | torch.Tensor, base: int,
-                levels: bool, builder: Builder) -> tuple:
+                      levels: bool, builder: Builder) -> tuple:
         """The trees at ``positions`` by ``builder``'s routine (:meth:`Builder.gather`), as
         CPU tensors: each tree's nodes and edges, ``src``/``dst`` numbered within the batch
         from node ``base``, every field as read (:meth:`_take_fields`'s values), and
@@ -486,9 +486,6 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
     if any(store.dtypes != dtypes for store, _ in parts[1:]):
         raise ValueError("batch_trees: the trees do not all have the same node and edge "
                          "fields; batch trees of one built data set")
-    def cat(arrays: list[np.ndarray]) -> np.ndarray:
-        return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
-
     if builder is not None:  # each part's arrays (CPU tensors) in one call of the builder's
         got, base = [], 0
         for store, positions in parts:

@@ -286,3 +286,23 @@ def test_the_cpp_gather_refuses_damaged_trees(damage, message):
         trees._tensors["edge_offsets"] = torch.from_numpy(arrays["edge_offsets"][:3].copy())
     with pytest.raises(ValueError, match=message):
         P.batch_arrays([(trees, pick)], builder=builder)
+
+
+def test_the_cpp_gather_reads_every_type_a_field_may_be_read_as():
+    """Each type code of ``native.TYPES`` is the type ``csrc/batch.cpp`` gives (the two
+    lists are one fact, written in each language): a field read as each type, mapped and
+    not, equals numpy's reading."""
+    from gnn_treelstm.kernels import native
+
+    builder = _native_builder()
+    arrays, dtypes = P.pack_graphs(random_batch(seed=5, count=6))
+    for dtype in native.TYPES:
+        name = str(dtype).removeprefix("torch.")
+        for maps in (None, {"n.label": torch.arange(-1, 40) % 7}):
+            if maps and dtype in (torch.float32, torch.float64):
+                continue
+            trees = PackedTrees(arrays, {**dtypes, "n.label": name}, maps=maps)
+            want, _ = P.batch_arrays([(trees, [4, 0, 2])])
+            got, _ = P.batch_arrays([(trees, [4, 0, 2])], builder=builder)
+            assert got["values"]["n.label"].dtype == dtype
+            _assert_arrays_equal(want, got)
