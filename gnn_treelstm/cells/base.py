@@ -161,9 +161,8 @@ class TreeCell(nn.Module):
                 **kwargs) -> tuple[torch.Tensor, torch.Tensor]:
         """Validate, then run the cell's math with its engine; returns ``(h, c)``."""
         prop = self._prepare(graph, x, schedule, kwargs)
-        if prop.kernels:
-            prop.path = backend.path(x)  # once per forward: Triton, C++ loops or general
-        if prop.kernels and prop.path != "general":
+        # once per forward: Triton, C++ loops or general (kept as prop.path)
+        if prop.kernels and self.kernel_path(prop, x) != "general":
             fast = self.level_kernel(prop, x, **kwargs)
             if fast is not None:
                 return fast
@@ -196,8 +195,19 @@ class TreeCell(nn.Module):
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
         """An optional fast path of the level engine (``None``: none applies here, the
         general level driver runs :meth:`compute`). A cell that has one overrides this
-        method (:attr:`has_kernel`)."""
+        method (:attr:`has_kernel`), and runs the Triton kernels or the C++ loops as
+        :meth:`kernel_path` says: every cell's the same way, the choice made once per
+        forward by :mod:`gnn_treelstm.kernels.backend`."""
         return None
+
+    @staticmethod
+    def kernel_path(prop: Propagator, x: torch.Tensor) -> str:
+        """The level engine's path for this forward, ``"triton"``, ``"loops"`` or
+        ``"general"`` (:func:`gnn_treelstm.kernels.backend.path`): ``prop.path``, which
+        :meth:`forward` sets once per forward; decided here for a propagator made by hand."""
+        if prop.path is None:
+            prop.path = backend.path(x)
+        return prop.path
 
     @property
     def has_kernel(self) -> bool:

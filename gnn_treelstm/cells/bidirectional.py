@@ -39,7 +39,7 @@ from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM, leaf_word_inputs
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
 from gnn_treelstm.engine.propagator import Propagator
-from gnn_treelstm.kernels import fused, fused_teng, fused_triton
+from gnn_treelstm.kernels import fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["BidirectionalTreeLSTM"]
@@ -107,9 +107,10 @@ class BidirectionalTreeLSTM(TreeCell):
         kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15). Where the Triton kernels
         are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the three loops run
         as Triton kernels: the lex cell's loop also yields the head lexicons, so two loops."""
-        if prop.graph.num_nodes() == 0:
+        path = self.kernel_path(prop, x)
+        if prop.graph.num_nodes() == 0 or path == "general":
             return None
-        if fused_triton.selected(x):
+        if path == "triton":
             sched = prop.schedule_on(x.device)
             up, down = sched.up, sched.require_down()
             lex, td, hl = self.up, self.down, self.up.head_lexicon_module
@@ -122,9 +123,7 @@ class BidirectionalTreeLSTM(TreeCell):
                 fused_teng.up_to_down(heads, up, down), td.W_x, td.b, td.U_h, td.U_c, td.W_co,
                 fused_teng.down_sides(down), down)
             return torch.cat([h_up, h_dn], dim=-1), torch.cat([c_up, c_dn], dim=-1)
-        if not fused.available(x):
-            return None
-        sched = prop.schedule_on(x.device)
+        sched = prop.schedule_on(x.device)  # the C++ loops
         up, down = sched.up, sched.require_down()
         heads = self.up.head_lexicon_module.level_kernel(prop, x)  # (N, x), up order
         if heads is None:

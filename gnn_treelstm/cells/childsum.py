@@ -37,10 +37,10 @@ one matrix product over all nodes before propagation (:func:`childsum_input_term
 recurrence (:meth:`ChildSumTreeLSTM.recurrence`) sends ``h_k`` and ``f_jk ⊙ c_k`` per
 child edge (:func:`childsum_forget_term`, eqs 2 and 4 and the summand of eq 7); the engine
 sums them per node and :func:`childsum_node_update` applies eqs 3, 5-8. Both engines run
-these functions; the level engine's fast kernel
-(:func:`gnn_treelstm.kernels.fused_triton.childsum_levels`: the Triton kernels where
-selected, else the C++ loops in float32 on the CPU) is their acceleration, with or without
-output gate.
+these functions; the level engine's fast kernels, the Triton kernels
+(:func:`gnn_treelstm.kernels.fused_triton.childsum_levels`, CUDA) or the C++ loops in
+float32 on the CPU (:func:`gnn_treelstm.kernels.fused.childsum_levels`), as the forward's
+path says, are their acceleration, with or without output gate.
 """
 from __future__ import annotations
 
@@ -56,7 +56,7 @@ from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused_triton
+from gnn_treelstm.kernels import fused, fused_triton
 
 __all__ = [
     "ChildSumTreeLSTM",
@@ -196,13 +196,16 @@ class ChildSumTreeLSTM(OutputGateLayout, TreeCell):
         return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The level loops (with or without output gate): the Triton kernels where selected
-        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), else the C++ loops (float32 CPU)."""
-        if not fused_triton.available(x):
+        """The level loops (with or without output gate) on the forward's path
+        (:meth:`kernel_path`): the Triton kernels (:mod:`gnn_treelstm.kernels.fused_triton`;
+        CUDA) or the C++ loops (:mod:`gnn_treelstm.kernels.fused`; float32 CPU)."""
+        path = self.kernel_path(prop, x)
+        if path == "general":
             return None
+        loops = fused_triton.childsum_levels if path == "triton" else fused.childsum_levels
         lv = prop.schedule_on(x.device).up
-        out = fused_triton.childsum_levels(to_schedule_order(self.input_terms(x), lv),
-                                           self._U_in(), self.U_f.weight, lv)
+        out = loops(to_schedule_order(self.input_terms(x), lv), self._U_in(), self.U_f.weight,
+                    lv)
         return to_node_order(out[0], lv), to_node_order(out[1], lv)
 
     def extra_repr(self) -> str:

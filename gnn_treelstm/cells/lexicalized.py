@@ -74,7 +74,7 @@ from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused, fused_teng, fused_triton
+from gnn_treelstm.kernels import fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 __all__ = [
@@ -265,8 +265,10 @@ class HeadLexicon(nn.Module):
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor) -> torch.Tensor | None:
         """Head lexicons through the C++ level loops (every mode; float32 CPU), (N, x_size)
-        in the *up schedule's* order, or ``None`` when the loops cannot run."""
-        if not fused.available(x):
+        in the *up schedule's* order, or ``None`` off the loops' path
+        (:meth:`TreeCell.kernel_path`: the Triton path runs the head lexicons inside its
+        cells' loops)."""
+        if TreeCell.kernel_path(prop, x) != "loops":
             return None
         lv = prop.schedule_on(x.device).up
         x0 = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)
@@ -402,9 +404,10 @@ class LexicalizedTreeLSTM(TreeCell):
         product (:meth:`input_terms`) in the up schedule's order. Where the Triton kernels
         are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the head lexicons and
         the cell run in one level loop."""
-        if prop.graph.num_nodes() == 0:
+        path = self.kernel_path(prop, x)
+        if prop.graph.num_nodes() == 0 or path == "general":
             return None
-        if fused_triton.selected(x):
+        if path == "triton":
             lv = prop.schedule_on(x.device).up
             mode = "given" if not self.lexicalized or heads is not None else self.head_mode
             x0 = leaf_word_inputs(prop, x) if heads is None else heads  # eqs 6-8 / 9-10
@@ -413,9 +416,7 @@ class LexicalizedTreeLSTM(TreeCell):
                                         getattr(hl, "W_z", None), getattr(hl, "b_z", None))
             return fused_triton.lex_levels(fused_teng.to_levels(x0, lv), w, self.lexicalized,
                                            mode, lv)
-        if not fused.available(x):
-            return None
-        lv = prop.schedule_on(x.device).up
+        lv = prop.schedule_on(x.device).up  # the C++ loops
         if not self.lexicalized:
             x_in = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)  # eqs 6-8
         elif heads is not None:

@@ -302,15 +302,15 @@ class MultiplicativeTreeLSTM(TreeCell):
         return out.h, out.c
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The Triton kernels where selected (:mod:`gnn_treelstm.kernels.fused_triton`;
-        CUDA), else Child-Sum's C++ level loops (float32 CPU), on the input terms in
-        schedule order (:meth:`level_loops`)."""
-        triton = fused_triton.selected(x)
-        if not (triton or fused.available(x)):
+        """On the forward's path (:meth:`kernel_path`), the Triton kernels
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA) or Child-Sum's C++ level loops
+        (float32 CPU), on the input terms in schedule order (:meth:`level_loops`)."""
+        path = self.kernel_path(prop, x)
+        if path == "general":
             return None
         lv = prop.schedule_on(x.device).up
         wx = to_schedule_order(self.graph_input_terms(prop, x), lv)  # (N, 4h)
-        out = self.level_loops(wx, lv, triton)
+        out = self.level_loops(wx, lv, path == "triton")
         return to_node_order(out[0], lv), to_node_order(out[1], lv)
 
     def level_loops(self, wx: torch.Tensor, lv, triton: bool
@@ -434,8 +434,9 @@ class AddTreeLSTM(MultiplicativeTreeLSTM):
 
     def level_loops(self, wx: torch.Tensor, lv, triton: bool
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Child-Sum's loops on this cell's input terms (Triton where selected)."""
-        return fused_triton.childsum_levels(wx, self.U_iou.weight, self.U_f.weight, lv)
+        """Child-Sum's loops on this cell's input terms (Triton or C++)."""
+        loops = fused_triton.childsum_levels if triton else fused.childsum_levels
+        return loops(wx, self.U_iou.weight, self.U_f.weight, lv)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rel_size={self.rel_size}"

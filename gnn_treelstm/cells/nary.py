@@ -50,10 +50,10 @@ slotted: each child's state ``h_k, c_k`` goes to the slot of its position, so th
 update (:meth:`NaryTreeLSTM.node_update` = :meth:`~NaryTreeLSTM.child_terms` +
 :func:`nary_gates`) gets every node's children ordered by position, zeros at the missing
 ones, ``(n, N, h)`` each.
-Both engines run these functions; the level engine's fast kernel
-(:func:`gnn_treelstm.kernels.fused_triton.nary_levels`, input products inside: the Triton
-kernels where selected, else the C++ loops in float32 on the CPU) is their acceleration,
-with or without output gate.
+Both engines run these functions; the level engine's fast kernels, input products inside,
+the Triton kernels (:func:`gnn_treelstm.kernels.fused_triton.nary_levels`, CUDA) or the C++
+loops in float32 on the CPU (:func:`gnn_treelstm.kernels.fused.nary_levels`), as the
+forward's path says, are their acceleration, with or without output gate.
 """
 
 from __future__ import annotations
@@ -274,11 +274,13 @@ class NaryTreeLSTM(OutputGateLayout, TreeCell):
         return torch.cat([self.non_forget_layer().weight, *rows], dim=0)
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """The level loops with the input products inside (with or without output gate): the
-        Triton kernels where selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), else
-        the C++ loops (float32 CPU); ``x`` only at the rows with a word
+        """The level loops with the input products inside (with or without output gate) on
+        the forward's path (:meth:`kernel_path`): the Triton kernels
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA) or the C++ loops
+        (:mod:`gnn_treelstm.kernels.fused`; float32 CPU); ``x`` only at the rows with a word
         (``schedule.word_ids``)."""
-        if not fused_triton.available(x):
+        path = self.kernel_path(prop, x)
+        if path == "general":
             return None
         sched = prop.schedule_on(x.device)
         lv = sched.up
@@ -290,10 +292,9 @@ class NaryTreeLSTM(OutputGateLayout, TreeCell):
         slots = lv.slots
         if lv.width < k:
             slots = F.pad(slots, (0, k - lv.width), value=lv.num_nodes)
-        return fused_triton.nary_levels(x.index_select(0, word_ids), self.W_x.weight,
-                                        self.W_x.bias, self.full_U(),
-                                        fused.NaryRows(slots, lv, rows_w, m0,
-                                                       (lv.rank, lv.order)))
+        loops = fused_triton.nary_levels if path == "triton" else fused.nary_levels
+        return loops(x.index_select(0, word_ids), self.W_x.weight, self.W_x.bias,
+                     self.full_U(), fused.NaryRows(slots, lv, rows_w, m0, (lv.rank, lv.order)))
 
     def extra_repr(self) -> str:
         return (f"{super().extra_repr()}, n_ary={self.n_ary}, tie_forget={self.tie_forget}, "

@@ -296,9 +296,12 @@ class SequentialLSTM(TreeCell):
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
         """N-ary's C++ level loops with N = 1 (with or without output gate, float32 CPU):
         forward direction on the up levels, backward direction on the down levels (the
-        reversed chain)."""
-        if not fused_triton.available(x):
+        reversed chain); on the forward's path (:meth:`kernel_path`), the Triton kernels
+        (CUDA) or the C++ loops (float32 CPU)."""
+        path = self.kernel_path(prop, x)
+        if path == "general":
             return None
+        loops = fused_triton.nary_levels if path == "triton" else fused.nary_levels
         sched = prop.schedule_on(x.device)
         dirs = [("up", sched.up)]
         if self.bidirectional:
@@ -311,9 +314,8 @@ class SequentialLSTM(TreeCell):
             n0 = lv.node_offsets[1] if lv.num_levels > 1 else lv.num_nodes  # first words
             for layer in self.direction_layers(direction):
                 # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
-                h, c = fused_triton.nary_levels(inp, layer.W_x.weight, layer.W_x.bias,
-                                                layer.U.weight,
-                                                fused.NaryRows(slots, lv, None, n0))
+                h, c = loops(inp, layer.W_x.weight, layer.W_x.bias, layer.U.weight,
+                             fused.NaryRows(slots, lv, None, n0))
                 dir_h.append(h)
                 dir_c.append(c)
                 inp = h  # layer l+1 reads layer l's h (same direction, schedule order)

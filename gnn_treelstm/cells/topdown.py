@@ -69,7 +69,7 @@ from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_, lea
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
-from gnn_treelstm.kernels import fused, fused_teng, fused_triton
+from gnn_treelstm.kernels import fused_teng, fused_triton
 from gnn_treelstm.trees import graph as G
 
 __all__ = ["TopDownTreeLSTM", "node_sides", "topdown_input_terms", "topdown_node_update",
@@ -293,9 +293,10 @@ class TopDownTreeLSTM(TreeCell):
         levels; the input terms are one product (:meth:`input_terms`) in the down schedule's
         order. Where the Triton kernels are selected
         (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), both loops run as Triton kernels."""
-        if prop.graph.num_nodes() == 0:
+        path = self.kernel_path(prop, x)
+        if prop.graph.num_nodes() == 0 or path == "general":
             return None
-        if fused_triton.selected(x):
+        if path == "triton":
             sched = prop.schedule_on(x.device)
             up, down = sched.up, sched.require_down()
             if heads is None:
@@ -308,9 +309,7 @@ class TopDownTreeLSTM(TreeCell):
                 heads_dn = fused_teng.to_levels(heads, down)
             return fused_triton.topdown_levels(heads_dn, self.W_x, self.b, self.U_h, self.U_c,
                                                self.W_co, fused_teng.down_sides(down), down)
-        if not fused.available(x):
-            return None
-        sched = prop.schedule_on(x.device)
+        sched = prop.schedule_on(x.device)  # the C++ loops
         up, down = sched.up, sched.require_down()
         if heads is None:
             heads_up = self.head_lexicon_module.level_kernel(prop, x)  # eqs 9-10

@@ -21,21 +21,22 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
   eqs 4 and 2 composed with ``U^(i,o,u)`` in the cell's file).
 * :func:`lex_levels`: Teng & Zhang's lex cell (eqs 9-12, 5, 1, and the ConTree baseline)
   with its head lexicons in one level loop; one matrix (:func:`lex_matrix`) holds the
-  recurrent, input and head-gate weights. The cell's ``level_kernel`` calls it where
-  :func:`selected` (else the C++ loops of :mod:`.fused_teng`).
+  recurrent, input and head-gate weights.
 * :func:`head_levels`: head lexicons (Teng eqs 9-10) alone, bottom-up;
   :func:`topdown_levels`: Teng's top-down cell (eqs 14-15) over the down levels, each node
   writing its state into its children's operand rows (one matrix,
   :func:`topdown_matrix`). The bidirectional cell runs :func:`lex_levels`, which also
   yields the head lexicons, then :func:`topdown_levels`.
 
-N-ary's and Child-Sum's fall back to the C++ loops (or ``None``, the general level driver)
-where the Triton path is not selected (:func:`selected`). The choice is
-``GNN_TREELSTM_BACKEND``'s (:mod:`.settings`; :mod:`.backend` decides per tensor): ``auto``
-runs Triton for CUDA tensors when triton imports, ``triton`` also for CPU tensors in
-triton's interpreter (``TRITON_INTERPRET=1`` set before Python starts; slow, for tests),
-float32 and float64; ``loops`` and ``general`` never. ``tests/cells/test_registry.py``
-holds these kernels equal to the cells' declarations.
+These functions run Triton only: which path a forward takes (these kernels, the C++ loops
+of :mod:`.fused` and :mod:`.fused_teng`, or the general level driver) is decided once per
+forward by :mod:`.backend` (``prop.path``), from ``GNN_TREELSTM_BACKEND`` (:mod:`.settings`),
+and every cell's ``level_kernel`` calls this module's function or the C++ loops' by it
+(:meth:`gnn_treelstm.cells.base.TreeCell.kernel_path`). :func:`selected` is the Triton
+part of that decision: ``auto`` runs Triton for CUDA tensors when triton imports,
+``triton`` also for CPU tensors in triton's interpreter (``TRITON_INTERPRET=1`` set before
+Python starts; slow, for tests), float32 and float64; ``loops`` and ``general`` never.
+``tests/cells/test_registry.py`` holds these kernels equal to the cells' declarations.
 
 The per-batch integers of a launch (a level's first row and size, the row and edge
 counts) are not specialized by Triton (``do_not_specialize`` in :mod:`.triton_levels`): a
@@ -62,7 +63,7 @@ else:  # triton is an optional dependency
     tk = None
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
-           "available", "nary_levels", "childsum_levels", "relation_childsum_levels",
+           "nary_levels", "childsum_levels", "relation_childsum_levels",
            "LexWeights", "lex_levels", "lex_matrix", "LEX_MODES", "head_levels", "topdown_levels",
            "topdown_matrix", "OPS"]
 
@@ -123,11 +124,6 @@ def selected(t: torch.Tensor) -> bool:
         raise RuntimeError("GNN_TREELSTM_KERNELS=triton runs CPU tensors only in triton's "
                            "interpreter: set TRITON_INTERPRET=1 before starting Python")
     return t.device.type in ("cpu", "cuda")
-
-
-def available(t: torch.Tensor) -> bool:
-    """Whether a level kernel runs for ``t``: Triton (:func:`selected`) or the C++ loops."""
-    return selected(t) or fused.available(t)
 
 
 # ============================================================== launches as custom ops
@@ -424,11 +420,10 @@ class _NaryLevels(torch.autograd.Function):
 
 
 def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Tensor,
-                rows: fused.NaryRows) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """N-ary ``(h, c)`` (arguments as :func:`gnn_treelstm.kernels.fused.nary_levels`) with
-    the Triton kernels where :func:`selected`, else the C++ loops, else ``None``."""
-    if not selected(xw):
-        return fused.nary_levels(xw, W, b, U, rows)
+                rows: fused.NaryRows) -> tuple[torch.Tensor, torch.Tensor]:
+    """N-ary ``(h, c)`` with the Triton kernels (arguments and results as
+    :func:`gnn_treelstm.kernels.fused.nary_levels`, the C++ loops'; the cell chooses
+    between them by its forward's path)."""
     return _NaryLevels.apply(xw, W, b, U, rows)
 
 
@@ -503,12 +498,10 @@ class _ChildSumLevels(torch.autograd.Function):
 
 
 def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
-                    lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Child-Sum ``(h, c)`` in schedule order (arguments as
-    :func:`gnn_treelstm.kernels.fused.childsum_levels`) with the Triton kernels where
-    :func:`selected`, else the C++ loops, else ``None``."""
-    if not selected(wx):
-        return fused.childsum_levels(wx, U_iou, U_f, lv)
+                    lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
+    """Child-Sum ``(h, c)`` in schedule order with the Triton kernels (arguments and results
+    as :func:`gnn_treelstm.kernels.fused.childsum_levels`, the C++ loops'; the cell chooses
+    between them by its forward's path)."""
     return _ChildSumLevels.apply(wx, U_iou.unsqueeze(0), U_f, lv)
 
 
@@ -516,8 +509,7 @@ def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tenso
                              lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
     """Child-Sum's loop with one matrix ``V_r`` (G h, h) per relation in place of
     ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): the mTreeLSTM
-    variants, ``(h, c)`` in schedule order. Triton only (the caller checks
-    :func:`selected`)."""
+    variants, ``(h, c)`` in schedule order."""
     return _ChildSumLevels.apply(wx, V, U_f, lv)
 
 
@@ -526,15 +518,46 @@ def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tenso
 LEX_MODES = {"gate": 0, "left": 1, "right": 2, "average": 3, "given": 4}
 
 
-def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor) -> dict[str, int]:
+#: columns of ``x`` a GPU program takes at a time in the head-lexicon parts (eqs 9-10, which
+#: are column by column): whole rows of x 300 (512 padded) kept the lex and head kernels'
+#: tiles in 255 registers a thread and spilled (``scripts/registers.py``)
+GPU_X_COLUMNS = 64
+
+
+def _x_columns(xs: int, gpu: bool) -> int:
+    """``BX``: the head-lexicon columns a program takes at a time (all under the
+    interpreter, which runs fewest loop steps fastest)."""
+    bx = max(16, triton_next_pow2(xs))
+    return min(bx, GPU_X_COLUMNS) if gpu else bx
+
+
+#: warps of a GPU program of the Teng & Zhang and head kernels, by kernel: a program holds
+#: whole rows (h 150: 256 columns), and more warps spread its tiles over more threads, so
+#: that no thread spills at h 150, x 300 (sm_90, ``scripts/registers.py``); one pipeline
+#: stage (their loops' loads are gathers). The N-ary and Child-Sum kernels take Triton's
+#: defaults (4 warps, 3 stages), which do not spill.
+GPU_WARPS = {"lex_forward": 8, "lex_backward": 16, "topdown_forward": 8,
+             "topdown_backward": 8, "head_forward": 8, "head_backward": 8}
+
+
+def _gpu_options(kernel: str, gpu: bool) -> dict[str, int]:
+    """The launch options of ``kernel`` on a GPU (:data:`GPU_WARPS`); none otherwise."""
+    return {"num_warps": GPU_WARPS[kernel], "num_stages": 1} if gpu else {}
+
+
+def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor, kernel: str) -> dict[str, int]:
     """Block sizes of the Teng & Zhang kernels: whole rows per program (the in-kernel
     peephole product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s
-    minimum); ``CK`` columns of the peephole matrix at a time (16 in float64, which keeps
-    the top-down kernels' two matrices within an sm_90 block's shared memory at h 150)."""
+    minimum); ``CK`` columns of the peephole matrix at a time (16 on a GPU and in float64:
+    a 32-row tile of the matrix held 256 registers a thread at h 150; 32 under the
+    interpreter, fewer steps); ``BX`` columns of the head lexicons at a time
+    (:func:`_x_columns`); a GPU's launch options (:func:`_gpu_options`)."""
+    gpu = gpu_blocks(t)
     bh = max(16, triton_next_pow2(hs))
-    bm = 16 if gpu_blocks(t) else max(16, min(triton_next_pow2(n), 256))
-    ck = 32 if bh >= 32 and t.dtype != torch.float64 else 16
-    return {"BM": bm, "BH": bh, "BX": max(16, triton_next_pow2(xs)), "CK": ck}
+    bm = 16 if gpu else max(16, min(triton_next_pow2(n), 256))
+    ck = 32 if bh >= 32 and t.dtype != torch.float64 and not gpu else 16
+    return {"BM": bm, "BH": bh, "BX": _x_columns(xs, gpu), "CK": ck,
+            **_gpu_options(kernel, gpu)}
 
 
 @launch_op("lex_forward", "op,act,c,tc,h,z")
@@ -543,7 +566,7 @@ def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.
                  act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
                  z: torch.Tensor, a: int, n: int, mode: int) -> None:
     hs, xs = c.shape[1], op.shape[1] - 4 * c.shape[1]
-    blk = _row_blocks(n, hs, xs, c)
+    blk = _row_blocks(n, hs, xs, c, "lex_forward")
     tk.lex_forward[(-(-n // blk["BM"]),)](p, b, bz, wco, slots, par, pos, op, act, c, tc, h, z,
                                          a, n, par.shape[0], hs, xs, MODE=mode, **blk)
 
@@ -555,7 +578,7 @@ def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: tor
                   dct: torch.Tensor, dxt: torch.Tensor, dz: torch.Tensor, dxo: torch.Tensor,
                   a: int, n: int, mode: int) -> None:
     hs, xs = tc.shape[1], op.shape[1] - 4 * tc.shape[1]
-    blk = _row_blocks(n, hs, xs, tc)
+    blk = _row_blocks(n, hs, xs, tc, "lex_backward")
     tk.lex_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
                                           dp, dct, dxt, dz, dxo, a, n, par.shape[0], hs, xs,
                                           MODE=mode, XO=dxo.numel() > 0, **blk)
@@ -705,16 +728,18 @@ def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv
 
 
 # ============================================================== head lexicons (eqs 9-10)
-def _x_blocks(n: int, xs: int, t: torch.Tensor) -> dict[str, int]:
-    """Block sizes of the head kernels: whole rows of ``x`` per program."""
-    bm = 16 if gpu_blocks(t) else max(1, min(triton_next_pow2(n), 256))
-    return {"BM": bm, "BX": triton_next_pow2(xs)}
+def _x_blocks(n: int, xs: int, t: torch.Tensor, kernel: str) -> dict[str, int]:
+    """Block sizes of the head kernels: ``BM`` rows per program, ``BX`` columns of ``x`` at
+    a time (:func:`_x_columns`); a GPU's launch options (:func:`_gpu_options`)."""
+    gpu = gpu_blocks(t)
+    bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
+    return {"BM": bm, "BX": _x_columns(xs, gpu), **_gpu_options(kernel, gpu)}
 
 
 @launch_op("head_forward", "x,z")
 def _head_forward(pz: torch.Tensor, bz: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
                   x: torch.Tensor, z: torch.Tensor, a: int, n: int, mode: int) -> None:
-    blk = _x_blocks(n, x.shape[1], x)
+    blk = _x_blocks(n, x.shape[1], x, "head_forward")
     tk.head_forward[(-(-n // blk["BM"]),)](pz, bz, slots, par, x, z, a, n, par.shape[0],
                                           x.shape[1], MODE=mode, **blk)
 
@@ -724,7 +749,7 @@ def _head_backward(dx: torch.Tensor, dpx: torch.Tensor, x: torch.Tensor, z: torc
                    slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor,
                    dxt: torch.Tensor, dpz: torch.Tensor, dz: torch.Tensor, a: int, n: int,
                    mode: int) -> None:
-    blk = _x_blocks(n, x.shape[1], x)
+    blk = _x_blocks(n, x.shape[1], x, "head_backward")
     tk.head_backward[(-(-n // blk["BM"]),)](dx, dpx, x, z, slots, par, pos, dxt, dpz, dz, a, n,
                                            par.shape[0], x.shape[1], MODE=mode, **blk)
 
@@ -822,7 +847,7 @@ def _topdown_forward(p: torch.Tensor, b: torch.Tensor, side: torch.Tensor, wco: 
                      kids: torch.Tensor, op: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                      tc: torch.Tensor, h: torch.Tensor, a: int, n: int) -> None:
     hs = c.shape[1]
-    blk = _row_blocks(n, hs, 1, c)
+    blk = _row_blocks(n, hs, 1, c, "topdown_forward")
     del blk["BX"]
     tk.topdown_forward[(-(-n // blk["BM"]),)](p, b, side, wco, kids, op, act, c, tc, h, a, n,
                                              side.shape[0], hs, op.shape[1] - 4 * hs,
@@ -835,7 +860,7 @@ def _topdown_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc:
                       kids: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
                       dct: torch.Tensor, a: int, n: int) -> None:
     hs = tc.shape[1]
-    blk = _row_blocks(n, hs, 1, tc)
+    blk = _row_blocks(n, hs, 1, tc, "topdown_backward")
     del blk["BX"]
     tk.topdown_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, side, wco, kids, dop, dp,
                                               dct, a, n, side.shape[0], hs,

@@ -145,12 +145,11 @@ def _relation_block(row, rel_ptr, e, em, BW, R: tl.constexpr):
 
 
 @triton.jit
-def _times_w(src_ptr, SW, j, rm, w_ptr, ch, HS, T: tl.constexpr, BM: tl.constexpr,
-             BH: tl.constexpr, CK: tl.constexpr):
-    """``src[j] W`` for the rows ``j`` (row stride ``SW``, ``HS`` columns), ``CK`` columns of
-    ``src`` at a time: ``W[k, c]`` at ``w_ptr + k HS + c``, or (``T``) ``W^T`` of the
-    matrix there. The Teng & Zhang kernels' peephole products."""
-    acc = tl.zeros([BM, BH], dtype=src_ptr.dtype.element_ty)
+def _times_w(acc, src_ptr, SW, j, rm, w_ptr, ch, HS, T: tl.constexpr, CK: tl.constexpr):
+    """``acc + src[j] W`` for the rows ``j`` where ``rm`` (other rows add zeros; row stride
+    ``SW``, ``HS`` columns), ``CK`` columns of ``src`` at a time: ``W[k, c]`` at
+    ``w_ptr + k HS + c``, or (``T``) ``W^T`` of the matrix there. The Teng & Zhang kernels'
+    peephole products; one ``W`` tile live at a time."""
     for k0 in range(0, HS, CK):
         kk = k0 + tl.arange(0, CK)
         s = tl.load(src_ptr + j[:, None] * SW + kk[None, :],
@@ -180,38 +179,40 @@ def _head_combine(x_ptr, XW, pz_ptr, PZW, bz_ptr, z_ptr, p, s0, s1, fin, N, XS,
     """Eqs 9-10 for the parents ``p`` of the finishing rows ``fin``: ``x_par`` (row stride
     ``XW`` of ``x_ptr``) from the children's ``x`` there: ``MODE`` 0 the gate
     ``z = σ(pz[L, :x] + pz[R, x:] + b_z)`` (``pz`` row stride ``PZW``; ``z`` written),
-    1 left, 2 right, 3 average."""
-    cx = tl.arange(0, BX)
-    fm = fin[:, None] & (cx < XS)[None, :]
-    xl = tl.load(x_ptr + s0[:, None] * XW + cx[None, :], mask=fm & (s0 < N)[:, None], other=0.0)
-    xr = tl.load(x_ptr + s1[:, None] * XW + cx[None, :], mask=fm & (s1 < N)[:, None], other=0.0)
-    if MODE == 0:
-        zp = tl.load(pz_ptr + s0[:, None] * PZW + cx[None, :],
-                     mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
-            pz_ptr + s1[:, None] * PZW + XS + cx[None, :],
-            mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
-            bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
-        z = _sig(zp)  # eq 10
-        tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
-        xp = z * xl + (1.0 - z) * xr  # eq 9
-    elif MODE == 1:
-        xp = xl
-    elif MODE == 2:
-        xp = xr
-    else:
-        xp = 0.5 * (xl + xr)
-    tl.store(x_ptr + p[:, None] * XW + cx[None, :], xp, mask=fm)
+    1 left, 2 right, 3 average. Column by column, ``BX`` columns at a time."""
+    for x0 in range(0, XS, BX):
+        cx = x0 + tl.arange(0, BX)
+        fm = fin[:, None] & (cx < XS)[None, :]
+        xl = tl.load(x_ptr + s0[:, None] * XW + cx[None, :], mask=fm & (s0 < N)[:, None],
+                     other=0.0)
+        xr = tl.load(x_ptr + s1[:, None] * XW + cx[None, :], mask=fm & (s1 < N)[:, None],
+                     other=0.0)
+        if MODE == 0:
+            zp = tl.load(pz_ptr + s0[:, None] * PZW + cx[None, :],
+                         mask=fm & (s0 < N)[:, None], other=0.0) + tl.load(
+                pz_ptr + s1[:, None] * PZW + XS + cx[None, :],
+                mask=fm & (s1 < N)[:, None], other=0.0) + tl.load(
+                bz_ptr + cx, mask=cx < XS, other=0.0)[None, :]
+            z = _sig(zp)  # eq 10
+            tl.store(z_ptr + p[:, None] * XS + cx[None, :], z, mask=fm)
+            xp = z * xl + (1.0 - z) * xr  # eq 9
+        elif MODE == 1:
+            xp = xl
+        elif MODE == 2:
+            xp = xr
+        else:
+            xp = 0.5 * (xl + xr)
+        tl.store(x_ptr + p[:, None] * XW + cx[None, :], xp, mask=fm)
 
 
 @triton.jit
-def _head_coef(z_ptr, pos_ptr, p, gp, rm, gm, N, XS, MODE: tl.constexpr, BM: tl.constexpr,
-               BX: tl.constexpr):
-    """``∂x_gp / ∂x_par`` (eq 9) of each row's parent ``p`` under its parent ``gp``: the
-    gate's ``z_gp`` (left) or ``1 - z_gp`` (right), 1 / 0 by side for left and right
-    heads, 1/2 for the average."""
+def _head_coef(z_ptr, pos_ptr, p, gp, rm, gm, cx, N, XS, MODE: tl.constexpr,
+               BM: tl.constexpr):
+    """``∂x_gp / ∂x_par`` (eq 9) of each row's parent ``p`` under its parent ``gp`` at the
+    columns ``cx``: the gate's ``z_gp`` (left) or ``1 - z_gp`` (right), 1 / 0 by side for
+    left and right heads, 1/2 for the average."""
     qp = tl.load(pos_ptr + p, mask=rm & (p < N), other=0)
     if MODE == 0:
-        cx = tl.arange(0, BX)
         zg = tl.load(z_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
         coef = tl.where((qp == 0)[:, None], zg, 1.0 - zg)
     elif MODE == 1:
@@ -231,31 +232,32 @@ def _head_grad(dx_ptr, DXW, dx2_ptr, X2: tl.constexpr, x_ptr, XW, z_ptr, slots_p
     ``dx[par]`` (row stride ``DXW``) + the grandparent's ``coef ⊙ dxt[gp]`` (+ ``dx2[par]``
     with ``X2``), written by the finishing child to ``dxt[par]``; with ``MODE`` 0 ``δz_par``
     into ``dz[par]`` (the finishing child) and into the row of ``dzr`` (row stride ``DZW``)
-    in the block of the row's side ``q``, zeros in the other."""
-    cx = tl.arange(0, BX)
-    xm = rm[:, None] & (cx < XS)[None, :]
-    pmx = xm & (p < N)[:, None]
+    in the block of the row's side ``q``, zeros in the other. ``BX`` columns at a time."""
     gp = tl.load(par_ptr + p, mask=rm & (p < N), other=N)
-    gm = pmx & (gp < N)[:, None]
-    coef = _head_coef(z_ptr, pos_ptr, p, gp, rm, gm, N, XS, MODE, BM, BX)
-    dxp = tl.load(dx_ptr + p[:, None] * DXW + cx[None, :], mask=pmx, other=0.0) \
-        + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
-    if X2:
-        dxp += tl.load(dx2_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
     s0, s1, fin = _finisher(slots_ptr, p, j, rm, N)
-    fm = pmx & fin[:, None]
-    tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
-    if MODE == 0:
-        xl = tl.load(x_ptr + s0[:, None] * XW + cx[None, :], mask=pmx & (s0 < N)[:, None],
-                     other=0.0)
-        xr = tl.load(x_ptr + s1[:, None] * XW + cx[None, :], mask=pmx & (s1 < N)[:, None],
-                     other=0.0)
-        zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
-        dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
-        tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
-        zr = dzr_ptr + j[:, None] * DZW + cx[None, :]
-        tl.store(zr + q[:, None] * XS, dz, mask=xm)
-        tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
+    for x0 in range(0, XS, BX):
+        cx = x0 + tl.arange(0, BX)
+        xm = rm[:, None] & (cx < XS)[None, :]
+        pmx = xm & (p < N)[:, None]
+        gm = pmx & (gp < N)[:, None]
+        coef = _head_coef(z_ptr, pos_ptr, p, gp, rm, gm, cx, N, XS, MODE, BM)
+        dxp = tl.load(dx_ptr + p[:, None] * DXW + cx[None, :], mask=pmx, other=0.0) \
+            + coef * tl.load(dxt_ptr + gp[:, None] * XS + cx[None, :], mask=gm, other=0.0)
+        if X2:
+            dxp += tl.load(dx2_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+        fm = pmx & fin[:, None]
+        tl.store(dxt_ptr + p[:, None] * XS + cx[None, :], dxp, mask=fm)
+        if MODE == 0:
+            xl = tl.load(x_ptr + s0[:, None] * XW + cx[None, :],
+                         mask=pmx & (s0 < N)[:, None], other=0.0)
+            xr = tl.load(x_ptr + s1[:, None] * XW + cx[None, :],
+                         mask=pmx & (s1 < N)[:, None], other=0.0)
+            zp = tl.load(z_ptr + p[:, None] * XS + cx[None, :], mask=pmx, other=0.0)
+            dz = dxp * (xl - xr) * zp * (1.0 - zp)  # through eqs 9-10
+            tl.store(dz_ptr + p[:, None] * XS + cx[None, :], dz, mask=fm)
+            zr = dzr_ptr + j[:, None] * DZW + cx[None, :]
+            tl.store(zr + q[:, None] * XS, dz, mask=xm)
+            tl.store(zr + (1 - q[:, None]) * XS, tl.zeros([BM, BX], dtype=dz.dtype), mask=xm)
 
 
 # ============================================================== N-ary (Tai eqs 9-14)
@@ -446,21 +448,22 @@ def lex_forward(p_ptr, b_ptr, bz_ptr, wco_ptr, slots_ptr, par_ptr, pos_ptr, op_p
     cl = tl.load(orow + 2 * HS, mask=m, other=0.0)
     cr = tl.load(orow + 3 * HS, mask=m, other=0.0)
     cj = fl * cl + fr * cr + i * g  # eq 5
-    t = _th(cj)
     st = j[:, None] * HS + ch[None, :]
-    tl.store(c_ptr + st, cj, mask=m)
-    tl.debug_barrier()
-    acc = _times_w(c_ptr, HS, j, rm, wco_ptr, ch, HS, True, BM, BH, CK)  # W_co c_t
-    o = _sig(tl.load(pr + 4 * HS, mask=m, other=0.0)
-             + tl.load(bb + 4 * HS, mask=ch < HS, other=0.0)[None, :] + acc)  # eq 11 (o)
-    hj = o * t  # eq 1
     ar = act_ptr + j[:, None] * (5 * HS) + ch[None, :]
-    tl.store(ar, i, mask=m)
+    tl.store(ar, i, mask=m)  # written before the product: no gate tile lives across it
     tl.store(ar + HS, fl, mask=m)
     tl.store(ar + 2 * HS, fr, mask=m)
     tl.store(ar + 3 * HS, g, mask=m)
+    tl.store(tc_ptr + st, _th(cj), mask=m)
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.debug_barrier()
+    acc = _times_w(tl.zeros([BM, BH], dtype=c_ptr.dtype.element_ty), c_ptr, HS, j, rm,
+                   wco_ptr, ch, HS, True, CK)  # W_co c_t
+    o = _sig(tl.load(pr + 4 * HS, mask=m, other=0.0)
+             + tl.load(bb + 4 * HS, mask=ch < HS, other=0.0)[None, :] + acc)  # eq 11 (o)
+    cj = tl.load(c_ptr + st, mask=m, other=0.0)
+    hj = o * tl.load(tc_ptr + st, mask=m, other=0.0)  # eq 1
     tl.store(ar + 4 * HS, o, mask=m)
-    tl.store(tc_ptr + st, t, mask=m)
     tl.store(h_ptr + st, hj, mask=m)
     p, q = _parent(par_ptr, pos_ptr, j, rm, N)
     pm = m & (p < N)[:, None]
@@ -502,19 +505,18 @@ def lex_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, z_ptr, wco_ptr, slots_
           + tl.load(prow + 2 * HS + q[:, None] * HS, mask=pm, other=0.0)
           + tl.load(dct_ptr + p[:, None] * HS + ch[None, :], mask=pm, other=0.0) * fpar)
     ar = act_ptr + j[:, None] * (5 * HS) + ch[None, :]
+    o = tl.load(ar + 4 * HS, mask=m, other=0.0)
+    t = tl.load(tc_ptr + st, mask=m, other=0.0)
+    dr = dp_ptr + j[:, None] * PW + ch[None, :]
+    tl.store(dr + 4 * HS, dh * t * o * (1.0 - o), mask=m)  # δo
+    dct = dc + dh * o * (1.0 - t * t)  # the one tile that lives across the product
+    tl.debug_barrier()
+    dct = _times_w(dct, dp_ptr + 4 * HS, PW, j, rm, wco_ptr, ch, HS, False, CK)  # + W_co^T δo
+    tl.store(dct_ptr + st, dct, mask=m)
     i = tl.load(ar, mask=m, other=0.0)
     fl = tl.load(ar + HS, mask=m, other=0.0)
     fr = tl.load(ar + 2 * HS, mask=m, other=0.0)
     g = tl.load(ar + 3 * HS, mask=m, other=0.0)
-    o = tl.load(ar + 4 * HS, mask=m, other=0.0)
-    t = tl.load(tc_ptr + st, mask=m, other=0.0)
-    dpo = dh * t * o * (1.0 - o)
-    dr = dp_ptr + j[:, None] * PW + ch[None, :]
-    tl.store(dr + 4 * HS, dpo, mask=m)
-    tl.debug_barrier()
-    acc = _times_w(dp_ptr + 4 * HS, PW, j, rm, wco_ptr, ch, HS, False, BM, BH, CK)  # W_co^T δo
-    dct = dc + dh * o * (1.0 - t * t) + acc
-    tl.store(dct_ptr + st, dct, mask=m)
     orow = op_ptr + j[:, None] * OW + ch[None, :]
     cl = tl.load(orow + 2 * HS, mask=m, other=0.0)
     cr = tl.load(orow + 3 * HS, mask=m, other=0.0)
@@ -589,22 +591,24 @@ def topdown_forward(p_ptr, b_ptr, side_ptr, wco_ptr, kids_ptr, op_ptr, act_ptr, 
     cprev = tl.load(orow + 2 * HS, mask=m, other=0.0) + tl.load(orow + 3 * HS, mask=m,
                                                                  other=0.0)
     cj = f * cprev + i * g  # eq 14 (c)
-    t = _th(cj)
     st = j[:, None] * HS + ch[None, :]
-    tl.store(c_ptr + st, cj, mask=m)
-    tl.debug_barrier()
-    peep = tl.where((sd == 0)[:, None],  # W_co^L c_t or W_co^R c_t by side
-                    _times_w(c_ptr, HS, j, rm, wco_ptr, ch, HS, True, BM, BH, CK),
-                    _times_w(c_ptr, HS, j, rm, wco_ptr + HS * HS, ch, HS, True, BM, BH, CK))
-    o = _sig(tl.load(pr + 3 * HS, mask=m, other=0.0) + tl.load(bb + 3 * HS, mask=m, other=0.0)
-             + peep)  # eq 15 (o)
-    hj = o * t  # eq 14 (as eq 1)
     ar = act_ptr + j[:, None] * PW + ch[None, :]
-    tl.store(ar, i, mask=m)
+    tl.store(ar, i, mask=m)  # written before the product: no gate tile lives across it
     tl.store(ar + HS, f, mask=m)
     tl.store(ar + 2 * HS, g, mask=m)
+    tl.store(tc_ptr + st, _th(cj), mask=m)
+    tl.store(c_ptr + st, cj, mask=m)
+    tl.debug_barrier()
+    # W_co^L c_t or W_co^R c_t by side: each row's product with its side's matrix (the
+    # other side's rows add zeros), one matrix tile at a time
+    peep = _times_w(tl.zeros([BM, BH], dtype=c_ptr.dtype.element_ty), c_ptr, HS, j,
+                    rm & (sd == 0), wco_ptr, ch, HS, True, CK)
+    peep = _times_w(peep, c_ptr, HS, j, rm & (sd != 0), wco_ptr + HS * HS, ch, HS, True, CK)
+    o = _sig(tl.load(pr + 3 * HS, mask=m, other=0.0) + tl.load(bb + 3 * HS, mask=m, other=0.0)
+             + peep)  # eq 15 (o)
+    cj = tl.load(c_ptr + st, mask=m, other=0.0)
+    hj = o * tl.load(tc_ptr + st, mask=m, other=0.0)  # eq 14 (as eq 1)
     tl.store(ar + 3 * HS, o, mask=m)
-    tl.store(tc_ptr + st, t, mask=m)
     tl.store(h_ptr + st, hj, mask=m)
     for q in tl.static_range(2):
         k = tl.load(kids_ptr + j * 2 + q, mask=rm, other=N)
@@ -639,21 +643,20 @@ def topdown_backward(dh_ptr, dc_ptr, act_ptr, tc_ptr, op_ptr, side_ptr, wco_ptr,
             dct_ptr + k[:, None] * HS + ch[None, :], mask=km, other=0.0)
     sd = tl.load(side_ptr + j, mask=rm, other=0)
     ar = act_ptr + j[:, None] * PW + ch[None, :]
+    o = tl.load(ar + 3 * HS, mask=m, other=0.0)
+    t = tl.load(tc_ptr + st, mask=m, other=0.0)
+    dr = dp_ptr + j[:, None] * PW + ch[None, :]
+    tl.store(dr + 3 * HS, dh * t * o * (1.0 - o), mask=m)  # δo
+    dct = dc + dh * o * (1.0 - t * t)  # the one tile that lives across the products
+    tl.debug_barrier()
+    # + W_co^L^T δo or W_co^R^T δo by side (the other side's rows add zeros)
+    dct = _times_w(dct, dp_ptr + 3 * HS, PW, j, rm & (sd == 0), wco_ptr, ch, HS, False, CK)
+    dct = _times_w(dct, dp_ptr + 3 * HS, PW, j, rm & (sd != 0), wco_ptr + HS * HS, ch, HS,
+                   False, CK)
+    tl.store(dct_ptr + st, dct, mask=m)
     i = tl.load(ar, mask=m, other=0.0)
     f = tl.load(ar + HS, mask=m, other=0.0)
     g = tl.load(ar + 2 * HS, mask=m, other=0.0)
-    o = tl.load(ar + 3 * HS, mask=m, other=0.0)
-    t = tl.load(tc_ptr + st, mask=m, other=0.0)
-    dpo = dh * t * o * (1.0 - o)
-    dr = dp_ptr + j[:, None] * PW + ch[None, :]
-    tl.store(dr + 3 * HS, dpo, mask=m)
-    tl.debug_barrier()
-    peep = tl.where((sd == 0)[:, None],  # W_co^L^T δo or W_co^R^T δo by side
-                    _times_w(dp_ptr + 3 * HS, PW, j, rm, wco_ptr, ch, HS, False, BM, BH, CK),
-                    _times_w(dp_ptr + 3 * HS, PW, j, rm, wco_ptr + HS * HS, ch, HS, False, BM,
-                             BH, CK))
-    dct = dc + dh * o * (1.0 - t * t) + peep
-    tl.store(dct_ptr + st, dct, mask=m)
     orow = op_ptr + j[:, None] * OW + ch[None, :]
     cprev = tl.load(orow + 2 * HS, mask=m, other=0.0) + tl.load(orow + 3 * HS, mask=m,
                                                                  other=0.0)

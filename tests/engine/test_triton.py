@@ -209,3 +209,30 @@ def test_direct_launches_give_the_operators_states_and_gradients(name, monkeypat
             fused_triton.set_choice(None)
         runs.append([h, c, x.grad, *(p.grad for p in cell.parameters())])
     assert all(torch.equal(a, b) for a, b in zip(*runs))
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name", ["nary", "childsum", "lex", "topdown", "bitree"])
+def test_the_gpus_blocks_give_the_interpreters_states_and_gradients(name, monkeypatch):
+    """The GPU's block sizes and launch options (16 rows a program, the head lexicons 64
+    columns of x at a time, the peephole matrices 16 rows at a time) compute what the
+    interpreter's whole-level programs compute: at x 80 and h 20 each of those loops takes
+    two steps."""
+    g = dgl.batch([_caterpillar(3), _caterpillar(9), _caterpillar(20)])
+    sched = LevelSchedule.from_graph(g)
+    runs = []
+    for gpu in (False, True):
+        monkeypatch.setattr(fused_triton, "gpu_blocks", lambda t, gpu=gpu: gpu)
+        torch.manual_seed(0)
+        cell = build_cell(name, 80, 20, engine="level").double()
+        x = torch.randn(g.num_nodes(), 80, dtype=torch.float64, requires_grad=True)
+        fused_triton.set_choice("triton")
+        try:
+            h, c = cell(g, x, schedule=sched)
+            (h.sum() + c.sum()).backward()
+        finally:
+            fused_triton.set_choice(None)
+        runs.append([h, c, x.grad, *(p.grad for p in cell.parameters() if p.grad is not None)])
+    assert len(runs[0]) == len(runs[1])
+    for a, b in zip(*runs):
+        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)

@@ -68,3 +68,18 @@ def test_bad_values_and_both_set_are_errors(env):
     env.setenv("GNN_TREELSTM_GEMM", "torch")
     with pytest.raises(ValueError, match="both set.*unset GNN_TREELSTM_GEMM"):
         settings.requested("gemm")
+
+
+def test_only_the_backend_module_chooses_a_path():
+    """Every cell runs the path ``backend.path`` chose once per forward
+    (``TreeCell.kernel_path``): no cell asks Triton or the C++ loops whether they run."""
+    import re
+    from pathlib import Path
+
+    import gnn_treelstm.cells as cells_pkg
+
+    asks = re.compile(r"\b(fused_triton|fused|native|backend)\.(selected|available|path)\(")
+    found = {p.name: asks.findall(p.read_text())
+             for p in Path(cells_pkg.__file__).parent.glob("*.py")}
+    assert {name: hits for name, hits in found.items() if hits} == {
+        "base.py": [("backend", "path")]}

@@ -46,15 +46,16 @@ CASES = [
     (tk.nary_forward, {"G": 2, "K": 1}), (tk.nary_backward, {"G": 2, "K": 1}),
     (tk.childsum_forward, {"G": 3, "R": 1}), (tk.childsum_backward, {"G": 3, "R": 1}),
     (tk.childsum_forward, {"G": 2, "R": 4}), (tk.childsum_backward, {"G": 2, "R": 4}),
-    # whole rows of h = 150 (the papers' size) and x = 300, gate and given head lexicons
-    (tk.lex_forward, {"MODE": 0, "BH": 256, "BX": 512, "CK": 32}),
-    (tk.lex_backward, {"MODE": 0, "XO": 1, "BH": 256, "BX": 512, "CK": 32}),
-    (tk.lex_forward, {"MODE": 4, "BH": 256, "BX": 512, "CK": 32}),
-    (tk.lex_backward, {"MODE": 4, "XO": 0, "BH": 256, "BX": 512, "CK": 32}),
-    (tk.head_forward, {"MODE": 0, "BX": 512}), (tk.head_backward, {"MODE": 0, "BX": 512}),
-    (tk.head_forward, {"MODE": 3, "BX": 512}), (tk.head_backward, {"MODE": 3, "BX": 512}),
-    (tk.topdown_forward, {"S": 2, "BH": 256, "CK": 32}),
-    (tk.topdown_backward, {"BH": 256, "CK": 32}),
+    # whole rows of h = 150 (the papers' size), x = 300 in 64-column steps (the GPU's
+    # blocks, fused_triton._row_blocks), gate and given head lexicons
+    (tk.lex_forward, {"MODE": 0, "BH": 256, "BX": 64, "CK": 16}),
+    (tk.lex_backward, {"MODE": 0, "XO": 1, "BH": 256, "BX": 64, "CK": 16}),
+    (tk.lex_forward, {"MODE": 4, "BH": 256, "BX": 64, "CK": 16}),
+    (tk.lex_backward, {"MODE": 4, "XO": 0, "BH": 256, "BX": 64, "CK": 16}),
+    (tk.head_forward, {"MODE": 0, "BX": 64}), (tk.head_backward, {"MODE": 0, "BX": 64}),
+    (tk.head_forward, {"MODE": 3, "BX": 64}), (tk.head_backward, {"MODE": 3, "BX": 64}),
+    (tk.topdown_forward, {"S": 2, "BH": 256, "CK": 16}),
+    (tk.topdown_backward, {"BH": 256, "CK": 16}),
 ]
 
 
@@ -82,8 +83,9 @@ def _cases():
 def test_the_kernel_compiles_for_a_cuda_gpu(fn, consts, dtype):
     params = inspect.signature(fn.fn).parameters
     consts = {k: v for k, v in {"BM": 16, "BN": 64, **consts}.items() if k in params}
-    if "CK" in consts and dtype == "fp64":
-        consts["CK"] = 16  # as fused_triton._row_blocks launches float64
-    kernel = triton.compile(_source(fn, consts, dtype), target=GPUTarget("cuda", 90, 32))
+    name = fn.fn.__name__  # the GPU's launch options (warps, stages), as fused_triton's
+    options = fused_triton._gpu_options(name, True) if name in fused_triton.GPU_WARPS else {}
+    kernel = triton.compile(_source(fn, consts, dtype), target=GPUTarget("cuda", 90, 32),
+                            options=options)
     assert ".entry " + fn.fn.__name__ in kernel.asm["ptx"]
     assert kernel.metadata.shared <= SM90_SHARED, kernel.metadata.shared
