@@ -56,10 +56,12 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
             if isinstance(trees, PackedTrees):
                 trees.node_levels()
     # a loader process sends a batch's arrays; the graph is made once, in this process.
-    # Batches taken from packed trees and their schedules built by the C++ routines where
-    # the native library is (loaded here, once, before any loader process forks)
+    # With schedules (the level engine, which builds and loads the native library anyway),
+    # batches taken from packed trees and their schedules built by the C++ routines where
+    # the library is (loaded here, once, before any loader process forks); without (the
+    # dgl engine), numpy: no first-use build of the library for a loader alone
     collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0,
-                                builder=native.batch_builder())
+                                builder=native.batch_builder() if schedule else None)
     gen = torch.Generator()
     gen.manual_seed(seed)
     if shard is not None:  # the one-process batches, each split over the ranks

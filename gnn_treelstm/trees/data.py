@@ -583,12 +583,15 @@ def _fields_layout(tensors: list[torch.Tensor], obj: object) -> tuple:
 
 
 def _unpack_fields(t: list[torch.Tensor], layout: tuple) -> object:
+    """The dataclass ``layout`` describes: its plain values, its tensors from ``t`` and its
+    nested dataclasses (the layout itself left as it was)."""
     kind, numbered, nested, values = layout
+    fields = dict(values)
     for name, i in numbered.items():
-        values[name] = t[i]
+        fields[name] = t[i]
     for name, sub in nested.items():
-        values[name] = _unpack_fields(t, sub)
-    return kind(**values)
+        fields[name] = _unpack_fields(t, sub)
+    return kind(**fields)
 
 
 def _unpack_batch(meta: tuple, layout: list, data: np.ndarray) -> Batch:

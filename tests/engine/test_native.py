@@ -104,12 +104,22 @@ def test_childsum_native_equals_python(restore_choices, name):
 
 @needs_compiler
 def test_build_is_cached_and_named_by_content(tmp_path, monkeypatch):
-    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path))
+    """The build's mechanics on a one-function source (the library's own sources take two
+    minutes to compile: the other tests build them once, into the tests' cache)."""
+    cache, src = tmp_path / "cache", tmp_path / "tiny.cpp"
+    cache.mkdir()
+    src.write_text('extern "C" int gnn_treelstm_tiny() { return 1; }\n')
+    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(cache))
+    monkeypatch.setattr(native, "SOURCES", (src,))
+    monkeypatch.setattr(native, "HEADERS", ())
     path = native.build()
-    assert path.parent == tmp_path and path.exists()
+    assert path.parent == cache and path.exists()
     stamp = path.stat().st_mtime_ns
     assert native.build() == path and path.stat().st_mtime_ns == stamp  # not rebuilt
-    assert list(tmp_path.iterdir()) == [path]  # no temporary files left behind
+    assert list(cache.iterdir()) == [path]  # no temporary files left behind
+    src.write_text('extern "C" int gnn_treelstm_tiny() { return 2; }\n')
+    new = native.build()  # another source, another library beside the first
+    assert new != path and sorted(cache.iterdir()) == sorted([path, new])
 
 
 def test_failed_build_names_the_compiler(tmp_path, monkeypatch):
