@@ -1,4 +1,4 @@
-"""Registers and spills of every Triton level kernel as a GPU compiles it, on a CPU machine.
+"""Registers and spills of the Triton level kernels as a GPU compiles them, on a CPU machine.
 
 ``python scripts/registers.py [--cells nary lex ...] [--x 300] [--h 150] [--arch 90]
 [--json FILE] [--fail-on-spill]``
@@ -16,6 +16,9 @@ to local memory (the stack), which every access then pays. Two steps, each its o
    (``-v``: registers a thread, spill stores and loads in bytes).
 
 Prints a markdown table and writes JSON; ``--fail-on-spill``: exit 1 when any kernel spills.
+The cells run with their default options (the lex cells' gate head lexicons, float32): the
+other head modes and the ConTree baseline are constexpr variants of the same kernels that
+this does not compile. Drives triton 3.9's launch internals (``JITFunction._pack_args``).
 """
 
 from __future__ import annotations

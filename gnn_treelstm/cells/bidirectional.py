@@ -103,10 +103,11 @@ class BidirectionalTreeLSTM(TreeCell):
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The C++ level loops (float32 CPU): the head lexicons once, then the two cells'
-        kernels (bottom-up eqs 11, 12, 5, 1; top-down eqs 14-15). Where the Triton kernels
-        are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the three loops run
-        as Triton kernels: the lex cell's loop also yields the head lexicons, so two loops."""
+        """The level loops on the forward's path (:meth:`kernel_path`). The C++ loops
+        (float32 CPU): the head lexicons once, then the two cells' kernels (bottom-up eqs 11,
+        12, 5, 1; top-down eqs 14-15). The Triton kernels
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA): the lex cell's loop also yields
+        the head lexicons, so two loops."""
         path = self.kernel_path(prop, x)
         if prop.graph.num_nodes() == 0 or path == "general":
             return None

@@ -399,11 +399,12 @@ class LexicalizedTreeLSTM(TreeCell):
     def level_kernel(self, prop: Propagator, x: torch.Tensor,
                      heads: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The C++ level loops (float32 CPU): head lexicons (:meth:`HeadLexicon.level_kernel`,
-        unless ``heads`` are given), then eqs 11, 12, 5, 1 bottom-up; the input terms are one
-        product (:meth:`input_terms`) in the up schedule's order. Where the Triton kernels
-        are selected (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), the head lexicons and
-        the cell run in one level loop."""
+        """The level loops on the forward's path (:meth:`kernel_path`). The C++ loops
+        (float32 CPU): head lexicons (:meth:`HeadLexicon.level_kernel`, unless ``heads`` are
+        given), then eqs 11, 12, 5, 1 bottom-up; the input terms are one product
+        (:meth:`input_terms`) in the up schedule's order. The Triton kernels
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA): the head lexicons and the cell in
+        one level loop."""
         path = self.kernel_path(prop, x)
         if prop.graph.num_nodes() == 0 or path == "general":
             return None

@@ -294,10 +294,10 @@ class SequentialLSTM(TreeCell):
         return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
 
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
-        """N-ary's C++ level loops with N = 1 (with or without output gate, float32 CPU):
-        forward direction on the up levels, backward direction on the down levels (the
-        reversed chain); on the forward's path (:meth:`kernel_path`), the Triton kernels
-        (CUDA) or the C++ loops (float32 CPU)."""
+        """N-ary's level loops with N = 1 (with or without output gate) on the forward's
+        path (:meth:`kernel_path`), the Triton kernels (CUDA) or the C++ loops (float32
+        CPU): forward direction on the up levels, backward direction on the down levels (the
+        reversed chain)."""
         path = self.kernel_path(prop, x)
         if path == "general":
             return None

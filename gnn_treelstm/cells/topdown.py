@@ -288,11 +288,11 @@ class TopDownTreeLSTM(TreeCell):
     def level_kernel(self, prop: Propagator, x: torch.Tensor,
                      heads: torch.Tensor | None = None
                      ) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """The C++ level loops (float32 CPU): head lexicons bottom-up (own
-        :class:`HeadLexicon` unless ``heads`` are given), then eqs 14-15 over the down
-        levels; the input terms are one product (:meth:`input_terms`) in the down schedule's
-        order. Where the Triton kernels are selected
-        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA), both loops run as Triton kernels."""
+        """The level loops on the forward's path (:meth:`kernel_path`). The C++ loops
+        (float32 CPU): head lexicons bottom-up (own :class:`HeadLexicon` unless ``heads`` are
+        given), then eqs 14-15 over the down levels; the input terms are one product
+        (:meth:`input_terms`) in the down schedule's order. The Triton kernels
+        (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA): both loops as Triton kernels."""
         path = self.kernel_path(prop, x)
         if prop.graph.num_nodes() == 0 or path == "general":
             return None

@@ -126,6 +126,19 @@ def selected(t: torch.Tensor) -> bool:
     return t.device.type in ("cpu", "cuda")
 
 
+def _require(t: torch.Tensor, who: str, cpu: str) -> None:
+    """A ``ValueError`` naming ``t``'s device and dtype where the Triton kernels do not run
+    for it (:func:`selected`), naming ``cpu``, the C++ loops' function: the level-loop
+    functions of this module run Triton only (the cells call them on the Triton path,
+    :meth:`gnn_treelstm.cells.base.TreeCell.kernel_path`)."""
+    if not selected(t):
+        raise ValueError(
+            f"fused_triton.{who}: the Triton kernels do not run for {t.dtype} tensors on "
+            f"{t.device} here (CUDA tensors with triton installed, or CPU tensors under "
+            "TRITON_INTERPRET=1 with GNN_TREELSTM_BACKEND=triton; float32 or float64); on the "
+            f"CPU the C++ loops are gnn_treelstm.kernels.{cpu}")
+
+
 # ============================================================== launches as custom ops
 def gpu_blocks(t: torch.Tensor) -> bool:
     """Whether the launches for tensors like ``t`` take the GPU's block sizes (fixed rows
@@ -423,7 +436,9 @@ def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Ten
                 rows: fused.NaryRows) -> tuple[torch.Tensor, torch.Tensor]:
     """N-ary ``(h, c)`` with the Triton kernels (arguments and results as
     :func:`gnn_treelstm.kernels.fused.nary_levels`, the C++ loops'; the cell chooses
-    between them by its forward's path)."""
+    between them by its forward's path; ``ValueError`` where Triton does not run for
+    ``xw``)."""
+    _require(xw, "nary_levels", "fused.nary_levels")
     return _NaryLevels.apply(xw, W, b, U, rows)
 
 
@@ -501,7 +516,9 @@ def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
                     lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
     """Child-Sum ``(h, c)`` in schedule order with the Triton kernels (arguments and results
     as :func:`gnn_treelstm.kernels.fused.childsum_levels`, the C++ loops'; the cell chooses
-    between them by its forward's path)."""
+    between them by its forward's path; ``ValueError`` where Triton does not run for
+    ``wx``)."""
+    _require(wx, "childsum_levels", "fused.childsum_levels")
     return _ChildSumLevels.apply(wx, U_iou.unsqueeze(0), U_f, lv)
 
 
@@ -509,7 +526,9 @@ def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tenso
                              lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
     """Child-Sum's loop with one matrix ``V_r`` (G h, h) per relation in place of
     ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): the mTreeLSTM
-    variants, ``(h, c)`` in schedule order."""
+    variants, ``(h, c)`` in schedule order (``ValueError`` where Triton does not run for
+    ``wx``)."""
+    _require(wx, "relation_childsum_levels", "fused.mtree_levels and fused.mtree_full_levels")
     return _ChildSumLevels.apply(wx, V, U_f, lv)
 
 
@@ -717,8 +736,9 @@ def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv
     ``lexicalized=False``) bottom-up with the Triton kernels: ``(h, c)`` in node order from
     ``x0`` (N, x) in ``lv``'s (up) schedule order: the leaves' words for a head ``mode``
     (:data:`LEX_MODES`), or with ``mode="given"`` every node's ``x_t``; with ``heads``
-    also every node's head lexicon (N, x) in the up schedule's order. The caller checks
-    :func:`selected`."""
+    also every node's head lexicon (N, x) in the up schedule's order. ``ValueError`` where
+    Triton does not run for ``x0`` (:func:`selected`)."""
+    _require(x0, "lex_levels", "fused_teng.lex_levels")
     gate = mode == "gate"
     M = lex_matrix(w.W_x, w.U_h, w.U_c, w.W_z if gate else None, lexicalized)
     b_z = w.b_z if gate else x0.new_empty(0)
@@ -833,7 +853,8 @@ def head_levels(x0: torch.Tensor, lv: Levels, mode: str, W_z: torch.Tensor | Non
                 b_z: torch.Tensor | None = None) -> torch.Tensor:
     """Head lexicons (eqs 9-10, Table 3 modes) of every node, (N, x) in ``lv``'s (up)
     schedule order, from ``x0`` (N, x) in that order (the leaves' words), with the Triton
-    kernels. The caller checks :func:`selected`."""
+    kernels. ``ValueError`` where Triton does not run for ``x0`` (:func:`selected`)."""
+    _require(x0, "head_levels", "fused_teng.head_levels")
     gate = mode == "gate"
     xs = x0.shape[1]
     Wz2 = torch.cat([W_z[:, :xs], W_z[:, xs:]]) if gate else x0.new_empty(0)
@@ -937,8 +958,9 @@ def topdown_levels(heads: torch.Tensor, W_x: torch.Tensor, b: torch.Tensor, U_h:
                    ) -> tuple[torch.Tensor, torch.Tensor]:
     """Teng & Zhang's top-down cell (eqs 14-15) with the Triton kernels: ``(h, c)`` in node
     order from the head lexicons ``heads`` (N, x) in ``lv``'s (down) schedule order and
-    ``side`` (N,) (:func:`gnn_treelstm.kernels.fused_teng.down_sides`). The caller checks
-    :func:`selected`."""
+    ``side`` (N,) (:func:`gnn_treelstm.kernels.fused_teng.down_sides`). ``ValueError``
+    where Triton does not run for ``heads`` (:func:`selected`)."""
+    _require(heads, "topdown_levels", "fused_teng.topdown_levels")
     n = lv.num_nodes
     parent = lv.slots[:, 0]
     kids = torch.full((n + 1, 2), n, dtype=torch.int64, device=side.device)

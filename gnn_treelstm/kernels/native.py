@@ -15,7 +15,8 @@ The same library holds two routines of host work, each one call a batch:
 arrays :func:`gnn_treelstm.trees.packed.batch_arrays` gathers in numpy), ``csrc/schedule.cpp``
 builds its level schedule (:func:`level_schedule`: the arrays the numpy build of
 :class:`gnn_treelstm.trees.schedule.LevelSchedule` gives). The data loader passes both to
-``collate`` where the library is available (:func:`batch_builder`).
+``collate`` where it builds level schedules and the library is available
+(:func:`batch_builder`).
 
 Building: the sources are compiled with the system C++ compiler (``$CXX``, else ``g++``)
 against the installed PyTorch's headers (:data:`FLAGS`; ``-fopenmp`` resolves at run time to

@@ -5,6 +5,8 @@ overhead). Equality with the cells' declarations is tests/cells/test_registry.py
 
 from __future__ import annotations
 
+import inspect
+
 import dgl
 import pytest
 import torch
@@ -212,20 +214,22 @@ def test_direct_launches_give_the_operators_states_and_gradients(name, monkeypat
 
 
 @needs_interpreter
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
 @pytest.mark.parametrize("name", ["nary", "childsum", "lex", "topdown", "bitree"])
-def test_the_gpus_blocks_give_the_interpreters_states_and_gradients(name, monkeypatch):
+def test_the_gpus_blocks_give_the_interpreters_states_and_gradients(name, dtype, monkeypatch):
     """The GPU's block sizes and launch options (16 rows a program, the head lexicons 64
     columns of x at a time, the peephole matrices 16 rows at a time) compute what the
     interpreter's whole-level programs compute: at x 80 and h 20 each of those loops takes
-    two steps."""
-    g = dgl.batch([_caterpillar(3), _caterpillar(9), _caterpillar(20)])
+    two steps, and the lower levels of 20 trees span two programs. float32: the peephole
+    product in 16-row steps on the GPU, 32 under the interpreter."""
+    g = dgl.batch([_caterpillar(3 + i % 5) for i in range(20)] + [_caterpillar(20)])
     sched = LevelSchedule.from_graph(g)
     runs = []
     for gpu in (False, True):
         monkeypatch.setattr(fused_triton, "gpu_blocks", lambda t, gpu=gpu: gpu)
         torch.manual_seed(0)
-        cell = build_cell(name, 80, 20, engine="level").double()
-        x = torch.randn(g.num_nodes(), 80, dtype=torch.float64, requires_grad=True)
+        cell = build_cell(name, 80, 20, engine="level").to(dtype)
+        x = torch.randn(g.num_nodes(), 80, dtype=dtype, requires_grad=True)
         fused_triton.set_choice("triton")
         try:
             h, c = cell(g, x, schedule=sched)
@@ -234,5 +238,21 @@ def test_the_gpus_blocks_give_the_interpreters_states_and_gradients(name, monkey
             fused_triton.set_choice(None)
         runs.append([h, c, x.grad, *(p.grad for p in cell.parameters() if p.grad is not None)])
     assert len(runs[0]) == len(runs[1])
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
     for a, b in zip(*runs):
-        torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+def test_the_triton_functions_refuse_tensors_they_do_not_run_for():
+    """The level-loop functions of fused_triton run Triton only (the cell chooses the path):
+    elsewhere a ValueError names the tensors and the C++ loops' function."""
+    fused_triton.set_choice("native")
+    try:
+        x = torch.zeros(3, 4)
+        for fn, cpu in ((fused_triton.nary_levels, "fused.nary_levels"),
+                        (fused_triton.childsum_levels, "fused.childsum_levels"),
+                        (fused_triton.topdown_levels, "fused_teng.topdown_levels")):
+            with pytest.raises(ValueError, match=rf"torch.float32 tensors on cpu.*{cpu}"):
+                fn(x, *([None] * (len(inspect.signature(fn).parameters) - 1)))
+    finally:
+        fused_triton.set_choice(None)
