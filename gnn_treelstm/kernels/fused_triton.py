@@ -49,6 +49,8 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
+from collections.abc import Mapping
+from types import MappingProxyType
 from typing import NamedTuple
 
 import torch
@@ -564,19 +566,29 @@ def _gpu_options(kernel: str, gpu: bool) -> dict[str, int]:
     return {"num_warps": GPU_WARPS[kernel], "num_stages": 1} if gpu else {}
 
 
-def _row_blocks(n: int, hs: int, xs: int, t: torch.Tensor, kernel: str) -> dict[str, int]:
+def _row_blocks(n: int, hs: int, xs: int | None, t: torch.Tensor, kernel: str
+                ) -> Mapping[str, int]:
     """Block sizes of the Teng & Zhang kernels: whole rows per program (the in-kernel
     peephole product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s
     minimum); ``CK`` columns of the peephole matrix at a time (16 on a GPU and in float64:
     a 32-row tile of the matrix held 256 registers a thread at h 150; 32 under the
     interpreter, fewer steps); ``BX`` columns of the head lexicons at a time
-    (:func:`_x_columns`); a GPU's launch options (:func:`_gpu_options`)."""
-    gpu = gpu_blocks(t)
+    (:func:`_x_columns`; none for ``xs=None``, the top-down kernels); a GPU's launch
+    options (:func:`_gpu_options`)."""
+    return _row_block_sizes(n, hs, xs, gpu_blocks(t), t.dtype == torch.float64, kernel)
+
+
+@functools.lru_cache(maxsize=4096)
+def _row_block_sizes(n: int, hs: int, xs: int | None, gpu: bool, f64: bool, kernel: str
+                     ) -> Mapping[str, int]:
+    """:func:`_row_blocks`, computed once per size (a launch's Python is its host cost);
+    read-only, as it is shared."""
     bh = max(16, triton_next_pow2(hs))
     bm = 16 if gpu else max(16, min(triton_next_pow2(n), 256))
-    ck = 32 if bh >= 32 and t.dtype != torch.float64 and not gpu else 16
-    return {"BM": bm, "BH": bh, "BX": _x_columns(xs, gpu), "CK": ck,
-            **_gpu_options(kernel, gpu)}
+    ck = 32 if bh >= 32 and not f64 and not gpu else 16
+    x_cols = {} if xs is None else {"BX": _x_columns(xs, gpu)}
+    return MappingProxyType({"BM": bm, "BH": bh, **x_cols, "CK": ck,
+                             **_gpu_options(kernel, gpu)})
 
 
 @launch_op("lex_forward", "op,act,c,tc,h,z")
@@ -748,12 +760,17 @@ def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv
 
 
 # ============================================================== head lexicons (eqs 9-10)
-def _x_blocks(n: int, xs: int, t: torch.Tensor, kernel: str) -> dict[str, int]:
+def _x_blocks(n: int, xs: int, t: torch.Tensor, kernel: str) -> Mapping[str, int]:
     """Block sizes of the head kernels: ``BM`` rows per program, ``BX`` columns of ``x`` at
     a time (:func:`_x_columns`); a GPU's launch options (:func:`_gpu_options`)."""
-    gpu = gpu_blocks(t)
+    return _x_block_sizes(n, xs, gpu_blocks(t), kernel)
+
+
+@functools.lru_cache(maxsize=4096)
+def _x_block_sizes(n: int, xs: int, gpu: bool, kernel: str) -> Mapping[str, int]:
+    """:func:`_x_blocks`, computed once per size; read-only, as it is shared."""
     bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
-    return {"BM": bm, "BX": _x_columns(xs, gpu), **_gpu_options(kernel, gpu)}
+    return MappingProxyType({"BM": bm, "BX": _x_columns(xs, gpu), **_gpu_options(kernel, gpu)})
 
 
 @launch_op("head_forward", "x,z")
@@ -868,8 +885,7 @@ def _topdown_forward(p: torch.Tensor, b: torch.Tensor, side: torch.Tensor, wco: 
                      kids: torch.Tensor, op: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                      tc: torch.Tensor, h: torch.Tensor, a: int, n: int) -> None:
     hs = c.shape[1]
-    blk = _row_blocks(n, hs, 1, c, "topdown_forward")
-    del blk["BX"]
+    blk = _row_blocks(n, hs, None, c, "topdown_forward")
     tk.topdown_forward[(-(-n // blk["BM"]),)](p, b, side, wco, kids, op, act, c, tc, h, a, n,
                                              side.shape[0], hs, op.shape[1] - 4 * hs,
                                              S=b.shape[0] // (4 * hs), **blk)
@@ -881,8 +897,7 @@ def _topdown_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc:
                       kids: torch.Tensor, dop: torch.Tensor, dp: torch.Tensor,
                       dct: torch.Tensor, a: int, n: int) -> None:
     hs = tc.shape[1]
-    blk = _row_blocks(n, hs, 1, tc, "topdown_backward")
-    del blk["BX"]
+    blk = _row_blocks(n, hs, None, tc, "topdown_backward")
     tk.topdown_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, side, wco, kids, dop, dp,
                                               dct, a, n, side.shape[0], hs,
                                               op.shape[1] - 4 * hs, **blk)

@@ -192,6 +192,18 @@ def test_launches_skip_the_dispatcher_after_a_mode_entered_twice_is_left():
     assert fused_triton._launches(torch.zeros(2, 2)) is fused_triton._FNS
 
 
+def _triton_step(cell, g: dgl.DGLGraph, x: torch.Tensor, sched: LevelSchedule
+                 ) -> tuple[torch.Tensor, torch.Tensor]:
+    """One forward + backward of ``cell`` on the Triton path; its ``(h, c)``."""
+    fused_triton.set_choice("triton")
+    try:
+        h, c = cell(g, x, schedule=sched)
+        (h.sum() + c.sum()).backward()
+    finally:
+        fused_triton.set_choice(None)
+    return h, c
+
+
 @needs_interpreter
 @pytest.mark.parametrize("name", ["nary", "childsum", "lex"])
 def test_direct_launches_give_the_operators_states_and_gradients(name, monkeypatch):
@@ -203,12 +215,7 @@ def test_direct_launches_give_the_operators_states_and_gradients(name, monkeypat
         torch.manual_seed(0)
         cell = build_cell(name, X, H, engine="level")
         x = torch.randn(g.num_nodes(), X, requires_grad=True)
-        fused_triton.set_choice("triton")
-        try:
-            h, c = cell(g, x, schedule=sched)
-            (h.sum() + c.sum()).backward()
-        finally:
-            fused_triton.set_choice(None)
+        h, c = _triton_step(cell, g, x, sched)
         runs.append([h, c, x.grad, *(p.grad for p in cell.parameters())])
     assert all(torch.equal(a, b) for a, b in zip(*runs))
 
@@ -230,12 +237,7 @@ def test_the_gpus_blocks_give_the_interpreters_states_and_gradients(name, dtype,
         torch.manual_seed(0)
         cell = build_cell(name, 80, 20, engine="level").to(dtype)
         x = torch.randn(g.num_nodes(), 80, dtype=dtype, requires_grad=True)
-        fused_triton.set_choice("triton")
-        try:
-            h, c = cell(g, x, schedule=sched)
-            (h.sum() + c.sum()).backward()
-        finally:
-            fused_triton.set_choice(None)
+        h, c = _triton_step(cell, g, x, sched)
         runs.append([h, c, x.grad, *(p.grad for p in cell.parameters() if p.grad is not None)])
     assert len(runs[0]) == len(runs[1])
     tol = 1e-12 if dtype == torch.float64 else 1e-5

@@ -31,10 +31,11 @@ def _ptxas() -> str | None:
         return None
 
 
+PTXAS = _ptxas()
 pytestmark = [
     pytest.mark.skipif(os.environ.get("TRITON_INTERPRET") == "1",
                        reason="the kernels are compiled here, not interpreted"),
-    pytest.mark.skipif(_ptxas() is None or not shutil.which(_ptxas() or ""),
+    pytest.mark.skipif(PTXAS is None or not shutil.which(PTXAS),
                        reason="this triton lacks its CUDA backend, its ptxas or the launch "
                        "internals the script drives (triton 3.9's)"),
 ]
