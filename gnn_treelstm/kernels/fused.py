@@ -59,13 +59,28 @@ def grad_buffers(dh_out: torch.Tensor, dc_out: torch.Tensor,
     children) is zero."""
     n, hs = dh_out.shape
     dh, dc = state_buffers(dh_out, n, hs)
-    if order is None:
+    if order is None or _one_row(dh_out) and _one_row(dc_out):
         dh[:n] = dh_out
         dc[:n] = dc_out
     else:
         torch.index_select(dh_out, 0, order, out=dh[:n])
         torch.index_select(dc_out, 0, order, out=dc[:n])
     return dh, dc
+
+
+def _one_row(t: torch.Tensor) -> bool:
+    """Whether every row of ``t`` is one row (stride 0 along the rows: the gradient of a
+    sum, ``expand``ed), which any permutation leaves as it is: copied, not gathered (a
+    gather of such a tensor costs about ten times a copy)."""
+    return t.dim() > 0 and t.stride(0) == 0
+
+
+def rows_in_order(t: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
+    """``t``'s rows gathered by the permutation ``order`` (``None``: as they are), contiguous
+    (a tensor of one repeated row, :func:`_one_row`, is only made contiguous)."""
+    if order is None or _one_row(t):
+        return t.contiguous()
+    return t.index_select(0, order)
 
 
 def grad_matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
@@ -264,14 +279,14 @@ def _gate_bias(b: torch.Tensor, hs: int, k: int) -> torch.Tensor:
     """The bias (4h,) rows ``i, o, u, f`` (or (3h,) ``i, u, f`` without output gate) -> one
     per gate column ``i, (o,) u, f_1..f_K``."""
     g = b.shape[0] - hs
-    return torch.cat([b[:g], b[g:].repeat(k)])
+    return torch.cat([b[:g], b[g:].expand(k, hs).reshape(-1)])  # expand: repeat's values
 
 
 def gate_weight(W: torch.Tensor, hs: int, k: int) -> torch.Tensor:
     """``W`` (4h, X) rows ``i, o, u, f`` (or (3h, X) ``i, u, f`` without output gate) ->
     ((3+K) h, X) (or ((2+K) h, X)), ``W^(f)`` once per forget gate."""
     g = W.shape[0] - hs
-    return torch.cat([W[:g], W[g:].repeat(k, 1)])
+    return torch.cat([W[:g], W[g:].expand(k, hs, W.shape[1]).reshape(k * hs, -1)])
 
 
 class NaryRows(NamedTuple):

@@ -325,10 +325,8 @@ def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c:
 def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
                              order: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
     """The output gradients (N, h) in schedule order: as given, or gathered by ``order``
-    from node order (a permutation's backward is a gather)."""
-    if order is None:
-        return dh_out.contiguous(), dc_out.contiguous()
-    return dh_out.index_select(0, order), dc_out.index_select(0, order)
+    from node order (a permutation's backward is a gather; :func:`.fused.rows_in_order`)."""
+    return fused.rows_in_order(dh_out, order), fused.rows_in_order(dc_out, order)
 
 
 # ============================================================== N-ary (Tai eqs 9-14)

@@ -82,3 +82,21 @@ def test_float16_on_the_cpu_with_the_dgl_engine_is_named():
     g, x = _tree_and_x(dtype=torch.float16)
     with pytest.raises(ValueError, match=r"dgl engine on the CPU takes float32.*not float16"):
         cell(g, x)
+
+
+def test_the_fields_compared_are_the_graphs_own(monkeypatch):
+    from gnn_treelstm.cells.base import _field_views
+
+    g = dgl.batch([make_tree([2, 2, -1], [1, 2, -1]), make_tree([-1], [3])])
+    nodes, edges = _field_views(g)
+    for view, real in ((nodes, g.ndata), (edges, g.edata)):
+        assert list(view.keys()) == list(real.keys())
+        assert all(view[k] is real[k] for k in real.keys())
+    cell = build_cell("nary", 3, 2, engine="level")
+    calls = _counted(cell, monkeypatch)
+    x = torch.randn(4, 3)
+    cell(g, x)
+    g.ndata["extra"] = torch.zeros(4)  # a field added: checked again
+    cell(g, x)
+    cell(g, x)
+    assert len(calls) == 2
