@@ -66,8 +66,8 @@ else:  # triton is an optional dependency
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
            "nary_levels", "childsum_levels", "relation_childsum_levels",
-           "LexWeights", "lex_levels", "lex_matrix", "LEX_MODES", "head_levels", "topdown_levels",
-           "topdown_matrix", "OPS"]
+           "LexWeights", "lex_levels", "lex_matrix", "lex_matrix_grads", "LEX_MODES",
+           "head_levels", "topdown_levels", "topdown_matrix", "OPS"]
 
 CHOICES = ("auto", "triton", "native")
 DTYPES = (torch.float32, torch.float64)
@@ -244,6 +244,12 @@ def _spans(lv: Levels) -> _Spans:
     return spans
 
 
+def _by_level(sizes: list[int], *ts: torch.Tensor) -> list[tuple[torch.Tensor, ...]]:
+    """Each of ``ts`` as views of its levels' rows (``sizes``: :class:`_Spans`'), by
+    ``split_with_sizes`` (``Tensor.split``'s Python costs a fifth more)."""
+    return [t.split_with_sizes(sizes) for t in ts]
+
+
 class _Ops(dict):
     """The launch operators by name, each looked up once (``torch.ops`` resolves a name
     through two Python attribute lookups per call)."""
@@ -395,7 +401,7 @@ class _NaryLevels(torch.autograd.Function):
         par, pos = _parents(lv, n, k)
         Ut = U.t()
         spans = _spans(lv)
-        gins, hks = gin.split(spans.sizes), hk.split(spans.sizes)  # each level's rows
+        gins, hks = _by_level(spans.sizes, gin, hk)  # each level's rows
         launch = _launches(xw)["nary_forward"]
         for lvl in range(lv.num_levels):
             # level 0 has no children: its pre-activations are the input terms
@@ -421,7 +427,7 @@ class _NaryLevels(torch.autograd.Function):
         dct = torch.empty_like(tc)  # δc_j
         dhk = xw.new_empty(n, k * h.shape[1])  # δgates_j U: the children's dh by slot
         spans = _spans(lv)
-        dgs, dhks = dg.split(spans.sizes), dhk.split(spans.sizes)  # each level's rows
+        dgs, dhks = _by_level(spans.sizes, dg, dhk)  # each level's rows
         launch, g = _launches(dh)["nary_backward"], ctx.g
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, c, tc, slots, par, pos, dhk, dct, dg, spans.starts[lvl],
@@ -470,7 +476,7 @@ class _ChildSumLevels(torch.autograd.Function):
         fe = wx.new_empty(e, hs)  # f_jk per edge
         estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
         spans = _spans(lv)
-        hes = he.split(spans.edge_sizes)  # each level's edges
+        (hes,) = _by_level(spans.edge_sizes, he)  # each level's edges
         launch, src = _launches(wx)["childsum_forward"], lv.edge_src
         for lvl in range(lv.num_levels):
             # (E_l, (RG+1) h); unread where the level has no edges
@@ -499,7 +505,7 @@ class _ChildSumLevels(torch.autograd.Function):
         # per edge [δi, (δo,) δu of the parent in its relation's block, δf_jk]
         d = he.new_empty(e, u_all.shape[0]) if r == 1 else he.new_zeros(e, u_all.shape[0])
         spans = _spans(lv)
-        ds, dps = d.split(spans.edge_sizes), dp.split(spans.edge_sizes)  # each level's edges
+        ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
         launch, src = _launches(dh)["childsum_backward"], lv.edge_src
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, dct, dg, dwf, d,
@@ -634,6 +640,27 @@ def lex_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
     return torch.cat([top, torch.cat([zx.new_zeros(2 * xs, 4 * hs), zx], 1)])
 
 
+def lex_matrix_grads(dM: torch.Tensor, hs: int, lexicalized: bool, gate: bool
+                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The gradients of :func:`lex_matrix`'s ``W_x``, ``U_h``, ``U_c`` and ``W_z`` (``None``
+    without a head gate) from the gradient ``dM`` of its matrix: each block read back from
+    where :func:`lex_matrix` put it (``W_xf`` sums its two forget gates' blocks): the
+    backward of :class:`_LexMatrix` (``tests/kernels/test_fused_triton.py`` holds this
+    equal to autograd's gradient through :func:`lex_matrix`)."""
+    top = dM[:5 * hs]
+    dU_h, dU_c = top[:, :2 * hs], top[:3 * hs, 2 * hs:4 * hs]
+    dwx = top[:, 4 * hs:]  # (5h, x): gates i, f^L, f^R, g, o
+    if lexicalized:
+        dW_x = torch.cat([dwx[:hs], dwx[hs:2 * hs] + dwx[2 * hs:3 * hs], dwx[3 * hs:]])
+    else:  # no x term in the forget gates
+        dW_x = torch.cat([dwx[:hs], dwx[3 * hs:]])
+    if not gate:
+        return dW_x, dU_h, dU_c, None
+    dzx = dM[5 * hs:, 4 * hs:]  # (2x, x): [W_zx^L; W_zx^R]
+    xs = dzx.shape[1]
+    return dW_x, dU_h, dU_c, torch.cat([dzx[:xs], dzx[xs:]], 1)
+
+
 class LexWeights(NamedTuple):
     """The lex cell's parameters as :func:`lex_levels` reads them: ``W_x`` (its input
     weights, one block of h rows per gate with an ``x`` term), ``b`` (5h,), ``U_h``
@@ -670,6 +697,22 @@ class _LexLoop(NamedTuple):
     heads: bool
 
 
+class _LexMatrix(torch.autograd.Function):
+    """:func:`lex_matrix` as one autograd node: the forward builds ``M`` (a dozen
+    concatenations and zero blocks, not recorded), the backward reads the weights'
+    gradients out of ``dM`` (:func:`lex_matrix_grads`). ``W_z`` an empty tensor without a
+    head gate."""
+
+    @staticmethod
+    def forward(ctx, W_x, U_h, U_c, W_z, lexicalized: bool):
+        ctx.lexicalized, ctx.gate, ctx.hs = lexicalized, W_z.numel() > 0, U_h.shape[1] // 2
+        return lex_matrix(W_x, U_h, U_c, W_z if ctx.gate else None, lexicalized)
+
+    @staticmethod
+    def backward(ctx, dM):
+        return (*lex_matrix_grads(dM, ctx.hs, ctx.lexicalized, ctx.gate), None)
+
+
 class _LexLevels(torch.autograd.Function):
     """Teng & Zhang's lex cell over the up levels with the Triton kernels: per level one
     product ``op M^T`` (children's states, the node's head lexicon) and one kernel
@@ -677,8 +720,9 @@ class _LexLevels(torch.autograd.Function):
     product ``dp M``; the weight gradients one product each after the loop.
 
     Inputs: ``x0`` (N, x) in up-schedule order (``MODE`` < 4: the leaves' words, other rows
-    ignored; 4: every row's ``x_t``); ``M`` (:func:`lex_matrix`); ``b`` (5h,); ``b_z``
-    (x,) or an empty tensor; ``W_co`` (h, h); ``loop`` (:class:`_LexLoop`). Outputs
+    ignored; 4: every row's ``x_t``); ``M`` (:func:`lex_matrix`, by :class:`_LexMatrix`);
+    ``b`` (5h,); ``b_z`` (x,) or an empty tensor; ``W_co`` (h, h); ``loop``
+    (:class:`_LexLoop`). Outputs
     ``h, c`` (N, h) in node order, and every node's head lexicon (N, x) in up-schedule
     order (an empty tensor unless ``loop.heads``)."""
 
@@ -692,7 +736,7 @@ class _LexLevels(torch.autograd.Function):
         z = x0.new_zeros(n + 1, xs) if mode == 0 else x0.new_empty(0)
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
         spans = _spans(lv)
-        ops, ps = op.split(spans.sizes), p.split(spans.sizes)  # each level's rows
+        ops, ps = _by_level(spans.sizes, op, p)  # each level's rows
         launch = _launches(x0)["lex_forward"]
         for lvl in range(lv.num_levels):
             torch.mm(ops[lvl], Mt, out=ps[lvl])
@@ -721,7 +765,7 @@ class _LexLevels(torch.autograd.Function):
         dz = op.new_zeros(n + 1, xs) if mode == 0 else op.new_empty(0)
         dxo = dheads.contiguous() if dheads is not None and mode < 4 else op.new_empty(0)
         spans = _spans(lv)
-        dps, dops = dp.split(spans.sizes), dop.split(spans.sizes)  # each level's rows
+        dps, dops = _by_level(spans.sizes, dp, dop)  # each level's rows
         launch = _launches(dh)["lex_backward"]
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, tc, op, z, W_co, rows.slots, rows.par, rows.pos, dop, dp, dct,
@@ -750,10 +794,10 @@ def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv
     Triton does not run for ``x0`` (:func:`selected`)."""
     _require(x0, "lex_levels", "fused_teng.lex_levels")
     gate = mode == "gate"
-    M = lex_matrix(w.W_x, w.U_h, w.U_c, w.W_z if gate else None, lexicalized)
-    b_z = w.b_z if gate else x0.new_empty(0)
+    none = x0.new_empty(0)
+    M = _LexMatrix.apply(w.W_x, w.U_h, w.U_c, w.W_z if gate else none, lexicalized)
     loop = _LexLoop(_binary_rows(lv), LEX_MODES[mode], heads)
-    out = _LexLevels.apply(x0, M, w.b, b_z, w.W_co, loop)
+    out = _LexLevels.apply(x0, M, w.b, w.b_z if gate else none, w.W_co, loop)
     return out if heads else out[:2]
 
 
@@ -808,8 +852,8 @@ class _HeadLevels(torch.autograd.Function):
         pz = x.new_empty(n, 2 * xs) if gate else x.new_empty(0)
         z = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
         spans = _spans(lv)
-        rows_x = x.split(spans.sizes)
-        rows_pz = pz.split(spans.sizes) if gate else None
+        (rows_x,) = _by_level(spans.sizes, x)
+        rows_pz = _by_level(spans.sizes, pz)[0] if gate else None
         launch, wz_t = _launches(x0)["head_forward"], Wz2.t()
         for lvl in range(lv.num_levels - 1):  # the top level holds roots only
             if gate:
@@ -833,7 +877,7 @@ class _HeadLevels(torch.autograd.Function):
         dpx = x.new_zeros(n, xs) if gate else x.new_empty(0)
         dz = x.new_zeros(n + 1, xs) if gate else x.new_empty(0)
         spans = _spans(lv)
-        dpzs, dpxs = (dpz.split(spans.sizes), dpx.split(spans.sizes)) if gate else (None, None)
+        dpzs, dpxs = _by_level(spans.sizes, dpz, dpx) if gate else (None, None)
         launch = _launches(dx)["head_backward"]
         for lvl in range(lv.num_levels - 2, -1, -1):
             launch(dx, dpx, x, z, rows.slots, par, rows.pos, dxt, dpz, dz, spans.starts[lvl],
@@ -920,7 +964,7 @@ class _TopDownLevels(torch.autograd.Function):
         op, p, act, h, c, tc = _operand_buffers(x_in, hs, 4 * hs, 4)
         Mt, W_co, b = M.t(), W_co.contiguous(), b.contiguous()
         spans = _spans(lv)
-        ops, ps = op.split(spans.sizes), p.split(spans.sizes)  # each level's rows
+        ops, ps = _by_level(spans.sizes, op, p)  # each level's rows
         launch = _launches(x_in)["topdown_forward"]
         for lvl in range(lv.num_levels):
             torch.mm(ops[lvl], Mt, out=ps[lvl])
@@ -940,7 +984,7 @@ class _TopDownLevels(torch.autograd.Function):
         dop = torch.empty_like(op)
         dct = torch.empty_like(tc)
         spans = _spans(lv)
-        dps, dops = dp.split(spans.sizes), dop.split(spans.sizes)  # each level's rows
+        dps, dops = _by_level(spans.sizes, dp, dop)  # each level's rows
         launch = _launches(dh)["topdown_backward"]
         for lvl in range(lv.num_levels - 1, -1, -1):
             launch(dh, dc, act, tc, op, side, W_co, kids, dop, dp, dct, spans.starts[lvl],
