@@ -16,10 +16,11 @@ the same trees made into graphs beforehand, alone and followed by DGL's own sche
 ``loader``: the training loader alone (``make_loader``, shuffled, level schedules, the
 given loader processes): batches a second it delivers to a consumer that does nothing, then
 to one whose every step takes ``--step-ms`` (a sleep: the time a GPU step leaves the host
-CPU free), how long that consumer waited for its batches (``next``), per step, and the CPU
-time of its thread in ``next``. ``--pin-thread``: the loader of a CUDA run
-(``pin_memory=True``), whose pinning thread receives each batch beside the step, made to
-run here without an accelerator, pinning nothing.
+CPU free), how long that consumer waited for its batches (``next``), per step, the CPU
+time of its thread in ``next``, and the part of ``next``'s time in which that thread did
+not run (``blocked``: waiting for a batch, or for the interpreter lock). ``--pin-thread``:
+the loader of a CUDA run (``pin_memory=True``), whose pinning thread receives each batch
+beside the step, made to run here without an accelerator, pinning nothing.
 
 ``load``: the resident set (``VmRSS``) before and after ``load_split``, and after reading
 every tree once (for packed trees: every page of their arrays; for lists of graphs the
@@ -163,7 +164,7 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
            "pin_thread": pin_thread,
            "cpu_ms_per_batch": _loader_cpu(sp, batch_size, loader.collate_fn)}
     for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
-        waits, t0, batches, cpu = [], time.perf_counter(), 0, 0.0
+        waits, blocked, t0, batches, cpu = [], [], time.perf_counter(), 0, 0.0
         for _ in range(epochs):
             it = iter(loader)
             first = True
@@ -173,19 +174,24 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                 if batch is None:
                     break
                 if not first:  # the first batch of an epoch waits for the processes' start
-                    waits.append(time.perf_counter() - w0)
-                    cpu += time.thread_time() - c0
+                    wall, own = time.perf_counter() - w0, time.thread_time() - c0
+                    waits.append(wall)
+                    blocked.append(wall - own)  # not running: the batch, or the GIL, not there
+                    cpu += own
                 first = False
                 batches += 1
                 if step:
                     time.sleep(step)
         seconds = time.perf_counter() - t0
         waits.sort()
+        blocked.sort()
         out[name] = {"batches_per_s": round(batches / seconds, 1),
                      "wait_ms_median": round(1000 * waits[len(waits) // 2], 3),
                      "wait_ms_p99": round(1000 * waits[int(len(waits) * 0.99)], 3),
                      "waits_over_0.1ms": sum(w > 1e-4 for w in waits), "steps": len(waits),
-                     "next_cpu_ms_per_batch": round(1000 * cpu / max(len(waits), 1), 3)}
+                     "next_cpu_ms_per_batch": round(1000 * cpu / max(len(waits), 1), 3),
+                     "blocked_ms_median": round(1000 * blocked[len(blocked) // 2], 3),
+                     "blocked_ms_p99": round(1000 * blocked[int(len(blocked) * 0.99)], 3)}
     return out
 
 
