@@ -59,28 +59,31 @@ def grad_buffers(dh_out: torch.Tensor, dc_out: torch.Tensor,
     children) is zero."""
     n, hs = dh_out.shape
     dh, dc = state_buffers(dh_out, n, hs)
-    if order is None or _one_row(dh_out) and _one_row(dc_out):
-        dh[:n] = dh_out
-        dc[:n] = dc_out
-    else:
-        torch.index_select(dh_out, 0, order, out=dh[:n])
-        torch.index_select(dc_out, 0, order, out=dc[:n])
+    _rows_into(dh[:n], dh_out, order)
+    _rows_into(dc[:n], dc_out, order)
     return dh, dc
 
 
-def _one_row(t: torch.Tensor) -> bool:
-    """Whether every row of ``t`` is one row (stride 0 along the rows: the gradient of a
-    sum, ``expand``ed), which any permutation leaves as it is: copied, not gathered (a
-    gather of such a tensor costs about ten times a copy)."""
-    return t.dim() > 0 and t.stride(0) == 0
+def _rows_into(out: torch.Tensor, t: torch.Tensor, order: torch.Tensor | None) -> None:
+    """:func:`rows_in_order` written into ``out``."""
+    if _gathered(t, order):
+        torch.index_select(t, 0, order, out=out)
+    else:
+        out.copy_(t)
+
+
+def _gathered(t: torch.Tensor, order: torch.Tensor | None) -> bool:
+    """Whether ``t``'s rows in ``order`` need a gather: an order is given and ``t``'s rows
+    are not one row repeated (stride 0 along the rows: the gradient of a sum,
+    ``expand``ed), which any permutation leaves as it is, so copied instead (a gather of
+    such a tensor costs about ten times a copy)."""
+    return order is not None and not (t.dim() > 0 and t.stride(0) == 0)
 
 
 def rows_in_order(t: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
     """``t``'s rows gathered by the permutation ``order`` (``None``: as they are), contiguous
-    (a tensor of one repeated row, :func:`_one_row`, is only made contiguous)."""
-    if order is None or _one_row(t):
-        return t.contiguous()
-    return t.index_select(0, order)
+    (a tensor of one repeated row is only made contiguous, :func:`_gathered`)."""
+    return t.index_select(0, order) if _gathered(t, order) else t.contiguous()
 
 
 def grad_matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
