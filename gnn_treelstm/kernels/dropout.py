@@ -27,5 +27,7 @@ class Dropout(nn.Dropout):
         if self.p >= 1.0:  # everything dropped (nn.Dropout gives zeros too)
             return x * 0.0
         keep = 1.0 - self.p
-        scale = (torch.rand_like(x) < keep).to(x.dtype).mul_(1.0 / keep)
+        # the keep mask as 1.0/0.0 in the draw's own memory (an in-place comparison keeps
+        # the float dtype), scaled in place: two operations fewer than a bool mask cast
+        scale = torch.rand_like(x).lt_(keep).mul_(1.0 / keep)
         return x * scale

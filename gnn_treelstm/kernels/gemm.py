@@ -1,4 +1,4 @@
-"""Matrix products of the level engine: oneDNN's AVX-512 kernels where they exist.
+"""Matrix products of the level engine: oneDNN's AVX-512 kernels where MKL does not run its own.
 
 PyTorch's CPU ``torch.mm`` / ``F.linear`` call MKL's sgemm. On AMD CPUs MKL takes its
 AVX2 path even where the CPU has AVX-512, so on this project's 2-core EPYC (Zen 5) it
@@ -13,11 +13,16 @@ The level kernels call :func:`mm_nt` (``a @ w.T``) for every product they own, f
 and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
 
 * ``auto`` (default): oneDNN for float32 CPU tensors on a CPU with AVX-512 (PyTorch's
-  ``torch.backends.cpu.get_cpu_capability()``) when the op exists and passes a self-test
-  against ``torch.mm``; ``torch.mm`` otherwise (other dtypes, CUDA, a PyTorch without the
-  op, which is logged once as a warning, or a CPU without AVX-512, where MKL's AVX2 path is
-  oneDNN's own: on a 2-core AMD EPYC Zen 3 oneDNN took 3.5x torch.mm's time for the
-  941 x 8 @ 8 x 40 input product of x 8 h 8 and 0.97-1.4x for h 150's, one thread).
+  ``torch.backends.cpu.get_cpu_capability()``) that is not Intel's, when the op exists and
+  passes a self-test against ``torch.mm``; ``torch.mm`` otherwise: other dtypes, CUDA, a
+  PyTorch without the op (logged once as a warning), a CPU without AVX-512, where MKL's
+  AVX2 path is oneDNN's own (on a 2-core AMD EPYC Zen 3 oneDNN took 3.5x torch.mm's time
+  for the 941 x 8 @ 8 x 40 input product of x 8 h 8 and 0.97-1.4x for h 150's, one
+  thread), and an Intel CPU, where MKL runs its own AVX-512 kernels (on a 2-core Intel
+  Xeon with AVX-512, one thread: 34 against 12 us for that input product, 186 against
+  138 us for h 150's 32 x 300 @ 300 x 750 level product, 3.18 against 3.14 ms for its
+  960-row input product). The vendor is read from ``/proc/cpuinfo`` (Linux) or
+  ``platform.processor()``; an unknown one counts as not Intel's.
 * ``onednn``: as ``auto``, but an unusable oneDNN op is an error.
 * ``torch``: always ``torch.mm`` (for comparisons).
 
@@ -39,6 +44,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import platform
 from collections.abc import Iterator
 
 import torch
@@ -48,7 +54,7 @@ from gnn_treelstm.kernels.settings import requested
 logger = logging.getLogger(__name__)
 
 __all__ = ["mm_nt", "mm_nt_add", "pack", "Packed", "backend", "BACKENDS", "MIN_ROWS", "set_backend",
-           "products"]
+           "products", "cpu_vendor", "INTEL"]
 
 BACKENDS = ("auto", "onednn", "torch")
 #: products with fewer rows than this use torch.mm (measured crossover on 2 Zen 5 cores)
@@ -71,6 +77,24 @@ def set_backend(name: str | None) -> None:
     _state["onednn"] = None
 
 
+#: the vendor string of Intel's CPUs (``vendor_id`` in ``/proc/cpuinfo``)
+INTEL = "GenuineIntel"
+
+
+def cpu_vendor() -> str:
+    """The CPU's vendor string (``GenuineIntel``, ``AuthenticAMD``, ...): ``/proc/cpuinfo``'s
+    ``vendor_id`` on Linux, else the one ``platform.processor()`` names; "" if unknown."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("vendor_id"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    name = platform.processor()
+    return next((v for v in (INTEL, "AuthenticAMD") if v in name), "")
+
+
 def _onednn_usable() -> bool:
     """Whether ``torch.ops.mkldnn._linear_pointwise`` exists and agrees with torch.mm (and,
     under ``auto``, whether the CPU has AVX-512)."""
@@ -80,6 +104,11 @@ def _onednn_usable() -> bool:
             _state["onednn"] = False
             logger.info("level engine matrix products: torch.mm (GNN_TREELSTM_GEMM=auto; "
                         "oneDNN is chosen on CPUs with AVX-512, this one runs %s)", cap)
+            return False
+        if _requested() == "auto" and cpu_vendor() == INTEL:
+            _state["onednn"] = False
+            logger.info("level engine matrix products: torch.mm (GNN_TREELSTM_GEMM=auto; "
+                        "MKL runs its own AVX-512 kernels on this Intel CPU)")
             return False
         ok, why = False, ""
         try:

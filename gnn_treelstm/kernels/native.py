@@ -243,7 +243,8 @@ def available(t: torch.Tensor | None = None) -> bool:
         return False
     if t is not None and (t.device.type != "cpu" or t.dtype != torch.float32):
         return False
-    return _load()
+    loaded = _state["loaded"]  # known once loaded: no call through _load's eager wrapper
+    return bool(loaded) if loaded is not None else _load()
 
 
 def batch_builder() -> Builder | None:

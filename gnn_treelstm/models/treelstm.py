@@ -305,7 +305,7 @@ class TreeLSTMModel(nn.Module):
                     "the width the model's head was built for: a cell whose sentence "
                     "vector is not out_size wide overrides the sentence_size property")
         else:
-            sent = (c if self.sentence_state == "c" else h)[roots]   # (num_sentences, d)
+            sent = (c if self.sentence_state == "c" else h).index_select(0, roots)  # (B, d)
         node_fn = self.cell.node_vectors if self.has_node_vectors else None
         return Encoded(graph=g, h=h, sent=sent, roots=roots, num_a=num_a, node_fn=node_fn)
 

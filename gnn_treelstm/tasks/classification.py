@@ -147,8 +147,9 @@ class ClassificationTask(Task):
             # over the masked rows: the same loss to the bit, and the same gradient.
             first = getattr(batch, "label_order", None)
             first = label_order(labels) if first is None else first.to(logits.device)
-            return F.cross_entropy(logits[first], labels[first], ignore_index=IGNORE,
-                                   reduction="sum") / max(n, 1)
+            # (index_select, whose backward is an index_add, not indexing's index_put)
+            return F.cross_entropy(logits.index_select(0, first), labels.index_select(0, first),
+                                   ignore_index=IGNORE, reduction="sum") / max(n, 1)
         gold = batch.targets["label"].to(out["root_logits"].device)
         return F.cross_entropy(out["root_logits"], gold)
 

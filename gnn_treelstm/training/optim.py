@@ -16,7 +16,7 @@ from gnn_treelstm.training.faults import total_norm
 if TYPE_CHECKING:
     from gnn_treelstm.training.config import RunConfig
 
-__all__ = ["build_optimizer", "batch_objective", "clip_gradients"]
+__all__ = ["build_optimizer", "batch_objective", "clip_gradients", "release_grads"]
 
 
 #: devices each optimizer's fused kernel runs on (torch's AdaGrad has a CPU kernel only:
@@ -112,6 +112,16 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig, *,
     if cfg.optimizer == "adagrad":
         return torch.optim.Adagrad(groups)
     return torch.optim.Adam(groups)
+
+
+def release_grads(optimizer: torch.optim.Optimizer) -> None:
+    """Drop the gradient of every parameter ``optimizer`` updates, as
+    ``optimizer.zero_grad(set_to_none=True)`` does, without the wrappers torch puts around
+    that method (a profiler record and Dynamo's disable: 20-50 us of a step's host time,
+    against a few for the loop)."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            p.grad = None
 
 
 def batch_objective(mean_loss: torch.Tensor, batch_size: int, reduction: str) -> torch.Tensor:

@@ -17,7 +17,7 @@ from gnn_treelstm.kernels import host
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.faults import FiniteChecks
-from gnn_treelstm.training.optim import build_optimizer
+from gnn_treelstm.training.optim import build_optimizer, release_grads
 from gnn_treelstm.trees.data import Batch, label_order
 from gnn_treelstm.trees.graph import LABEL, WORD, batch_roots
 from gnn_treelstm.trees.schedule import LevelSchedule
@@ -60,7 +60,7 @@ def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
     def step() -> None:
         out = model(batch.graph, schedule=batch.schedule)  # one sentence per example
         loss = model.task.loss(out, batch)
-        opt.zero_grad(set_to_none=True)
+        release_grads(opt)
         loss.backward()
         checks.add(loss, checked, None)
         list(checks.faults())  # read as the trainer reads them (not raised: the no-op

@@ -90,7 +90,12 @@ from gnn_treelstm.training.faults import (
     writing,
 )
 from gnn_treelstm.training.memory import memory_stats, reset_peak_memory
-from gnn_treelstm.training.optim import batch_objective, build_optimizer, clip_gradients
+from gnn_treelstm.training.optim import (
+    batch_objective,
+    build_optimizer,
+    clip_gradients,
+    release_grads,
+)
 from gnn_treelstm.training.records import (
     append_metrics,
     jsonable,
@@ -683,7 +688,7 @@ class Trainer:
                                num_a=batch.num_a)
         loss = self.model.task.loss(out, batch)  # the model's task: its head's options
         b = len(batch)
-        self.optimizer.zero_grad(set_to_none=True)
+        release_grads(self.optimizer)
         objective = batch_objective(loss, b, reduction)
         world = self.place.world
         if world > 1:  # DDP averages over the ranks: make that the global batch's
@@ -704,7 +709,7 @@ class Trainer:
                     fault, epoch, step, batch, self.state.best, self._best_path()))
             log.warning("seed %d epoch %d step %d: %s; batch skipped (examples %s)",
                         self.state.seed, epoch, step, fault, batch_ids(batch))
-            self.optimizer.zero_grad(set_to_none=True)
+            release_grads(self.optimizer)
             return None
         if self.cfg.clip_grad_norm is not None:
             clip_gradients(self.current.trained, self.cfg.clip_grad_norm)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 import pytest
 import torch
@@ -25,9 +26,21 @@ def _close(got, want):
     assert (got - want).abs().max().item() <= 1e-5 * scale
 
 
+def _use(backend: str) -> None:
+    """Products on ``backend`` (``onednn`` skips where this PyTorch has no usable op)."""
+    gemm.set_backend(backend)
+    if backend == "onednn":
+        try:
+            gemm.backend()
+        except RuntimeError as exc:
+            pytest.skip(str(exc))
+
+
 @pytest.mark.parametrize("m", [1, 3, 4, 5, 16, 17, 129, 300])
 @pytest.mark.parametrize("packed", [False, True])
-def test_mm_nt_matches_torch_mm(m, packed):
+@pytest.mark.parametrize("backend", ["auto", "onednn"])
+def test_mm_nt_matches_torch_mm(m, packed, backend):
+    _use(backend)
     g = torch.Generator().manual_seed(m)
     a = torch.randn(m, 37, generator=g)
     w = torch.randn(23, 37, generator=g)
@@ -39,7 +52,9 @@ def test_mm_nt_matches_torch_mm(m, packed):
     _close(gemm.mm_nt_add(a, ww, other), a @ w.t() + other)
 
 
-def test_mm_nt_strided_inputs_and_varying_k():
+@pytest.mark.parametrize("backend", ["auto", "onednn"])
+def test_mm_nt_strided_inputs_and_varying_k(backend):
+    _use(backend)
     g = torch.Generator().manual_seed(0)
     big = torch.randn(70, 90, generator=g)
     a, w = big[5:40, 10:50], torch.randn(50, 40, generator=g).t()  # column slice, transpose
@@ -77,6 +92,7 @@ def test_bad_backend_names(monkeypatch):
 def test_unusable_onednn_warns_in_auto_and_fails_when_asked(monkeypatch, caplog):
     monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: "AuthenticAMD")
     gemm.set_backend("auto")
     with caplog.at_level(logging.WARNING, logger="gnn_treelstm.kernels.gemm"):
         assert gemm.backend() == "torch"
@@ -99,5 +115,27 @@ def test_auto_takes_onednn_only_on_a_cpu_with_avx512(monkeypatch, caplog):
     gemm.set_backend("onednn")
     assert gemm.backend() == "onednn"
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: "AuthenticAMD")
     gemm.set_backend("auto")
     assert gemm.backend() == "onednn"
+
+
+def test_auto_takes_torch_mm_on_an_intel_cpu(monkeypatch, caplog):
+    """On an Intel CPU MKL runs its own AVX-512 kernels, so ``auto`` takes ``torch.mm``
+    there; ``onednn`` still forces oneDNN."""
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: gemm.INTEL)
+    gemm.set_backend("auto")
+    with caplog.at_level(logging.INFO, logger="gnn_treelstm.kernels.gemm"):
+        assert gemm.backend() == "torch"
+    assert "Intel CPU" in caplog.text
+    gemm.set_backend("onednn")
+    assert gemm.backend() == "onednn"
+
+
+def test_the_cpu_vendor_is_read():
+    """The vendor comes from /proc/cpuinfo where there is one (a string, maybe empty)."""
+    vendor = gemm.cpu_vendor()
+    assert isinstance(vendor, str)
+    if Path("/proc/cpuinfo").exists():
+        assert vendor, "a Linux /proc/cpuinfo names its vendor_id"

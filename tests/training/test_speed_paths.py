@@ -179,3 +179,22 @@ def test_memory_stats_and_peak_reset():
     after = memory_stats()["peak_rss_mb"]
     del big
     assert after >= m["peak_rss_mb"] + 32
+
+
+def test_release_grads_is_zero_grad_set_to_none():
+    """optim.release_grads drops the gradients of every group (the word embedding's own
+    too) as zero_grad(set_to_none=True) does."""
+    cfg = ModelConfig(task="sst-5", cell="nary", vocab_size=len(WORDS), emb_dim=4, hidden=3,
+                      engine="level")
+    torch.manual_seed(0)
+    ours, ref = TreeLSTMModel(cfg), TreeLSTMModel(cfg)
+    ref.load_state_dict(ours.state_dict())
+    run = RunConfig(task="sst-5", optimizer="adagrad").resolved()
+    opts = [build_optimizer(m, run) for m in (ours, ref)]
+    assert len(opts[0].param_groups) == 2  # the word embedding has its own group
+    for model in (ours, ref):
+        for p in model.parameters():
+            p.grad = torch.ones_like(p)
+    optim.release_grads(opts[0])
+    opts[1].zero_grad(set_to_none=True)
+    assert all(p.grad is None for m in (ours, ref) for p in m.parameters())
