@@ -27,7 +27,7 @@ from typing import NamedTuple
 import torch
 
 from gnn_treelstm.kernels import native
-from gnn_treelstm.kernels.gemm import mm_nt
+from gnn_treelstm.kernels.gemm import backend, mm_nt
 from gnn_treelstm.trees.schedule import Levels
 
 __all__ = ["available", "state_buffers", "grad_buffers", "grad_matmul", "childsum_levels",
@@ -89,9 +89,11 @@ def rows_in_order(t: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
 def grad_matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
                 vary_m: bool = True) -> torch.Tensor:
     """``a @ b`` for the weight-gradient products, whose ``a`` is a transposed view
-    (``dgates^T``): the native kernel for float32 CPU tensors reads it in place (oneDNN
-    would copy it), else :func:`.gemm.mm_nt` (``vary_k``/``vary_m`` as there)."""
-    if native.available(a):
+    (``dgates^T``): where :func:`.gemm.backend` is oneDNN, the native kernel for float32
+    CPU tensors reads it in place (oneDNN would copy it); else :func:`.gemm.mm_nt`
+    (``vary_k``/``vary_m`` as there; ``torch.mm`` reads the view in place too, and on an
+    Intel CPU takes a quarter to two thirds of the native kernel's time)."""
+    if backend(a) == "onednn" and native.available(a):
         return torch.ops.gnn_treelstm.matmul(a, b)
     return mm_nt(a, b.t(), vary_k=vary_k, vary_m=vary_m)
 
