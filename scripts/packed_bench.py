@@ -18,7 +18,9 @@ given loader processes): batches a second it delivers to a consumer that does no
 to one whose every step takes ``--step-ms`` (a sleep: the time a GPU step leaves the host
 CPU free), how long that consumer waited for its batches (``next``), per step, the CPU
 time of its thread in ``next``, and the part of ``next``'s time in which that thread did
-not run (``blocked``: waiting for a batch, or for the interpreter lock). ``--pin-thread``:
+not run (``blocked``: waiting for a batch, or for the interpreter lock), and in how many
+steps the batch was in the training process before ``next`` was called
+(``arrived_before_next``: ``next`` then waits for no loader process). ``--pin-thread``:
 the loader of a CUDA run (``pin_memory=True``), whose pinning thread receives each batch
 beside the step, made to run here without an accelerator, pinning nothing.
 
@@ -165,10 +167,12 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
            "cpu_ms_per_batch": _loader_cpu(sp, batch_size, loader.collate_fn)}
     for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
         waits, blocked, t0, batches, cpu = [], [], time.perf_counter(), 0, 0.0
+        arrived: list[bool | None] = []
         for _ in range(epochs):
             it = iter(loader)
             first = True
             while True:
+                there = _arrived(it)
                 w0, c0 = time.perf_counter(), time.thread_time()
                 batch = next(it, None)
                 if batch is None:
@@ -178,6 +182,7 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                     waits.append(wall)
                     blocked.append(wall - own)  # not running: the batch, or the GIL, not there
                     cpu += own
+                    arrived.append(there)
                 first = False
                 batches += 1
                 if step:
@@ -191,8 +196,27 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                      "waits_over_0.1ms": sum(w > 1e-4 for w in waits), "steps": len(waits),
                      "next_cpu_ms_per_batch": round(1000 * cpu / max(len(waits), 1), 3),
                      "blocked_ms_median": round(1000 * blocked[len(blocked) // 2], 3),
-                     "blocked_ms_p99": round(1000 * blocked[int(len(blocked) * 0.99)], 3)}
+                     "blocked_ms_p99": round(1000 * blocked[int(len(blocked) * 0.99)], 3),
+                     # steps whose batch was in the training process before next() was
+                     # called (None: this torch's loader does not show it)
+                     "arrived_before_next": None if None in arrived else sum(arrived)}
     return out
+
+
+def _arrived(it) -> bool | None:
+    """Whether the batch ``next(it)`` returns is in the training process already: in the
+    loader iterator's buffer of batches that came out of order, or in the queue it reads
+    (the pinning thread's with ``pin_memory``, else the processes'). None where this torch's
+    iterator has no such attributes, or its queue cannot tell its size."""
+    info, idx, queue = (getattr(it, k, None) for k in ("_task_info", "_rcvd_idx", "_data_queue"))
+    if info is None or idx is None or queue is None:
+        return None
+    if len(info.get(idx, ())) == 2:  # (worker, batch): arrived out of order, kept
+        return True
+    try:
+        return queue.qsize() > 0
+    except NotImplementedError:  # multiprocessing queues on macOS
+        return None
 
 
 def _pinning_thread_without_accelerator() -> None:
