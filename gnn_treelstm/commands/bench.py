@@ -339,6 +339,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="--host-cost: trees in the batch (default 25)")
     p.add_argument("--host-steps", type=positive_int, default=30,
                    help="--host-cost: timed steps, median taken (default 30)")
+    p.add_argument("--host-parts", action="store_true",
+                   help="--host-cost: also time each part of the training step (forward, the "
+                        "cell's forward, loss, releasing the gradients, backward, the "
+                        "finiteness check, the optimizer; gnn_treelstm.training.stepcost)")
     p.add_argument("--omp-passive", action="store_true",
                    help="re-run under OMP_WAIT_POLICY=PASSIVE: on a loaded machine, spinning "
                         "OpenMP threads make 2-thread timings collapse (100x) for every engine")
@@ -396,7 +400,7 @@ def _host_cost(p: argparse.ArgumentParser, args: argparse.Namespace, wanted: set
     """``--host-cost``: per cell and path, the host µs of a step and of a level; prints a
     table and writes the JSON."""
     from gnn_treelstm.kernels import fused_triton, host
-    from gnn_treelstm.training.stepcost import train_step_cost
+    from gnn_treelstm.training.stepcost import train_step_cost, train_step_parts
 
     try:
         setup_training(1)
@@ -422,14 +426,34 @@ def _host_cost(p: argparse.ArgumentParser, args: argparse.Namespace, wanted: set
             if ds == "sst":  # the whole SST-5 step: embedding, cell, head, loss, AdaGrad
                 r["train_step_us"] = train_step_cost(name, graphs[: args.host_trees], path,
                                                      cell_kwargs=kw, steps=args.host_steps)
+                if args.host_parts:
+                    r["train_step_parts_us"] = train_step_parts(
+                        name, graphs[: args.host_trees], path, cell_kwargs=kw,
+                        steps=args.host_steps)
             rows.append({"cell": name, "data": ds, "path": path, **r})
             train = f"{r['train_step_us'] / 1e3:.2f}" if "train_step_us" in r else "-"
             print(f"| {name} | {path} | {r['level_us']:.0f} | {r['step_us'] / 1e3:.2f} | "
                   f"{r['levels']} | {train} |", flush=True)
+    _print_parts(rows)
     write_json(Path(args.json), {"args": vars(args), "host_cost": rows,
                                  "torch": torch.__version__, "machine": platform.processor()
                                  or platform.machine(), "cpus": os.cpu_count()})
     return 0
+
+
+def _print_parts(rows: list[dict]) -> None:
+    """``--host-parts``: the training step's parts of each row that has them, µs."""
+    from gnn_treelstm.training.stepcost import PARTS
+
+    timed = [r for r in rows if "train_step_parts_us" in r]
+    if not timed:
+        return
+    print("\n| cell | path | " + " | ".join(f"{part} µs" for part in PARTS) + " |")
+    print("| --- | --- | " + " | ".join("---" for _ in PARTS) + " |")
+    for r in timed:
+        parts = r["train_step_parts_us"]
+        print(f"| {r['cell']} | {r['path']} | "
+              + " | ".join(f"{parts[part]:.0f}" for part in PARTS) + " |")
 
 
 def _wanted_cells(p: argparse.ArgumentParser, args: argparse.Namespace) -> set[str]:

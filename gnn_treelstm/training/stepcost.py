@@ -8,7 +8,9 @@ repeated). ``gnn-treelstm bench --host-cost`` prints it beside the cell's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import statistics
+import time
+from collections.abc import Callable, Sequence
 
 import dgl
 import torch
@@ -22,7 +24,12 @@ from gnn_treelstm.trees.data import Batch, label_order
 from gnn_treelstm.trees.graph import LABEL, WORD, batch_roots
 from gnn_treelstm.trees.schedule import LevelSchedule
 
-__all__ = ["train_step_cost"]
+__all__ = ["train_step_cost", "train_step_parts", "PARTS"]
+
+#: the parts of a training step, in the order the trainer runs them (``forward``: the word
+#: embedding, the cell and the head; ``release``: the last step's gradients dropped;
+#: ``check``: the finiteness check), and ``cell``, the cell's forward within ``forward``
+PARTS = ("forward", "cell", "loss", "release", "backward", "check", "optimizer")
 
 
 def _batch(graphs: Sequence[dgl.DGLGraph]) -> Batch:
@@ -34,14 +41,10 @@ def _batch(graphs: Sequence[dgl.DGLGraph]) -> Batch:
                  LevelSchedule.from_graph(graph), label_order=label_order(graph.ndata[LABEL]))
 
 
-def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
-                    cell_kwargs: dict | None = None, optimizer: str = "adagrad",
-                    steps: int = 30, seed: int = 0) -> float:
-    """Host µs of one SST-5 training step (phrase supervision, ``optimizer`` with the
-    task's defaults, word vectors trained) of ``cell`` at x 8, h 8 on the batch of
-    ``graphs`` (SST constituency trees with node labels), on path ``path``
-    (:data:`gnn_treelstm.kernels.host.PATHS`; ``"triton"``: the optimizer as on CUDA,
-    AdaGrad's dense embedding update, no fused kernel)."""
+def _step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, cell_kwargs: dict | None,
+          optimizer: str, seed: int) -> tuple[TreeLSTMModel, list[tuple[str, Callable]]]:
+    """The model of :func:`train_step_cost` and its training step as named parts, in
+    order (:data:`PARTS` but ``cell``)."""
     batch = _batch(graphs)
     torch.manual_seed(seed)
     vocab = int(batch.graph.ndata[WORD].max()) + 1
@@ -56,15 +59,61 @@ def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
                if p.requires_grad and not n.startswith("embedding.")]
     checks = FiniteChecks()
     model.train()
+    held: dict[str, torch.Tensor | dict] = {}
 
-    def step() -> None:
-        out = model(batch.graph, schedule=batch.schedule)  # one sentence per example
-        loss = model.task.loss(out, batch)
-        release_grads(opt)
-        loss.backward()
-        checks.add(loss, checked, None)
+    def forward() -> None:
+        held["out"] = model(batch.graph, schedule=batch.schedule)  # one sentence each
+
+    def loss() -> None:
+        held["loss"] = model.task.loss(held["out"], batch)  # type: ignore[arg-type]
+
+    def check() -> None:
+        checks.add(held["loss"], checked, None)  # type: ignore[arg-type]
         list(checks.faults())  # read as the trainer reads them (not raised: the no-op
         # launches leave whatever the states' memory held)
-        opt.step()
+
+    return model, [("forward", forward), ("loss", loss), ("release", lambda: release_grads(opt)),
+                   ("backward", lambda: held["loss"].backward()),  # type: ignore[union-attr]
+                   ("check", check), ("optimizer", opt.step)]
+
+
+def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
+                    cell_kwargs: dict | None = None, optimizer: str = "adagrad",
+                    steps: int = 30, seed: int = 0) -> float:
+    """Host µs of one SST-5 training step (phrase supervision, ``optimizer`` with the
+    task's defaults, word vectors trained) of ``cell`` at x 8, h 8 on the batch of
+    ``graphs`` (SST constituency trees with node labels), on path ``path``
+    (:data:`gnn_treelstm.kernels.host.PATHS`; ``"triton"``: the optimizer as on CUDA,
+    AdaGrad's dense embedding update, no fused kernel)."""
+    _, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed)
+
+    def step() -> None:
+        for _, part in parts:
+            part()
 
     return host.measure(step, path, steps=steps)
+
+
+def train_step_parts(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
+                     cell_kwargs: dict | None = None, optimizer: str = "adagrad",
+                     steps: int = 30, seed: int = 0) -> dict[str, float]:
+    """The step of :func:`train_step_cost` (same arguments), each of its :data:`PARTS`
+    timed on its own: the median over the steps of the calling thread's CPU time in it, in
+    µs (``cell``: the cell's forward, from hooks on the model's cell, part of
+    ``forward``). The parts' sum exceeds the whole step's by the clock reads, some µs."""
+    model, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed)
+    times: dict[str, list[int]] = {name: [] for name in PARTS}
+    start: list[int] = []
+    model.cell.register_forward_pre_hook(lambda *_: start.append(time.thread_time_ns()))
+    model.cell.register_forward_hook(
+        lambda *_: times["cell"].append(time.thread_time_ns() - start.pop()))
+
+    def step() -> None:
+        for name, part in parts:
+            t0 = time.thread_time_ns()
+            part()
+            times[name].append(time.thread_time_ns() - t0)
+
+    host.measure(step, path, steps=steps)
+    # the last ``steps`` of each: the timed steps, after the warm-up ones
+    return {name: statistics.median(ts[-steps:]) / 1e3 for name, ts in times.items()}

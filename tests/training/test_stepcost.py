@@ -40,3 +40,13 @@ def test_the_optimizer_is_chosen_as_on_the_device_named():
     cuda = build_optimizer(model, cfg, device_type="cuda")  # AdaGrad: no fused CUDA kernel
     assert not model.sparse_embedding_grad
     assert not any(g["fused"] for g in cuda.param_groups)
+
+
+def test_each_part_of_the_step_is_timed():
+    """train_step_parts times every part of the same step, the cell's forward within the
+    model's forward."""
+    parts = stepcost.train_step_parts("nary", _graphs(), "native", cell_kwargs={"n_ary": 2},
+                                      steps=3)
+    assert tuple(parts) == stepcost.PARTS
+    assert all(us > 0 for us in parts.values()), parts
+    assert parts["cell"] < parts["forward"]
