@@ -1,6 +1,7 @@
 """The level engine's matrix products on this CPU: oneDNN, ``torch.mm`` and the C++ loops'
 own kernel at the shapes a training step issues, one thread, the median thread time of
-``--calls`` calls (after a warm-up), in µs, printed as a markdown table::
+``--calls`` calls after a warm-up (:func:`gnn_treelstm.kernels.host.median_step_us`), in
+µs, printed as a markdown table::
 
     python scripts/gemm_bench.py [--calls 300]
 
@@ -15,13 +16,11 @@ weight-gradient products (the C++ kernel reads it in place).
 from __future__ import annotations
 
 import argparse
-import statistics
-import time
 from collections.abc import Callable
 
 import torch
 
-from gnn_treelstm.kernels import gemm, native
+from gnn_treelstm.kernels import gemm, host, native
 
 #: (what, m, k, n): ``a`` (m, k) times ``w`` (n, k) transposed
 PRODUCTS = [("input, x 8 h 8 (941 nodes)", 941, 8, 40),
@@ -34,15 +33,8 @@ GRADIENTS = [("weight gradient, x 8 h 8", 941, 40, 8),
 
 
 def _median_us(f: Callable[..., object], *args: object, calls: int = 300) -> str:
-    """The median thread time of ``calls`` calls of ``f(*args)``, in µs, formatted."""
-    for _ in range(min(20, calls)):
-        f(*args)
-    times = []
-    for _ in range(calls):
-        t0 = time.thread_time_ns()
-        f(*args)
-        times.append(time.thread_time_ns() - t0)
-    return f"{statistics.median(times) / 1e3:.1f}"
+    """:func:`gnn_treelstm.kernels.host.median_step_us` of ``f(*args)``, formatted."""
+    return f"{host.median_step_us(lambda: f(*args), steps=calls, warmup=min(20, calls)):.1f}"
 
 
 def _onednn(a: torch.Tensor, w: torch.Tensor) -> torch.Tensor:

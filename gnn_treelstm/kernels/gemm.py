@@ -19,9 +19,10 @@ and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
   AVX2 path is oneDNN's own (on a 2-core AMD EPYC Zen 3 oneDNN took 3.5x torch.mm's time
   for the 941 x 8 @ 8 x 40 input product of x 8 h 8 and 0.97-1.4x for h 150's, one
   thread), and an Intel CPU, where MKL runs its own AVX-512 kernels (on a 2-core Intel
-  Xeon with AVX-512, one thread: 34 against 12 us for that input product, 186 against
-  138 us for h 150's 32 x 300 @ 300 x 750 level product, 3.18 against 3.14 ms for its
-  960-row input product). The vendor is read from ``/proc/cpuinfo`` (Linux) or
+  Xeon with AVX-512 ``torch.mm`` took 0.20-0.92 of oneDNN's time at a step's shapes, about
+  that of oneDNN with a packed weight at h 150's 960-row input product:
+  ``scripts/gemm_bench.py``, docs/speed.md, *Matrix products*). The
+  vendor is read from ``/proc/cpuinfo`` (Linux) or
   ``platform.processor()``; an unknown one counts as not Intel's.
 * ``onednn``: as ``auto``, but an unusable oneDNN op is an error.
 * ``torch``: always ``torch.mm`` (for comparisons).

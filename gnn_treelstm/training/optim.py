@@ -117,8 +117,8 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig, *,
 def release_grads(optimizer: torch.optim.Optimizer) -> None:
     """Drop the gradient of every parameter ``optimizer`` updates, as
     ``optimizer.zero_grad(set_to_none=True)`` does, without the wrappers torch puts around
-    that method (a profiler record and Dynamo's disable: 20-50 us of a step's host time,
-    against a few for the loop)."""
+    that method (a profiler record and Dynamo's disable: tens of µs of a step's host time,
+    against a few for the loop; docs/speed.md, *Host cost of a step*)."""
     for group in optimizer.param_groups:
         for p in group["params"]:
             p.grad = None

@@ -100,7 +100,8 @@ def train_step_parts(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
     """The step of :func:`train_step_cost` (same arguments), each of its :data:`PARTS`
     timed on its own: the median over the steps of the calling thread's CPU time in it, in
     µs (``cell``: the cell's forward, from hooks on the model's cell, part of
-    ``forward``). The parts' sum exceeds the whole step's by the clock reads, some µs."""
+    ``forward``). The parts but ``cell`` add up to the whole step, plus the clock reads
+    (some µs)."""
     model, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed)
     times: dict[str, list[int]] = {name: [] for name in PARTS}
     start: list[int] = []
