@@ -25,7 +25,8 @@ import torch
 from gnn_treelstm.kernels import fused_triton, native
 from gnn_treelstm.trees.schedule import LevelSchedule
 
-__all__ = ["PATHS", "no_launches", "use_path", "median_step_us", "measure", "host_cost"]
+__all__ = ["PATHS", "no_launches", "use_path", "on_path", "median_step_us", "measure",
+           "cell_step", "host_cost"]
 
 #: the level engine's paths, by name: (level-kernel choice, C++-loop choice)
 PATHS = {"triton": ("triton", None), "native": ("native", None), "general": ("native", "off")}
@@ -82,12 +83,11 @@ def median_step_us(step: Callable[[], object], steps: int = 30, warmup: int = 3)
     return statistics.median(times) / 1e3
 
 
-def measure(step: Callable[[], object], path: str, *, steps: int = 30,
-            warmup: int = 3) -> float:
-    """The host cost of ``step`` on path ``path`` (:data:`PATHS`): the median CPU time of
-    the calling thread over ``steps`` calls (:func:`median_step_us`), in µs, one intra-op
-    thread, Triton launches no-ops (``"triton"`` needs ``TRITON_INTERPRET=1`` set before
-    Python started)."""
+@contextlib.contextmanager
+def on_path(path: str) -> Iterator[None]:
+    """The conditions of :func:`measure` while active: the level engine on path ``path``
+    (:data:`PATHS`), one intra-op thread, Triton launches no-ops (``"triton"`` needs
+    ``TRITON_INTERPRET=1`` set before Python started)."""
     if path == "triton" and not fused_triton.interpreted():
         raise RuntimeError("the Triton path's host cost needs triton's interpreter: set "
                            "TRITON_INTERPRET=1 before starting Python")
@@ -96,18 +96,24 @@ def measure(step: Callable[[], object], path: str, *, steps: int = 30,
     launches = no_launches() if path == "triton" else contextlib.nullcontext()
     try:
         with use_path(path), launches:
-            return median_step_us(step, steps, warmup)
+            yield
     finally:
         torch.set_num_threads(threads)
 
 
-def host_cost(cell: torch.nn.Module, graph: dgl.DGLGraph, path: str, *, steps: int = 30,
-              warmup: int = 3, x_size: int | None = None, seed: int = 0) -> dict[str, float]:
-    """Host cost of one forward + backward of ``cell`` (level engine) on ``graph`` on path
-    ``path`` (:data:`PATHS`; ``"triton"`` needs ``TRITON_INTERPRET=1`` set before Python
-    started, and its launches are no-ops): ``{"step_us", "levels", "level_us"}``, the
-    median step and the step over the up schedule's levels. The schedule is built before
-    the clock, as the data loader does; one intra-op thread while measuring."""
+def measure(step: Callable[[], object], path: str, *, steps: int = 30,
+            warmup: int = 3) -> float:
+    """The host cost of ``step`` on path ``path`` (:func:`on_path`): the median CPU time of
+    the calling thread over ``steps`` calls (:func:`median_step_us`), in µs."""
+    with on_path(path):
+        return median_step_us(step, steps, warmup)
+
+
+def cell_step(cell: torch.nn.Module, graph: dgl.DGLGraph, *, x_size: int | None = None,
+              seed: int = 0) -> tuple[Callable[[], None], LevelSchedule]:
+    """The step :func:`host_cost` measures: one forward + backward of ``cell`` (level
+    engine) on ``graph`` (loss ``h.sum() + c.sum()``, ``x`` random, requiring grad), with
+    the level schedule built once, before it, as the data loader does; and that schedule."""
     gen = torch.Generator().manual_seed(seed)
     x = torch.randn(graph.num_nodes(), x_size or cell.x_size, generator=gen,
                     requires_grad=True)
@@ -117,6 +123,17 @@ def host_cost(cell: torch.nn.Module, graph: dgl.DGLGraph, path: str, *, steps: i
         h, c = cell(graph, x, schedule=sched)
         (h.sum() + c.sum()).backward()
 
+    return step, sched
+
+
+def host_cost(cell: torch.nn.Module, graph: dgl.DGLGraph, path: str, *, steps: int = 30,
+              warmup: int = 3, x_size: int | None = None, seed: int = 0) -> dict[str, float]:
+    """Host cost of one forward + backward of ``cell`` (level engine) on ``graph`` on path
+    ``path`` (:data:`PATHS`; ``"triton"`` needs ``TRITON_INTERPRET=1`` set before Python
+    started, and its launches are no-ops): ``{"step_us", "levels", "level_us"}``, the
+    median step and the step over the up schedule's levels. The schedule is built before
+    the clock, as the data loader does; one intra-op thread while measuring."""
+    step, sched = cell_step(cell, graph, x_size=x_size, seed=seed)
     us = measure(step, path, steps=steps, warmup=warmup)
     levels = sched.up.num_levels
     return {"step_us": us, "levels": levels, "level_us": us / max(levels, 1)}

@@ -24,7 +24,7 @@ from gnn_treelstm.trees.data import Batch, label_order
 from gnn_treelstm.trees.graph import LABEL, WORD, batch_roots
 from gnn_treelstm.trees.schedule import LevelSchedule
 
-__all__ = ["train_step_cost", "train_step_parts", "PARTS"]
+__all__ = ["train_step", "train_step_cost", "train_step_parts", "PARTS"]
 
 #: the parts of a training step, in the order the trainer runs them (``forward``: the word
 #: embedding, the cell and the head; ``release``: the last step's gradients dropped;
@@ -85,13 +85,23 @@ def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
     ``graphs`` (SST constituency trees with node labels), on path ``path``
     (:data:`gnn_treelstm.kernels.host.PATHS`; ``"triton"``: the optimizer as on CUDA,
     AdaGrad's dense embedding update, no fused kernel)."""
+    step = train_step(cell, graphs, path, cell_kwargs=cell_kwargs, optimizer=optimizer,
+                      seed=seed)
+    return host.measure(step, path, steps=steps)
+
+
+def train_step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
+               cell_kwargs: dict | None = None, optimizer: str = "adagrad",
+               seed: int = 0) -> Callable[[], None]:
+    """The step :func:`train_step_cost` measures (same arguments), to be run on ``path``
+    (:func:`gnn_treelstm.kernels.host.on_path`): each call one whole training step."""
     _, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed)
 
     def step() -> None:
         for _, part in parts:
             part()
 
-    return host.measure(step, path, steps=steps)
+    return step
 
 
 def train_step_parts(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,

@@ -1,0 +1,140 @@
+"""The instructions a step's host work executes, counted by valgrind's callgrind: the
+steps of ``gnn-treelstm bench --host-cost`` (each cell's forward + backward at x 8, h 8 on
+the first 25 SST-5 training trees, one thread, Triton launches no-ops; with ``--train`` the
+whole SST-5 training step as well), in instructions per step::
+
+    python scripts/host_instructions.py --src ../shared/data --cells nary lex --path triton
+
+(``PYTHONPATH=CHECKOUT`` to count another checkout's code.) Thread time on a shared or
+virtual machine wanders by a third from minute to minute; the count of instructions repeats
+to a fraction of a per cent from run to run whatever else the machine runs, so an A/B of two
+checkouts resolves cuts of a few per cent. It counts work, not time: an instruction that
+waits on memory counts as one that does not, so a ratio of counts is a ratio of host work,
+not a speed-up; the thread times of ``bench --host-cost`` stay the measurement of cost.
+
+The script starts itself again under ``valgrind --tool=callgrind --instr-atstart=no`` (and
+``TRITON_INTERPRET=1``): the imports and the warm-up steps run uncounted (about a minute);
+then, per cell, counting on, ``--steps`` steps, a dump, ``2 * --steps`` steps, a dump. The
+difference of the two dumps over ``--steps`` is the count of one step, free of what the
+switching costs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+#: the cells counted on SST-5 constituency trees, as ``bench --host-cost`` runs them
+CELLS = ("nary", "childsum", "lex", "topdown", "bitree")
+PATHS = ("triton", "native", "general")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--src", default="../shared/data",
+                   help="raw data folder holding sst/trees/train.txt")
+    p.add_argument("--cells", nargs="+", choices=CELLS, default=["nary", "childsum"])
+    p.add_argument("--path", choices=PATHS, default="triton",
+                   help="the level engine's path (gnn_treelstm.kernels.host.PATHS)")
+    p.add_argument("--train", action="store_true",
+                   help="also count the whole SST-5 training step of each cell")
+    p.add_argument("--steps", type=int, default=10, help="steps in the first window")
+    p.add_argument("--trees", type=int, default=25)
+    p.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)  # under valgrind
+    return p.parse_args(argv)
+
+
+def totals(dump: Path) -> int:
+    """The instructions a callgrind dump counted (its ``summary:`` or ``totals:`` line)."""
+    for line in dump.read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("summary", "totals"):
+            return int(value.split()[0])
+    raise ValueError(f"{dump}: no 'summary:' or 'totals:' line; not a callgrind dump?")
+
+
+def per_step(first: int, second: int, steps: int) -> float:
+    """One step's count from the windows of ``steps`` and ``2 * steps`` steps."""
+    return (second - first) / steps
+
+
+def _control(*flags: str) -> None:
+    """``callgrind_control`` on this process (which runs under callgrind)."""
+    subprocess.run(["callgrind_control", *flags, str(os.getpid())], check=True,
+                   capture_output=True)
+
+
+def _inner(args: argparse.Namespace) -> None:
+    """Under callgrind: each step warmed, then counted in two windows (dumps)."""
+    import dgl
+    import torch
+
+    from gnn_treelstm.cells import build_cell
+    from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
+    from gnn_treelstm.kernels import host
+    from gnn_treelstm.training.stepcost import train_step
+
+    vocab: dict[str, int] = {}
+    trees = read_ptb_file(Path(args.src) / "sst" / "trees" / "train.txt")[: args.trees]
+    graphs = [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab))) for t in trees]
+    batch = dgl.batch(graphs)
+    steps = []
+    for name in args.cells:
+        torch.manual_seed(0)
+        steps.append(host.cell_step(build_cell(name, 8, 8, engine="level"), batch)[0])
+        if args.train:
+            steps.append(train_step(name, graphs, args.path))
+    with host.on_path(args.path):
+        for step in steps:
+            for _ in range(3):
+                step()
+        _control("-i", "on")
+        for step in steps:
+            _control("-z")
+            for _ in range(args.steps):
+                step()
+            _control("-d")
+            for _ in range(2 * args.steps):
+                step()
+            _control("-d")
+        _control("-i", "off")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.inner:
+        _inner(args)
+        return 0
+    if not (Path(args.src) / "sst" / "trees" / "train.txt").is_file():
+        raise SystemExit(f"error: {args.src}/sst/trees/train.txt not found; pass --src")
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cg.out"
+        cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
+               f"--callgrind-out-file={out}", sys.executable, __file__,
+               *(argv if argv is not None else sys.argv[1:]), "--inner", tmp]
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        try:
+            run = subprocess.run(cmd, env=env, capture_output=True, text=True)
+        except FileNotFoundError:
+            raise SystemExit("error: valgrind not found; install it (Debian: valgrind)") from None
+        if run.returncode:
+            raise SystemExit(f"error: the counted run failed:\n{run.stderr[-3000:]}")
+        labels = [(c, w) for c in args.cells for w in (("cell", "train") if args.train
+                                                        else ("cell",))]
+        # two dumps a step, in order: its window of --steps steps, then of twice as many
+        dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda f: int(f.suffix[1:]))
+        counts = [totals(d) for d in dumps]
+    print("| cell | path | step | instructions per step |")
+    print("| --- | --- | --- | --- |")
+    for k, (cell, what) in enumerate(labels):
+        first, second = counts[2 * k], counts[2 * k + 1]
+        print(f"| {cell} | {args.path} | {what} | {per_step(first, second, args.steps):,.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

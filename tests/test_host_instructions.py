@@ -1,0 +1,33 @@
+"""``scripts/host_instructions.py``: the callgrind dumps read, one step's count taken from
+the two windows, and the counted run's windows around the steps of ``bench --host-cost``
+(callgrind's controls recorded, not run: the counted run itself takes minutes)."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.scripts import load_script
+
+hi = load_script("host_instructions")
+
+
+def test_a_dump_is_read_and_a_step_is_the_difference_of_the_windows(tmp_path):
+    dump = tmp_path / "cg.out.1"
+    dump.write_text("# callgrind format\nversion: 1\nevents: Ir\nsummary: 1234567\n"
+                    "fn=main\n0 5\ntotals: 1234567\n")
+    assert hi.totals(dump) == 1234567
+    assert hi.per_step(1_000_000, 1_900_000, 10) == 90_000.0
+    (tmp_path / "other").write_text("not a dump\n")
+    with pytest.raises(ValueError, match="not a callgrind dump"):
+        hi.totals(tmp_path / "other")
+
+
+def test_each_step_is_counted_in_two_windows(monkeypatch, sample_data):
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(hi, "_control", lambda *flags: calls.append(flags))
+    args = hi.parse_args(["--src", str(sample_data), "--cells", "nary", "childsum", "--path",
+                          "general", "--train", "--steps", "1", "--trees", "3", "--inner",
+                          "unused"])
+    hi._inner(args)
+    window = [("-z",), ("-d",), ("-d",)]
+    assert calls == [("-i", "on"), *window * 4, ("-i", "off")]  # cell and training steps
