@@ -35,7 +35,7 @@ import dgl
 import torch
 
 from gnn_treelstm.cells.base import TreeCell
-from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM, leaf_word_inputs
+from gnn_treelstm.cells.lexicalized import LexicalizedTreeLSTM, leaf_word_rows
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.cells.topdown import TopDownTreeLSTM, covered_leaf_mean, leaf_mean
 from gnn_treelstm.engine.propagator import Propagator
@@ -118,8 +118,7 @@ class BidirectionalTreeLSTM(TreeCell):
             w = fused_triton.LexWeights(lex.W_x, lex.b, lex.U_h, lex.U_c, lex.W_co,
                                         getattr(hl, "W_z", None), getattr(hl, "b_z", None))
             h_up, c_up, heads = fused_triton.lex_levels(  # heads: (N, x) up order, eqs 9-10
-                fused_teng.to_levels(leaf_word_inputs(prop, x), up), w, True, hl.mode, up,
-                heads=True)
+                leaf_word_rows(prop, x), w, True, hl.mode, up, heads=True)
             h_dn, c_dn = fused_triton.topdown_levels(
                 fused_teng.up_to_down(heads, up, down), td.W_x, td.b, td.U_h, td.U_c, td.W_co,
                 fused_teng.down_sides(down), down)

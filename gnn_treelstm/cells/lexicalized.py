@@ -86,6 +86,7 @@ __all__ = [
     "lex_input_terms",
     "lex_node_update",
     "leaf_word_inputs",
+    "leaf_word_rows",
     "glorot_",
     "teng_table5_count",
 ]
@@ -188,6 +189,22 @@ def leaf_word_inputs(prop: Propagator, x: torch.Tensor) -> torch.Tensor:
     return x * mask.to(device=x.device, dtype=x.dtype).unsqueeze(-1)  # (N, x)
 
 
+def leaf_word_rows(prop: Propagator, x: torch.Tensor) -> torch.Tensor:
+    """``x`` in the up schedule's order as the head-lexicon loops read it (the C++ loops'
+    and the Triton kernels' eqs 9-10, which read the leaves' rows only and give the other
+    rows a zero gradient): the words at the leaves, zeros at a leaf without a word, the
+    rows of internal nodes unspecified. Where every leaf has a word (the schedule's
+    ``num_leaf_words``, as in PTB constituency trees) that is the rows of ``x`` as they are:
+    :func:`leaf_word_inputs`' mask would multiply each leaf by one, the same values and
+    gradients, five operations more."""
+    sched = prop.schedule_on(x.device)
+    lv = sched.up
+    leaves = lv.node_offsets[1] if lv.num_levels else 0
+    if sched.word_ids is None or sched.num_leaf_words != leaves:
+        x = leaf_word_inputs(prop, x)
+    return fused_teng.to_levels(x, lv)
+
+
 def teng_table5_count(
     model: str, h_size: int, x_size: int = 300, hidden: int = 128, num_classes: int = 5,
 ) -> int:
@@ -271,9 +288,8 @@ class HeadLexicon(nn.Module):
         if TreeCell.kernel_path(prop, x) != "loops":
             return None
         lv = prop.schedule_on(x.device).up
-        x0 = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)
-        return fused_teng.head_levels(x0, lv, self.mode, getattr(self, "W_z", None),
-                                      getattr(self, "b_z", None))
+        return fused_teng.head_levels(leaf_word_rows(prop, x), lv, self.mode,
+                                      getattr(self, "W_z", None), getattr(self, "b_z", None))
 
     def extra_repr(self) -> str:
         return f"x_size={self.x_size}, mode={self.mode!r}"
@@ -411,12 +427,16 @@ class LexicalizedTreeLSTM(TreeCell):
         if path == "triton":
             lv = prop.schedule_on(x.device).up
             mode = "given" if not self.lexicalized or heads is not None else self.head_mode
-            x0 = leaf_word_inputs(prop, x) if heads is None else heads  # eqs 6-8 / 9-10
+            if heads is not None:  # every row's x_t given
+                x0 = fused_teng.to_levels(heads, lv)
+            elif mode == "given":  # eqs 6-8: x only at the leaves, every row read
+                x0 = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)
+            else:  # eqs 9-10 in the loop, which reads the leaves' rows
+                x0 = leaf_word_rows(prop, x)
             hl = self.head_lexicon_module
             w = fused_triton.LexWeights(self.W_x, self.b, self.U_h, self.U_c, self.W_co,
                                         getattr(hl, "W_z", None), getattr(hl, "b_z", None))
-            return fused_triton.lex_levels(fused_teng.to_levels(x0, lv), w, self.lexicalized,
-                                           mode, lv)
+            return fused_triton.lex_levels(x0, w, self.lexicalized, mode, lv)
         lv = prop.schedule_on(x.device).up  # the C++ loops
         if not self.lexicalized:
             x_in = fused_teng.to_levels(leaf_word_inputs(prop, x), lv)  # eqs 6-8

@@ -65,7 +65,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from gnn_treelstm.cells.base import TreeCell
-from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_, leaf_word_inputs
+from gnn_treelstm.cells.lexicalized import HEAD_MODES, HeadLexicon, glorot_, leaf_word_rows
 from gnn_treelstm.cells.registry import cells
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
@@ -302,8 +302,8 @@ class TopDownTreeLSTM(TreeCell):
             if heads is None:
                 hl = self.head_lexicon_module
                 heads_up = fused_triton.head_levels(  # eqs 9-10
-                    fused_teng.to_levels(leaf_word_inputs(prop, x), up), up, hl.mode,
-                    getattr(hl, "W_z", None), getattr(hl, "b_z", None))
+                    leaf_word_rows(prop, x), up, hl.mode, getattr(hl, "W_z", None),
+                    getattr(hl, "b_z", None))
                 heads_dn = fused_teng.up_to_down(heads_up, up, down)
             else:
                 heads_dn = fused_teng.to_levels(heads, down)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import dgl
 import pytest
 import torch
@@ -14,7 +16,10 @@ from gnn_treelstm.cells.lexicalized import (
     LexicalizedTreeLSTM,
     teng_table5_count,
 )
-from gnn_treelstm.trees.graph import make_tree
+from gnn_treelstm.kernels import fused_triton, native
+from gnn_treelstm.trees.graph import NO_WORD, WORD, make_tree
+from gnn_treelstm.trees.schedule import LevelSchedule
+from tests.engine.compare import assert_same_run
 from tests.reference import teng
 from tests.reference.teng import binary_batch, check_against_reference, param_count
 
@@ -226,3 +231,88 @@ def test_unary_and_single_side_nodes_match_reference(kw):
     ]
     check_against_reference(LexicalizedTreeLSTM(X, H, **kw), graphs, torch.float64,
                             teng.lex_reference)
+
+
+def _constituency_with_wordless_leaves():
+    """A batch of binary trees (every leaf a word), and the same batch with every third
+    leaf's word taken away."""
+    from tests.handbuilt import random_batch
+
+    g = dgl.batch(random_batch(3, 12, max_children=2, exact_children=True, words="leaves"))
+    bare = g.clone()
+    leaves = torch.nonzero(g.in_degrees() == 0)[:, 0]
+    words = g.ndata[WORD].clone()  # (a clone's frames share the graph's tensors)
+    words[leaves[::3]] = NO_WORD
+    bare.ndata[WORD] = words
+    return g, bare, leaves[::3]
+
+
+def _run(name, g, x, path, schedule=None):
+    from tests.cells.common import run_and_grads
+
+    torch.manual_seed(0)
+    cell = build_cell(name, X, H, engine="level")
+    torch.manual_seed(1)
+    wh, wc = (torch.randn(g.num_nodes(), cell.out_size) for _ in range(2))
+    fused_triton.set_choice(path)
+    try:
+        return run_and_grads(cell, lambda gg, xx: cell(gg, xx, schedule=schedule), g, x, wh, wc)
+    finally:
+        fused_triton.set_choice(None)
+
+
+def _paths():
+    paths = [pytest.param("native", id="cpp")]
+    if fused_triton.interpreted():
+        paths.append(pytest.param("triton", id="triton"))
+    return paths
+
+
+@pytest.mark.parametrize("path", _paths())
+@pytest.mark.parametrize("name", ["lex", "topdown", "bitree"])
+def test_a_leaf_without_a_word_reads_no_x_on_the_level_loops(name, path):
+    """The head-lexicon loops read the leaves' rows of ``x`` as they are where every leaf
+    has a word (``leaf_word_rows``), and masked where one has none: a word-less leaf's
+    ``x`` changes nothing and gets a zero gradient, as on the dgl engine."""
+    if path == "native" and not native.available(torch.zeros(1)):
+        pytest.skip("the C++ level loops are not built here")
+    _, bare, wordless = _constituency_with_wordless_leaves()
+    torch.manual_seed(2)
+    x = torch.randn(bare.num_nodes(), X)
+    x_big = x.clone()
+    x_big[wordless] = 1e3
+    h, c, grads = _run(name, bare, x_big, path)
+    h0, c0, _ = _run(name, bare, x, path)
+    assert torch.equal(h, h0) and torch.equal(c, c0)
+    assert torch.count_nonzero(grads["x"][wordless]) == 0
+    torch.manual_seed(0)
+    ref = build_cell(name, X, H)  # the dgl engine, same weights
+    torch.manual_seed(1)
+    wh, wc = (torch.randn(bare.num_nodes(), ref.out_size) for _ in range(2))
+    from tests.cells.common import run_and_grads
+
+    want = run_and_grads(ref, ref, bare, x_big, wh, wc)
+    assert_same_run((h, c, grads), want, tol=1e-5)
+
+
+@pytest.mark.parametrize("path", _paths())
+@pytest.mark.parametrize("name", ["lex", "topdown", "bitree"])
+def test_leaves_that_all_have_words_skip_the_mask_to_the_bit(name, path, monkeypatch):
+    """Where the schedule counts a word at every leaf, the loops take ``x``'s rows without
+    the word mask, and the states and gradients are those of the masked rows bit for bit."""
+    if path == "native" and not native.available(torch.zeros(1)):
+        pytest.skip("the C++ level loops are not built here")
+    g, _, _ = _constituency_with_wordless_leaves()
+    torch.manual_seed(2)
+    x = torch.randn(g.num_nodes(), X)
+    sched = LevelSchedule.from_graph(g)
+    masked = _run(name, g, x, path, dataclasses.replace(sched, num_leaf_words=-1))
+
+    def no_mask(*_):
+        raise AssertionError("the word mask was applied")
+
+    monkeypatch.setattr(lexmod, "leaf_word_inputs", no_mask)
+    (h, c, grads), (h0, c0, grads0) = _run(name, g, x, path, sched), masked
+    assert torch.equal(h, h0) and torch.equal(c, c0)
+    assert grads.keys() == grads0.keys()
+    assert all(torch.equal(grads[k], grads0[k]) for k in grads)
