@@ -16,12 +16,15 @@ The script starts itself again under ``valgrind --tool=callgrind --instr-atstart
 ``TRITON_INTERPRET=1``): the imports and the warm-up steps run uncounted (about a minute);
 then, per cell, counting on, ``--steps`` steps, a dump, ``2 * --steps`` steps, a dump. The
 difference of the two dumps over ``--steps`` is the count of one step, free of what the
-switching costs.
+switching costs. What is alive before the first window is frozen out of Python's cyclic
+collector (``gc.freeze``), whose passes over it would otherwise fall into one window or
+the other.
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import subprocess
 import sys
@@ -44,6 +47,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="also count the whole SST-5 training step of each cell")
     p.add_argument("--steps", type=int, default=10, help="steps in the first window")
     p.add_argument("--trees", type=int, default=25)
+    p.add_argument("--keep", metavar="DIR", type=Path,
+                   help="keep the dumps there (cg.out.1, .2, ...: two a step, in the order "
+                        "of the table's rows), for callgrind_annotate --inclusive=yes")
     p.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)  # under valgrind
     return p.parse_args(argv)
 
@@ -92,6 +98,10 @@ def _inner(args: argparse.Namespace) -> None:
         for step in steps:
             for _ in range(3):
                 step()
+        # the objects made so far out of the collector's way: a collection in a window
+        # then walks the steps' own objects only, whatever the imports left behind
+        gc.collect()
+        gc.freeze()
         _control("-i", "on")
         for step in steps:
             _control("-z")
@@ -111,7 +121,12 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (Path(args.src) / "sst" / "trees" / "train.txt").is_file():
         raise SystemExit(f"error: {args.src}/sst/trees/train.txt not found; pass --src")
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.keep:
+        args.keep.mkdir(parents=True, exist_ok=True)
+        for old in args.keep.glob("cg.out*"):  # an earlier run's dumps
+            old.unlink()
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = str(args.keep or scratch)
         out = Path(tmp) / "cg.out"
         cmd = ["valgrind", "--tool=callgrind", "--instr-atstart=no",
                f"--callgrind-out-file={out}", sys.executable, __file__,
