@@ -102,16 +102,19 @@ def _inner(args: argparse.Namespace) -> None:
         # then walks the steps' own objects only, whatever the imports left behind
         gc.collect()
         gc.freeze()
-        _control("-i", "on")
-        for step in steps:
-            _control("-z")
-            for _ in range(args.steps):
-                step()
-            _control("-d")
-            for _ in range(2 * args.steps):
-                step()
-            _control("-d")
-        _control("-i", "off")
+        try:
+            _control("-i", "on")
+            for step in steps:
+                _control("-z")
+                for _ in range(args.steps):
+                    step()
+                _control("-d")
+                for _ in range(2 * args.steps):
+                    step()
+                _control("-d")
+            _control("-i", "off")
+        finally:
+            gc.unfreeze()
 
 
 def main(argv: list[str] | None = None) -> int:
