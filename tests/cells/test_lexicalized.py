@@ -19,7 +19,9 @@ from gnn_treelstm.cells.lexicalized import (
 from gnn_treelstm.kernels import fused_triton, native
 from gnn_treelstm.trees.graph import NO_WORD, WORD, make_tree
 from gnn_treelstm.trees.schedule import LevelSchedule
+from tests.cells.common import run_and_grads
 from tests.engine.compare import assert_same_run
+from tests.handbuilt import random_batch
 from tests.reference import teng
 from tests.reference.teng import binary_batch, check_against_reference, param_count
 
@@ -236,8 +238,6 @@ def test_unary_and_single_side_nodes_match_reference(kw):
 def _constituency_with_wordless_leaves():
     """A batch of binary trees (every leaf a word), and the same batch with every third
     leaf's word taken away."""
-    from tests.handbuilt import random_batch
-
     g = dgl.batch(random_batch(3, 12, max_children=2, exact_children=True, words="leaves"))
     bare = g.clone()
     leaves = torch.nonzero(g.in_degrees() == 0)[:, 0]
@@ -247,11 +247,10 @@ def _constituency_with_wordless_leaves():
     return g, bare, leaves[::3]
 
 
-def _run(name, g, x, path, schedule=None):
-    from tests.cells.common import run_and_grads
-
+def _run(name, g, x, path, schedule=None, engine="level"):
+    """States and gradients of the cell ``name`` (seeded weights) on ``path``."""
     torch.manual_seed(0)
-    cell = build_cell(name, X, H, engine="level")
+    cell = build_cell(name, X, H, engine=engine)
     torch.manual_seed(1)
     wh, wc = (torch.randn(g.num_nodes(), cell.out_size) for _ in range(2))
     fused_triton.set_choice(path)
@@ -285,13 +284,7 @@ def test_a_leaf_without_a_word_reads_no_x_on_the_level_loops(name, path):
     h0, c0, _ = _run(name, bare, x, path)
     assert torch.equal(h, h0) and torch.equal(c, c0)
     assert torch.count_nonzero(grads["x"][wordless]) == 0
-    torch.manual_seed(0)
-    ref = build_cell(name, X, H)  # the dgl engine, same weights
-    torch.manual_seed(1)
-    wh, wc = (torch.randn(bare.num_nodes(), ref.out_size) for _ in range(2))
-    from tests.cells.common import run_and_grads
-
-    want = run_and_grads(ref, ref, bare, x_big, wh, wc)
+    want = _run(name, bare, x_big, path, engine="dgl")  # the same weights
     assert_same_run((h, c, grads), want, tol=1e-5)
 
 
