@@ -1,7 +1,8 @@
 """The instructions a step's host work executes, counted by valgrind's callgrind: the
 steps of ``gnn-treelstm bench --host-cost`` (each cell's forward + backward at x 8, h 8 on
-the first 25 SST-5 training trees, one thread, Triton launches no-ops; with ``--train`` the
-whole SST-5 training step as well), in instructions per step::
+the first 25 SST-5 training trees, the mTreeLSTM cells on the first 25 SICK training
+dependency trees of side a, one thread, Triton launches no-ops; with ``--train`` the whole
+SST-5 training step of each SST cell as well), in instructions per step::
 
     python scripts/host_instructions.py --src ../shared/data --cells nary lex --path triton
 
@@ -24,6 +25,7 @@ the other.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import os
 import subprocess
@@ -32,19 +34,23 @@ import tempfile
 from pathlib import Path
 
 #: the cells counted on SST-5 constituency trees, as ``bench --host-cost`` runs them
-CELLS = ("nary", "childsum", "lex", "topdown", "bitree")
+SST_CELLS = ("nary", "childsum", "lex", "topdown", "bitree")
+#: the cells counted on SICK's dependency trees (their relations)
+SICK_CELLS = ("mtree", "mtree-add", "mtree-full")
+CELLS = SST_CELLS + SICK_CELLS
 PATHS = ("triton", "native", "general")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--src", default="../shared/data",
-                   help="raw data folder holding sst/trees/train.txt")
+                   help="raw data folder holding sst/trees/train.txt (and "
+                        "sick/stanford_parsed for the mTreeLSTM cells)")
     p.add_argument("--cells", nargs="+", choices=CELLS, default=["nary", "childsum"])
     p.add_argument("--path", choices=PATHS, default="triton",
                    help="the level engine's path (gnn_treelstm.kernels.host.PATHS)")
     p.add_argument("--train", action="store_true",
-                   help="also count the whole SST-5 training step of each cell")
+                   help="also count the whole SST-5 training step of each SST cell")
     p.add_argument("--steps", type=int, default=10, help="steps in the first window")
     p.add_argument("--trees", type=int, default=25)
     p.add_argument("--keep", metavar="DIR", type=Path,
@@ -74,26 +80,57 @@ def _control(*flags: str) -> None:
                    capture_output=True)
 
 
+@functools.lru_cache(maxsize=2)
+def _trees(sick: bool, src: Path, count: int) -> tuple[list, dict]:
+    """The first ``count`` trees ``bench --host-cost`` takes, read once, and the cells'
+    keyword arguments: SST-5 training trees, or (``sick``) SICK's side-a training
+    dependency trees with the relation count."""
+    if not sick:
+        from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
+
+        vocab: dict[str, int] = {}
+        trees = read_ptb_file(src / "sst" / "trees" / "train.txt")[:count]
+        return [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab)))
+                for t in trees], {}
+    from gnn_treelstm.datasets.preparsed import (
+        preparsed_dependency_graph,
+        read_preparsed,
+        read_relation_set,
+    )
+
+    base = src / "sick" / "stanford_parsed"
+    rels = read_relation_set(base / "rels_set.txt")
+    vocab = {}
+    graphs = [preparsed_dependency_graph(t, [vocab.setdefault(w, len(vocab)) for w in t.tokens],
+                                         rels) for t in read_preparsed(base / "train")[:count]]
+    return graphs, {"num_relations": len(rels)}
+
+
+def _labels(args: argparse.Namespace) -> list[tuple[str, str]]:
+    """The counted steps in order: each cell's, then (``--train``, SST cells) its training
+    step's."""
+    return [(c, w) for c in args.cells
+            for w in (("cell", "train") if args.train and c in SST_CELLS else ("cell",))]
+
+
 def _inner(args: argparse.Namespace) -> None:
     """Under callgrind: each step warmed, then counted in two windows (dumps)."""
     import dgl
     import torch
 
     from gnn_treelstm.cells import build_cell
-    from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
     from gnn_treelstm.kernels import host
     from gnn_treelstm.training.stepcost import train_step
 
-    vocab: dict[str, int] = {}
-    trees = read_ptb_file(Path(args.src) / "sst" / "trees" / "train.txt")[: args.trees]
-    graphs = [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab))) for t in trees]
-    batch = dgl.batch(graphs)
     steps = []
-    for name in args.cells:
-        torch.manual_seed(0)
-        steps.append(host.cell_step(build_cell(name, 8, 8, engine="level"), batch)[0])
-        if args.train:
+    for name, what in _labels(args):
+        graphs, kw = _trees(name in SICK_CELLS, Path(args.src), args.trees)
+        if what == "train":
             steps.append(train_step(name, graphs, args.path))
+            continue
+        torch.manual_seed(0)
+        cell = build_cell(name, 8, 8, engine="level", **kw)
+        steps.append(host.cell_step(cell, dgl.batch(graphs))[0])
     with host.on_path(args.path):
         for step in steps:
             for _ in range(3):
@@ -122,8 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.inner:
         _inner(args)
         return 0
-    if not (Path(args.src) / "sst" / "trees" / "train.txt").is_file():
-        raise SystemExit(f"error: {args.src}/sst/trees/train.txt not found; pass --src")
+    for need, cells in (("sst/trees/train.txt", SST_CELLS),
+                        ("sick/stanford_parsed/rels_set.txt", SICK_CELLS)):
+        if set(args.cells) & set(cells) and not (Path(args.src) / need).is_file():
+            raise SystemExit(f"error: {args.src}/{need} not found; pass --src")
     if args.keep:
         args.keep.mkdir(parents=True, exist_ok=True)
         for old in args.keep.glob("cg.out*"):  # an earlier run's dumps
@@ -141,8 +180,7 @@ def main(argv: list[str] | None = None) -> int:
             raise SystemExit("error: valgrind not found; install it (Debian: valgrind)") from None
         if run.returncode:
             raise SystemExit(f"error: the counted run failed:\n{run.stderr[-3000:]}")
-        labels = [(c, w) for c in args.cells for w in (("cell", "train") if args.train
-                                                        else ("cell",))]
+        labels = _labels(args)
         # two dumps a step, in order: its window of --steps steps, then of twice as many
         dumps = sorted(Path(tmp).glob("cg.out.*"), key=lambda f: int(f.suffix[1:]))
         counts = [totals(d) for d in dumps]

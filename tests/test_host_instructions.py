@@ -31,3 +31,26 @@ def test_each_step_is_counted_in_two_windows(monkeypatch, sample_data):
     hi._inner(args)
     window = [("-z",), ("-d",), ("-d",)]
     assert calls == [("-i", "on"), *window * 4, ("-i", "off")]  # cell and training steps
+
+
+def test_the_mtree_cells_are_counted_on_sick_trees_without_a_training_step(monkeypatch,
+                                                                           sample_data):
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(hi, "_control", lambda *flags: calls.append(flags))
+    args = hi.parse_args(["--src", str(sample_data), "--cells", "nary", "mtree", "--path",
+                          "general", "--train", "--steps", "1", "--trees", "3", "--inner",
+                          "unused"])
+    assert hi._labels(args) == [("nary", "cell"), ("nary", "train"), ("mtree", "cell")]
+    graphs, kw = hi._trees(True, sample_data, 3)
+    assert len(graphs) == 3 and kw["num_relations"] > 1
+    assert all("rel" in g.edata for g in graphs)
+    hi._inner(args)
+    window = [("-z",), ("-d",), ("-d",)]
+    assert calls == [("-i", "on"), *window * 3, ("-i", "off")]
+
+
+def test_a_missing_sick_folder_is_named(tmp_path):
+    (tmp_path / "sst" / "trees").mkdir(parents=True)
+    (tmp_path / "sst" / "trees" / "train.txt").write_text("(1 (1 a))\n")
+    with pytest.raises(SystemExit, match="sick/stanford_parsed/rels_set.txt not found"):
+        hi.main(["--src", str(tmp_path), "--cells", "mtree"])

@@ -373,17 +373,14 @@ class MTreeLSTM(MultiplicativeTreeLSTM):
 
     def level_loops(self, wx: torch.Tensor, lv, triton: bool
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Triton: one recurrent matrix per relation, ``U^(i,o,u) h~_j = Σ_k V_r h_k`` with
-        ``V_r = U_iou W_hm diag(W_mr e_r) W_mh`` (R, 3h, h). C++: eq 4's transform inside the
-        loop, ``s_jk = W_mr e_jk`` per edge gathered here from the relation table
-        ``W_mr e_r``, the products with ``W_mh``, ``W_hm`` inside."""
-        U_iou, U_f = self.U_iou.weight, self.U_f.weight
+        """Eq 4's transform inside the loop, Triton or C++: ``s_jk = W_mr e_jk`` per edge
+        gathered here from the relation table ``W_mr e_r``, the products with ``W_mh``,
+        ``W_hm`` inside (:func:`.fused_triton.mtree_levels`, :func:`.fused.mtree_levels`)."""
         s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
-        if triton:
-            V = torch.matmul(U_iou @ self.W_hm.weight, s_rel.unsqueeze(-1) * self.W_mh.weight)
-            return fused_triton.relation_childsum_levels(wx, V, U_f, lv)
         s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)
-        return fused.mtree_levels(wx, U_iou, U_f, s, self.W_mh.weight, self.W_hm.weight, lv)
+        loops = fused_triton.mtree_levels if triton else fused.mtree_levels
+        return loops(wx, self.U_iou.weight, self.U_f.weight, s, self.W_mh.weight,
+                     self.W_hm.weight, lv)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, rel_size={self.rel_size}, m_size={self.m_size}"

@@ -16,9 +16,10 @@ and the backward pulls each node's gradient from its parent's row (no atomics).
 * :func:`nary_levels`: N-ary (Tai eqs 9-14), also the sequential LSTM (N = 1 on chains);
   the arguments of :func:`.fused.nary_levels`.
 * :func:`childsum_levels`: Child-Sum (Tai eqs 2-8), also mTreeLSTM ``add``; the arguments
-  of :func:`.fused.childsum_levels`. :func:`relation_childsum_levels`: the same loop with
-  one recurrent matrix per relation, for mTreeLSTM ``mult`` and ``full`` (Tran & Cheng
-  eqs 4 and 2 composed with ``U^(i,o,u)`` in the cell's file).
+  of :func:`.fused.childsum_levels`. :func:`mtree_levels`: the same loop for mTreeLSTM
+  ``mult`` (Tran & Cheng eq 4 per edge, three products a level);
+  :func:`relation_childsum_levels`: the same loop with one recurrent matrix per relation,
+  for ``full`` (eq 2 composed with ``U^(i,o,u)`` in the cell's file).
 * :func:`lex_levels`: Teng & Zhang's lex cell (eqs 9-12, 5, 1, and the ConTree baseline)
   with its head lexicons in one level loop; one matrix (:func:`lex_matrix`) holds the
   recurrent, input and head-gate weights.
@@ -65,7 +66,7 @@ else:  # triton is an optional dependency
     tk = None
 
 __all__ = ["CHOICES", "choice", "set_choice", "installed", "interpreted", "selected",
-           "nary_levels", "childsum_levels", "relation_childsum_levels",
+           "nary_levels", "childsum_levels", "relation_childsum_levels", "mtree_levels",
            "LexWeights", "lex_levels", "lex_matrix", "lex_matrix_grads", "LEX_MODES",
            "head_levels", "topdown_levels", "topdown_matrix", "OPS"]
 
@@ -449,6 +450,77 @@ def nary_levels(xw: torch.Tensor, W: torch.Tensor, b: torch.Tensor, U: torch.Ten
 
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
+class _UpState(NamedTuple):
+    """What the Child-Sum forward loop (:func:`_childsum_up`) leaves for its backward:
+    each edge's relation (or any (E,) tensor where R = 1), each row's first edge in and
+    edge out, the activated gates, ``c``, ``tanh c``, ``h_k`` and ``f_jk`` per edge."""
+
+    rel: torch.Tensor
+    estart: torch.Tensor
+    pe: torch.Tensor
+    act: torch.Tensor
+    c: torch.Tensor
+    tc: torch.Tensor
+    he: torch.Tensor
+    fe: torch.Tensor
+
+
+def _childsum_up(wx: torch.Tensor, lv: Levels, hs: int, g: int, r: int, level_product
+                 ) -> tuple[torch.Tensor, _UpState]:
+    """Child-Sum's forward loop (Tai eqs 2-8) over the up levels: per level the children's
+    product ``level_product(lvl, he_l)`` ((E_l, (R G + 1) h), ``[V_0; ...; V_{R-1};
+    U^(f)] h_k`` per edge, the ``p`` of :func:`.triton_levels.childsum_forward`) and one
+    launch. ``wx`` (N, (G+1) h) contiguous, schedule order. Returns ``h`` and the state
+    the backward reads."""
+    n, e = wx.shape[0], lv.edge_src.shape[0]
+    rel = lv.edge_rel if r > 1 else lv.edge_src  # read only when R > 1
+    h, c, tc = (wx.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
+    act = wx.new_empty(n, g * hs)  # i, (o,) u activated
+    he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
+    fe = wx.new_empty(e, hs)  # f_jk per edge
+    estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
+    spans = _spans(lv)
+    (hes,) = _by_level(spans.edge_sizes, he)  # each level's edges
+    launch, src = _launches(wx)["childsum_forward"], lv.edge_src
+    for lvl in range(lv.num_levels):
+        # unread where the level has no edges
+        p = level_product(lvl, hes[lvl]) if spans.edge_sizes[lvl] else wx
+        launch(wx, p, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
+               spans.starts[lvl], spans.sizes[lvl], g, r)
+    return h, _UpState(rel, estart, pe, act, c, tc, he, fe)
+
+
+def _childsum_down(dh_out: torch.Tensor, dc_out: torch.Tensor, up: _UpState, lv: Levels,
+                   g: int, r: int, width: int, level_grad
+                   ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The backward of :func:`_childsum_up`, top-down: per level one launch, then
+    ``level_grad(lvl, d_l, dp_l)``, which writes into ``dp_l`` (E_l, h) the gradient into
+    the children's ``h_k`` from the level's rows of ``d`` (E_l, ``width``). Returns ``dg``
+    (δi, (δo,) δu per row), ``dwf`` (Σ_k δf_jk per row) and ``d`` (per edge ``[δi, (δo,)
+    δu`` in the block of the edge's relation, ``δf_jk]``)."""
+    rel, estart, pe, act, c, tc, he, fe = up
+    n, hs = tc.shape
+    e = he.shape[0]
+    dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
+    # each row's parent row (N: a root): the up schedule's, built once per batch
+    par = lv.next_row if lv.next_row is not None and n == lv.num_nodes else _parents(
+        lv, n, 1)[0]
+    dp = he.new_empty(e, hs)  # δ per edge into the child's h
+    dct = torch.empty_like(tc)
+    dg = torch.empty_like(act)
+    dwf = torch.empty_like(tc)  # Σ_k δf_jk: the gradient of W^(f) x_j + b^(f)
+    d = he.new_empty(e, width) if r == 1 else he.new_zeros(e, width)
+    spans = _spans(lv)
+    ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
+    launch, src = _launches(dh)["childsum_backward"], lv.edge_src
+    for lvl in range(lv.num_levels - 1, -1, -1):
+        launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, dct, dg, dwf, d,
+               spans.starts[lvl], spans.sizes[lvl], g, r)
+        if spans.edge_sizes[lvl]:
+            level_grad(lvl, ds[lvl], dps[lvl])
+    return dg, dwf, d
+
+
 class _ChildSumLevels(torch.autograd.Function):
     """Child-Sum recurrence (Tai eqs 2-8) over all levels with the Triton kernels, the
     children's contribution to ``U^(i,o,u) h~_j`` through one matrix per relation.
@@ -461,59 +533,27 @@ class _ChildSumLevels(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, wx, V, U_f, lv: Levels):
-        wx = wx.contiguous()
-        n, hs = wx.shape[0], U_f.shape[0]
+        hs = U_f.shape[0]
         r, gh = V.shape[0], V.shape[1]
-        g = gh // hs
-        e = lv.edge_src.shape[0]
         # ((R G + 1) h, h): one product per edge for every relation's gates and f
         u_all = torch.cat([V.reshape(r * gh, hs), U_f])
         u_t = u_all.t()
-        rel = lv.edge_rel if r > 1 else lv.edge_src  # read only when R > 1
-        h, c, tc = (wx.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
-        act = wx.new_empty(n, g * hs)  # i, (o,) u activated
-        he = wx.new_empty(e, hs)  # h_k per edge, written by the child k
-        fe = wx.new_empty(e, hs)  # f_jk per edge
-        estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
-        spans = _spans(lv)
-        (hes,) = _by_level(spans.edge_sizes, he)  # each level's edges
-        launch, src = _launches(wx)["childsum_forward"], lv.edge_src
-        for lvl in range(lv.num_levels):
-            # (E_l, (RG+1) h); unread where the level has no edges
-            p = torch.mm(hes[lvl], u_t) if spans.edge_sizes[lvl] else wx
-            launch(wx, p, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
-                   spans.starts[lvl], spans.sizes[lvl], g, r)
-        ctx.lv, ctx.g, ctx.r = lv, g, r
-        ctx.save_for_backward(u_all, rel, estart, pe, act, c, tc, he, fe)
-        return h, c
+        h, up = _childsum_up(wx.contiguous(), lv, hs, gh // hs, r,
+                             lambda lvl, he_l: torch.mm(he_l, u_t))
+        ctx.lv, ctx.g, ctx.r = lv, gh // hs, r
+        ctx.save_for_backward(u_all, *up)
+        return h, up.c
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
-        u_all, rel, estart, pe, act, c, tc, he, fe = ctx.saved_tensors
-        lv: Levels = ctx.lv
-        g, r = ctx.g, ctx.r
-        n, hs = tc.shape
-        e = he.shape[0]
-        dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
-        # each row's parent row (N: a root): the up schedule's, built once per batch
-        par = lv.next_row if lv.next_row is not None and n == lv.num_nodes else _parents(
-            lv, n, 1)[0]
-        dp = he.new_empty(e, hs)  # δ per edge into the child's h
-        dct = torch.empty_like(tc)
-        dg = torch.empty_like(act)
-        dwf = torch.empty_like(tc)  # Σ_k δf_jk: the gradient of W^(f) x_j + b^(f)
-        # per edge [δi, (δo,) δu of the parent in its relation's block, δf_jk]
-        d = he.new_empty(e, u_all.shape[0]) if r == 1 else he.new_zeros(e, u_all.shape[0])
-        spans = _spans(lv)
-        ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
-        launch, src = _launches(dh)["childsum_backward"], lv.edge_src
-        for lvl in range(lv.num_levels - 1, -1, -1):
-            launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, dct, dg, dwf, d,
-                   spans.starts[lvl], spans.sizes[lvl], g, r)
-            if spans.edge_sizes[lvl]:
-                torch.mm(ds[lvl], u_all, out=dps[lvl])
+        u_all, *saved = ctx.saved_tensors
+        up = _UpState(*saved)
+        g, r, hs = ctx.g, ctx.r, u_all.shape[1]
+        dg, dwf, d = _childsum_down(
+            dh_out, dc_out, up, ctx.lv, g, r, u_all.shape[0],
+            lambda lvl, d_l, dp_l: torch.mm(d_l, u_all, out=dp_l))
         # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
-        du = torch.mm(d.t(), he) if e else torch.zeros_like(u_all)
+        du = torch.mm(d.t(), up.he) if up.he.shape[0] else torch.zeros_like(u_all)
         gr = g * hs * r
         return torch.cat([dg, dwf], 1), du[:gr].view(r, g * hs, hs), du[gr:], None
 
@@ -531,11 +571,81 @@ def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
 def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tensor,
                              lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
     """Child-Sum's loop with one matrix ``V_r`` (G h, h) per relation in place of
-    ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): the mTreeLSTM
-    variants, ``(h, c)`` in schedule order (``ValueError`` where Triton does not run for
-    ``wx``)."""
-    _require(wx, "relation_childsum_levels", "fused.mtree_levels and fused.mtree_full_levels")
+    ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): fullTreeLSTM
+    (``V_r = U^(i,o,u) W_hh[r]``), ``(h, c)`` in schedule order (``ValueError`` where
+    Triton does not run for ``wx``)."""
+    _require(wx, "relation_childsum_levels", "fused.mtree_full_levels")
     return _ChildSumLevels.apply(wx, V, U_f, lv)
+
+
+class _MTreeLevels(torch.autograd.Function):
+    """mTreeLSTM (Tran eqs 3-4) over all levels with Child-Sum's Triton kernels (one
+    relation block, R = 1): per level the edges' product in the multiplicative space,
+    ``q = [W_mh; U^(f)] h_k`` ((E_l, m + h)), its first ``m`` columns scaled by each edge's
+    ``s_jk = W_mr e_jk`` (``z_jk``), then ``p = [A z_jk; U^(f) h_k]`` with ``A = U^(i,o,u)
+    W_hm`` (G h, m), one product by the block-diagonal ``diag(A, I)``: three operations a
+    level, each edge's own relation only (a product per relation and edge, as a matrix
+    ``V_r`` per relation would need, is R times the work and memory).
+
+    Inputs: ``wx`` (N, (G+1) h) as :class:`_ChildSumLevels`; ``A`` (G h, m); ``U_f`` (h, h);
+    ``W_mh`` (m, h); ``s`` (E, m) each edge's ``W_mr e_jk`` in the up schedule's edge
+    order; ``lv``. Outputs ``h, c`` (N, h) in schedule order."""
+
+    @staticmethod
+    def forward(ctx, wx, A, U_f, W_mh, s, lv: Levels):
+        hs, ms = U_f.shape[0], W_mh.shape[0]
+        wq_t = torch.cat([W_mh, U_f]).t()  # (h, m + h)
+        # ((G+1) h, m + h): diag(A, I), so that [z; U^(f) h_k] -> [A z; U^(f) h_k]
+        blocks = torch.block_diag(A, torch.eye(hs, dtype=A.dtype, device=A.device))
+        blocks_t = blocks.t()
+        q = s.new_empty(s.shape[0], ms + hs)  # per edge [z_jk; U^(f) h_k]
+        spans = _spans(lv)
+        qs, zs, ss = _by_level(spans.edge_sizes, q, q[:, :ms], s)
+
+        def level_product(lvl: int, he_l: torch.Tensor) -> torch.Tensor:
+            torch.mm(he_l, wq_t, out=qs[lvl])
+            zs[lvl].mul_(ss[lvl])  # z_jk = s_jk ⊙ W_mh h_k (eq 4)
+            return torch.mm(qs[lvl], blocks_t)  # [A z_jk; U^(f) h_k]
+
+        h, up = _childsum_up(wx.contiguous(), lv, hs, A.shape[0] // hs, 1, level_product)
+        ctx.lv = lv
+        ctx.save_for_backward(A, W_mh, U_f, s, blocks, q, *up)
+        return h, up.c
+
+    @staticmethod
+    def backward(ctx, dh_out, dc_out):
+        A, W_mh, U_f, s, blocks, q, *saved = ctx.saved_tensors
+        up = _UpState(*saved)
+        lv: Levels = ctx.lv
+        gh, ms = A.shape
+        wq = torch.cat([W_mh, U_f])  # (m + h, h)
+        y = s.new_empty(s.shape[0], wq.shape[0])  # per edge [s ⊙ A^T δiou; δf]
+        spans = _spans(lv)
+        ys, yms, ss = _by_level(spans.edge_sizes, y, y[:, :ms], s)
+
+        def level_grad(lvl: int, d_l: torch.Tensor, dp_l: torch.Tensor) -> None:
+            torch.mm(d_l, blocks, out=ys[lvl])  # [A^T δiou; δf]
+            yms[lvl].mul_(ss[lvl])
+            torch.mm(ys[lvl], wq, out=dp_l)  # W_mh^T (s ⊙ A^T δiou) + U_f^T δf
+
+        dg, dwf, d = _childsum_down(dh_out, dc_out, up, lv, gh // U_f.shape[0], 1,
+                                    blocks.shape[0], level_grad)
+        he, d_iou = up.he, d[:, :gh]
+        dwq = torch.mm(y.t(), he)  # [dW_mh; dU_f]: one product over all edges
+        dA = torch.mm(d_iou.t(), q[:, :ms])
+        ds = torch.mm(d_iou, A).mul_(torch.mm(he, W_mh.t()))  # (A^T δiou) ⊙ W_mh h_k
+        return torch.cat([dg, dwf], 1), dA, dwq[ms:], dwq[:ms], ds, None
+
+
+def mtree_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor, s: torch.Tensor,
+                 W_mh: torch.Tensor, W_hm: torch.Tensor,
+                 lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
+    """mTreeLSTM ``(h, c)`` in schedule order with the Triton kernels (arguments and results
+    as :func:`gnn_treelstm.kernels.fused.mtree_levels`, the C++ loops': ``s`` (E, m) each
+    edge's ``W_mr e_jk``; see :class:`_MTreeLevels`; ``ValueError`` where Triton does not
+    run for ``wx``)."""
+    _require(wx, "mtree_levels", "fused.mtree_levels")
+    return _MTreeLevels.apply(wx, U_iou @ W_hm, U_f, W_mh, s, lv)
 
 
 # ============================================================== Teng & Zhang lex (eqs 9-12, 5, 1)

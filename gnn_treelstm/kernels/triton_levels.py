@@ -18,7 +18,9 @@ with plain loads and stores, no atomics. The equations:
   ``c_j = i ⊙ u + Σ_k f_jk ⊙ c_k`` (eq 7), ``h_j = o ⊙ tanh(c_j)`` (eq 8); also the
   mTreeLSTM variants (``gnn_treelstm/cells/multiplicative.py``, Tran & Cheng 2018), whose
   ``h~_j`` (eq 4 ``mult``, eq 2 ``full``) is linear in each ``h_k`` for a given relation:
-  ``U^(i,o,u) h~_j = Σ_k V_r(k) h_k`` with one matrix ``V_r`` per relation.
+  the kernels read each edge's ``U^(i,o,u)`` share of ``h~_j`` from the level's product
+  (``mult``: one block, eq 4 applied per edge before the launch; ``full``: one matrix
+  ``V_r`` per relation, ``U^(i,o,u) h~_j = Σ_k V_r(k) h_k``).
 * :func:`lex_forward` / :func:`lex_backward`: Teng & Zhang's lexicalized binary
   Tree-LSTM (``gnn_treelstm/cells/lexicalized.py``, eqs 11, 12, 5, 1; the ConTree baseline,
   eqs 5-8) with its head lexicons (eqs 9-10) in the same loop: a node's input term
@@ -332,8 +334,8 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
     """Eqs 2-8 for the level's rows from ``wx`` (``W x + b``, (N, (G+1) HS)) and ``p``
     (the level's edges from edge ``ea``: ``[V_0; ...; V_{R-1}; U^(f)] h_k`` per child edge,
     ``V_r h_k`` the edge's contribution to ``U^(i,o,u) h~_j`` for relation ``r = rel[e]``:
-    ``V = U^(i,o,u)`` with ``R = 1`` for Child-Sum, Tran's eq 2 / eq 4 transforms composed
-    with it for fullTreeLSTM / mTreeLSTM). Writes ``act`` (i, (o,) u), ``c``, ``tanh c``,
+    ``V = U^(i,o,u)`` with ``R = 1`` for Child-Sum, and for mTreeLSTM with eq 4 applied per
+    edge before the launch; Tran's eq 2 composed with it per relation for fullTreeLSTM). Writes ``act`` (i, (o,) u), ``c``, ``tanh c``,
     ``h``, ``f_jk`` per edge (``fe``) and ``h_j`` into the row of its parent edge in ``he``."""
     W = (R * G + 1) * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
