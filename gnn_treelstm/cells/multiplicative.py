@@ -375,7 +375,8 @@ class MTreeLSTM(MultiplicativeTreeLSTM):
                     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Eq 4's transform inside the loop, Triton or C++: ``s_jk = W_mr e_jk`` per edge
         gathered here from the relation table ``W_mr e_r``, the products with ``W_mh``,
-        ``W_hm`` inside (:func:`.fused_triton.mtree_levels`, :func:`.fused.mtree_levels`)."""
+        ``W_hm`` inside (:func:`gnn_treelstm.kernels.fused_triton.mtree_levels`,
+        :func:`gnn_treelstm.kernels.fused.mtree_levels`)."""
         s_rel = F.linear(self.rel_emb.weight, self.W_mr.weight)  # (R, m): W_mr e_r
         s = s_rel.index_select(0, lv.edge_rel.long())  # (E, m)
         loops = fused_triton.mtree_levels if triton else fused.mtree_levels
