@@ -335,8 +335,9 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
     (the level's edges from edge ``ea``: ``[V_0; ...; V_{R-1}; U^(f)] h_k`` per child edge,
     ``V_r h_k`` the edge's contribution to ``U^(i,o,u) h~_j`` for relation ``r = rel[e]``:
     ``V = U^(i,o,u)`` with ``R = 1`` for Child-Sum, and for mTreeLSTM with eq 4 applied per
-    edge before the launch; Tran's eq 2 composed with it per relation for fullTreeLSTM). Writes ``act`` (i, (o,) u), ``c``, ``tanh c``,
-    ``h``, ``f_jk`` per edge (``fe``) and ``h_j`` into the row of its parent edge in ``he``."""
+    edge before the launch; Tran's eq 2 composed with it per relation for fullTreeLSTM).
+    Writes ``act`` (i, (o,) u), ``c``, ``tanh c``, ``h``, ``f_jk`` per edge (``fe``) and
+    ``h_j`` into the row of its parent edge in ``he``."""
     W = (R * G + 1) * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     e0, deg = _edge_range(estart_ptr, j, rm)
