@@ -168,7 +168,9 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
     for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
         waits, blocked, t0, batches, cpu = [], [], time.perf_counter(), 0, 0.0
         arrived: list[bool | None] = []
+        starts = []  # each epoch's first batch: from the epoch's iter() to the batch
         for _ in range(epochs):
+            e0 = time.perf_counter()
             it = iter(loader)
             first = True
             while True:
@@ -177,7 +179,9 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                 batch = next(it, None)
                 if batch is None:
                     break
-                if not first:  # the first batch of an epoch waits for the processes' start
+                if first:
+                    starts.append(round(1000 * (time.perf_counter() - e0), 1))
+                else:  # the first batch of an epoch waits for the epoch's start
                     wall, own = time.perf_counter() - w0, time.thread_time() - c0
                     waits.append(wall)
                     blocked.append(wall - own)  # not running: the batch, or the GIL, not there
@@ -199,7 +203,10 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                      "blocked_ms_p99": round(1000 * blocked[int(len(blocked) * 0.99)], 3),
                      # steps whose batch was in the training process before next() was
                      # called (None: this torch's loader does not show it)
-                     "arrived_before_next": None if None in arrived else sum(arrived)}
+                     "arrived_before_next": None if None in arrived else sum(arrived),
+                     # the first batch of each epoch, ms (the first epoch's also waits for
+                     # the loader processes to start)
+                     "epoch_start_ms": starts}
     return out
 
 
@@ -352,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="loader: loader processes")
     ap.add_argument("--step-ms", type=float, default=2.0,
                     help="loader: the time of a step (a sleep)")
+    ap.add_argument("--epochs", type=int, default=2, help="loader: epochs of each part")
     ap.add_argument("--pin-thread", action="store_true",
                     help="loader: as on CUDA (pin_memory=True), a thread of the training "
                          "process receives the batches beside the step (here pinning "
@@ -370,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
         out = measure_load(args.data, args.split, args.tree)
     elif args.what == "loader":
         out = measure_loader(args.data, args.split, args.tree, args.batch_size, args.workers,
-                             args.step_ms, pin_thread=args.pin_thread)
+                             args.step_ms, epochs=args.epochs, pin_thread=args.pin_thread)
     else:
         out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
                               args.ready, args.passes)

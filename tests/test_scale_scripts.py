@@ -49,3 +49,15 @@ def test_packed_bench_reports(tmp_path, capsys):
     assert bench.main(["collate", str(data), "--batch-size", "5", "--schedule"]) == 0
     assert json.loads(capsys.readouterr().out)["trees_per_s"] > 0
     assert bench.main(["load", str(tmp_path / "none")]) == 2
+
+
+def test_packed_bench_loader_reports_each_epochs_start(tmp_path, capsys):
+    data = build_tiny(tmp_path, "sst")
+    bench = load_script("packed_bench")
+    assert bench.main(["loader", str(data), "--tree", "dependency", "--batch-size", "5",
+                       "--workers", "1", "--step-ms", "0.1", "--epochs", "3"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    for part in ("alone", "with_step"):
+        assert len(got[part]["epoch_start_ms"]) == 3
+        assert all(ms > 0 for ms in got[part]["epoch_start_ms"])
+        assert got[part]["steps"] == 3 * (4 - 1)  # 16 trees, 4 batches an epoch, the first not

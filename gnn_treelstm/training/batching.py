@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 
 import torch
 from torch.utils.data import DataLoader
@@ -15,8 +15,8 @@ from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.packed import PackedTrees
 
-__all__ = ["CUDA_WORKERS", "loader_workers", "make_loader", "ShardedBatches", "Share",
-           "to_device"]
+__all__ = ["CUDA_WORKERS", "loader_workers", "make_loader", "Loader", "ShardedBatches",
+           "Share", "to_device"]
 
 #: loader processes of a run on CUDA that does not say (``--workers`` left out): the batches,
 #: their level schedules and pinned copies are made beside the steps, not between them
@@ -39,7 +39,7 @@ def loader_workers(device: torch.device | str, given: int | None,
 
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
                 schedule: bool = False, shard: tuple[int, int] | None = None,
-                workers: int = 0, pin_memory: bool = False) -> DataLoader:
+                workers: int = 0, pin_memory: bool = False) -> Loader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
     collate function (for ``engine="level"``; see :func:`gnn_treelstm.trees.data.collate`).
     ``shard=(rank, world)``: this process's share of the same batches under data
@@ -48,9 +48,10 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
     the order is drawn in this process; packed trees are shared with them page by page,
     and so are their levels, computed here first). ``pin_memory``: the batches' tensors in
     pinned memory, for asynchronous copies to a CUDA device (:func:`loader_workers` gives
-    the number of processes a device asks for)."""
-    # a new iterator each epoch: the same draws as 0
-    extra = {"num_workers": workers, "pin_memory": pin_memory}
+    the number of processes a device asks for). The processes stay up from one epoch to
+    the next (:class:`Loader`)."""
+    # the same draws for any number of workers: see Loader
+    extra = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
     if schedule and workers:  # computed once, before the processes fork, which share them
         for trees in (split.graphs, split.graphs_b):
             if isinstance(trees, PackedTrees):
@@ -70,11 +71,35 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
         data = D.TreeDataset(split)
         order = RandomSampler(data, generator=gen) if shuffle else SequentialSampler(data)
         shares = ShardedBatches(order, batch_size, *shard)
-        return DataLoader(_SharedOut(data), batch_sampler=shares,
-                          collate_fn=functools.partial(_collate_share, collate=collate),
-                          generator=gen if shuffle else None, **extra)
-    return DataLoader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
-                      collate_fn=collate, generator=gen if shuffle else None, **extra)
+        return Loader(_SharedOut(data), batch_sampler=shares,
+                      collate_fn=functools.partial(_collate_share, collate=collate),
+                      generator=gen if shuffle else None, **extra)
+    return Loader(D.TreeDataset(split), batch_size=batch_size, shuffle=shuffle,
+                   collate_fn=collate, generator=gen if shuffle else None, **extra)
+
+
+class Loader(DataLoader):
+    """A ``DataLoader`` whose loader processes stay up from one epoch to the next
+    (``persistent_workers``, set where there are any): forking them and the pinning thread
+    again at every epoch's start kept its first step waiting (docs/speed.md, *The loader
+    alone*). A fresh iterator draws its processes' base seed (one int64) from the loader's
+    generator, or torch's global one, before the epoch's order; a persistent one draws it
+    once. So each later epoch draws it here, as a fresh iterator would: the shuffle order
+    and the global generator (dropout's masks) then follow the same draws as with no loader
+    process (``tests/training/test_batching.py``)."""
+
+    def __iter__(self) -> Iterator:
+        if self._iterator is not None:  # an epoch after the first, on the same processes
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)
+        return super().__iter__()
+
+    def close(self) -> None:
+        """Stop the loader processes now (a later epoch starts new ones), not when the
+        interpreter exits: with pinned memory, torch 2.4's exit handler waits 5 s for each
+        persistent process it never told to stop (pytorch/pytorch#81794)."""
+        it, self._iterator = self._iterator, None
+        if it is not None:
+            it._shutdown_workers()
 
 
 class Share(list):

@@ -76,7 +76,7 @@ from gnn_treelstm.models.treelstm import TreeLSTMModel
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training import distributed as DIST
 from gnn_treelstm.training import rundir
-from gnn_treelstm.training.batching import loader_workers, make_loader, to_device
+from gnn_treelstm.training.batching import Loader, loader_workers, make_loader, to_device
 from gnn_treelstm.training.config import RunConfig, build_model_config, run_config_yaml
 from gnn_treelstm.training.data import check_compatibility, load_embeddings, prepare_data
 from gnn_treelstm.training.devices import resolve_device
@@ -254,7 +254,7 @@ class SeedRun:
     net: torch.nn.Module
     optimizer: torch.optim.Optimizer
     scheduler: Scheduler | None
-    loader: torch.utils.data.DataLoader
+    loader: Loader
     zero_watch: ZeroWatch
     trained: list[torch.nn.Parameter]
     checked: list[torch.nn.Parameter]
@@ -515,12 +515,15 @@ class Trainer:
         there is none). With ``cfg.patience``, training ends early once that many epochs
         in a row brought no better dev score (:meth:`end_epoch`)."""
         self.start_seed(seed, seed_dir, resume=resume)
-        for epoch in range(self.state.epoch, self.cfg.epochs + 1):
-            if self.state.stopped_early is not None:
-                break  # a seed resumed after early stopping ended it
-            training = self.train_epoch(epoch)
-            dev, eval_seconds, eval_memory = self.evaluate_dev()
-            self.end_epoch(epoch, training, dev, eval_seconds, eval_memory)
+        try:
+            for epoch in range(self.state.epoch, self.cfg.epochs + 1):
+                if self.state.stopped_early is not None:
+                    break  # a seed resumed after early stopping ended it
+                training = self.train_epoch(epoch)
+                dev, eval_seconds, eval_memory = self.evaluate_dev()
+                self.end_epoch(epoch, training, dev, eval_seconds, eval_memory)
+        finally:  # its loader processes, up between epochs, stopped with the seed
+            self.current.loader.close()
         return self.finish_seed()
 
     def start_seed(self, seed: int, seed_dir: Path, *, resume: bool = False) -> None:

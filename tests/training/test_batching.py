@@ -61,3 +61,35 @@ def test_the_loader_builds_batches_with_the_cpp_routines_where_they_are(monkeypa
     assert builder() is None
     monkeypatch.setitem(native._state, "choice", "off")  # GNN_TREELSTM_BACKEND=general
     assert builder(schedule=True) is None
+
+
+def test_loader_processes_stay_up_and_draw_as_no_loader_process_does():
+    """With loader processes the same processes serve every epoch, and each epoch still
+    draws from the shuffle generator (or, unshuffled, torch's global one, which dropout
+    reads) what a loader without them draws: the same orders, the same generators after."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
+    split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
+    for shuffle in (True, False):
+        seen = []
+        for workers in (0, 1):
+            torch.manual_seed(0)
+            loader = make_loader(split, 4, shuffle=shuffle, seed=3, schedule=True,
+                                 workers=workers)
+            epochs = [[b.index.tolist() for b in loader]]
+            first = loader._iterator
+            epochs += [[b.index.tolist() for b in loader] for _ in range(2)]
+            assert loader.persistent_workers == (workers > 0)
+            assert (loader._iterator is first) if workers else first is None
+            processes = list(first._workers) if workers else []
+            loader.close()  # the processes stopped; a later epoch starts new ones
+            assert loader._iterator is None and not any(p.is_alive() for p in processes)
+            epochs.append([b.index.tolist() for b in loader])
+            loader.close()
+            gen = None if loader.generator is None else loader.generator.get_state()
+            seen.append((epochs, torch.random.get_rng_state(), gen))
+        (epochs_0, global_0, gen_0), (epochs_1, global_1, gen_1) = seen
+        assert epochs_0 == epochs_1 and len(epochs_0) == 4
+        assert shuffle == (epochs_0[0] != epochs_0[1])  # shuffled: a new order each epoch
+        assert torch.equal(global_0, global_1)
+        assert (gen_0 is None) == (gen_1 is None) == (not shuffle)
+        assert gen_0 is None or torch.equal(gen_0, gen_1)

@@ -5,6 +5,7 @@ batches as the training process."""
 from __future__ import annotations
 
 import json
+import multiprocessing
 
 import pytest
 import torch
@@ -47,6 +48,7 @@ def test_fixed_seed_run_bit_identical(tmp_path, monkeypatch, capsys, args):
         m.setattr(D, "load_split", _as_lists(D.load_split))
         lists = _run(tmp_path, "lists", args)
     workers = _run(tmp_path, "workers", [*args, "--workers", "1"])
+    assert not multiprocessing.active_children()  # the run's loader processes stopped
     assert len(packed[0]) == 2
     for losses, params in (lists, workers):
         assert losses == packed[0]
