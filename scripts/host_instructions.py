@@ -85,25 +85,12 @@ def _trees(sick: bool, src: Path, count: int) -> tuple[list, dict]:
     """The first ``count`` trees ``bench --host-cost`` takes, read once, and the cells'
     keyword arguments: SST-5 training trees, or (``sick``) SICK's side-a training
     dependency trees with the relation count."""
+    from gnn_treelstm.datasets.sources import sick_graphs, sst_graphs
+
     if not sick:
-        from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
-
-        vocab: dict[str, int] = {}
-        trees = read_ptb_file(src / "sst" / "trees" / "train.txt")[:count]
-        return [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab)))
-                for t in trees], {}
-    from gnn_treelstm.datasets.preparsed import (
-        preparsed_dependency_graph,
-        read_preparsed,
-        read_relation_set,
-    )
-
-    base = src / "sick" / "stanford_parsed"
-    rels = read_relation_set(base / "rels_set.txt")
-    vocab = {}
-    graphs = [preparsed_dependency_graph(t, [vocab.setdefault(w, len(vocab)) for w in t.tokens],
-                                         rels) for t in read_preparsed(base / "train")[:count]]
-    return graphs, {"num_relations": len(rels)}
+        return sst_graphs(src, limit=count), {}
+    graphs, num_relations = sick_graphs(src, sides=("a",), limit=count)
+    return graphs, {"num_relations": num_relations}
 
 
 def _labels(args: argparse.Namespace) -> list[tuple[str, str]]:

@@ -47,29 +47,17 @@ def _graphs(ds: str, trees: int):
     words' chains, or SICK dependency with its relation count)."""
     from importlib.resources import files
 
-    from gnn_treelstm.datasets.preparsed import (
-        preparsed_dependency_graph,
-        read_preparsed,
-        read_relation_set,
-    )
-    from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
+    from gnn_treelstm.datasets.sources import sick_graphs, sst_graphs
     from gnn_treelstm.trees import graph as G
 
     root = Path(str(files("gnn_treelstm") / "sample_data"))
-    vocab: dict[str, int] = {}
     if ds in ("sst", "chain"):
-        ptb = read_ptb_file(root / "sst" / "trees" / "train.txt")[:trees]
-        out = [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab))) for t in ptb]
+        out = sst_graphs(root, limit=trees)
         if ds == "chain":
             words = [g.ndata[G.WORD][g.ndata[G.WORD] != G.NO_WORD].tolist() for g in out]
             out = [G.make_tree(list(range(1, len(w))) + [-1], w) for w in words]
         return out, 0
-    base = root / "sick" / "stanford_parsed"
-    rels = read_relation_set(base / "rels_set.txt")
-    out = [preparsed_dependency_graph(s, [vocab.setdefault(t, len(vocab)) for t in s.tokens],
-                                      rels)
-           for s in read_preparsed(base / "train", "a")[:trees]]
-    return out, len(rels)
+    return sick_graphs(root, sides=("a",), limit=trees)
 
 
 def record(cells: list[str], x: int, h: int, trees: int, out: Path) -> None:

@@ -49,6 +49,7 @@ from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.commands.process import setup_training
+from gnn_treelstm.datasets.sources import sick_graphs, sst_graphs
 from gnn_treelstm.files import check_writable, write_json
 from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees.data import load_meta, load_split
@@ -78,11 +79,7 @@ WORKLOADS: list[tuple[str, str, dict, type | None]] = [
 def _sst_graphs(args) -> list[dgl.DGLGraph]:
     if args.data:
         return list(load_split(args.data, "train", "constituency").graphs)
-    from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph
-
-    vocab: dict[str, int] = {}
-    trees = read_ptb_file(Path(args.src) / "sst" / "trees" / "train.txt")
-    return [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab))) for t in trees]
+    return sst_graphs(args.src)
 
 
 def _sick_graphs(args) -> tuple[list[dgl.DGLGraph], int]:
@@ -90,21 +87,7 @@ def _sick_graphs(args) -> tuple[list[dgl.DGLGraph], int]:
         split = load_split(args.sick_data, "train", "dependency")
         nrel = int(load_meta(args.sick_data)["num_relations"]["dependency"])
         return list(split.graphs) + list(split.graphs_b or []), nrel
-    from gnn_treelstm.datasets.preparsed import (
-        preparsed_dependency_graph,
-        read_preparsed,
-        read_relation_set,
-    )
-
-    base = Path(args.src) / "sick" / "stanford_parsed"
-    rels = read_relation_set(base / "rels_set.txt")
-    vocab: dict[str, int] = {}
-    out = []
-    for side in ("a", "b"):
-        for s in read_preparsed(base / "train", side):
-            ids = [vocab.setdefault(t, len(vocab)) for t in s.tokens]
-            out.append(preparsed_dependency_graph(s, ids, rels))
-    return out, len(rels)
+    return sick_graphs(args.src)
 
 
 def _chain_graphs(trees: list[dgl.DGLGraph]) -> list[dgl.DGLGraph]:

@@ -2,7 +2,8 @@
 laid out like the data mirror (SST, SICK, TREC, SNLI), and the file-based data sets (``amr``:
 :mod:`gnn_treelstm.datasets.amr_data`; ``jsonl``: :mod:`gnn_treelstm.datasets.jsonl`), as lists of
 :class:`gnn_treelstm.datasets.example.Example` per split; the published counts ``--check-counts``
-compares against; the relation vocabulary each tree kind starts from.
+compares against; the relation vocabulary each tree kind starts from; SST's and SICK's trees
+read straight into graphs, for measurements and tests (:func:`sst_graphs`, :func:`sick_graphs`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import os
 from collections.abc import Callable
 from pathlib import Path
 
+import dgl
+
 from gnn_treelstm.datasets import amr_data, chain, jsonl, preparsed, ptb, readers
 from gnn_treelstm.datasets.example import Example
 from gnn_treelstm.trees.vocab import Relations
@@ -20,7 +23,7 @@ logger = logging.getLogger("gnn_treelstm.datasets.build")
 
 __all__ = ["KNOWN_COUNTS", "SST2_COUNTS", "SAMPLE_MARKER", "TREC_DEV_SEED", "SICK_FILES", "SPLITS",
            "LOADERS", "LABEL_NAMES", "CountMismatchError", "is_sample", "check_counts",
-           "load_files", "relations_for"]
+           "load_files", "relations_for", "sst_graphs", "sick_graphs"]
 
 SPLITS = {
     "sst": ["train", "dev", "test"],
@@ -133,6 +136,31 @@ LABEL_NAMES = {
     "trec": readers.TREC_COARSE,
     "snli": readers.SNLI_LABELS,
 }
+
+
+def sst_graphs(src: str | os.PathLike, split: str = "train", limit: int | None = None
+               ) -> list[dgl.DGLGraph]:
+    """The first ``limit`` (all: None) SST trees of ``split`` under ``src`` (laid out like
+    the data mirror) as graphs, words numbered in order of first appearance: the trees a
+    measurement or a test reads without a build."""
+    d = _dataset_dir(Path(src), "sst", "trees")
+    vocab: dict[str, int] = {}
+    return [ptb.tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab)))
+            for t in ptb.read_ptb_file(d / "trees" / f"{split}.txt")[:limit]]
+
+
+def sick_graphs(src: str | os.PathLike, split: str = "train", sides: tuple[str, ...] = ("a", "b"),
+                limit: int | None = None) -> tuple[list[dgl.DGLGraph], int]:
+    """SICK's Stanford dependency trees of ``split`` under ``src`` as graphs: each side of
+    ``sides`` in turn, its first ``limit`` (all: None), words numbered in order of first
+    appearance over them; and the number of relations (``rels_set.txt``)."""
+    base = _dataset_dir(Path(src), "sick", "stanford_parsed") / "stanford_parsed"
+    rels = preparsed.read_relation_set(base / "rels_set.txt")
+    vocab: dict[str, int] = {}
+    return [preparsed.preparsed_dependency_graph(
+        s, [vocab.setdefault(t, len(vocab)) for t in s.tokens], rels)
+        for side in sides for s in preparsed.read_preparsed(base / split, side)[:limit]
+    ], len(rels)
 
 
 def is_sample(src: str | os.PathLike) -> bool:

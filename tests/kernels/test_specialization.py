@@ -24,7 +24,7 @@ from triton.runtime import interpreter  # noqa: E402
 from triton.runtime.jit import JITFunction, create_function_from_signature  # noqa: E402
 
 from gnn_treelstm.cells import build_cell  # noqa: E402
-from gnn_treelstm.datasets.ptb import read_ptb_file, tree_to_graph  # noqa: E402
+from gnn_treelstm.datasets.sources import sst_graphs  # noqa: E402
 from gnn_treelstm.kernels import fused_triton  # noqa: E402
 from gnn_treelstm.trees.schedule import LevelSchedule  # noqa: E402
 
@@ -65,9 +65,7 @@ def launches(monkeypatch):
 
 @pytest.fixture(scope="module")
 def sst_train(shared_data: Path) -> list[dgl.DGLGraph]:
-    vocab: dict[str, int] = {}
-    trees = read_ptb_file(shared_data / "sst" / "trees" / "train.txt")
-    return [tree_to_graph(t, lambda w: vocab.setdefault(w, len(vocab))) for t in trees]
+    return sst_graphs(shared_data)
 
 
 @pytest.mark.parametrize("name", ["nary", "childsum"])
