@@ -46,6 +46,7 @@ import torch
 import gnn_treelstm
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands import bench
+from gnn_treelstm.datasets.chain import word_chains
 from gnn_treelstm.files import write_json
 from gnn_treelstm.kernels import backend, fused_triton, native
 from gnn_treelstm.trees.schedule import LevelSchedule
@@ -70,7 +71,7 @@ def workload_graphs(args) -> dict[str, tuple[list, int]]:
     """Graphs per data set name of :data:`bench.WORKLOADS` (and SICK's relation count)."""
     sst = bench._sst_graphs(args)
     sick, nrel = bench._sick_graphs(args)
-    return {"sst": (sst, 0), "sick": (sick, nrel), "sst-chain": (bench._chain_graphs(sst), 0)}
+    return {"sst": (sst, 0), "sick": (sick, nrel), "sst-chain": (word_chains(sst), 0)}
 
 
 def _synchronize(device: torch.device) -> None:

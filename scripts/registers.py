@@ -47,15 +47,14 @@ def _graphs(ds: str, trees: int):
     words' chains, or SICK dependency with its relation count)."""
     from importlib.resources import files
 
+    from gnn_treelstm.datasets.chain import word_chains
     from gnn_treelstm.datasets.sources import sick_graphs, sst_graphs
-    from gnn_treelstm.trees import graph as G
 
     root = Path(str(files("gnn_treelstm") / "sample_data"))
     if ds in ("sst", "chain"):
         out = sst_graphs(root, limit=trees)
         if ds == "chain":
-            words = [g.ndata[G.WORD][g.ndata[G.WORD] != G.NO_WORD].tolist() for g in out]
-            out = [G.make_tree(list(range(1, len(w))) + [-1], w) for w in words]
+            out = word_chains(out)
         return out, 0
     return sick_graphs(root, sides=("a",), limit=trees)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from gnn_treelstm.trees import graph as G
 from tests.scripts import load_script
 
 hi = load_script("host_instructions")
@@ -43,7 +44,7 @@ def test_the_mtree_cells_are_counted_on_sick_trees_without_a_training_step(monke
     assert hi._labels(args) == [("nary", "cell"), ("nary", "train"), ("mtree", "cell")]
     graphs, kw = hi._trees(True, sample_data, 3)
     assert len(graphs) == 3 and kw["num_relations"] > 1
-    assert all("rel" in g.edata for g in graphs)
+    assert all(G.REL in g.edata for g in graphs)
     hi._inner(args)
     window = [("-z",), ("-d",), ("-d",)]
     assert calls == [("-i", "on"), *window * 3, ("-i", "off")]

@@ -49,6 +49,7 @@ from gnn_treelstm.argtypes import non_negative_int, positive_int
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.commands.dgl_example import DGLExampleChildSumTreeLSTM, DGLExampleTreeLSTM
 from gnn_treelstm.commands.process import setup_training
+from gnn_treelstm.datasets.chain import word_chains
 from gnn_treelstm.datasets.sources import sick_graphs, sst_graphs
 from gnn_treelstm.files import check_writable, write_json
 from gnn_treelstm.trees import graph as G
@@ -88,16 +89,6 @@ def _sick_graphs(args) -> tuple[list[dgl.DGLGraph], int]:
         nrel = int(load_meta(args.sick_data)["num_relations"]["dependency"])
         return list(split.graphs) + list(split.graphs_b or []), nrel
     return sick_graphs(args.src)
-
-
-def _chain_graphs(trees: list[dgl.DGLGraph]) -> list[dgl.DGLGraph]:
-    out = []
-    for g in trees:
-        words = g.ndata[G.WORD]
-        w = words[words != G.NO_WORD].tolist()
-        n = len(w)
-        out.append(G.make_tree(list(range(1, n)) + [-1], w))
-    return out
 
 
 # ------------------------------------------------------------------ FLOPs
@@ -485,7 +476,7 @@ def _workload_data(ds: str, kw: dict, args: argparse.Namespace, data: dict[str, 
         data["sst"] = _sst_graphs(args)
     graphs = data["sst"]
     if ds == "sst-chain":
-        data.setdefault("sst-chain", _chain_graphs(graphs[: args.trees]))
+        data.setdefault("sst-chain", word_chains(graphs[: args.trees]))
         graphs = data["sst-chain"]
     return graphs, kw  # type: ignore[return-value]
 

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 import dgl
 
 from gnn_treelstm.datasets.arrays import TreeRecord, record_graph
+from gnn_treelstm.trees.graph import NO_WORD, WORD
 
-__all__ = ["CHAIN_RELATIONS", "chain_parents", "chain_spans", "chain_record", "chain_graph"]
+__all__ = ["CHAIN_RELATIONS", "chain_parents", "chain_spans", "chain_record", "chain_graph",
+           "word_chains"]
 
 CHAIN_RELATIONS = ["next"]
 
@@ -50,3 +52,13 @@ def chain_graph(
 ) -> dgl.DGLGraph:
     """The chain graph over ``word_ids`` (every node is a word)."""
     return record_graph(chain_record(word_ids, labels=labels, reverse=reverse))
+
+
+def word_chains(trees: Sequence[dgl.DGLGraph]) -> list[dgl.DGLGraph]:
+    """The chain graph (:func:`chain_graph`) of each tree's words, its word nodes in node
+    order: the sequential baselines' input over the sentences of ``trees``."""
+    out = []
+    for g in trees:
+        words = g.ndata[WORD]
+        out.append(chain_graph(words[words != NO_WORD].tolist()))
+    return out
