@@ -169,9 +169,11 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
         waits, blocked, t0, batches, cpu = [], [], time.perf_counter(), 0, 0.0
         arrived: list[bool | None] = []
         starts = []  # each epoch's first batch: from the epoch's iter() to the batch
+        iters = []  # of which iter() itself
         for _ in range(epochs):
             e0 = time.perf_counter()
             it = iter(loader)
+            iters.append(round(1000 * (time.perf_counter() - e0), 1))
             first = True
             while True:
                 there = _arrived(it)
@@ -206,7 +208,10 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                      "arrived_before_next": None if None in arrived else sum(arrived),
                      # the first batch of each epoch, ms (the first epoch's also waits for
                      # the loader processes to start)
-                     "epoch_start_ms": starts}
+                     "epoch_start_ms": starts,
+                     # of each: the epoch's iter() (with processes kept up, the data
+                     # loader waits there for each to take up the new epoch)
+                     "epoch_iter_ms": iters}
     return out
 
 

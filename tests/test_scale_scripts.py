@@ -60,4 +60,6 @@ def test_packed_bench_loader_reports_each_epochs_start(tmp_path, capsys):
     for part in ("alone", "with_step"):
         assert len(got[part]["epoch_start_ms"]) == 3
         assert all(ms > 0 for ms in got[part]["epoch_start_ms"])
+        assert all(0 <= it <= ms for it, ms in zip(got[part]["epoch_iter_ms"],
+                                                    got[part]["epoch_start_ms"]))
         assert got[part]["steps"] == 3 * (4 - 1)  # 16 trees, 4 batches an epoch, the first not
