@@ -53,7 +53,6 @@ from torch.nn import functional as F
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.gates import OutputGateLayout, split_non_forget
 from gnn_treelstm.cells.registry import cells
-from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_triton
@@ -204,9 +203,7 @@ class ChildSumTreeLSTM(OutputGateLayout, TreeCell):
             return None
         loops = fused_triton.childsum_levels if path == "triton" else fused.childsum_levels
         lv = prop.schedule_on(x.device).up
-        out = loops(to_schedule_order(self.input_terms(x), lv), self._U_in(), self.U_f.weight,
-                    lv)
-        return to_node_order(out[0], lv), to_node_order(out[1], lv)
+        return loops(self.input_terms(x), self._U_in(), self.U_f.weight, lv)  # node order
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, output_gate={self.output_gate}"

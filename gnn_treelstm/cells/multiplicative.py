@@ -83,7 +83,6 @@ from torch.nn import functional as F
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.childsum import childsum_forget_term, childsum_node_update
 from gnn_treelstm.cells.registry import cells
-from gnn_treelstm.engine.level import to_node_order, to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_triton
@@ -304,19 +303,17 @@ class MultiplicativeTreeLSTM(TreeCell):
     def level_kernel(self, prop: Propagator, x: torch.Tensor):
         """On the forward's path (:meth:`kernel_path`), the Triton kernels
         (:mod:`gnn_treelstm.kernels.fused_triton`; CUDA) or Child-Sum's C++ level loops
-        (float32 CPU), on the input terms in schedule order (:meth:`level_loops`)."""
+        (float32 CPU), on the input terms in node order (:meth:`level_loops`)."""
         path = self.kernel_path(prop, x)
         if path == "general":
             return None
         lv = prop.schedule_on(x.device).up
-        wx = to_schedule_order(self.graph_input_terms(prop, x), lv)  # (N, 4h)
-        out = self.level_loops(wx, lv, path == "triton")
-        return to_node_order(out[0], lv), to_node_order(out[1], lv)
+        return self.level_loops(self.graph_input_terms(prop, x), lv, path == "triton")
 
     def level_loops(self, wx: torch.Tensor, lv, triton: bool
                     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """``(h, c)`` in schedule order from the input terms ``wx`` (N, 4h) in schedule
-        order: the Triton kernels (``triton``) or the C++ loops."""
+        """``(h, c)`` in node order from the input terms ``wx`` (N, 4h) in node order: the
+        Triton kernels (``triton``) or the C++ loops."""
         raise NotImplementedError
 
     # ------------------------------------------------------------ validation

@@ -32,7 +32,8 @@ from gnn_treelstm.trees.schedule import Levels
 
 __all__ = ["available", "state_buffers", "grad_buffers", "grad_matmul", "childsum_levels",
            "mtree_levels", "mtree_full_levels", "NaryRows", "nary_levels", "gate_weight",
-           "nary_input_gates", "nary_param_grads", "single_source_slots"]
+           "nary_input_gates", "nary_param_grads", "single_source_slots",
+           "in_schedule_order", "in_node_order"]
 
 
 def available(t: torch.Tensor) -> bool:
@@ -86,6 +87,18 @@ def rows_in_order(t: torch.Tensor, order: torch.Tensor | None) -> torch.Tensor:
     return t.index_select(0, order) if _gathered(t, order) else t.contiguous()
 
 
+def in_schedule_order(t: torch.Tensor, lv: Levels) -> torch.Tensor:
+    """Rows in node order -> the schedule order of ``lv`` (:func:`rows_in_order`), inside a
+    level loop's ``autograd.Function``, whose backward takes the gradient back with
+    :func:`in_node_order`: a gather each way."""
+    return rows_in_order(t, lv.order)
+
+
+def in_node_order(t: torch.Tensor, lv: Levels) -> torch.Tensor:
+    """Rows in the schedule order of ``lv`` -> node order (see :func:`in_schedule_order`)."""
+    return rows_in_order(t, lv.rank)
+
+
 def grad_matmul(a: torch.Tensor, b: torch.Tensor, *, vary_k: bool = False,
                 vary_m: bool = True) -> torch.Tensor:
     """``a @ b`` for the weight-gradient products, whose ``a`` is a transposed view
@@ -124,22 +137,26 @@ class _ChildSumLevels(torch.autograd.Function):
     """Child-Sum recurrence over all levels given ``W x + b``, in C++
     (``csrc/childsum_levels.cpp``).
 
-    Inputs: ``wx`` (N, 4h) in schedule order, gate order ``i, o, u, f``; ``U_iou`` (3h, h);
+    Inputs: ``wx`` (N, 4h) in node order, gate order ``i, o, u, f``; ``U_iou`` (3h, h);
     ``U_f`` (h, h); ``lv`` (up levels). Without output gate (Tai's relatedness models,
     ``h_j = tanh(c_j)``): ``wx`` (N, 3h) ``i, u, f`` and ``U_iu`` (2h, h) in place of
-    ``U_iou``. Outputs ``h, c`` (N, h) in schedule order.
+    ``U_iou``. Outputs ``h, c`` (N, h) in node order: the loops run in schedule order, and
+    the rows are gathered into it and back inside (:func:`in_schedule_order`,
+    :func:`in_node_order`), so that a permutation's gradient is a gather too, not
+    autograd's scatter into zeros.
     """
 
     @staticmethod
     def forward(ctx, wx, U_iou, U_f, lv: Levels):
+        wx = in_schedule_order(wx, lv)
         h, c, gates, h_tilde, fgate, tc = _childsum_buffers(wx, U_iou, U_f, lv)
         torch.ops.gnn_treelstm.childsum_forward(
-            wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
+            wx, h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
         ctx.lv = lv
         ctx.save_for_backward(U_iou, U_f, h, c, gates, h_tilde, fgate, tc)
         n = gates.shape[0]
-        return h[:n], c[:n]
+        return in_node_order(h[:n], lv), in_node_order(c[:n], lv)
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
@@ -147,7 +164,7 @@ class _ChildSumLevels(torch.autograd.Function):
         nodes / edges."""
         U_iou, U_f, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
-        dh, dc = grad_buffers(dh_out, dc_out)
+        dh, dc = grad_buffers(dh_out, dc_out, lv.order)
         dgates = torch.empty_like(gates)  # d pre-activations of i, (o,) u (N, G h)
         dfgate = torch.empty_like(fgate)  # d pre-activation of f per edge (E, h)
         torch.ops.gnn_treelstm.childsum_backward(
@@ -155,14 +172,14 @@ class _ChildSumLevels(torch.autograd.Function):
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous())
         dwx, dU_iou = _childsum_grads(dgates, dfgate, h_tilde, lv)
         dU_f = grad_matmul(dfgate.t(), h.index_select(0, lv.edge_src))  # (h, h) over all edges
-        return dwx, dU_iou, dU_f, None
+        return in_node_order(dwx, lv), dU_iou, dU_f, None
 
 
 def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
                     lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """Child-Sum ``(h, c)`` in schedule order from ``wx`` (N, 4h) in schedule order (or
-    (N, 3h) with ``U_iu`` (2h, h) without output gate), or ``None`` when the C++ loops
-    cannot run for ``wx``."""
+    """Child-Sum ``(h, c)`` in node order from ``wx`` (N, 4h) in node order (or (N, 3h)
+    with ``U_iu`` (2h, h) without output gate), or ``None`` when the C++ loops cannot run
+    for ``wx``."""
     if not available(wx):
         return None
     return _ChildSumLevels.apply(wx, U_iou, U_f, lv)
@@ -180,26 +197,27 @@ class _MTreeLevels(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, wx, U_iou, U_f, s, W_mh, W_hm, lv: Levels):
+        wx = in_schedule_order(wx, lv)
         h, c, gates, h_tilde, fgate, tc = _childsum_buffers(wx, U_iou, U_f, lv)
         s = s.contiguous()
         a = torch.empty_like(s)  # W_mh h_k per edge
         msum = wx.new_empty(wx.shape[0], s.shape[1])  # M_j = Σ_k s_jk ⊙ a_jk
         torch.ops.gnn_treelstm.mtree_forward(
-            wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
+            wx, h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), s, a,
             msum, W_mh.contiguous(), W_hm.contiguous())
         ctx.lv = lv
         ctx.save_for_backward(U_iou, U_f, W_mh, W_hm, s, a, msum, h, c, gates, h_tilde,
                               fgate, tc)
         n = gates.shape[0]
-        return h[:n], c[:n]
+        return in_node_order(h[:n], lv), in_node_order(c[:n], lv)
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
         U_iou, U_f, W_mh, W_hm, s, a, msum, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
         hs = h.shape[1]
-        dh, dc = grad_buffers(dh_out, dc_out)
+        dh, dc = grad_buffers(dh_out, dc_out, lv.order)
         dgates = torch.empty_like(gates)
         dfa = h.new_empty(fgate.shape[0], hs + s.shape[1])  # [d pre_f | d(W_mh h_k)] per edge
         dht = h.new_empty(gates.shape[0], hs)  # dL/dh~_j
@@ -211,13 +229,13 @@ class _MTreeLevels(torch.autograd.Function):
         dwx, dU_iou = _childsum_grads(dgates, dfa[:, :hs], h_tilde, lv)
         dUf_mh = grad_matmul(dfa.t(), h.index_select(0, lv.edge_src))  # [dU_f ; dW_mh] over edges
         dW_hm = grad_matmul(dht.t(), msum)  # (h, m) over all nodes
-        return dwx, dU_iou, dUf_mh[:hs], ds, dUf_mh[hs:], dW_hm, None
+        return in_node_order(dwx, lv), dU_iou, dUf_mh[:hs], ds, dUf_mh[hs:], dW_hm, None
 
 
 def mtree_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor, s: torch.Tensor,
                  W_mh: torch.Tensor, W_hm: torch.Tensor,
                  lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """mTreeLSTM ``(h, c)`` in schedule order (see :class:`_MTreeLevels`), or ``None`` when
+    """mTreeLSTM ``(h, c)`` in node order (see :class:`_MTreeLevels`), or ``None`` when
     the C++ loops cannot run for ``wx``."""
     if not available(wx):
         return None
@@ -231,23 +249,24 @@ class _MTreeFullLevels(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, wx, U_iou, U_f, W_hh, lv: Levels):
+        wx = in_schedule_order(wx, lv)
         h, c, gates, h_tilde, fgate, tc = _childsum_buffers(wx, U_iou, U_f, lv)
         rel = lv.edge_rel.long().contiguous()
         torch.ops.gnn_treelstm.mtree_full_forward(
-            wx.contiguous(), h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
+            wx, h, c, gates, h_tilde, fgate, tc, lv.edge_src, lv.edge_dst,
             lv.node_offsets, lv.edge_offsets, U_iou.contiguous(), U_f.contiguous(), rel,
             W_hh.contiguous())
         ctx.lv, ctx.rel = lv, rel
         ctx.save_for_backward(U_iou, U_f, W_hh, h, c, gates, h_tilde, fgate, tc)
         n = gates.shape[0]
-        return h[:n], c[:n]
+        return in_node_order(h[:n], lv), in_node_order(c[:n], lv)
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
         U_iou, U_f, W_hh, h, c, gates, h_tilde, fgate, tc = ctx.saved_tensors
         lv: Levels = ctx.lv
         rel = ctx.rel
-        dh, dc = grad_buffers(dh_out, dc_out)
+        dh, dc = grad_buffers(dh_out, dc_out, lv.order)
         dgates, dfgate = torch.empty_like(gates), torch.empty_like(fgate)
         dht = h.new_empty(gates.shape[0], h.shape[1])  # dL/dh~_j
         torch.ops.gnn_treelstm.mtree_full_backward(
@@ -267,12 +286,12 @@ class _MTreeFullLevels(torch.autograd.Function):
             if cnt:
                 dW_hh[r] = grad_matmul(dt[lo:lo + cnt].t(), hk[lo:lo + cnt])
             lo += cnt
-        return dwx, dU_iou, dU_f, dW_hh, None
+        return in_node_order(dwx, lv), dU_iou, dU_f, dW_hh, None
 
 
 def mtree_full_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
                       W_hh: torch.Tensor, lv: Levels) -> tuple[torch.Tensor, torch.Tensor] | None:
-    """fullTreeLSTM ``(h, c)`` in schedule order (see :class:`_MTreeFullLevels`), or ``None``
+    """fullTreeLSTM ``(h, c)`` in node order (see :class:`_MTreeFullLevels`), or ``None``
     when the C++ loops cannot run for ``wx``."""
     if not available(wx):
         return None

@@ -493,7 +493,8 @@ def _childsum_up(wx: torch.Tensor, lv: Levels, hs: int, g: int, r: int, level_pr
 def _childsum_down(dh_out: torch.Tensor, dc_out: torch.Tensor, up: _UpState, lv: Levels,
                    g: int, r: int, width: int, level_grad
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """The backward of :func:`_childsum_up`, top-down: per level one launch, then
+    """The backward of :func:`_childsum_up`, top-down, from the output gradients in node
+    order (gathered into schedule order here): per level one launch, then
     ``level_grad(lvl, d_l, dp_l)``, which writes into ``dp_l`` (E_l, h) the gradient into
     the children's ``h_k`` from the level's rows of ``d`` (E_l, ``width``). Returns ``dg``
     (δi, (δo,) δu per row), ``dwf`` (Σ_k δf_jk per row) and ``d`` (per edge ``[δi, (δo,)
@@ -501,7 +502,7 @@ def _childsum_down(dh_out: torch.Tensor, dc_out: torch.Tensor, up: _UpState, lv:
     rel, estart, pe, act, c, tc, he, fe = up
     n, hs = tc.shape
     e = he.shape[0]
-    dh, dc = _grads_in_schedule_order(dh_out, dc_out, None)
+    dh, dc = _grads_in_schedule_order(dh_out, dc_out, lv.order)
     # each row's parent row (N: a root): the up schedule's, built once per batch
     par = lv.next_row if lv.next_row is not None and n == lv.num_nodes else _parents(
         lv, n, 1)[0]
@@ -525,11 +526,12 @@ class _ChildSumLevels(torch.autograd.Function):
     """Child-Sum recurrence (Tai eqs 2-8) over all levels with the Triton kernels, the
     children's contribution to ``U^(i,o,u) h~_j`` through one matrix per relation.
 
-    Inputs: ``wx`` (N, (G+1) h) ``W x + b`` in schedule order, gate columns ``i, (o,) u, f``;
+    Inputs: ``wx`` (N, (G+1) h) ``W x + b`` in node order, gate columns ``i, (o,) u, f``;
     ``V`` (R, G h, h): edge ``k -> j`` of relation ``r`` adds ``V_r h_k`` to the
     pre-activations of ``i, (o,) u`` (Child-Sum: ``R = 1``, ``V_0 = U^(i,o,u)``); ``U_f``
     (h, h); ``lv`` (up levels; ``lv.edge_rel`` picks ``V_r`` when R > 1). Outputs ``h, c``
-    (N, h) in schedule order."""
+    (N, h) in node order (the loops run in schedule order, the rows gathered into it and
+    back inside: :func:`gnn_treelstm.kernels.fused.in_schedule_order`)."""
 
     @staticmethod
     def forward(ctx, wx, V, U_f, lv: Levels):
@@ -538,29 +540,30 @@ class _ChildSumLevels(torch.autograd.Function):
         # ((R G + 1) h, h): one product per edge for every relation's gates and f
         u_all = torch.cat([V.reshape(r * gh, hs), U_f])
         u_t = u_all.t()
-        h, up = _childsum_up(wx.contiguous(), lv, hs, gh // hs, r,
+        h, up = _childsum_up(fused.in_schedule_order(wx, lv), lv, hs, gh // hs, r,
                              lambda lvl, he_l: torch.mm(he_l, u_t))
         ctx.lv, ctx.g, ctx.r = lv, gh // hs, r
         ctx.save_for_backward(u_all, *up)
-        return h, up.c
+        return fused.in_node_order(h, lv), fused.in_node_order(up.c, lv)
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
         u_all, *saved = ctx.saved_tensors
-        up = _UpState(*saved)
+        up, lv = _UpState(*saved), ctx.lv
         g, r, hs = ctx.g, ctx.r, u_all.shape[1]
         dg, dwf, d = _childsum_down(
-            dh_out, dc_out, up, ctx.lv, g, r, u_all.shape[0],
+            dh_out, dc_out, up, lv, g, r, u_all.shape[0],
             lambda lvl, d_l, dp_l: torch.mm(d_l, u_all, out=dp_l))
         # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
         du = torch.mm(d.t(), up.he) if up.he.shape[0] else torch.zeros_like(u_all)
         gr = g * hs * r
-        return torch.cat([dg, dwf], 1), du[:gr].view(r, g * hs, hs), du[gr:], None
+        return (fused.in_node_order(torch.cat([dg, dwf], 1), lv), du[:gr].view(r, g * hs, hs),
+                du[gr:], None)
 
 
 def childsum_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor,
                     lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
-    """Child-Sum ``(h, c)`` in schedule order with the Triton kernels (arguments and results
+    """Child-Sum ``(h, c)`` in node order with the Triton kernels (arguments and results
     as :func:`gnn_treelstm.kernels.fused.childsum_levels`, the C++ loops'; the cell chooses
     between them by its forward's path; ``ValueError`` where Triton does not run for
     ``wx``)."""
@@ -572,7 +575,7 @@ def relation_childsum_levels(wx: torch.Tensor, V: torch.Tensor, U_f: torch.Tenso
                              lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
     """Child-Sum's loop with one matrix ``V_r`` (G h, h) per relation in place of
     ``U^(i,o,u)`` (``V`` (R, G h, h), relations from ``lv.edge_rel``): fullTreeLSTM
-    (``V_r = U^(i,o,u) W_hh[r]``), ``(h, c)`` in schedule order (``ValueError`` where
+    (``V_r = U^(i,o,u) W_hh[r]``), ``(h, c)`` in node order (``ValueError`` where
     Triton does not run for ``wx``)."""
     _require(wx, "relation_childsum_levels", "fused.mtree_full_levels")
     return _ChildSumLevels.apply(wx, V, U_f, lv)
@@ -589,7 +592,7 @@ class _MTreeLevels(torch.autograd.Function):
 
     Inputs: ``wx`` (N, (G+1) h) as :class:`_ChildSumLevels`; ``A`` (G h, m); ``U_f`` (h, h);
     ``W_mh`` (m, h); ``s`` (E, m) each edge's ``W_mr e_jk`` in the up schedule's edge
-    order; ``lv``. Outputs ``h, c`` (N, h) in schedule order."""
+    order; ``lv``. Outputs ``h, c`` (N, h) in node order, as :class:`_ChildSumLevels`'."""
 
     @staticmethod
     def forward(ctx, wx, A, U_f, W_mh, s, lv: Levels):
@@ -607,10 +610,11 @@ class _MTreeLevels(torch.autograd.Function):
             zs[lvl].mul_(ss[lvl])  # z_jk = s_jk ⊙ W_mh h_k (eq 4)
             return torch.mm(qs[lvl], blocks_t)  # [A z_jk; U^(f) h_k]
 
-        h, up = _childsum_up(wx.contiguous(), lv, hs, A.shape[0] // hs, 1, level_product)
+        h, up = _childsum_up(fused.in_schedule_order(wx, lv), lv, hs, A.shape[0] // hs, 1,
+                             level_product)
         ctx.lv = lv
         ctx.save_for_backward(A, W_mh, U_f, s, blocks, q, *up)
-        return h, up.c
+        return fused.in_node_order(h, lv), fused.in_node_order(up.c, lv)
 
     @staticmethod
     def backward(ctx, dh_out, dc_out):
@@ -634,13 +638,13 @@ class _MTreeLevels(torch.autograd.Function):
         dwq = torch.mm(y.t(), he)  # [dW_mh; dU_f]: one product over all edges
         dA = torch.mm(d_iou.t(), q[:, :ms])
         ds = torch.mm(d_iou, A).mul_(torch.mm(he, W_mh.t()))  # (A^T δiou) ⊙ W_mh h_k
-        return torch.cat([dg, dwf], 1), dA, dwq[ms:], dwq[:ms], ds, None
+        return fused.in_node_order(torch.cat([dg, dwf], 1), lv), dA, dwq[ms:], dwq[:ms], ds, None
 
 
 def mtree_levels(wx: torch.Tensor, U_iou: torch.Tensor, U_f: torch.Tensor, s: torch.Tensor,
                  W_mh: torch.Tensor, W_hm: torch.Tensor,
                  lv: Levels) -> tuple[torch.Tensor, torch.Tensor]:
-    """mTreeLSTM ``(h, c)`` in schedule order with the Triton kernels (arguments and results
+    """mTreeLSTM ``(h, c)`` in node order with the Triton kernels (arguments and results
     as :func:`gnn_treelstm.kernels.fused.mtree_levels`, the C++ loops': ``s`` (E, m) each
     edge's ``W_mr e_jk``; see :class:`_MTreeLevels`; ``ValueError`` where Triton does not
     run for ``wx``)."""

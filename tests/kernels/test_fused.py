@@ -1,12 +1,16 @@
 """The level loops' bookkeeping in :mod:`gnn_treelstm.kernels.fused`: gate weights and
-biases per forget gate, output gradients into schedule order."""
+biases per forget gate, output gradients into schedule order, the Child-Sum loops' rows
+in node order."""
 
 from __future__ import annotations
 
+import dgl
 import pytest
 import torch
 
-from gnn_treelstm.kernels import fused, fused_triton
+from gnn_treelstm.cells import build_cell
+from gnn_treelstm.kernels import fused, fused_triton, host
+from gnn_treelstm.trees import graph as G
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -52,3 +56,45 @@ def test_the_triton_path_takes_the_output_gradients_the_same_way():
     dh, dc = torch.randn(3).expand(5, 3), torch.randn(5, 3)
     a, b = fused_triton._grads_in_schedule_order(dh, dc, order)
     assert torch.equal(a, dh[order]) and torch.equal(b, dc[order])
+
+
+def _loop_node(t: torch.Tensor) -> tuple[str, str]:
+    """The autograd node that gave ``t`` and the one that gave its first input (``wx``)."""
+    node = t.grad_fn
+    return type(node).__name__, type(node.next_functions[0][0]).__name__
+
+
+def _paths_here() -> list[str]:
+    paths = ["native"] if fused.available(torch.zeros(1)) else []
+    return paths + (["triton"] if fused_triton.interpreted() else [])
+
+
+@pytest.mark.parametrize("name", ["childsum", "mtree", "mtree-add", "mtree-full"])
+def test_the_childsum_loops_take_and_give_node_order_gathering_inside(name):
+    """Child-Sum's and the mTreeLSTM variants' loops gather the rows into schedule order and
+    back inside their autograd function: ``h`` and ``c`` come out of it and its input terms
+    go in as they were made, with no ``index_select`` under autograd between, whose backward
+    scatters into zeros; the same states and gradients as the general level driver."""
+    paths = _paths_here()
+    if not paths:
+        pytest.skip("neither the C++ loops nor the Triton interpreter runs here")
+    # two trees whose node ids are not in level order: the permutation is not the identity
+    graph = dgl.batch([G.make_tree([-1, 0, 0, 1, 1], [3, 1, 2, 0, 4], rels=[0, 1, 0, 1, 1]),
+                       G.make_tree([2, 2, -1], [5, 6, 7], rels=[0, 0, 0])])
+    kw = {} if name == "childsum" else {"num_relations": 2}
+    torch.manual_seed(0)
+    cell = build_cell(name, 4, 3, engine="level", **kw)
+    x = torch.randn(graph.num_nodes(), 4, requires_grad=True)
+    with host.use_path("general"):
+        h0, c0 = cell(graph, x)
+        (gx0,) = torch.autograd.grad((h0 * h0).sum() + c0.sum(), x)
+    for path in paths:
+        with host.use_path(path):
+            h, c = cell(graph, x)
+            for t in (h, c):  # the loop's own output, from its input terms as they were
+                made, name = _loop_node(t)
+                assert made.endswith("LevelsBackward") and name != "IndexSelectBackward0", path
+            (gx,) = torch.autograd.grad((h * h).sum() + c.sum(), x)
+        torch.testing.assert_close(h, h0)
+        torch.testing.assert_close(c, c0)
+        torch.testing.assert_close(gx, gx0)
