@@ -150,7 +150,8 @@ def _median_cpu(work, passes: int) -> float:
 
 
 def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: int,
-                   step_ms: float, epochs: int = 2, pin_thread: bool = False) -> dict:
+                   step_ms: float, epochs: int = 2, pin_thread: bool = False,
+                   ahead: bool = False, between_ms: float = 0.0) -> dict:
     import torch
 
     from gnn_treelstm.training.batching import make_loader
@@ -163,14 +164,18 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
     loader = make_loader(sp, batch_size, shuffle=True, seed=0, schedule=True, workers=workers,
                          pin_memory=pin_thread)
     out = {"trees": len(sp), "batch_size": batch_size, "workers": workers, "step_ms": step_ms,
-           "pin_thread": pin_thread,
+           "pin_thread": pin_thread, "ahead": ahead, "between_ms": between_ms,
            "cpu_ms_per_batch": _loader_cpu(sp, batch_size, loader.collate_fn)}
     for name, step in (("alone", 0.0), ("with_step", step_ms / 1000)):
         waits, blocked, t0, batches, cpu = [], [], time.perf_counter(), 0, 0.0
         arrived: list[bool | None] = []
         starts = []  # each epoch's first batch: from the epoch's iter() to the batch
         iters = []  # of which iter() itself
-        for _ in range(epochs):
+        for epoch in range(epochs):
+            if epoch:  # after the last batch: the trainer's next epoch, then its evaluation
+                if ahead:
+                    loader.start_next_epoch()
+                time.sleep(between_ms / 1000)
             e0 = time.perf_counter()
             it = iter(loader)
             iters.append(round(1000 * (time.perf_counter() - e0), 1))
@@ -369,6 +374,13 @@ def main(argv: list[str] | None = None) -> int:
                     help="loader: as on CUDA (pin_memory=True), a thread of the training "
                          "process receives the batches beside the step (here pinning "
                          "nothing: no accelerator)")
+    ap.add_argument("--ahead", action="store_true",
+                    help="loader: start each next epoch after the last one's last batch "
+                         "(Loader.start_next_epoch), as the trainer does before its dev "
+                         "evaluation")
+    ap.add_argument("--between-ms", type=float, default=0.0,
+                    help="loader: a pause between epochs (a sleep), the dev evaluation's "
+                         "place")
     args = ap.parse_args(argv)
     if args.what == "compare":
         compare(args)
@@ -383,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         out = measure_load(args.data, args.split, args.tree)
     elif args.what == "loader":
         out = measure_loader(args.data, args.split, args.tree, args.batch_size, args.workers,
-                             args.step_ms, epochs=args.epochs, pin_thread=args.pin_thread)
+                             args.step_ms, epochs=args.epochs, pin_thread=args.pin_thread,
+                             ahead=args.ahead, between_ms=args.between_ms)
     else:
         out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
                               args.ready, args.passes)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 
 import numpy as np
+import pytest
 
 from gnn_treelstm.datasets import build as B
 from gnn_treelstm.trees import data as D
@@ -51,12 +52,14 @@ def test_packed_bench_reports(tmp_path, capsys):
     assert bench.main(["load", str(tmp_path / "none")]) == 2
 
 
-def test_packed_bench_loader_reports_each_epochs_start(tmp_path, capsys):
+@pytest.mark.parametrize("ahead", [[], ["--ahead", "--between-ms", "5"]])
+def test_packed_bench_loader_reports_each_epochs_start(tmp_path, capsys, ahead):
     data = build_tiny(tmp_path, "sst")
     bench = load_script("packed_bench")
     assert bench.main(["loader", str(data), "--tree", "dependency", "--batch-size", "5",
-                       "--workers", "1", "--step-ms", "0.1", "--epochs", "3"]) == 0
+                       "--workers", "1", "--step-ms", "0.1", "--epochs", "3", *ahead]) == 0
     got = json.loads(capsys.readouterr().out)
+    assert got["ahead"] == bool(ahead) and got["between_ms"] == (5 if ahead else 0)
     for part in ("alone", "with_step"):
         assert len(got[part]["epoch_start_ms"]) == 3
         assert all(ms > 0 for ms in got[part]["epoch_start_ms"])

@@ -86,17 +86,62 @@ class Loader(DataLoader):
     generator, or torch's global one, before the epoch's order; a persistent one draws it
     once. So each later epoch draws it here, as a fresh iterator would: the shuffle order
     and the global generator (dropout's masks) then follow the same draws as with no loader
-    process (``tests/training/test_batching.py``)."""
+    process (``tests/training/test_batching.py``).
+
+    :meth:`start_next_epoch` starts the next epoch once the last one's batches are all
+    taken, so that its processes take it up and build its first batches while the caller
+    does other work (the dev evaluation); the next ``iter`` hands that epoch out.
+    :meth:`epoch_state` is the shuffle generator's state the epoch to come is drawn from,
+    whether it started early or not: what a saved state replays it from."""
+
+    _ahead: Iterator | None = None  # the next epoch, started early (start_next_epoch)
+    _ahead_state: torch.Tensor | None = None  # the shuffle generator's state before it
 
     def __iter__(self) -> Iterator:
+        if self._ahead is not None:  # started early, its draws made
+            it, self._ahead, self._ahead_state = self._ahead, None, None
+            return it
         if self._iterator is not None:  # an epoch after the first, on the same processes
             torch.empty((), dtype=torch.int64).random_(generator=self.generator)
         return super().__iter__()
 
+    def start_next_epoch(self) -> None:
+        """Start the next epoch now, its draws from the shuffle generator made: with loader
+        processes, they take it up and build its first batches (the data loader's
+        ``prefetch_factor`` each) while the caller does other work, and the next ``iter``
+        returns it. Nothing to do without loader processes, without a shuffle generator (an
+        unshuffled loader draws from torch's global generator, which the caller's own draws
+        meanwhile would then follow, not precede) or when it already started. Raises
+        ``RuntimeError`` while an epoch still has batches to take: starting another would
+        drop them."""
+        if self._ahead is not None or not self.num_workers or self.generator is None:
+            return
+        it = self._iterator
+        if it is not None and it._num_yielded < len(it):
+            raise RuntimeError(
+                f"start_next_epoch: the epoch in progress has {len(it) - it._num_yielded} of "
+                f"its {len(it)} batches still to take; start the next one after its last")
+        state = self.generator.get_state()
+        self._ahead = self.__iter__()
+        self._ahead_state = state
+
+    def epoch_state(self) -> torch.Tensor | None:
+        """The shuffle generator's state that the epoch the next ``iter`` hands out is
+        drawn from (as of before its draws, also when :meth:`start_next_epoch` made them);
+        None for a loader without one (unshuffled)."""
+        if self._ahead_state is not None:
+            return self._ahead_state.clone()
+        return None if self.generator is None else self.generator.get_state()
+
     def close(self) -> None:
         """Stop the loader processes now (a later epoch starts new ones), not when the
         interpreter exits: with pinned memory, torch 2.4's exit handler waits 5 s for each
-        persistent process it never told to stop (pytorch/pytorch#81794)."""
+        persistent process it never told to stop (pytorch/pytorch#81794). An epoch started
+        early is dropped and its draws undone: the shuffle generator goes back to
+        :meth:`epoch_state`."""
+        if self._ahead_state is not None and self.generator is not None:
+            self.generator.set_state(self._ahead_state)
+        self._ahead = self._ahead_state = None
         it, self._iterator = self._iterator, None
         if it is not None:
             it._shutdown_workers()

@@ -520,6 +520,9 @@ class Trainer:
                 if self.state.stopped_early is not None:
                     break  # a seed resumed after early stopping ended it
                 training = self.train_epoch(epoch)
+                if epoch < self.cfg.epochs:  # its first batches made during the evaluation
+                    self.check_data()  # which they read as it was mapped
+                    self.current.loader.start_next_epoch()
                 dev, eval_seconds, eval_memory = self.evaluate_dev()
                 self.end_epoch(epoch, training, dev, eval_seconds, eval_memory)
         finally:  # its loader processes, up between epochs, stopped with the seed
@@ -622,7 +625,7 @@ class Trainer:
         state.process_peak = max(state.process_peak,
                                  memory_stats(self.device)["peak_rss_mb"])
         per_epoch_peak = self._new_peak_window()
-        epoch_loader_state = loader.generator.get_state()  # replays this epoch's order
+        epoch_loader_state = loader.epoch_state()  # replays this epoch's order
         t0 = time.perf_counter()
         sums = _EpochSums.start(state.partial, self.device)
         if state.partial is not None:  # resumed inside this epoch
@@ -794,7 +797,7 @@ class Trainer:
                      "epochs (best: epoch %s)", state.seed, epoch, sel, state.bad_epochs,
                      state.best.get("epoch"))
         state.epoch, state.step, state.partial = epoch + 1, 0, None  # the epoch is done
-        self.save_state(self.current.loader.generator.get_state())
+        self.save_state(self.current.loader.epoch_state())  # the next epoch's
         if self.hooks.on_epoch_end is not None:
             self.hooks.on_epoch_end(record)
         return record

@@ -93,3 +93,57 @@ def test_loader_processes_stay_up_and_draw_as_no_loader_process_does():
         assert torch.equal(global_0, global_1)
         assert (gen_0 is None) == (gen_1 is None) == (not shuffle)
         assert gen_0 is None or torch.equal(gen_0, gen_1)
+
+
+def test_an_epoch_started_early_draws_as_one_started_at_its_iter():
+    """``start_next_epoch`` after an epoch's last batch: with a loader process the next
+    epoch starts there (its first batches asked for), hands out the same batches, and
+    ``epoch_state`` is the shuffle generator's state before its draws; without processes
+    it does nothing. An epoch started early and never taken is undone by ``close``."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
+    split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
+    seen = []
+    for workers in (0, 1):
+        torch.manual_seed(0)
+        loader = make_loader(split, 4, shuffle=True, seed=3, schedule=True, workers=workers)
+        epochs, states = [], []
+        for _ in range(3):
+            states.append(loader.epoch_state())
+            epochs.append([b.index.tolist() for b in loader])
+            before = loader.epoch_state()
+            loader.start_next_epoch()
+            assert torch.equal(loader.epoch_state(), before)  # not the draws made
+            assert (loader._ahead is not None) == (workers > 0)
+            if workers:  # the epoch taken up, its first batches asked for
+                assert loader._iterator._send_idx > 0 and loader._iterator._num_yielded == 0
+                assert not torch.equal(loader.generator.get_state(), before)
+            loader.start_next_epoch()  # once started, started
+        it = iter(loader)
+        next(it)
+        try:  # a batch taken, two still to take: starting another would drop them
+            loader.start_next_epoch()
+        except RuntimeError as e:
+            assert "has 2 of its 3 batches still to take" in str(e)
+        else:
+            assert not workers, "started an epoch over one in progress"
+        list(it)
+        loader.start_next_epoch()
+        loader.close()  # the epoch started early never ran: its draws undone
+        seen.append((epochs, states, loader.generator.get_state(), torch.random.get_rng_state()))
+    (epochs_0, states_0, gen_0, global_0), (epochs_1, states_1, gen_1, global_1) = seen
+    assert epochs_0 == epochs_1 and len({str(e) for e in epochs_0}) == 3
+    assert all(torch.equal(a, b) for a, b in zip(states_0, states_1, strict=True))
+    assert torch.equal(gen_0, gen_1) and torch.equal(global_0, global_1)
+
+
+def test_an_unshuffled_loader_does_not_start_early():
+    """Its processes' seed comes from torch's global generator, whose draws would move."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
+    split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
+    loader = make_loader(split, 4, shuffle=False, schedule=True, workers=1)
+    list(loader)
+    state = torch.random.get_rng_state()
+    loader.start_next_epoch()
+    assert loader._ahead is None and loader.epoch_state() is None
+    assert torch.equal(torch.random.get_rng_state(), state)
+    loader.close()

@@ -90,3 +90,38 @@ def test_distributed_sampler_over_packed_trees(tmp_path):
             assert a.num_a == b.num_a == len(a.index) and a.graph_b is b.graph_b is None
             seen += a.index.tolist()
     assert sorted(seen) == list(range(len(split)))
+
+
+def test_states_saved_with_a_loader_process_replay_each_epoch_as_without(tmp_path,
+                                                                         monkeypatch):
+    """With a loader process each next epoch starts before the dev evaluation
+    (``Loader.start_next_epoch``); every state saved, inside an epoch and after one, still
+    holds the shuffle generator as of its epoch's start, as a run without processes saves
+    it, and the runs are the same to the bit."""
+    from gnn_treelstm.training.trainer import Trainer
+
+    build_tiny(tmp_path / "data", "sst")
+    real_save, saved = Trainer.save_state, []
+
+    def recording(self, loader_state):
+        saved.append((self.state.epoch, self.state.step, loader_state.clone()))
+        real_save(self, loader_state)
+
+    monkeypatch.setattr(Trainer, "save_state", recording)
+    args = ["--task", "sst-5", "--model", "nary", "--tree", "constituency", "--engine",
+            "level", "--batch-size", "4", "--checkpoint-every", "2"]
+    runs = []
+    for workers in ("0", "1"):
+        saved.clear()
+        assert train.main(["--data", str(tmp_path / "data"), "--runs-dir",
+                           str(tmp_path / "runs"), "--name", f"w{workers}", *args, *RUN,
+                           "--epochs", "3", "--workers", workers]) == 0
+        runs.append((list(saved), [json.loads(line)["train_loss"] for line in
+                                   (tmp_path / "runs" / f"w{workers}" / "metrics.jsonl").open()]))
+    (saves_0, losses_0), (saves_1, losses_1) = runs
+    assert len(losses_0) == 3 and losses_0 == losses_1
+    assert [s[:2] for s in saves_0] == [s[:2] for s in saves_1]
+    assert {s[1] for s in saves_0} > {0}  # inside epochs too
+    assert all(torch.equal(a[2], b[2]) for a, b in zip(saves_0, saves_1, strict=True))
+    # one state an epoch: each epoch's start, and after the last the generator it left
+    assert len({bytes(s[2].numpy()) for s in saves_0}) == 4
