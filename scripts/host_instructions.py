@@ -1,8 +1,9 @@
 """The instructions a step's host work executes, counted by valgrind's callgrind: the
 steps of ``gnn-treelstm bench --host-cost`` (each cell's forward + backward at x 8, h 8 on
-the first 25 SST-5 training trees, the mTreeLSTM cells on the first 25 SICK training
-dependency trees of side a, one thread, Triton launches no-ops; with ``--train`` the whole
-SST-5 training step of each SST cell as well), in instructions per step::
+the first 25 SST-5 training trees, the sequential LSTMs on those trees' words as chains,
+the mTreeLSTM cells on the first 25 SICK training dependency trees of side a, one thread,
+Triton launches no-ops; with ``--train`` the whole SST-5 training step of each SST cell as
+well), in instructions per step::
 
     python scripts/host_instructions.py --src ../shared/data --cells nary lex --path triton
 
@@ -37,7 +38,9 @@ from pathlib import Path
 SST_CELLS = ("nary", "childsum", "lex", "topdown", "bitree")
 #: the cells counted on SICK's dependency trees (their relations)
 SICK_CELLS = ("mtree", "mtree-add", "mtree-full")
-CELLS = SST_CELLS + SICK_CELLS
+#: the cells counted on the SST-5 trees' words as chains (gnn_treelstm.datasets.chain)
+CHAIN_CELLS = ("lstm", "bilstm", "lstm2", "bilstm2")
+CELLS = SST_CELLS + SICK_CELLS + CHAIN_CELLS
 PATHS = ("triton", "native", "general")
 
 
@@ -80,17 +83,25 @@ def _control(*flags: str) -> None:
                    capture_output=True)
 
 
-@functools.lru_cache(maxsize=2)
-def _trees(sick: bool, src: Path, count: int) -> tuple[list, dict]:
+def _kind(cell: str) -> str:
+    """The trees ``cell`` is counted on: ``"sst"``, ``"chain"`` or ``"sick"``."""
+    return "sick" if cell in SICK_CELLS else "chain" if cell in CHAIN_CELLS else "sst"
+
+
+@functools.lru_cache(maxsize=3)
+def _trees(kind: str, src: Path, count: int) -> tuple[list, dict]:
     """The first ``count`` trees ``bench --host-cost`` takes, read once, and the cells'
-    keyword arguments: SST-5 training trees, or (``sick``) SICK's side-a training
-    dependency trees with the relation count."""
+    keyword arguments (:func:`_kind`): SST-5 training trees, their words as chains (the
+    sequential cells), or SICK's side-a training dependency trees with the relation count
+    (the mTreeLSTM cells)."""
+    from gnn_treelstm.datasets.chain import word_chains
     from gnn_treelstm.datasets.sources import sick_graphs, sst_graphs
 
-    if not sick:
-        return sst_graphs(src, limit=count), {}
-    graphs, num_relations = sick_graphs(src, sides=("a",), limit=count)
-    return graphs, {"num_relations": num_relations}
+    if kind == "sick":
+        graphs, num_relations = sick_graphs(src, sides=("a",), limit=count)
+        return graphs, {"num_relations": num_relations}
+    graphs = sst_graphs(src, limit=count)
+    return (word_chains(graphs) if kind == "chain" else graphs), {}
 
 
 def _labels(args: argparse.Namespace) -> list[tuple[str, str]]:
@@ -111,7 +122,7 @@ def _inner(args: argparse.Namespace) -> None:
 
     steps = []
     for name, what in _labels(args):
-        graphs, kw = _trees(name in SICK_CELLS, Path(args.src), args.trees)
+        graphs, kw = _trees(_kind(name), Path(args.src), args.trees)
         if what == "train":
             steps.append(train_step(name, graphs, args.path))
             continue
@@ -146,7 +157,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.inner:
         _inner(args)
         return 0
-    for need, cells in (("sst/trees/train.txt", SST_CELLS),
+    for need, cells in (("sst/trees/train.txt", SST_CELLS + CHAIN_CELLS),
                         ("sick/stanford_parsed/rels_set.txt", SICK_CELLS)):
         if set(args.cells) & set(cells) and not (Path(args.src) / need).is_file():
             raise SystemExit(f"error: {args.src}/{need} not found; pass --src")

@@ -42,7 +42,7 @@ def test_the_mtree_cells_are_counted_on_sick_trees_without_a_training_step(monke
                           "general", "--train", "--steps", "1", "--trees", "3", "--inner",
                           "unused"])
     assert hi._labels(args) == [("nary", "cell"), ("nary", "train"), ("mtree", "cell")]
-    graphs, kw = hi._trees(True, sample_data, 3)
+    graphs, kw = hi._trees(hi._kind("mtree"), sample_data, 3)
     assert len(graphs) == 3 and kw["num_relations"] > 1
     assert all(G.REL in g.edata for g in graphs)
     hi._inner(args)
@@ -55,3 +55,20 @@ def test_a_missing_sick_folder_is_named(tmp_path):
     (tmp_path / "sst" / "trees" / "train.txt").write_text("(1 (1 a))\n")
     with pytest.raises(SystemExit, match="sick/stanford_parsed/rels_set.txt not found"):
         hi.main(["--src", str(tmp_path), "--cells", "mtree"])
+
+
+def test_the_sequential_cells_are_counted_on_the_sst_words_as_chains(monkeypatch,
+                                                                     sample_data):
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(hi, "_control", lambda *flags: calls.append(flags))
+    args = hi.parse_args(["--src", str(sample_data), "--cells", "lstm", "bilstm2", "--path",
+                          "general", "--train", "--steps", "1", "--trees", "3", "--inner",
+                          "unused"])
+    assert hi._labels(args) == [("lstm", "cell"), ("bilstm2", "cell")]  # no training step
+    trees, _ = hi._trees("sst", sample_data, 3)
+    chains, kw = hi._trees(hi._kind("lstm"), sample_data, 3)
+    assert kw == {} and [g.num_nodes() for g in chains] == [
+        int((g.ndata[G.WORD] >= 0).sum()) for g in trees]  # each tree's words, one a node
+    assert all(g.in_degrees().max() <= 1 for g in chains)
+    hi._inner(args)
+    assert calls == [("-i", "on"), *[("-z",), ("-d",), ("-d",)] * 2, ("-i", "off")]

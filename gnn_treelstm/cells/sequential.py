@@ -78,7 +78,7 @@ from torch.nn import functional as F
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.cells.gates import gate_order
 from gnn_treelstm.cells.registry import cells
-from gnn_treelstm.engine.level import to_node_order, to_schedule_order
+from gnn_treelstm.engine.level import to_schedule_order
 from gnn_treelstm.engine.propagator import Propagator
 from gnn_treelstm.engine.recurrence import Recurrence
 from gnn_treelstm.kernels import fused, fused_triton
@@ -297,7 +297,8 @@ class SequentialLSTM(TreeCell):
         """N-ary's level loops with N = 1 (with or without output gate) on the forward's
         path (:meth:`kernel_path`), the Triton kernels (CUDA) or the C++ loops (float32
         CPU): forward direction on the up levels, backward direction on the down levels (the
-        reversed chain)."""
+        reversed chain). The states a layer outputs come from its loop in node order
+        (``NaryRows.perm``)."""
         path = self.kernel_path(prop, x)
         if path == "general":
             return None
@@ -309,20 +310,24 @@ class SequentialLSTM(TreeCell):
         hs, cs = [], []
         for direction, lv in dirs:
             slots = fused.single_source_slots(lv)
-            inp = to_schedule_order(x, lv)
-            dir_h, dir_c = [], []
             n0 = lv.node_offsets[1] if lv.num_levels > 1 else lv.num_nodes  # first words
-            for layer in self.direction_layers(direction):
-                # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
+            # every step has an input: rows 0..N-1 of the schedule, the first n0 leaves
+            rows = fused.NaryRows(slots, lv, None, n0)
+            layers = self.direction_layers(direction)
+            inp = to_schedule_order(x, lv)
+            for k, layer in enumerate(layers):
+                # a layer whose states are output gives them in node order, gathered inside
+                # the loop's function (their gradient a gather too, not autograd's scatter)
+                out = self.concat_layers or k == len(layers) - 1
                 h, c = loops(inp, layer.W_x.weight, layer.W_x.bias, layer.U.weight,
-                             fused.NaryRows(slots, lv, None, n0))
-                dir_h.append(h)
-                dir_c.append(c)
-                inp = h  # layer l+1 reads layer l's h (same direction, schedule order)
-            if not self.concat_layers:
-                dir_h, dir_c = dir_h[-1:], dir_c[-1:]
-            hs += [to_node_order(h, lv) for h in dir_h]
-            cs += [to_node_order(c, lv) for c in dir_c]
+                             rows._replace(perm=(lv.rank, lv.order)) if out else rows)
+                if out:
+                    hs.append(h)
+                    cs.append(c)
+                if k < len(layers) - 1:  # layer l+1 reads layer l's h, in schedule order
+                    inp = to_schedule_order(h, lv) if out else h
+        if len(hs) == 1:  # one layer, one direction: the loop's own outputs
+            return hs[0], cs[0]
         return torch.cat(hs, dim=-1), torch.cat(cs, dim=-1)
 
     def sentence_vector(self, graph: dgl.DGLGraph, h: torch.Tensor) -> torch.Tensor:

@@ -11,6 +11,7 @@ import torch
 from gnn_treelstm.cells import build_cell
 from gnn_treelstm.kernels import fused, fused_triton, host
 from gnn_treelstm.trees import graph as G
+from tests.handbuilt import chain
 
 
 @pytest.mark.parametrize("k", [1, 2, 3])
@@ -94,6 +95,41 @@ def test_the_childsum_loops_take_and_give_node_order_gathering_inside(name):
             for t in (h, c):  # the loop's own output, from its input terms as they were
                 made, name = _loop_node(t)
                 assert made.endswith("LevelsBackward") and name != "IndexSelectBackward0", path
+            (gx,) = torch.autograd.grad((h * h).sum() + c.sum(), x)
+        torch.testing.assert_close(h, h0)
+        torch.testing.assert_close(c, c0)
+        torch.testing.assert_close(gx, gx0)
+
+
+@pytest.mark.parametrize("concat", [True, False])
+@pytest.mark.parametrize("name", ["lstm", "bilstm", "lstm2", "bilstm2"])
+def test_the_sequential_cells_states_come_in_node_order_out_of_the_loops(name, concat):
+    """A sequential cell's output states (every layer's, or the top one's) come out of the
+    N = 1 loop's autograd function in node order (``NaryRows.perm``): no ``index_select``
+    under autograd between, whose backward scatters into zeros; with one layer and one
+    direction they are the loop's outputs themselves. The same states and gradients as
+    the general level driver."""
+    paths = _paths_here()
+    if not paths:
+        pytest.skip("neither the C++ loops nor the Triton interpreter runs here")
+    # chains of other lengths: the schedule's order is not the nodes' (word 1 of each
+    # chain is a level-1 row, after every chain's first word)
+    graph = dgl.batch([chain(n, seed=n) for n in (3, 1, 4, 2)])
+    torch.manual_seed(0)
+    cell = build_cell(name, 4, 3, engine="level", concat_layers=concat)
+    x = torch.randn(graph.num_nodes(), 4, requires_grad=True)
+    with host.use_path("general"):
+        h0, c0 = cell(graph, x)
+        (gx0,) = torch.autograd.grad((h0 * h0).sum() + c0.sum(), x)
+    parts = (2 if "bi" in name else 1) * (2 if name.endswith("2") and concat else 1)
+    for path in paths:
+        with host.use_path(path):
+            h, c = cell(graph, x)
+            for t in (h, c):
+                node = t.grad_fn
+                made = [node] if parts == 1 else [f for f, _ in node.next_functions]
+                assert [type(f).__name__ for f in made] == ["_NaryLevelsBackward"] * parts, \
+                    (path, type(node).__name__)
             (gx,) = torch.autograd.grad((h * h).sum() + c.sum(), x)
         torch.testing.assert_close(h, h0)
         torch.testing.assert_close(c, c0)
