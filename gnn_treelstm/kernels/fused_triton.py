@@ -14,9 +14,12 @@ Child-Sum: the row of its parent edge), so a level's product reads one contiguou
 and the backward pulls each node's gradient from its parent's row (no atomics).
 
 * :func:`nary_levels`: N-ary (Tai eqs 9-14), also the sequential LSTM (N = 1 on chains);
-  the arguments of :func:`.fused.nary_levels`.
+  the arguments of :func:`.fused.nary_levels`. Its kernels compute the level's product
+  themselves (``tl.dot``: the forward's ``U [h_j1; ...; h_jK]`` of the level's rows, the
+  backward's share of each row's parent's ``δgates U``): one launch a level each way.
 * :func:`childsum_levels`: Child-Sum (Tai eqs 2-8), also mTreeLSTM ``add``; the arguments
-  of :func:`.fused.childsum_levels`. :func:`mtree_levels`: the same loop for mTreeLSTM
+  of :func:`.fused.childsum_levels`; its kernels compute the edges' products themselves,
+  one launch a level each way. :func:`mtree_levels`: the same loop for mTreeLSTM
   ``mult`` (Tran & Cheng eq 4 per edge, three products a level);
   :func:`relation_childsum_levels`: the same loop with one recurrent matrix per relation,
   for ``full`` (eq 2 composed with ``U^(i,o,u)`` in the cell's file).
@@ -50,7 +53,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import inspect
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import NamedTuple
 
@@ -162,6 +165,33 @@ def _block_sizes(n: int, hs: int, gpu: bool) -> tuple[int, int, tuple[int, int]]
     bn = min(triton_next_pow2(hs), 64 if gpu else 1024)
     bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
     return bm, bn, (-(-n // bm), -(-hs // bn))
+
+
+def _dot_blocks(n: int, hs: int, kk: int, t: torch.Tensor, gpu_columns: int = 64
+                ) -> tuple[int, int, int, tuple[int, int]]:
+    """Rows, state columns and product columns (``CK`` of the ``kk`` summed over) per
+    program of the kernels that compute their level's product (``tl.dot``: at least 16 of
+    each; the N-ary and Child-Sum kernels), and the grid, for ``n`` rows of ``hs``
+    columns; on a GPU at most ``gpu_columns`` state columns a program."""
+    return _dot_block_sizes(n, hs, kk, gpu_blocks(t), gpu_columns)
+
+
+@functools.lru_cache(maxsize=4096)
+def _dot_block_sizes(n: int, hs: int, kk: int, gpu: bool, gpu_columns: int
+                     ) -> tuple[int, int, int, tuple[int, int]]:
+    """:func:`_dot_blocks`, computed once per size. On a GPU 16 rows, up to
+    ``gpu_columns`` columns and 16 product columns at a time (fewer registers than 32,
+    ``scripts/registers.py``); under the interpreter a level's rows and the whole product
+    in one step (fewest loop steps run fastest)."""
+    bn = max(16, min(triton_next_pow2(hs), gpu_columns if gpu else 1024))
+    bm = 16 if gpu else max(16, min(triton_next_pow2(n), 256))
+    ck = 16 if gpu else max(16, min(triton_next_pow2(kk), 1024))
+    return bm, bn, ck, (-(-n // bm), -(-hs // bn))
+
+
+#: state columns a GPU program of the Child-Sum kernels takes: with the edges' products
+#: inside, 64 columns spilled registers in the forward at h 150 (``scripts/registers.py``)
+CHILDSUM_GPU_COLUMNS = 32
 
 
 #: the library of the Triton launches (``torch.ops.gnn_treelstm_triton``)
@@ -282,51 +312,56 @@ def _launches(t: torch.Tensor) -> dict:
     return _OPS
 
 
+# The N-ary and Child-Sum launches pass their constexprs by position, named in a comment:
+# every keyword is packed into a dict again at each layer of a launch (a step's host work,
+# docs/speed.md).
 @launch_op("nary_forward", "act,c,tc,h,hk")
-def _nary_forward(pre: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
+def _nary_forward(gin: torch.Tensor, U: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
                   pos: torch.Tensor, act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor,
-                  h: torch.Tensor, hk: torch.Tensor, a: int, n: int, g: int) -> None:
+                  h: torch.Tensor, hk: torch.Tensor, a: int, n: int, kend: int,
+                  g: int) -> None:
     k, hs = slots.shape[1], c.shape[1]
-    bm, bn, grid = _blocks(n, hs, c)
-    tk.nary_forward[grid](pre, slots, par, pos, act, c, tc, h, hk, a, n, slots.shape[0],
-                          hs, G=g, K=k, BM=bm, BN=bn)
+    bm, bn, ck, grid = _dot_blocks(n, hs, k * hs, c)
+    tk.nary_forward[grid](gin, U, slots, par, pos, act, c, tc, h, hk, a, n, slots.shape[0],
+                          hs, kend, g, k, bm, bn, ck)  # G, K, BM, BN, CK
 
 
 @launch_op("nary_backward", "dct,dg")
 def _nary_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                    tc: torch.Tensor, slots: torch.Tensor, par: torch.Tensor, pos: torch.Tensor,
-                   dhk: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor, a: int, n: int,
+                   U: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor, a: int, n: int,
                    g: int) -> None:
     k, hs = slots.shape[1], c.shape[1]
-    bm, bn, grid = _blocks(n, hs, c)
-    tk.nary_backward[grid](dh, dc, act, c, tc, slots, par, pos, dhk, dct, dg, a, n,
-                           slots.shape[0], hs, G=g, K=k, BM=bm, BN=bn)
+    bm, bn, ck, grid = _dot_blocks(n, hs, (g + k) * hs, c)
+    tk.nary_backward[grid](dh, dc, act, c, tc, slots, par, pos, U, dct, dg, a, n,
+                           slots.shape[0], hs, g, k, bm, bn, ck)  # G, K, BM, BN, CK
 
 
 @launch_op("childsum_forward", "act,c,tc,h,he,fe")
-def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, rel: torch.Tensor, ea: int,
-                      estart: torch.Tensor, esrc: torch.Tensor, pe: torch.Tensor,
+def _childsum_forward(wx: torch.Tensor, p: torch.Tensor, u: torch.Tensor, rel: torch.Tensor,
+                      ea: int, estart: torch.Tensor, esrc: torch.Tensor, pe: torch.Tensor,
                       act: torch.Tensor, c: torch.Tensor, tc: torch.Tensor, h: torch.Tensor,
-                      he: torch.Tensor, fe: torch.Tensor, a: int, n: int, g: int,
-                      r: int) -> None:
+                      he: torch.Tensor, fe: torch.Tensor, a: int, n: int, g: int, r: int,
+                      fuse: int) -> None:
     hs = c.shape[1]
-    bm, bn, grid = _blocks(n, hs, c)
-    tk.childsum_forward[grid](wx, p, rel, ea, estart, esrc, pe, act, c, tc, h, he, fe, a, n,
-                              pe.shape[0], esrc.shape[0], hs, G=g, R=r, BM=bm, BN=bn)
+    bm, bn, ck, grid = _dot_blocks(n, hs, hs, c, CHILDSUM_GPU_COLUMNS)
+    tk.childsum_forward[grid](wx, p, u, rel, ea, estart, esrc, pe, act, c, tc, h, he, fe, a,
+                              n, pe.shape[0], esrc.shape[0], hs, g, r, fuse, bm, bn,
+                              ck)  # G, R, FUSE, BM, BN, CK
 
 
 @launch_op("childsum_backward", "dp,dct,dg,dwf,d")
 def _childsum_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, c: torch.Tensor,
                        tc: torch.Tensor, fe: torch.Tensor, rel: torch.Tensor,
                        estart: torch.Tensor, esrc: torch.Tensor, par: torch.Tensor,
-                       pe: torch.Tensor, dp: torch.Tensor, dct: torch.Tensor, dg: torch.Tensor,
-                       dwf: torch.Tensor, d: torch.Tensor, a: int, n: int, g: int,
-                       r: int) -> None:
+                       pe: torch.Tensor, dp: torch.Tensor, u: torch.Tensor, dct: torch.Tensor,
+                       dg: torch.Tensor, dwf: torch.Tensor, d: torch.Tensor, a: int, n: int,
+                       g: int, r: int, fuse: int) -> None:
     hs = c.shape[1]
-    bm, bn, grid = _blocks(n, hs, c)
-    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, par, pe, dp, dct,
-                               dg, dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, G=g, R=r,
-                               BM=bm, BN=bn)
+    bm, bn, ck, grid = _dot_blocks(n, hs, (r * g + 1) * hs, c, CHILDSUM_GPU_COLUMNS)
+    tk.childsum_backward[grid](dh, dc, act, c, tc, fe, rel, estart, esrc, par, pe, dp, u, dct,
+                               dg, dwf, d, a, n, pe.shape[0], esrc.shape[0], hs, g, r, fuse,
+                               bm, bn, ck)  # G, R, FUSE, BM, BN, CK
 
 
 def _grads_in_schedule_order(dh_out: torch.Tensor, dc_out: torch.Tensor,
@@ -400,15 +435,14 @@ class _NaryLevels(torch.autograd.Function):
         act = torch.empty_like(gin)  # activated gates
         hk = xw.new_zeros(n, k * hs)  # [h_j1; ...; h_jK] per row, written by the children
         par, pos = _parents(lv, n, k)
-        Ut = U.t()
+        U = U.contiguous()  # saved so: the backward's launches read it too
         spans = _spans(lv)
-        gins, hks = _by_level(spans.sizes, gin, hk)  # each level's rows
         launch = _launches(xw)["nary_forward"]
         for lvl in range(lv.num_levels):
-            # level 0 has no children: its pre-activations are the input terms
-            pre = gins[0] if lvl == 0 else torch.addmm(gins[lvl], hks[lvl], Ut)
-            launch(pre, slots, par, pos, act, c, tc, h, hk, spans.starts[lvl],
-                   spans.sizes[lvl], g)
+            # one launch a level, the level's product U [h_j1; ...; h_jK] inside; level 0
+            # has no children: its pre-activations are the input terms
+            launch(gin, U, slots, par, pos, act, c, tc, h, hk, spans.starts[lvl],
+                   spans.sizes[lvl], k * hs if lvl else 0, g)
         ctx.rows, ctx.g = rows, g
         ctx.save_for_backward(xw, W, U, par, pos, h, c, tc, act, hk)
         if perm is None:
@@ -423,18 +457,14 @@ class _NaryLevels(torch.autograd.Function):
         slots, lv = rows.slots, rows.lv
         dh, dc = _grads_in_schedule_order(dh_out, dc_out,
                                           None if rows.perm is None else rows.perm[1])
-        n, k = slots.shape
         dg = torch.empty_like(act)  # pre-activation gradients (N, C)
         dct = torch.empty_like(tc)  # δc_j
-        dhk = xw.new_empty(n, k * h.shape[1])  # δgates_j U: the children's dh by slot
         spans = _spans(lv)
-        dgs, dhks = _by_level(spans.sizes, dg, dhk)  # each level's rows
         launch, g = _launches(dh)["nary_backward"], ctx.g
         for lvl in range(lv.num_levels - 1, -1, -1):
-            launch(dh, dc, act, c, tc, slots, par, pos, dhk, dct, dg, spans.starts[lvl],
+            # one launch a level: a row's dh takes its parent's δgates U inside
+            launch(dh, dc, act, c, tc, slots, par, pos, U, dct, dg, spans.starts[lvl],
                    spans.sizes[lvl], g)
-            if lvl:
-                torch.mm(dgs[lvl], U, out=dhks[lvl])
         with gemm.products("torch"):  # as on CUDA
             return fused.nary_param_grads(ctx, dg, xw, W, h, hk, loops=False)
 
@@ -465,13 +495,14 @@ class _UpState(NamedTuple):
     fe: torch.Tensor
 
 
-def _childsum_up(wx: torch.Tensor, lv: Levels, hs: int, g: int, r: int, level_product
-                 ) -> tuple[torch.Tensor, _UpState]:
-    """Child-Sum's forward loop (Tai eqs 2-8) over the up levels: per level the children's
-    product ``level_product(lvl, he_l)`` ((E_l, (R G + 1) h), ``[V_0; ...; V_{R-1};
-    U^(f)] h_k`` per edge, the ``p`` of :func:`.triton_levels.childsum_forward`) and one
-    launch. ``wx`` (N, (G+1) h) contiguous, schedule order. Returns ``h`` and the state
-    the backward reads."""
+def _childsum_up(wx: torch.Tensor, lv: Levels, hs: int, g: int, r: int,
+                 level_product: Callable | torch.Tensor) -> tuple[torch.Tensor, _UpState]:
+    """Child-Sum's forward loop (Tai eqs 2-8) over the up levels, one launch a level: the
+    children's ``[V_0; ...; V_{R-1}; U^(f)] h_k`` per edge either computed by the kernel,
+    ``level_product`` the matrix ``[U^(i,o,u); U^(f)]`` ((G+1) h, h; R = 1), or given per
+    level by ``level_product(lvl, he_l)`` ((E_l, (R G + 1) h), the ``p`` of
+    :func:`.triton_levels.childsum_forward`) before the launch. ``wx`` (N, (G+1) h)
+    contiguous, schedule order. Returns ``h`` and the state the backward reads."""
     n, e = wx.shape[0], lv.edge_src.shape[0]
     rel = lv.edge_rel if r > 1 else lv.edge_src  # read only when R > 1
     h, c, tc = (wx.new_empty(n, hs) for _ in range(3))  # tc: tanh(c_j)
@@ -480,25 +511,32 @@ def _childsum_up(wx: torch.Tensor, lv: Levels, hs: int, g: int, r: int, level_pr
     fe = wx.new_empty(e, hs)  # f_jk per edge
     estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
     spans = _spans(lv)
-    (hes,) = _by_level(spans.edge_sizes, he)  # each level's edges
     launch, src = _launches(wx)["childsum_forward"], lv.edge_src
+    if isinstance(level_product, torch.Tensor):  # the product inside the kernel
+        u = level_product.contiguous()
+        for lvl in range(lv.num_levels):
+            launch(wx, wx, u, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he,
+                   fe, spans.starts[lvl], spans.sizes[lvl], g, r, 1)
+        return h, _UpState(rel, estart, pe, act, c, tc, he, fe)
+    (hes,) = _by_level(spans.edge_sizes, he)  # each level's edges
     for lvl in range(lv.num_levels):
         # unread where the level has no edges
         p = level_product(lvl, hes[lvl]) if spans.edge_sizes[lvl] else wx
-        launch(wx, p, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
-               spans.starts[lvl], spans.sizes[lvl], g, r)
+        launch(wx, p, wx, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
+               spans.starts[lvl], spans.sizes[lvl], g, r, 0)  # u unread
     return h, _UpState(rel, estart, pe, act, c, tc, he, fe)
 
 
 def _childsum_down(dh_out: torch.Tensor, dc_out: torch.Tensor, up: _UpState, lv: Levels,
-                   g: int, r: int, width: int, level_grad
+                   g: int, r: int, width: int, level_grad: Callable | torch.Tensor
                    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """The backward of :func:`_childsum_up`, top-down, from the output gradients in node
-    order (gathered into schedule order here): per level one launch, then
-    ``level_grad(lvl, d_l, dp_l)``, which writes into ``dp_l`` (E_l, h) the gradient into
-    the children's ``h_k`` from the level's rows of ``d`` (E_l, ``width``). Returns ``dg``
-    (δi, (δo,) δu per row), ``dwf`` (Σ_k δf_jk per row) and ``d`` (per edge ``[δi, (δo,)
-    δu`` in the block of the edge's relation, ``δf_jk]``)."""
+    order (gathered into schedule order here): one launch a level, the gradient into the
+    children's ``h_k`` from the level's rows of ``d`` (E_l, ``width``) either computed by
+    the kernel, ``level_grad`` the matrix ``[V_0; ...; V_{R-1}; U^(f)]`` (``width``, h),
+    or by ``level_grad(lvl, d_l, dp_l)`` after the launch, which writes it into ``dp_l``
+    (E_l, h). Returns ``dg`` (δi, (δo,) δu per row), ``dwf`` (Σ_k δf_jk per row) and ``d``
+    (per edge ``[δi, (δo,) δu`` in the block of the edge's relation, ``δf_jk]``)."""
     rel, estart, pe, act, c, tc, he, fe = up
     n, hs = tc.shape
     e = he.shape[0]
@@ -506,17 +544,24 @@ def _childsum_down(dh_out: torch.Tensor, dc_out: torch.Tensor, up: _UpState, lv:
     # each row's parent row (N: a root): the up schedule's, built once per batch
     par = lv.next_row if lv.next_row is not None and n == lv.num_nodes else _parents(
         lv, n, 1)[0]
-    dp = he.new_empty(e, hs)  # δ per edge into the child's h
     dct = torch.empty_like(tc)
     dg = torch.empty_like(act)
     dwf = torch.empty_like(tc)  # Σ_k δf_jk: the gradient of W^(f) x_j + b^(f)
     d = he.new_empty(e, width) if r == 1 else he.new_zeros(e, width)
     spans = _spans(lv)
-    ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
     launch, src = _launches(dh)["childsum_backward"], lv.edge_src
+    if isinstance(level_grad, torch.Tensor):  # the product inside the kernel
+        u = level_grad.contiguous()
+        dp = he.new_empty(1, hs)  # unread
+        for lvl in range(lv.num_levels - 1, -1, -1):
+            launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, u, dct, dg, dwf, d,
+                   spans.starts[lvl], spans.sizes[lvl], g, r, 1)
+        return dg, dwf, d
+    dp = he.new_empty(e, hs)  # δ per edge into the child's h
+    ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
     for lvl in range(lv.num_levels - 1, -1, -1):
-        launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, dct, dg, dwf, d,
-               spans.starts[lvl], spans.sizes[lvl], g, r)
+        launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, fe, dct, dg, dwf, d,
+               spans.starts[lvl], spans.sizes[lvl], g, r, 0)  # u unread
         if spans.edge_sizes[lvl]:
             level_grad(lvl, ds[lvl], dps[lvl])
     return dg, dwf, d
@@ -537,11 +582,12 @@ class _ChildSumLevels(torch.autograd.Function):
     def forward(ctx, wx, V, U_f, lv: Levels):
         hs = U_f.shape[0]
         r, gh = V.shape[0], V.shape[1]
-        # ((R G + 1) h, h): one product per edge for every relation's gates and f
+        # ((R G + 1) h, h): one product per edge for every relation's gates and f, inside
+        # the kernel for one relation (the edge's block of a product per relation, R > 1)
         u_all = torch.cat([V.reshape(r * gh, hs), U_f])
         u_t = u_all.t()
         h, up = _childsum_up(fused.in_schedule_order(wx, lv), lv, hs, gh // hs, r,
-                             lambda lvl, he_l: torch.mm(he_l, u_t))
+                             u_all if r == 1 else lambda lvl, he_l: torch.mm(he_l, u_t))
         ctx.lv, ctx.g, ctx.r = lv, gh // hs, r
         ctx.save_for_backward(u_all, *up)
         return fused.in_node_order(h, lv), fused.in_node_order(up.c, lv)
@@ -551,9 +597,11 @@ class _ChildSumLevels(torch.autograd.Function):
         u_all, *saved = ctx.saved_tensors
         up, lv = _UpState(*saved), ctx.lv
         g, r, hs = ctx.g, ctx.r, u_all.shape[1]
+        # inside the kernel for one relation; for R > 1 a row's d is zero but in its
+        # relation's block, and one product of the level's edges skips no work
         dg, dwf, d = _childsum_down(
             dh_out, dc_out, up, lv, g, r, u_all.shape[0],
-            lambda lvl, d_l, dp_l: torch.mm(d_l, u_all, out=dp_l))
+            u_all if r == 1 else lambda lvl, d_l, dp_l: torch.mm(d_l, u_all, out=dp_l))
         # [dV; dU_f] = Σ_edges d_e ⊗ h_k: one product over all edges
         du = torch.mm(d.t(), up.he) if up.he.shape[0] else torch.zeros_like(u_all)
         gr = g * hs * r

@@ -2,7 +2,9 @@ r"""Triton level kernels: the element-wise pass of one level, forward and backwa
 
 Each kernel runs the gate and cell equations of its cell for the nodes of one level
 (schedule rows ``a .. a + n - 1``); the level's recurrent matrix product comes before it
-as one matrix product (:mod:`.fused_triton` does the bookkeeping). A program covers
+as one matrix product (:mod:`.fused_triton` does the bookkeeping), or, in the N-ary
+kernels and Child-Sum's with ``FUSE``, inside it (``tl.dot`` over the children's states
+forward, over the parent's gate gradients backward). A program covers
 ``BM`` rows and ``BN`` state columns; every node has one parent, so a node writes its
 state into its parent's operand rows (forward) and reads its parent's gradients (backward)
 with plain loads and stores, no atomics. The equations:
@@ -263,52 +265,119 @@ def _head_grad(dx_ptr, DXW, dx2_ptr, X2: tl.constexpr, x_ptr, XW, z_ptr, slots_p
 
 
 # ============================================================== N-ary (Tai eqs 9-14)
-@triton.jit(do_not_specialize=('a', 'n', 'N'))
-def nary_forward(pre_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h_ptr, hk_ptr,
-                 a, n, N, HS, G: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
-                 BN: tl.constexpr):
-    """Eqs 9-14 for the level's rows from ``pre`` (n, (G+K) HS), the pre-activations
-    (``W x + b + U [h_j1; ...; h_jK]``). Writes the activated gates ``act`` (row j), ``c``,
-    ``tanh c``, ``h`` and ``h_j`` into the parent's operand row ``hk[par_j, pos_j]``."""
+@triton.jit
+def _times_ut(src_ptr, rows, rm, u_ptr, blk, cols, kend, HS, KH, BM: tl.constexpr,
+              BN: tl.constexpr, CK: tl.constexpr):
+    """``src[rows] U_blk^T``: the rows ``rows`` of ``src`` (``KH`` columns; zeros where
+    ``rm`` is false) times the rows ``blk HS + cols`` of ``U`` (.., ``KH``) transposed,
+    ``CK`` columns at a time, the first ``kend`` of them (0: zeros, no product)."""
+    acc = tl.zeros([BM, BN], dtype=src_ptr.dtype.element_ty)
+    cm = cols < HS
+    for k0 in range(0, kend, CK):
+        kk = k0 + tl.arange(0, CK)
+        km = kk < KH
+        x = tl.load(src_ptr + rows[:, None] * KH + kk[None, :], mask=rm[:, None] & km[None, :],
+                    other=0.0)
+        ut = tl.load(u_ptr + (blk * HS + cols)[None, :] * KH + kk[:, None],
+                     mask=km[:, None] & cm[None, :], other=0.0)
+        acc += tl.dot(x, ut, input_precision="ieee")
+    return acc
+
+
+@triton.jit
+def _gate_pre(gin_ptr, u_ptr, hk_ptr, j, rm, cols, m, gate, kend, HS, C, KH,
+              BM: tl.constexpr, BN: tl.constexpr, CK: tl.constexpr):
+    """The pre-activations of gate block ``gate`` (its ``HS`` columns ``cols``) of rows
+    ``j``: the input term ``gin[j]`` (``W x_j + b``) plus ``U [h_j1; ...; h_jK]``, the
+    children's states ``hk[j]`` (``KH = K HS`` columns) times the block's rows of ``U``
+    ((G+K) HS, KH) (:func:`_times_ut`); ``kend`` 0 (a leaf level: no children) skips the
+    product."""
+    return tl.load(gin_ptr + j[:, None] * C + gate * HS + cols[None, :], mask=m,
+                   other=0.0) + _times_ut(hk_ptr, j, rm, u_ptr, gate, cols, kend, HS, KH,
+                                          BM, BN, CK)
+
+
+@triton.jit
+def _parent_dh(dg_ptr, u_ptr, p, q0, pr, cols, HS, C, KH, K: tl.constexpr, BM: tl.constexpr,
+               BN: tl.constexpr, CK: tl.constexpr):
+    """Each row's share of its parent's ``δgates U`` (eqs 9-12 through ``U``): the parent's
+    pre-activation gradients ``dg[p]`` (``C`` columns) times ``U``'s columns of the row's
+    slot ``q0`` (``U`` ((G+K) HS, KH)), ``CK`` columns of ``dg`` at a time; zeros where
+    ``pr`` is false (a root)."""
+    out = tl.zeros([BM, BN], dtype=dg_ptr.dtype.element_ty)
+    cm = cols < HS
+    for q in tl.static_range(K):
+        acc = tl.zeros([BM, BN], dtype=dg_ptr.dtype.element_ty)
+        for k0 in range(0, C, CK):
+            kk = k0 + tl.arange(0, CK)
+            km = kk < C
+            d = tl.load(dg_ptr + p[:, None] * C + kk[None, :], mask=pr[:, None] & km[None, :],
+                        other=0.0)
+            u = tl.load(u_ptr + kk[:, None] * KH + q * HS + cols[None, :],
+                        mask=km[:, None] & cm[None, :], other=0.0)
+            acc += tl.dot(d, u, input_precision="ieee")
+        if K == 1:
+            out = acc
+        else:
+            out = tl.where((q0 == q)[:, None], acc, out)
+    return out
+
+
+@triton.jit(do_not_specialize=('a', 'n', 'N', 'kend'))
+def nary_forward(gin_ptr, u_ptr, slots_ptr, par_ptr, pos_ptr, act_ptr, c_ptr, tc_ptr, h_ptr,
+                 hk_ptr, a, n, N, HS, kend, G: tl.constexpr, K: tl.constexpr,
+                 BM: tl.constexpr, BN: tl.constexpr, CK: tl.constexpr):
+    """Eqs 9-14 for the level's rows: the pre-activations ``W x + b + U [h_j1; ...; h_jK]``
+    from ``gin`` (N, (G+K) HS), the input terms, and the level's product inside
+    (:func:`_gate_pre`; ``kend`` 0 on the leaf level). Writes the activated gates ``act``
+    (row j), ``c``, ``tanh c``, ``h`` and ``h_j`` into the parent's operand row
+    ``hk[par_j, pos_j]``."""
     C = (G + K) * HS
+    KH = K * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
-    pre = pre_ptr + r[:, None] * C + cols[None, :]
     act = act_ptr + j[:, None] * C + cols[None, :]
-    i = _sig(tl.load(pre, mask=m, other=0.0))  # eq 9
+    i = _sig(_gate_pre(gin_ptr, u_ptr, hk_ptr, j, rm, cols, m, 0, kend, HS, C, KH, BM, BN,
+                   CK))  # eq 9
     tl.store(act, i, mask=m)
-    u = _th(tl.load(pre + (G - 1) * HS, mask=m, other=0.0))  # eq 12
+    u = _th(_gate_pre(gin_ptr, u_ptr, hk_ptr, j, rm, cols, m, G - 1, kend, HS, C, KH, BM,
+                      BN, CK))  # eq 12
     tl.store(act + (G - 1) * HS, u, mask=m)
     cj = i * u
     for q in tl.static_range(K):
         s = tl.load(slots_ptr + j * K + q, mask=rm, other=N)
-        f = _sig(tl.load(pre + (G + q) * HS, mask=m, other=0.0))  # eq 10
+        f = _sig(_gate_pre(gin_ptr, u_ptr, hk_ptr, j, rm, cols, m, G + q, kend, HS, C, KH,
+                           BM, BN, CK))  # eq 10
         tl.store(act + (G + q) * HS, f, mask=m)
         ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=m & (s < N)[:, None],
                      other=0.0)
         cj += f * ck  # eq 13
-    # eq 11 (o), eq 14
-    hj = _state_out(cj, tl.load(pre + HS, mask=m, other=0.0), act,
-                    j[:, None] * HS + cols[None, :], c_ptr, tc_ptr, h_ptr, m, HS, G)
+    if G == 3:  # eq 11
+        o_pre = _gate_pre(gin_ptr, u_ptr, hk_ptr, j, rm, cols, m, 1, kend, HS, C, KH, BM,
+                          BN, CK)
+    else:
+        o_pre = cj  # unread: no output gate
+    hj = _state_out(cj, o_pre, act, j[:, None] * HS + cols[None, :], c_ptr, tc_ptr, h_ptr, m,
+                    HS, G)  # eq 14
     p, q0 = _parent(par_ptr, pos_ptr, j, rm, N)
-    tl.store(hk_ptr + p[:, None] * (K * HS) + q0[:, None] * HS + cols[None, :], hj,
+    tl.store(hk_ptr + p[:, None] * KH + q0[:, None] * HS + cols[None, :], hj,
              mask=m & (p < N)[:, None])
 
 
 @triton.jit(do_not_specialize=('a', 'n', 'N'))
-def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, pos_ptr,
-                  dhk_ptr, dct_ptr, dg_ptr, a, n, N, HS, G: tl.constexpr, K: tl.constexpr,
-                  BM: tl.constexpr, BN: tl.constexpr):
+def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, pos_ptr, u_ptr,
+                  dct_ptr, dg_ptr, a, n, N, HS, G: tl.constexpr, K: tl.constexpr,
+                  BM: tl.constexpr, BN: tl.constexpr, CK: tl.constexpr):
     """The derivative of :func:`nary_forward` for the level's rows: ``dh_j`` = its output
-    gradient + the parent's ``dhk[par_j, pos_j]`` (``δgates_par U``, the product after the
-    parent's level), ``dc_j`` = its output gradient + ``δc_par ⊙ f_par,pos_j``. Writes the
+    gradient + its share of the parent's ``δgates_par U`` (:func:`_parent_dh`, the product
+    inside), ``dc_j`` = its output gradient + ``δc_par ⊙ f_par,pos_j``. Writes the
     pre-activation gradients ``dg`` (row j, columns as ``act``) and ``δc`` (``dct``)."""
     C = (G + K) * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     p, q0 = _parent(par_ptr, pos_ptr, j, rm, N)
     pm = m & (p < N)[:, None]
     st = j[:, None] * HS + cols[None, :]
-    dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
-        dhk_ptr + p[:, None] * (K * HS) + q0[:, None] * HS + cols[None, :], mask=pm, other=0.0)
+    dh = tl.load(dh_ptr + st, mask=m, other=0.0) + _parent_dh(
+        dg_ptr, u_ptr, p, q0, rm & (p < N), cols, HS, C, K * HS, K, BM, BN, CK)
     fpar = tl.load(act_ptr + p[:, None] * C + (G + q0[:, None]) * HS + cols[None, :],
                    mask=pm, other=0.0)
     dc = tl.load(dc_ptr + st, mask=m, other=0.0) + tl.load(
@@ -328,16 +397,19 @@ def nary_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, slots_ptr, par_ptr, po
 
 # ============================================================== Child-Sum (Tai eqs 2-8)
 @triton.jit(do_not_specialize=('ea', 'a', 'n', 'N', 'E'))
-def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr, c_ptr,
-                     tc_ptr, h_ptr, he_ptr, fe_ptr, a, n, N, E, HS, G: tl.constexpr,
-                     R: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr):
-    """Eqs 2-8 for the level's rows from ``wx`` (``W x + b``, (N, (G+1) HS)) and ``p``
-    (the level's edges from edge ``ea``: ``[V_0; ...; V_{R-1}; U^(f)] h_k`` per child edge,
-    ``V_r h_k`` the edge's contribution to ``U^(i,o,u) h~_j`` for relation ``r = rel[e]``:
-    ``V = U^(i,o,u)`` with ``R = 1`` for Child-Sum, and for mTreeLSTM with eq 4 applied per
-    edge before the launch; Tran's eq 2 composed with it per relation for fullTreeLSTM).
-    Writes ``act`` (i, (o,) u), ``c``, ``tanh c``, ``h``, ``f_jk`` per edge (``fe``) and
-    ``h_j`` into the row of its parent edge in ``he``."""
+def childsum_forward(wx_ptr, p_ptr, u_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, act_ptr,
+                     c_ptr, tc_ptr, h_ptr, he_ptr, fe_ptr, a, n, N, E, HS, G: tl.constexpr,
+                     R: tl.constexpr, FUSE: tl.constexpr, BM: tl.constexpr, BN: tl.constexpr,
+                     CK: tl.constexpr):
+    """Eqs 2-8 for the level's rows from ``wx`` (``W x + b``, (N, (G+1) HS)) and each child
+    edge's ``[V_0; ...; V_{R-1}; U^(f)] h_k``: ``V_r h_k`` the edge's contribution to
+    ``U^(i,o,u) h~_j`` for relation ``r = rel[e]`` (``V = U^(i,o,u)`` with ``R = 1`` for
+    Child-Sum, and for mTreeLSTM with eq 4 applied per edge before the launch; Tran's eq 2
+    composed with it per relation for fullTreeLSTM). ``FUSE`` (``R = 1``): computed here,
+    the edge's ``h_k`` (``he``) times ``U = [U^(i,o,u); U^(f)]`` ((G+1) HS, HS) at ``u``
+    (``tl.dot``); else read from ``p``, the level's edges from edge ``ea``. Writes ``act``
+    (i, (o,) u), ``c``, ``tanh c``, ``h``, ``f_jk`` per edge (``fe``) and ``h_j`` into the
+    row of its parent edge in ``he``."""
     W = (R * G + 1) * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     e0, deg = _edge_range(estart_ptr, j, rm)
@@ -351,12 +423,20 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
         em = rm & (k < deg)
         e = e0 + k
         me = m & em[:, None]
-        pf = p_ptr + (e - ea)[:, None] * W + cols[None, :]
-        pr = _relation_block(pf, rel_ptr, e, em, G * HS, R)
-        pre_i += tl.load(pr, mask=me, other=0.0)  # U^(i) h~_j, eq 2 inside eq 3
-        pre_u += tl.load(pr + (G - 1) * HS, mask=me, other=0.0)
-        pre_o += tl.load(pr + HS, mask=me, other=0.0)
-        f = _sig(fx + tl.load(pf + R * G * HS, mask=me, other=0.0))  # eq 4
+        if FUSE:  # eq 2 inside eqs 3, 5, 6; eq 4's U^(f) h_k
+            pre_i += _times_ut(he_ptr, e, em, u_ptr, 0, cols, HS, HS, HS, BM, BN, CK)
+            pre_u += _times_ut(he_ptr, e, em, u_ptr, G - 1, cols, HS, HS, HS, BM, BN, CK)
+            if G == 3:
+                pre_o += _times_ut(he_ptr, e, em, u_ptr, 1, cols, HS, HS, HS, BM, BN, CK)
+            f = _sig(fx + _times_ut(he_ptr, e, em, u_ptr, G, cols, HS, HS, HS, BM, BN,
+                                    CK))  # eq 4
+        else:
+            pf = p_ptr + (e - ea)[:, None] * W + cols[None, :]
+            pr = _relation_block(pf, rel_ptr, e, em, G * HS, R)
+            pre_i += tl.load(pr, mask=me, other=0.0)  # U^(i) h~_j, eq 2 inside eq 3
+            pre_u += tl.load(pr + (G - 1) * HS, mask=me, other=0.0)
+            pre_o += tl.load(pr + HS, mask=me, other=0.0)
+            f = _sig(fx + tl.load(pf + R * G * HS, mask=me, other=0.0))  # eq 4
         tl.store(fe_ptr + e[:, None] * HS + cols[None, :], f, mask=me)
         s = tl.load(esrc_ptr + e, mask=em, other=N)
         ck = tl.load(c_ptr + s[:, None] * HS + cols[None, :], mask=me, other=0.0)
@@ -375,23 +455,30 @@ def childsum_forward(wx_ptr, p_ptr, rel_ptr, ea, estart_ptr, esrc_ptr, pe_ptr, a
 
 @triton.jit(do_not_specialize=('a', 'n', 'N', 'E'))
 def childsum_backward(dh_ptr, dc_ptr, act_ptr, c_ptr, tc_ptr, fe_ptr, rel_ptr, estart_ptr,
-                      esrc_ptr, par_ptr, pe_ptr, dp_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr, a, n,
-                      N, E, HS, G: tl.constexpr, R: tl.constexpr, BM: tl.constexpr,
-                      BN: tl.constexpr):
+                      esrc_ptr, par_ptr, pe_ptr, dp_ptr, u_ptr, dct_ptr, dg_ptr, dwf_ptr, d_ptr,
+                      a, n, N, E, HS, G: tl.constexpr, R: tl.constexpr, FUSE: tl.constexpr,
+                      BM: tl.constexpr, BN: tl.constexpr, CK: tl.constexpr):
     """The derivative of :func:`childsum_forward` for the level's rows: ``dh_j`` = its
-    output gradient + ``dp`` of its parent edge (``[δiou_par, δf_e] [U^(i,o,u); U^(f)]``,
-    the product after the parent's level), ``dc_j`` = its output gradient +
-    ``δc_par ⊙ f_par,j``. Writes ``δi, (δo,) δu`` (``dg``), ``δc`` (``dct``), the node's
-    ``Σ_k δf_jk`` (``dwf``) and per child edge the row of ``d``: ``δi, (δo,) δu`` in the
-    block of the edge's relation (``d`` comes zeroed), ``δf_jk`` in the last block."""
+    output gradient + the gradient into its ``h`` through its parent edge,
+    ``[δiou_par, δf_e] [V_0; ...; V_{R-1}; U^(f)]``: with ``FUSE`` (``R = 1``) computed
+    here, the parent edge's row of ``d`` times that matrix ((G + 1) HS, HS) at ``u``
+    (``tl.dot``), else read from ``dp`` (the product after the parent's level); ``dc_j``
+    = its output gradient + ``δc_par ⊙ f_par,j``. Writes ``δi, (δo,) δu`` (``dg``),
+    ``δc`` (``dct``), the node's ``Σ_k δf_jk`` (``dwf``) and per child edge the row of
+    ``d``: ``δi, (δo,) δu`` in the block of the edge's relation (``d`` comes zeroed),
+    ``δf_jk`` in the last block."""
     W = (R * G + 1) * HS
     r, j, cols, rm, m = _tile(a, n, HS, BM, BN)
     pe = tl.load(pe_ptr + j, mask=rm, other=E)
     p = tl.load(par_ptr + j, mask=rm, other=N)  # the parent's row (N: a root)
     pm = m & (pe < E)[:, None]
     st = j[:, None] * HS + cols[None, :]
-    dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
-        dp_ptr + pe[:, None] * HS + cols[None, :], mask=pm, other=0.0)
+    if FUSE:
+        dh = tl.load(dh_ptr + st, mask=m, other=0.0) + _parent_dh(
+            d_ptr, u_ptr, pe, pe, rm & (pe < E), cols, HS, W, HS, 1, BM, BN, CK)
+    else:
+        dh = tl.load(dh_ptr + st, mask=m, other=0.0) + tl.load(
+            dp_ptr + pe[:, None] * HS + cols[None, :], mask=pm, other=0.0)
     dc = tl.load(dc_ptr + st, mask=m, other=0.0) + tl.load(
         dct_ptr + p[:, None] * HS + cols[None, :], mask=pm, other=0.0) * tl.load(
         fe_ptr + pe[:, None] * HS + cols[None, :], mask=pm, other=0.0)

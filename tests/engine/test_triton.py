@@ -41,12 +41,19 @@ def _deep_batch() -> dgl.DGLGraph:
     return dgl.batch([_caterpillar(3 + (7 * i) % 30) for i in range(25)])
 
 
-def _step_ops(name: str, kernels: str, native_choice: str | None = None
-              ) -> tuple[OpCounter, int]:
-    g = _deep_batch()
+def _chains() -> dgl.DGLGraph:
+    """25 word chains (word i -> word i + 1), 3 to 32 words: 31 levels."""
+    return dgl.batch([make_tree([i + 1 for i in range(n - 1)] + [-1], [w % 40 for w in range(n)])
+                      for n in (3 + (7 * i) % 30 for i in range(25))])
+
+
+def _step_ops(name: str, kernels: str, native_choice: str | None = None,
+              graph: dgl.DGLGraph | None = None) -> tuple[OpCounter, int]:
+    g = _deep_batch() if graph is None else graph
     sched = LevelSchedule.from_graph(g)
     torch.manual_seed(0)
-    cell = build_cell(name, X, H, engine="level")
+    kw = {"num_relations": 3} if name.startswith("mtree") else {}  # _caterpillar's 3
+    cell = build_cell(name, X, H, engine="level", **kw)
     x = torch.randn(g.num_nodes(), X, requires_grad=True)
     count = count_step(cell, g, x, sched, kernels=kernels, native_choice=native_choice)
     return count, sched.up.num_levels
@@ -85,6 +92,22 @@ def test_a_step_of_several_loops_dispatches_at_most_8_operations_per_level_of_ea
         for op in ("head_forward", "head_backward"):  # the top level holds roots only
             assert count.ops[f"gnn_treelstm_triton::{op}"] == levels - 1
     assert count.total <= PER_LEVEL * loops * levels, (count.total / levels, count.ops)
+
+
+@needs_interpreter
+@pytest.mark.parametrize("name,op", [("nary", "nary"), ("lstm", "nary"),
+                                     ("childsum", "childsum"), ("mtree-add", "childsum")])
+def test_the_kernels_compute_their_levels_product_inside(name, op):
+    """One launch a level each way and no matrix product per level: the N-ary kernels (the
+    sequential LSTMs' too) and Child-Sum's (mTreeLSTM ``add``'s too) take the level's
+    product inside (``tl.dot``), so a step's products are the input terms' and the weight
+    gradients', as many for 31 levels as for one."""
+    count, levels = _step_ops(name, "triton", graph=_chains() if name == "lstm" else None)
+    assert levels >= 30
+    assert count.ops[f"gnn_treelstm_triton::{op}_forward"] == levels
+    assert count.ops[f"gnn_treelstm_triton::{op}_backward"] == levels
+    products = {k: v for k, v in count.ops.items() if k in ("aten::mm", "aten::addmm")}
+    assert sum(products.values()) <= 8, products
 
 
 def test_the_general_driver_dispatches_more_than_8_per_level():

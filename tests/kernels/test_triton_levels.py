@@ -42,10 +42,18 @@ def _signature(fn, consts: dict, dtype: str) -> dict:
 SM90_SHARED = 227 * 1024
 
 CASES = [
-    (tk.nary_forward, {"G": 3, "K": 2}), (tk.nary_backward, {"G": 3, "K": 2}),
-    (tk.nary_forward, {"G": 2, "K": 1}), (tk.nary_backward, {"G": 2, "K": 1}),
-    (tk.childsum_forward, {"G": 3, "R": 1}), (tk.childsum_backward, {"G": 3, "R": 1}),
-    (tk.childsum_forward, {"G": 2, "R": 4}), (tk.childsum_backward, {"G": 2, "R": 4}),
+    # the level's product inside, 16 columns at a time (fused_triton._dot_blocks)
+    (tk.nary_forward, {"G": 3, "K": 2, "CK": 16}),
+    (tk.nary_backward, {"G": 3, "K": 2, "CK": 16}),
+    (tk.nary_forward, {"G": 2, "K": 1, "CK": 16}),
+    (tk.nary_backward, {"G": 2, "K": 1, "CK": 16}),
+    # the edges' products inside (FUSE) or given, 32 columns a program
+    # (fused_triton.CHILDSUM_GPU_COLUMNS)
+    (tk.childsum_forward, {"G": 3, "R": 1, "FUSE": 1, "BN": 32, "CK": 16}),
+    (tk.childsum_backward, {"G": 3, "R": 1, "FUSE": 1, "BN": 32, "CK": 16}),
+    (tk.childsum_forward, {"G": 2, "R": 4, "FUSE": 0, "BN": 32, "CK": 16}),
+    (tk.childsum_backward, {"G": 2, "R": 4, "FUSE": 1, "BN": 32, "CK": 16}),
+    (tk.childsum_backward, {"G": 3, "R": 1, "FUSE": 0, "BN": 32, "CK": 16}),
     # whole rows of h = 150 (the papers' size), x = 300 in 64-column steps (the GPU's
     # blocks, fused_triton._row_blocks), gate and given head lexicons
     (tk.lex_forward, {"MODE": 0, "BH": 256, "BX": 64, "CK": 16}),
