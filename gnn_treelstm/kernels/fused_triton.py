@@ -154,19 +154,6 @@ def gpu_blocks(t: torch.Tensor) -> bool:
     return t.is_cuda
 
 
-def _blocks(n: int, hs: int, t: torch.Tensor) -> tuple[int, int, tuple[int, int]]:
-    """Rows and columns per program, and the grid, for ``n`` rows of ``hs`` columns."""
-    return _block_sizes(n, hs, gpu_blocks(t))
-
-
-@functools.lru_cache(maxsize=4096)
-def _block_sizes(n: int, hs: int, gpu: bool) -> tuple[int, int, tuple[int, int]]:
-    """:func:`_blocks`, computed once per size (a launch's Python is its host cost)."""
-    bn = min(triton_next_pow2(hs), 64 if gpu else 1024)
-    bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
-    return bm, bn, (-(-n // bm), -(-hs // bn))
-
-
 def _dot_blocks(n: int, hs: int, kk: int, t: torch.Tensor, gpu_columns: int = 64
                 ) -> tuple[int, int, int, tuple[int, int]]:
     """Rows, state columns and product columns (``CK`` of the ``kk`` summed over) per
@@ -512,18 +499,14 @@ def _childsum_up(wx: torch.Tensor, lv: Levels, hs: int, g: int, r: int,
     estart, pe = _edge_starts(lv, n, e)  # each row's first edge in, and edge out
     spans = _spans(lv)
     launch, src = _launches(wx)["childsum_forward"], lv.edge_src
-    if isinstance(level_product, torch.Tensor):  # the product inside the kernel
-        u = level_product.contiguous()
-        for lvl in range(lv.num_levels):
-            launch(wx, wx, u, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he,
-                   fe, spans.starts[lvl], spans.sizes[lvl], g, r, 1)
-        return h, _UpState(rel, estart, pe, act, c, tc, he, fe)
-    (hes,) = _by_level(spans.edge_sizes, he)  # each level's edges
+    fuse = isinstance(level_product, torch.Tensor)  # the product inside the kernel
+    u = level_product.contiguous() if fuse else wx  # unread without fuse
+    hes = None if fuse else _by_level(spans.edge_sizes, he)[0]  # each level's edges
     for lvl in range(lv.num_levels):
-        # unread where the level has no edges
-        p = level_product(lvl, hes[lvl]) if spans.edge_sizes[lvl] else wx
-        launch(wx, p, wx, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
-               spans.starts[lvl], spans.sizes[lvl], g, r, 0)  # u unread
+        # p unread where the kernel computes it or the level has no edges
+        p = wx if fuse or not spans.edge_sizes[lvl] else level_product(lvl, hes[lvl])
+        launch(wx, p, u, rel, spans.edge_starts[lvl], estart, src, pe, act, c, tc, h, he, fe,
+               spans.starts[lvl], spans.sizes[lvl], g, r, int(fuse))
     return h, _UpState(rel, estart, pe, act, c, tc, he, fe)
 
 
@@ -550,19 +533,15 @@ def _childsum_down(dh_out: torch.Tensor, dc_out: torch.Tensor, up: _UpState, lv:
     d = he.new_empty(e, width) if r == 1 else he.new_zeros(e, width)
     spans = _spans(lv)
     launch, src = _launches(dh)["childsum_backward"], lv.edge_src
-    if isinstance(level_grad, torch.Tensor):  # the product inside the kernel
-        u = level_grad.contiguous()
-        dp = he.new_empty(1, hs)  # unread
-        for lvl in range(lv.num_levels - 1, -1, -1):
-            launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, u, dct, dg, dwf, d,
-                   spans.starts[lvl], spans.sizes[lvl], g, r, 1)
-        return dg, dwf, d
-    dp = he.new_empty(e, hs)  # δ per edge into the child's h
-    ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
+    fuse = isinstance(level_grad, torch.Tensor)  # the product inside the kernel
+    u = level_grad.contiguous() if fuse else fe  # unread without fuse
+    dp = he.new_empty(1 if fuse else e, hs)  # δ per edge into the child's h (unread: fuse)
+    if not fuse:
+        ds, dps = _by_level(spans.edge_sizes, d, dp)  # each level's edges
     for lvl in range(lv.num_levels - 1, -1, -1):
-        launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, fe, dct, dg, dwf, d,
-               spans.starts[lvl], spans.sizes[lvl], g, r, 0)  # u unread
-        if spans.edge_sizes[lvl]:
+        launch(dh, dc, act, c, tc, fe, rel, estart, src, par, pe, dp, u, dct, dg, dwf, d,
+               spans.starts[lvl], spans.sizes[lvl], g, r, int(fuse))
+        if not fuse and spans.edge_sizes[lvl]:
             level_grad(lvl, ds[lvl], dps[lvl])
     return dg, dwf, d
 
