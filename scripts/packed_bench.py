@@ -21,8 +21,9 @@ time of its thread in ``next``, and the part of ``next``'s time in which that th
 not run (``blocked``: waiting for a batch, or for the interpreter lock), and in how many
 steps the batch was in the training process before ``next`` was called
 (``arrived_before_next``: ``next`` then waits for no loader process). ``--pin-thread``:
-the loader of a CUDA run (``pin_memory=True``), whose pinning thread receives each batch
-beside the step, made to run here without an accelerator, pinning nothing.
+the loader of a CUDA run (``pin_memory=True``), whose thread receives each batch beside
+the step and pins it (the loader's own receiving thread; in a package before it, the data
+loader's pinning thread), made to run here without an accelerator, pinning nothing.
 
 ``load``: the resident set (``VmRSS``) before and after ``load_split``, and after reading
 every tree once (for packed trees: every page of their arrays; for lists of graphs the
@@ -108,12 +109,7 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
         for b in batches:
             D.collate(ds.__getitems__(b), **options)
 
-    t0 = time.perf_counter()
-    cpu = _median_cpu(one_pass, passes)
-    seconds = (time.perf_counter() - t0) / passes
-    out = {"trees": len(sp), "batch_size": batch_size, "schedule": schedule,
-           "passes": passes, "trees_per_s": round(len(sp) / seconds, 1),
-           "trees_per_cpu_s": round(len(sp) / cpu, 1)}
+    works = {"collate": one_pass}
     if ready:  # dgl.batch of the same trees made into graphs beforehand
         import dgl
 
@@ -130,23 +126,30 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
             for g in graphs:
                 dgl.topological_nodes_generator(dgl.batch(g))
 
-        out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / _median_cpu(ready_pass,
-                                                                             passes), 1)
-        out["ready_dgl_topo_trees_per_cpu_s"] = round(len(sp) / _median_cpu(topo_pass,
-                                                                            passes), 1)
+        works.update(ready=ready_pass, topo=topo_pass)
+    # the passes of each alternate (collate, dgl.batch, ..., collate, ...): the ratios
+    # compare the same minutes of this machine, whose speed drifts
+    cpu = _median_cpus(works, passes)
+    out = {"trees": len(sp), "batch_size": batch_size, "schedule": schedule,
+           "passes": passes, "trees_per_s": round(len(sp) / cpu["collate"][1], 1),
+           "trees_per_cpu_s": round(len(sp) / cpu["collate"][0], 1)}
+    if ready:
+        out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / cpu["ready"][0], 1)
+        out["ready_dgl_topo_trees_per_cpu_s"] = round(len(sp) / cpu["topo"][0], 1)
     return out
 
 
-def _median_cpu(work, passes: int) -> float:
-    """The median CPU time of this thread (``time.thread_time``) of ``passes`` runs of
-    ``work``."""
-    times = []
+def _median_cpus(works: dict, passes: int) -> dict[str, tuple[float, float]]:
+    """The median CPU time of this thread (``time.thread_time``) and the median wall time
+    of ``passes`` runs of each of ``works``, their runs alternating."""
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in works}
     for _ in range(passes):
-        c0 = time.thread_time()
-        work()
-        times.append(time.thread_time() - c0)
-    times.sort()
-    return times[len(times) // 2]
+        for name, work in works.items():
+            c0, w0 = time.thread_time(), time.perf_counter()
+            work()
+            times[name].append((time.thread_time() - c0, time.perf_counter() - w0))
+    return {name: (sorted(c for c, _ in ts)[len(ts) // 2],
+                   sorted(w for _, w in ts)[len(ts) // 2]) for name, ts in times.items()}
 
 
 def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: int,
@@ -179,8 +182,9 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
             e0 = time.perf_counter()
             it = iter(loader)
             iters.append(round(1000 * (time.perf_counter() - e0), 1))
-            first = True
+            first, batch = True, None
             while True:
+                batch = None  # the last step's batch freed by the step, not inside next()
                 there = _arrived(it)
                 w0, c0 = time.perf_counter(), time.thread_time()
                 batch = next(it, None)
@@ -223,8 +227,12 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
 def _arrived(it) -> bool | None:
     """Whether the batch ``next(it)`` returns is in the training process already: in the
     loader iterator's buffer of batches that came out of order, or in the queue it reads
-    (the pinning thread's with ``pin_memory``, else the processes'). None where this torch's
+    (the pinning thread's with ``pin_memory``, else the processes'), or, where the loader's
+    own thread receives the batches, among those it holds ready. None where this torch's
     iterator has no such attributes, or its queue cannot tell its size."""
+    ready = getattr(it, "ready", None)  # a thread of the loader receives the batches
+    if callable(ready):
+        return ready() > 0
     info, idx, queue = (getattr(it, k, None) for k in ("_task_info", "_rcvd_idx", "_data_queue"))
     if info is None or idx is None or queue is None:
         return None
@@ -242,9 +250,12 @@ def _pinning_thread_without_accelerator() -> None:
     run's loader does (the thread receives and unpickles each batch beside the step, then
     pins it), less the copy into pinned memory. For this measurement only, in this process:
     the data loader asks ``torch.accelerator`` whether there is a device and which, and the
-    thread calls ``pin_memory``."""
+    thread calls ``pin_memory`` (torch's, or the batch's own where the loader's receiving
+    thread pins)."""
     import torch
     import torch.utils.data._utils.pin_memory as pinning
+
+    from gnn_treelstm.trees import data as D
 
     acc = getattr(torch, "accelerator", None)
     if acc is None or not hasattr(acc, "current_device_index"):
@@ -254,6 +265,7 @@ def _pinning_thread_without_accelerator() -> None:
     acc.set_device_index = lambda index: None
     acc.current_accelerator = lambda *args, **kwargs: torch.device("cpu")
     pinning.pin_memory = lambda data, device=None: data
+    D.Batch.pin_memory = lambda self: self
 
 
 def _loader_cpu(sp, batch_size: int, collate) -> dict:

@@ -49,6 +49,12 @@ def test_packed_bench_reports(tmp_path, capsys):
     assert got["trees"] == 16 and got["nodes"] > 16 and got["load_s"] >= 0
     assert bench.main(["collate", str(data), "--batch-size", "5", "--schedule"]) == 0
     assert json.loads(capsys.readouterr().out)["trees_per_s"] > 0
+    # dgl.batch of ready graphs too, the passes of each alternating
+    assert bench.main(["collate", str(data), "--batch-size", "5", "--schedule", "--ready",
+                       "--passes", "2"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["passes"] == 2 and got["trees_per_cpu_s"] > 0
+    assert got["ready_dgl_batch_trees_per_cpu_s"] > 0 and got["ready_dgl_topo_trees_per_cpu_s"] > 0
     assert bench.main(["load", str(tmp_path / "none")]) == 2
 
 
@@ -66,3 +72,5 @@ def test_packed_bench_loader_reports_each_epochs_start(tmp_path, capsys, ahead):
         assert all(0 <= it <= ms for it, ms in zip(got[part]["epoch_iter_ms"],
                                                     got[part]["epoch_start_ms"]))
         assert got[part]["steps"] == 3 * (4 - 1)  # 16 trees, 4 batches an epoch, the first not
+        # the loader's receiving thread tells which batches it holds ready
+        assert 0 <= got[part]["arrived_before_next"] <= got[part]["steps"]

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import functools
 import math
+import queue
+import threading
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -15,12 +17,16 @@ from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.packed import PackedTrees
 
-__all__ = ["CUDA_WORKERS", "loader_workers", "make_loader", "Loader", "ShardedBatches",
-           "Share", "to_device"]
+__all__ = ["CUDA_WORKERS", "RECEIVED_AHEAD", "loader_workers", "make_loader", "Loader",
+           "ReceivedBatches", "ShardedBatches", "Share", "to_device"]
 
 #: loader processes of a run on CUDA that does not say (``--workers`` left out): the batches,
 #: their level schedules and pinned copies are made beside the steps, not between them
 CUDA_WORKERS = 2
+
+#: batches the receiving thread of a loader with processes holds ready for the step
+#: (:class:`ReceivedBatches`), beside the processes' own ``prefetch_factor`` each
+RECEIVED_AHEAD = 4
 
 
 def loader_workers(device: torch.device | str, given: int | None,
@@ -88,38 +94,57 @@ class Loader(DataLoader):
     and the global generator (dropout's masks) then follow the same draws as with no loader
     process (``tests/training/test_batching.py``).
 
+    With loader processes, an epoch's batches are received by a thread of this process
+    (:class:`ReceivedBatches`): it takes each batch from the processes (unpickling it, the
+    data loader's bookkeeping, pinning it where ``pin_memory`` asks and an accelerator is
+    there) while the step runs, and the step's ``next`` takes a batch it holds ready. The
+    data loader's own pinning thread is then not started: the receiving thread pins.
+
     :meth:`start_next_epoch` starts the next epoch once the last one's batches are all
     taken, so that its processes take it up and build its first batches while the caller
     does other work (the dev evaluation); the next ``iter`` hands that epoch out.
     :meth:`epoch_state` is the shuffle generator's state the epoch to come is drawn from,
     whether it started early or not: what a saved state replays it from."""
 
-    _ahead: Iterator | None = None  # the next epoch, started early (start_next_epoch)
+    _ahead: ReceivedBatches | Iterator | None = None  # the next epoch, started early
     _ahead_state: torch.Tensor | None = None  # the shuffle generator's state before it
+    _received: ReceivedBatches | None = None  # the epoch the receiving thread serves
+
+    def __init__(self, *args, pin_memory: bool = False, **kwargs):
+        workers = kwargs.get("num_workers", 0)
+        #: pinned batches asked for (``pin_memory``); with processes the receiving thread
+        #: pins them, so the data loader's own ``pin_memory`` is False there
+        self.pins = pin_memory
+        super().__init__(*args, pin_memory=pin_memory and not workers, **kwargs)
 
     def __iter__(self) -> Iterator:
         if self._ahead is not None:  # started early, its draws made
             it, self._ahead, self._ahead_state = self._ahead, None, None
             return it
+        self._stop_receiving()  # the persistent iterator is reset for the new epoch
         if self._iterator is not None:  # an epoch after the first, on the same processes
             torch.empty((), dtype=torch.int64).random_(generator=self.generator)
-        return super().__iter__()
+        it = super().__iter__()
+        if not self.num_workers:
+            return it
+        self._received = ReceivedBatches(it, pin=_pinning_device() if self.pins else None)
+        return self._received
 
     def start_next_epoch(self) -> None:
         """Start the next epoch now, its draws from the shuffle generator made: with loader
         processes, they take it up and build its first batches (the data loader's
-        ``prefetch_factor`` each) while the caller does other work, and the next ``iter``
-        returns it. Nothing to do without loader processes, without a shuffle generator (an
-        unshuffled loader draws from torch's global generator, which the caller's own draws
-        meanwhile would then follow, not precede) or when it already started. Raises
-        ``RuntimeError`` while an epoch still has batches to take: starting another would
-        drop them."""
+        ``prefetch_factor`` each, and the receiving thread's :data:`RECEIVED_AHEAD`) while
+        the caller does other work, and the next ``iter`` returns it. Nothing to do without
+        loader processes, without a shuffle generator (an unshuffled loader draws from
+        torch's global generator, which the caller's own draws meanwhile would then
+        follow, not precede) or when it already started. Raises ``RuntimeError`` while an
+        epoch still has batches to take: starting another would drop them."""
         if self._ahead is not None or not self.num_workers or self.generator is None:
             return
-        it = self._iterator
-        if it is not None and it._num_yielded < len(it):
+        it = self._received
+        if it is not None and it.taken < len(it):
             raise RuntimeError(
-                f"start_next_epoch: the epoch in progress has {len(it) - it._num_yielded} of "
+                f"start_next_epoch: the epoch in progress has {len(it) - it.taken} of "
                 f"its {len(it)} batches still to take; start the next one after its last")
         state = self.generator.get_state()
         self._ahead = self.__iter__()
@@ -134,17 +159,129 @@ class Loader(DataLoader):
         return None if self.generator is None else self.generator.get_state()
 
     def close(self) -> None:
-        """Stop the loader processes now (a later epoch starts new ones), not when the
-        interpreter exits: with pinned memory, torch 2.4's exit handler waits 5 s for each
-        persistent process it never told to stop (pytorch/pytorch#81794). An epoch started
-        early is dropped and its draws undone: the shuffle generator goes back to
-        :meth:`epoch_state`."""
+        """Stop the receiving thread and the loader processes now (a later epoch starts
+        new ones), not when the interpreter exits: with pinned memory, torch 2.4's exit
+        handler waits 5 s for each persistent process it never told to stop
+        (pytorch/pytorch#81794). An epoch started early is dropped and its draws undone:
+        the shuffle generator goes back to :meth:`epoch_state`."""
+        self._stop_receiving()  # first: its next() may still draw the epoch's last indices
         if self._ahead_state is not None and self.generator is not None:
             self.generator.set_state(self._ahead_state)
         self._ahead = self._ahead_state = None
         it, self._iterator = self._iterator, None
         if it is not None:
             it._shutdown_workers()
+
+    def _stop_receiving(self) -> None:
+        """The receiving thread stopped (joined): nothing reads the data loader's iterator
+        while it is reset or shut down."""
+        received, self._received = self._received, None
+        if received is not None:
+            received.stop()
+
+
+def _pinning_device() -> int | None:
+    """The index of the accelerator that pinned batches serve (the current one), as the
+    data loader decides it (``torch.accelerator`` where this torch has it, else CUDA; none
+    on MPS, where pinning is not supported); None: no pinning."""
+    acc = getattr(torch, "accelerator", None)
+    if acc is None:
+        return torch.cuda.current_device() if torch.cuda.is_available() else None
+    if not acc.is_available() or getattr(acc.current_accelerator(), "type", None) == "mps":
+        return None
+    return acc.current_device_index()
+
+
+def _set_device(index: int) -> None:
+    """Make accelerator ``index`` current in the calling thread (pinned memory is
+    allocated for the current device)."""
+    acc = getattr(torch, "accelerator", None)
+    if acc is None:
+        torch.cuda.set_device(index)
+    else:
+        acc.set_device_index(index)
+
+
+class _Raised:
+    """An exception the receiving thread met, raised again in the step's ``next``."""
+
+    def __init__(self, error: BaseException):
+        self.error = error
+
+
+_END = object()  # the epoch's last batch was received
+
+
+class ReceivedBatches(Iterator):
+    """An epoch's batches from the loader processes, received by a thread of this process
+    while the step runs: the thread takes each batch off the data loader's iterator
+    (unpickling it and the data loader's bookkeeping: recording its arrival, sending the
+    processes the next indices), pins it (its ``pin_memory``) for accelerator ``pin`` (an
+    index; None: no pinning) and holds up to ``ahead`` batches ready; the step's ``next``
+    takes one of those. The batches, their order and every generator's draws are those of
+    the data loader's iterator (the thread only calls its ``next``, one at a time); an
+    error in a loader process, or in the thread, is raised again by the ``next`` that would
+    have returned that batch. :meth:`stop` ends the thread before the data loader's
+    iterator is reset or shut down."""
+
+    def __init__(self, it: Iterator, *, pin: int | None = None, ahead: int = RECEIVED_AHEAD):
+        self._it, self._pin = it, pin
+        self._ready: queue.SimpleQueue = queue.SimpleQueue()
+        self._room: queue.SimpleQueue = queue.SimpleQueue()  # one token a batch it may hold
+        for _ in range(ahead):
+            self._room.put(None)
+        self._stopping = threading.Event()
+        self._done = False
+        #: batches the step took (the data loader's iterator is ahead by those held ready)
+        self.taken = 0
+        self._thread = threading.Thread(target=self._receive, name="gnn-treelstm-batches",
+                                        daemon=True)
+        self._thread.start()
+
+    def __len__(self) -> int:
+        return len(self._it)  # type: ignore[arg-type]
+
+    def ready(self) -> int:
+        """Batches received and not yet taken (the last one's end mark counts too)."""
+        return self._ready.qsize()
+
+    def _receive(self) -> None:
+        try:
+            if self._pin is not None:  # the device of the thread that made the iterator
+                _set_device(self._pin)
+            while True:
+                self._room.get()
+                if self._stopping.is_set():
+                    return
+                try:
+                    batch = next(self._it)
+                except StopIteration:
+                    self._ready.put(_END)
+                    return
+                self._ready.put(batch if self._pin is None else batch.pin_memory())
+        except BaseException as e:  # handed to the step, which raises it
+            self._ready.put(_Raised(e))
+
+    def __next__(self) -> object:
+        if self._done:
+            raise StopIteration
+        item = self._ready.get()
+        if item is _END:
+            self._done = True
+            raise StopIteration
+        if isinstance(item, _Raised):
+            self._done = True
+            raise item.error
+        self.taken += 1
+        self._room.put(None)  # the thread receives the next one while the step runs
+        return item
+
+    def stop(self) -> None:
+        """End the thread (after the batch it may be receiving) and wait for it."""
+        self._stopping.set()
+        self._room.put(None)
+        self._thread.join()
+        self._done = True
 
 
 class Share(list):
@@ -215,14 +352,15 @@ class ShardedBatches:
 
 def to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D.Batch:
     """``batch`` on ``device``: all of it, or (``graphs_on_device`` False: a CPU-only DGL
-    build) its targets and level schedule while the graphs stay on the CPU."""
+    build) its targets and level schedule while the graphs stay on the CPU; copied without
+    waiting for the device (:meth:`~gnn_treelstm.trees.data.Batch.to`)."""
     if device.type == "cpu":
         return batch
     if graphs_on_device:
         return batch.to(device)
     return D.Batch(batch.graph, batch.graph_b,
-                   {k: v.to(device) for k, v in batch.targets.items()}, batch.index,
-                   None if batch.schedule is None else batch.schedule.to(device),
+                   {k: v.to(device, non_blocking=True) for k, v in batch.targets.items()},
+                   batch.index, None if batch.schedule is None else batch.schedule.to(device),
                    num_a=batch.num_a, global_size=batch.global_size,
                    label_order=None if batch.label_order is None else batch.label_order.to(
-                       device))
+                       device, non_blocking=True))

@@ -3,11 +3,25 @@ without one) and the loader options ``make_loader`` passes on."""
 
 from __future__ import annotations
 
+import time
+
+import dgl
+import pytest
 import torch
 
 from gnn_treelstm.kernels import native
-from gnn_treelstm.training.batching import CUDA_WORKERS, loader_workers, make_loader
+from gnn_treelstm.kernels.syncs import SyncWatch
+from gnn_treelstm.training import batching
+from gnn_treelstm.training.batching import (
+    CUDA_WORKERS,
+    RECEIVED_AHEAD,
+    ReceivedBatches,
+    loader_workers,
+    make_loader,
+    to_device,
+)
 from gnn_treelstm.training.config import RunConfig, run_options
+from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.data import Split
 from gnn_treelstm.trees.packed import PackedTrees, pack_graphs
 from tests.handbuilt import random_batch
@@ -40,8 +54,11 @@ def test_make_loader_pins_and_computes_the_levels_before_its_processes():
     assert "depth" not in trees._derived
     loader = make_loader(split, 4, shuffle=True, schedule=True, workers=1, pin_memory=False)
     assert "depth" in trees._derived  # shared with the loader processes they fork
-    assert (loader.num_workers, loader.pin_memory) == (1, False)
+    assert (loader.num_workers, loader.pins, loader.pin_memory) == (1, False, False)
+    # no loader process: the data loader pins; with them, the receiving thread does
     assert make_loader(split, 4, shuffle=False, pin_memory=True).pin_memory
+    pinned = make_loader(split, 4, shuffle=False, pin_memory=True, workers=1)
+    assert pinned.pins and not pinned.pin_memory
 
 
 def test_the_loader_builds_batches_with_the_cpp_routines_where_they_are(monkeypatch):
@@ -114,8 +131,9 @@ def test_an_epoch_started_early_draws_as_one_started_at_its_iter():
             loader.start_next_epoch()
             assert torch.equal(loader.epoch_state(), before)  # not the draws made
             assert (loader._ahead is not None) == (workers > 0)
-            if workers:  # the epoch taken up, its first batches asked for
-                assert loader._iterator._send_idx > 0 and loader._iterator._num_yielded == 0
+            if workers:  # the epoch taken up, its first batches asked for and received
+                assert loader._iterator._send_idx > 0 and loader._ahead.taken == 0
+                _wait_for(loader._ahead.ready)
                 assert not torch.equal(loader.generator.get_state(), before)
             loader.start_next_epoch()  # once started, started
         it = iter(loader)
@@ -147,3 +165,90 @@ def test_an_unshuffled_loader_does_not_start_early():
     assert loader._ahead is None and loader.epoch_state() is None
     assert torch.equal(torch.random.get_rng_state(), state)
     loader.close()
+
+
+def _wait_for(condition, seconds: float = 30.0) -> None:
+    end = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < end, "not within 30 s"
+        time.sleep(0.005)
+
+
+def test_a_loader_process_s_batches_are_received_by_a_thread_beside_the_step():
+    """With loader processes a thread of this process takes each batch off the data
+    loader's iterator and holds RECEIVED_AHEAD of them ready, so the step's ``next`` waits
+    for no loader process and does none of the data loader's work; the batches are those
+    without processes, an epoch's end and a new ``iter`` stop the thread."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=13)))
+    split = Split(trees, None, {"label": torch.zeros(13, dtype=torch.int64)})
+    plain = [b.index.tolist() for b in make_loader(split, 2, shuffle=True, seed=5)]
+    loader = make_loader(split, 2, shuffle=True, seed=5, workers=1, schedule=True)
+    it = iter(loader)
+    assert isinstance(it, ReceivedBatches) and len(it) == len(plain) == 7
+    _wait_for(lambda: it.ready() == RECEIVED_AHEAD)  # received beside the step...
+    time.sleep(0.2)
+    assert it.ready() == RECEIVED_AHEAD and loader._iterator._num_yielded == RECEIVED_AHEAD
+    got = [next(it).index.tolist()]  # ...no more than that, until the step takes one
+    _wait_for(lambda: loader._iterator._num_yielded == RECEIVED_AHEAD + 1)
+    got += [b.index.tolist() for b in it]
+    assert got == plain and it.taken == 7 and next(it, None) is None
+    thread = it._thread
+    assert not thread.is_alive()
+    second = iter(loader)  # a new epoch, on the same processes
+    next(second)
+    first_thread = second._thread
+    third = iter(loader)  # the epoch left: its thread stopped before the iterator's reset
+    assert not first_thread.is_alive() and len(list(third)) == 7
+    loader.close()
+    assert not third._thread.is_alive() and loader._iterator is None
+
+
+def test_the_receiving_thread_pins_where_asked_and_raises_a_processes_error(monkeypatch):
+    """``pin_memory`` with loader processes: the receiving thread pins each batch (where
+    an accelerator is there); an error in a loader process is raised by the step's
+    ``next``, as the data loader raises it, the same type and message."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=6)))
+    split = Split(trees, None, {"label": torch.zeros(6, dtype=torch.int64)})
+    pinned = []
+    assert batching._pinning_device() is None  # this machine: no accelerator, no pinning
+    devices = []
+    monkeypatch.setattr(batching, "_pinning_device", lambda: 3)
+    monkeypatch.setattr(batching, "_set_device", devices.append)
+    monkeypatch.setattr(D.Batch, "pin_memory", lambda self: pinned.append(self) or self)
+    loader = make_loader(split, 2, shuffle=False, workers=1, pin_memory=True)
+    batches = list(loader)
+    loader.close()
+    assert len(batches) == 3 and [id(b) for b in batches] == [id(b) for b in pinned]
+    assert devices == [3]  # the thread pins for the device current where the epoch began
+
+    def broken(examples):
+        raise ValueError("a bad tree in the batch")
+
+    loader = make_loader(split, 2, shuffle=False, workers=1)
+    loader.collate_fn = broken
+    with pytest.raises(ValueError, match="a bad tree in the batch"):
+        list(loader)
+    loader.close()
+
+
+@pytest.mark.parametrize("graphs_on_device", [True, False])
+def test_a_batch_moves_to_the_device_without_waiting(monkeypatch, graphs_on_device):
+    """Every copy of a batch to the device is ``non_blocking``: a blocking copy to a GPU
+    waits for the kernels queued before it (the last step's). Seen here as copies to the
+    ``meta`` device (the graph's own copy recorded: DGL has no meta device)."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=5)))
+    split = Split(trees, None, {"label": torch.arange(5)})
+    batch = next(iter(make_loader(split, 5, shuffle=False, schedule=True)))
+    assert batch.label_order is not None and batch.schedule is not None
+    graph_copies = []
+    monkeypatch.setattr(dgl.DGLGraph, "to",
+                        lambda self, device, **kw: graph_copies.append(kw) or self)
+    with SyncWatch() as watch:
+        moved = to_device(batch, torch.device("meta"), graphs_on_device)
+    assert watch.found == []
+    assert graph_copies == ([{"non_blocking": True}] if graphs_on_device else [])
+    assert moved.targets["label"].device.type == "meta"
+    assert moved.label_order.device.type == moved.schedule.up.order.device.type == "meta"
+    with SyncWatch() as watch:  # what the watch sees of a blocking one
+        batch.targets["label"].to("meta")
+    assert [what for what, _ in watch.found] == ["Tensor.to(device) without non_blocking"]

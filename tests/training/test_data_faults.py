@@ -22,6 +22,7 @@ import torch
 from gnn_treelstm.commands import train
 from gnn_treelstm.commands.sigbus import DATA_CHANGED
 from gnn_treelstm.training import rundir
+from gnn_treelstm.training.batching import RECEIVED_AHEAD
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees import manifest
 from gnn_treelstm.trees.packed import write_packed
@@ -103,13 +104,19 @@ def _losses(run: Path) -> list[tuple[int, float]]:
 def test_an_array_cut_short_mid_epoch_is_exit_3_then_resume_finishes_the_run(
         data, tmp_path, workers):
     """``n.word.npy`` of the training split cut to 0 bytes inside epoch 2 (a bus error at
-    the next batch: in the training process, or in its loader process)."""
+    the next batch: in the training process, or in its loader process). With a loader
+    process, batches of one tree: 16 an epoch, more than are made ahead of the step (the
+    data loader's 2 and the receiving thread's RECEIVED_AHEAD), so the process reads the
+    file after the cut."""
     npy = data / "constituency" / "train.packed" / "n.word.npy"
     whole = npy.read_bytes()
-    common = ["--data", str(data), "--runs-dir", str(tmp_path / "runs"), *ARGS]
+    one = ["--batch-size", "1"] if workers == "1" else []  # (the last of ARGS' wins)
+    common = ["--data", str(data), "--runs-dir", str(tmp_path / "runs"), *ARGS, *one]
+    assert 2 + 2 + RECEIVED_AHEAD < 16
     run = tmp_path / "runs" / "cut"
     proc = _stepping([*common, "--name", "cut", "--workers", workers])
-    rc, err = _at_step(proc, 8 + 2, lambda: os.truncate(npy, 0))  # epoch 2, step 2
+    per_epoch = 16 if one else 8
+    rc, err = _at_step(proc, per_epoch + 2, lambda: os.truncate(npy, 0))  # epoch 2, step 2
     assert rc == DATA_CHANGED, err[-3000:]
     assert "Traceback" not in err
     assert f"error: {npy}: changed on disk while this process was reading it (cut short, " \
