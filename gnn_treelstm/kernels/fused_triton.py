@@ -711,29 +711,38 @@ def _gpu_options(kernel: str, gpu: bool) -> dict[str, int]:
     return {"num_warps": GPU_WARPS[kernel], "num_stages": 1} if gpu else {}
 
 
-def _row_blocks(n: int, hs: int, xs: int | None, t: torch.Tensor, kernel: str
-                ) -> Mapping[str, int]:
+class _Blocks(NamedTuple):
+    """A launch's block sizes: ``BM`` (the grid's rows a program), the kernel's block-size
+    constexprs in its signature's order (passed by position: a keyword is packed into a
+    dict again at each layer of a launch) and a GPU's launch options (keywords)."""
+
+    bm: int
+    sizes: tuple[int, ...]
+    options: Mapping[str, int]
+
+
+def _row_blocks(n: int, hs: int, xs: int | None, t: torch.Tensor, kernel: str) -> _Blocks:
     """Block sizes of the Teng & Zhang kernels: whole rows per program (the in-kernel
     peephole product needs all of ``c_t``), at least 16 rows and columns (``tl.dot``'s
     minimum); ``CK`` columns of the peephole matrix at a time (16 on a GPU and in float64:
     a 32-row tile of the matrix held 256 registers a thread at h 150; 32 under the
     interpreter, fewer steps); ``BX`` columns of the head lexicons at a time
     (:func:`_x_columns`; none for ``xs=None``, the top-down kernels); a GPU's launch
-    options (:func:`_gpu_options`)."""
+    options (:func:`_gpu_options`). ``sizes``: ``(BM, BH, BX, CK)``, or ``(BM, BH, CK)``
+    without ``xs``."""
     return _row_block_sizes(n, hs, xs, gpu_blocks(t), t.dtype == torch.float64, kernel)
 
 
 @functools.lru_cache(maxsize=4096)
 def _row_block_sizes(n: int, hs: int, xs: int | None, gpu: bool, f64: bool, kernel: str
-                     ) -> Mapping[str, int]:
+                     ) -> _Blocks:
     """:func:`_row_blocks`, computed once per size (a launch's Python is its host cost);
     read-only, as it is shared."""
     bh = max(16, triton_next_pow2(hs))
     bm = 16 if gpu else max(16, min(triton_next_pow2(n), 256))
     ck = 32 if bh >= 32 and not f64 and not gpu else 16
-    x_cols = {} if xs is None else {"BX": _x_columns(xs, gpu)}
-    return MappingProxyType({"BM": bm, "BH": bh, **x_cols, "CK": ck,
-                             **_gpu_options(kernel, gpu)})
+    sizes = (bm, bh, ck) if xs is None else (bm, bh, _x_columns(xs, gpu), ck)
+    return _Blocks(bm, sizes, MappingProxyType(_gpu_options(kernel, gpu)))
 
 
 @launch_op("lex_forward", "op,act,c,tc,h,z")
@@ -743,8 +752,9 @@ def _lex_forward(p: torch.Tensor, b: torch.Tensor, bz: torch.Tensor, wco: torch.
                  z: torch.Tensor, a: int, n: int, mode: int) -> None:
     hs, xs = c.shape[1], op.shape[1] - 4 * c.shape[1]
     blk = _row_blocks(n, hs, xs, c, "lex_forward")
-    tk.lex_forward[(-(-n // blk["BM"]),)](p, b, bz, wco, slots, par, pos, op, act, c, tc, h, z,
-                                         a, n, par.shape[0], hs, xs, MODE=mode, **blk)
+    tk.lex_forward[(-(-n // blk.bm),)](p, b, bz, wco, slots, par, pos, op, act, c, tc, h, z,
+                                      a, n, par.shape[0], hs, xs, mode, *blk.sizes,
+                                      **blk.options)  # MODE, BM, BH, BX, CK
 
 
 @launch_op("lex_backward", "dp,dct,dxt,dz")
@@ -755,9 +765,10 @@ def _lex_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc: tor
                   a: int, n: int, mode: int) -> None:
     hs, xs = tc.shape[1], op.shape[1] - 4 * tc.shape[1]
     blk = _row_blocks(n, hs, xs, tc, "lex_backward")
-    tk.lex_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
-                                          dp, dct, dxt, dz, dxo, a, n, par.shape[0], hs, xs,
-                                          MODE=mode, XO=dxo.numel() > 0, **blk)
+    tk.lex_backward[(-(-n // blk.bm),)](dh, dc, act, tc, op, z, wco, slots, par, pos, dop,
+                                       dp, dct, dxt, dz, dxo, a, n, par.shape[0], hs, xs,
+                                       mode, dxo.numel() > 0, *blk.sizes,
+                                       **blk.options)  # MODE, XO, BM, BH, BX, CK
 
 
 def lex_matrix(W_x: torch.Tensor, U_h: torch.Tensor, U_c: torch.Tensor,
@@ -943,25 +954,27 @@ def lex_levels(x0: torch.Tensor, w: LexWeights, lexicalized: bool, mode: str, lv
 
 
 # ============================================================== head lexicons (eqs 9-10)
-def _x_blocks(n: int, xs: int, t: torch.Tensor, kernel: str) -> Mapping[str, int]:
+def _x_blocks(n: int, xs: int, t: torch.Tensor, kernel: str) -> _Blocks:
     """Block sizes of the head kernels: ``BM`` rows per program, ``BX`` columns of ``x`` at
-    a time (:func:`_x_columns`); a GPU's launch options (:func:`_gpu_options`)."""
+    a time (:func:`_x_columns`); a GPU's launch options (:func:`_gpu_options`). ``sizes``:
+    ``(BM, BX)``."""
     return _x_block_sizes(n, xs, gpu_blocks(t), kernel)
 
 
 @functools.lru_cache(maxsize=4096)
-def _x_block_sizes(n: int, xs: int, gpu: bool, kernel: str) -> Mapping[str, int]:
+def _x_block_sizes(n: int, xs: int, gpu: bool, kernel: str) -> _Blocks:
     """:func:`_x_blocks`, computed once per size; read-only, as it is shared."""
     bm = 16 if gpu else max(1, min(triton_next_pow2(n), 256))
-    return MappingProxyType({"BM": bm, "BX": _x_columns(xs, gpu), **_gpu_options(kernel, gpu)})
+    return _Blocks(bm, (bm, _x_columns(xs, gpu)), MappingProxyType(_gpu_options(kernel, gpu)))
 
 
 @launch_op("head_forward", "x,z")
 def _head_forward(pz: torch.Tensor, bz: torch.Tensor, slots: torch.Tensor, par: torch.Tensor,
                   x: torch.Tensor, z: torch.Tensor, a: int, n: int, mode: int) -> None:
     blk = _x_blocks(n, x.shape[1], x, "head_forward")
-    tk.head_forward[(-(-n // blk["BM"]),)](pz, bz, slots, par, x, z, a, n, par.shape[0],
-                                          x.shape[1], MODE=mode, **blk)
+    tk.head_forward[(-(-n // blk.bm),)](pz, bz, slots, par, x, z, a, n, par.shape[0],
+                                       x.shape[1], mode, *blk.sizes,
+                                       **blk.options)  # MODE, BM, BX
 
 
 @launch_op("head_backward", "dxt,dpz,dz")
@@ -970,8 +983,9 @@ def _head_backward(dx: torch.Tensor, dpx: torch.Tensor, x: torch.Tensor, z: torc
                    dxt: torch.Tensor, dpz: torch.Tensor, dz: torch.Tensor, a: int, n: int,
                    mode: int) -> None:
     blk = _x_blocks(n, x.shape[1], x, "head_backward")
-    tk.head_backward[(-(-n // blk["BM"]),)](dx, dpx, x, z, slots, par, pos, dxt, dpz, dz, a, n,
-                                           par.shape[0], x.shape[1], MODE=mode, **blk)
+    tk.head_backward[(-(-n // blk.bm),)](dx, dpx, x, z, slots, par, pos, dxt, dpz, dz, a, n,
+                                        par.shape[0], x.shape[1], mode, *blk.sizes,
+                                        **blk.options)  # MODE, BM, BX
 
 
 class _HeadLevels(torch.autograd.Function):
@@ -1069,9 +1083,10 @@ def _topdown_forward(p: torch.Tensor, b: torch.Tensor, side: torch.Tensor, wco: 
                      tc: torch.Tensor, h: torch.Tensor, a: int, n: int) -> None:
     hs = c.shape[1]
     blk = _row_blocks(n, hs, None, c, "topdown_forward")
-    tk.topdown_forward[(-(-n // blk["BM"]),)](p, b, side, wco, kids, op, act, c, tc, h, a, n,
-                                             side.shape[0], hs, op.shape[1] - 4 * hs,
-                                             S=b.shape[0] // (4 * hs), **blk)
+    tk.topdown_forward[(-(-n // blk.bm),)](p, b, side, wco, kids, op, act, c, tc, h, a, n,
+                                          side.shape[0], hs, op.shape[1] - 4 * hs,
+                                          b.shape[0] // (4 * hs), *blk.sizes,
+                                          **blk.options)  # S, BM, BH, CK
 
 
 @launch_op("topdown_backward", "dp,dct")
@@ -1081,9 +1096,10 @@ def _topdown_backward(dh: torch.Tensor, dc: torch.Tensor, act: torch.Tensor, tc:
                       dct: torch.Tensor, a: int, n: int) -> None:
     hs = tc.shape[1]
     blk = _row_blocks(n, hs, None, tc, "topdown_backward")
-    tk.topdown_backward[(-(-n // blk["BM"]),)](dh, dc, act, tc, op, side, wco, kids, dop, dp,
-                                              dct, a, n, side.shape[0], hs,
-                                              op.shape[1] - 4 * hs, **blk)
+    tk.topdown_backward[(-(-n // blk.bm),)](dh, dc, act, tc, op, side, wco, kids, dop, dp,
+                                           dct, a, n, side.shape[0], hs,
+                                           op.shape[1] - 4 * hs, *blk.sizes,
+                                           **blk.options)  # BM, BH, CK
 
 
 class _TopDownLevels(torch.autograd.Function):
