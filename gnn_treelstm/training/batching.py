@@ -7,6 +7,7 @@ import functools
 import math
 import queue
 import threading
+import weakref
 from collections.abc import Iterable, Iterator
 
 import torch
@@ -225,7 +226,7 @@ class ReceivedBatches(Iterator):
     iterator is reset or shut down."""
 
     def __init__(self, it: Iterator, *, pin: int | None = None, ahead: int = RECEIVED_AHEAD):
-        self._it, self._pin = it, pin
+        self._it = it
         self._ready: queue.SimpleQueue = queue.SimpleQueue()
         self._room: queue.SimpleQueue = queue.SimpleQueue()  # one token a batch it may hold
         for _ in range(ahead):
@@ -234,9 +235,13 @@ class ReceivedBatches(Iterator):
         self._done = False
         #: batches the step took (the data loader's iterator is ahead by those held ready)
         self.taken = 0
-        self._thread = threading.Thread(target=self._receive, name="gnn-treelstm-batches",
-                                        daemon=True)
+        # the thread holds the queues and the iterator, not this object: one dropped
+        # unfinished (its loader dropped) stops its thread, which lets the iterator go
+        self._thread = threading.Thread(
+            target=_receive, args=(it, pin, self._ready, self._room, self._stopping),
+            name="gnn-treelstm-batches", daemon=True)
         self._thread.start()
+        weakref.finalize(self, _stop, self._stopping, self._room)
 
     def __len__(self) -> int:
         return len(self._it)  # type: ignore[arg-type]
@@ -244,23 +249,6 @@ class ReceivedBatches(Iterator):
     def ready(self) -> int:
         """Batches received and not yet taken (the last one's end mark counts too)."""
         return self._ready.qsize()
-
-    def _receive(self) -> None:
-        try:
-            if self._pin is not None:  # the device of the thread that made the iterator
-                _set_device(self._pin)
-            while True:
-                self._room.get()
-                if self._stopping.is_set():
-                    return
-                try:
-                    batch = next(self._it)
-                except StopIteration:
-                    self._ready.put(_END)
-                    return
-                self._ready.put(batch if self._pin is None else batch.pin_memory())
-        except BaseException as e:  # handed to the step, which raises it
-            self._ready.put(_Raised(e))
 
     def __next__(self) -> object:
         if self._done:
@@ -278,10 +266,37 @@ class ReceivedBatches(Iterator):
 
     def stop(self) -> None:
         """End the thread (after the batch it may be receiving) and wait for it."""
-        self._stopping.set()
-        self._room.put(None)
+        _stop(self._stopping, self._room)
         self._thread.join()
         self._done = True
+
+
+def _receive(it: Iterator, pin: int | None, ready: queue.SimpleQueue, room: queue.SimpleQueue,
+             stopping: threading.Event) -> None:
+    """The receiving thread of a :class:`ReceivedBatches`: a batch off ``it`` for each token
+    in ``room``, pinned for accelerator ``pin`` (None: not pinned), into ``ready``; then the
+    end mark, or the error met."""
+    try:
+        if pin is not None:  # the device of the thread that made the iterator
+            _set_device(pin)
+        while True:
+            room.get()
+            if stopping.is_set():
+                return
+            try:
+                batch = next(it)
+            except StopIteration:
+                ready.put(_END)
+                return
+            ready.put(batch if pin is None else batch.pin_memory())
+    except BaseException as e:  # handed to the step, which raises it
+        ready.put(_Raised(e))
+
+
+def _stop(stopping: threading.Event, room: queue.SimpleQueue) -> None:
+    """Tell a receiving thread to end (it does once it has a token)."""
+    stopping.set()
+    room.put(None)
 
 
 class Share(list):

@@ -3,6 +3,7 @@ without one) and the loader options ``make_loader`` passes on."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 import dgl
@@ -252,3 +253,21 @@ def test_a_batch_moves_to_the_device_without_waiting(monkeypatch, graphs_on_devi
     with SyncWatch() as watch:  # what the watch sees of a blocking one
         batch.targets["label"].to("meta")
     assert [what for what, _ in watch.found] == ["Tensor.to(device) without non_blocking"]
+
+
+def test_a_loader_dropped_mid_epoch_stops_its_receiving_thread_and_processes():
+    """The receiving thread does not hold its :class:`ReceivedBatches`: a loader let go
+    mid-epoch (its batches not all taken, never closed) stops the thread, and the data
+    loader's iterator it read from, its processes with it, goes too."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=13)))
+    split = Split(trees, None, {"label": torch.zeros(13, dtype=torch.int64)})
+    loader = make_loader(split, 2, shuffle=True, seed=5, workers=1)
+    it = iter(loader)
+    next(it)
+    thread, processes, ready = it._thread, list(loader._iterator._workers), it._ready
+    _wait_for(lambda: ready.qsize() == RECEIVED_AHEAD)
+    del it, loader
+    gc.collect()
+    thread.join(timeout=30)
+    assert not thread.is_alive()
+    _wait_for(lambda: not any(p.is_alive() for p in processes))
