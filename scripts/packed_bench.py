@@ -182,7 +182,7 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
             e0 = time.perf_counter()
             it = iter(loader)
             iters.append(round(1000 * (time.perf_counter() - e0), 1))
-            first, batch = True, None
+            first = True
             while True:
                 batch = None  # the last step's batch freed by the step, not inside next()
                 there = _arrived(it)

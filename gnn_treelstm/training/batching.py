@@ -241,7 +241,7 @@ class ReceivedBatches(Iterator):
             target=_receive, args=(it, pin, self._ready, self._room, self._stopping),
             name="gnn-treelstm-batches", daemon=True)
         self._thread.start()
-        weakref.finalize(self, _stop, self._stopping, self._room)
+        self._stop = weakref.finalize(self, _stop, self._stopping, self._room)  # runs once
 
     def __len__(self) -> int:
         return len(self._it)  # type: ignore[arg-type]
@@ -266,7 +266,7 @@ class ReceivedBatches(Iterator):
 
     def stop(self) -> None:
         """End the thread (after the batch it may be receiving) and wait for it."""
-        _stop(self._stopping, self._room)
+        self._stop()
         self._thread.join()
         self._done = True
 
