@@ -55,7 +55,7 @@ import torch
 from gnn_treelstm.eager import eager
 from gnn_treelstm.files import atomic_path, cache_dir
 from gnn_treelstm.kernels.settings import requested
-from gnn_treelstm.trees.graph import NO_WORD
+from gnn_treelstm.trees.graph import IGNORE, NO_WORD
 from gnn_treelstm.trees.schedule import Builder, Field, Levels, LevelSchedule
 
 logger = logging.getLogger(__name__)
@@ -308,11 +308,13 @@ _CODES = {t: i for i, t in enumerate(TYPES)}
 
 def gather_trees(offsets: tuple[torch.Tensor, torch.Tensor], ids: torch.Tensor,
                  edges: tuple[torch.Tensor, torch.Tensor], base: int,
-                 nodes: list[Field], edge_fields: list[Field]) -> list[torch.Tensor]:
+                 nodes: list[Field], edge_fields: list[Field],
+                 label: int | None = None) -> list[torch.Tensor]:
     """A batch's trees taken from packed trees by the C++ routine
     ``gnn_treelstm::gather_trees`` (``csrc/batch.cpp``): ``[nn, ne, src, dst, *nodes,
-    *edges]`` (:meth:`gnn_treelstm.trees.schedule.Builder.gather`; the library must be
-    loaded: :func:`batch_builder`).
+    *edges]``, and the label order where ``label`` names the node labels among ``nodes``
+    (:meth:`gnn_treelstm.trees.schedule.Builder.gather`; the library must be loaded:
+    :func:`batch_builder`).
 
     Raises:
         ValueError: an index the routine would read outside the arrays (damaged trees).
@@ -321,7 +323,8 @@ def gather_trees(offsets: tuple[torch.Tensor, torch.Tensor], ids: torch.Tensor,
         return torch.ops.gnn_treelstm.gather_trees.default(
             *offsets, ids, *edges, base, [f[0] for f in nodes], [_code(f[1]) for f in nodes],
             [f[2] for f in nodes], [f[0] for f in edge_fields],
-            [_code(f[1]) for f in edge_fields], [f[2] for f in edge_fields])
+            [_code(f[1]) for f in edge_fields], [f[2] for f in edge_fields],
+            -1 if label is None else label, IGNORE)
     except RuntimeError as exc:
         raise ValueError(str(exc).splitlines()[0]) from None
 

@@ -322,7 +322,7 @@ def _label_order(labels: torch.Tensor | np.ndarray | None) -> torch.Tensor | Non
     if labels is None:
         return None
     ignored = (labels.numpy() if isinstance(labels, torch.Tensor) else labels) == IGNORE
-    return torch.from_numpy(np.concatenate((np.flatnonzero(~ignored), np.flatnonzero(ignored))))
+    return torch.from_numpy(np.concatenate(((~ignored).nonzero()[0], ignored.nonzero()[0])))
 
 
 def _moved(t: torch.Tensor | None, device: torch.device | str) -> torch.Tensor | None:
@@ -446,21 +446,22 @@ def _reduce_packed(batch: Batch | _Wire, tensors: list[torch.Tensor], graphs: tu
 def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
                     wire: bool, builder: Builder | None) -> Batch:
     """:func:`collate` of packed trees (``wire``: their arrays, for another process)."""
-    if not len(examples.index):
+    if not examples.index.shape[0]:
         raise ValueError("collate: empty batch")
     positions = examples.index.numpy() if examples.positions is None else examples.positions
     parts = [(examples.graphs, positions)]
     if examples.graphs_b is not None:
         parts.append((examples.graphs_b, positions))
     num_a = None if examples.graphs_b is None else len(positions)
-    if wire:
-        arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down,
-                                     builder=builder)
-        return _Wire(arrays, dict(examples.targets), examples.index, sched, num_a,
-                     _label_order(arrays["values"].get("n." + LABEL)))  # type: ignore[return-value]
     arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down, builder=builder)
+    order = arrays.get("label_order")  # (made by the builder's call where it took the trees)
+    if order is None:
+        order = _label_order(arrays["values"].get("n." + LABEL))
+    if wire:
+        return _Wire(arrays, dict(examples.targets), examples.index, sched, num_a,
+                     order)  # type: ignore[return-value]
     return Batch(arrays_graph(arrays), None, dict(examples.targets), examples.index, sched,
-                 num_a, label_order=_label_order(arrays["values"].get("n." + LABEL)))
+                 num_a, label_order=order)
 
 
 class _Wire:

@@ -330,22 +330,25 @@ class PackedTrees(TreeStore):
         return t
 
     def _gather_trees(self, positions: Sequence[int] | np.ndarray | torch.Tensor, base: int,
-                      levels: bool, builder: Builder) -> tuple:
+                      levels: bool, builder: Builder, label_order: bool = False) -> tuple:
         """The trees at ``positions`` by ``builder``'s routine (:meth:`Builder.gather`), as
         CPU tensors: each tree's nodes and edges, ``src``/``dst`` numbered within the batch
-        from node ``base``, every field as read (:meth:`_take_fields`'s values), and
-        (``levels``) each node's depth and height: ``(nn, ne, src, dst, values, depth,
-        height)``."""
+        from node ``base``, every field as read (:meth:`_take_fields`'s values),
+        (``levels``) each node's depth and height, and (``label_order``, where the nodes
+        have labels) their label order: ``(nn, ne, src, dst, values, depth, height,
+        order)``, None for what was not asked or is not there."""
         pos = np.asarray(positions, dtype=np.int64).reshape(-1)
         ids = pos if self.index is None else self.index.take(pos)
         nodes, edges, keys = self._gather_plan(levels)
+        label = keys.index(_LABEL_KEY) if label_order and _LABEL_KEY in self.dtypes else None
         t = self._stored_tensor
         out = builder.gather((t("node_offsets"), t("edge_offsets")), torch.from_numpy(ids),
-                             (t("src"), t("dst")), base, nodes, edges)
+                             (t("src"), t("dst")), base, nodes, edges, label)
+        order = out.pop() if label is not None else None
         nn, ne, src, dst, *fields = out
         values = dict(zip(keys, fields))
         depth, height = (values.pop("depth"), values.pop("height")) if levels else (None, None)
-        return nn, ne, src, dst, values, depth, height
+        return nn, ne, src, dst, values, depth, height, order
 
     def _gather_plan(self, levels: bool) -> tuple[list, list, list[str]]:
         """What :meth:`_gather_trees` asks the builder for (made once): the node fields (and
@@ -400,6 +403,9 @@ class PackedTrees(TreeStore):
         """Bytes of the arrays (on disk, or in memory once every page was read)."""
         return int(sum(v.nbytes for v in self.arrays.values()))
 
+
+#: the key of the node labels among a store's fields
+_LABEL_KEY = "n." + G.LABEL
 
 #: nodes a chunk of :meth:`PackedTrees.node_levels` holds (its int64 work arrays: some
 #: 100 MB)
@@ -471,7 +477,9 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
     """What :func:`batch_trees` makes its graph of, as numpy arrays (CPU tensors where a
     ``builder`` took them): ``n`` (nodes),
     ``src``/``dst`` (int64, numbered within the batch), ``values`` (every ``n.``/``e.``
-    field), ``nn``/``ne`` (each tree's nodes and edges); and the schedule. ``builder``
+    field), ``nn``/``ne`` (each tree's nodes and edges), and where a builder took the trees
+    of one part whose nodes have labels, ``label_order`` (the batch's
+    :func:`~gnn_treelstm.trees.data.label_order`, by the same call); and the schedule. ``builder``
     (:class:`~gnn_treelstm.trees.schedule.Builder`; None: numpy): the routines that take
     the trees from the arrays and build the schedule, the same arrays either way. A loader
     process sends these (:func:`gnn_treelstm.trees.data.collate` with ``wire=True``), and
@@ -486,11 +494,12 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
     if any(store.dtypes != dtypes for store, _ in parts[1:]):
         raise ValueError("batch_trees: the trees do not all have the same node and edge "
                          "fields; batch trees of one built data set")
+    order = None
     if builder is not None:  # each part's arrays (CPU tensors) in one call of the builder's
         got, base = [], 0
-        for store, positions in parts:
-            got.append(store._gather_trees(positions, base, schedule, builder))
-            base += int(got[-1][0].numpy().sum())
+        for store, positions in parts:  # (one part: its label order by the same call)
+            got.append(store._gather_trees(positions, base, schedule, builder, len(parts) == 1))
+            base += sum(got[-1][0].tolist())  # its nodes (a Python sum: a third of numpy's time)
 
         def join(tensors: list[torch.Tensor]) -> torch.Tensor:
             return tensors[0] if len(tensors) == 1 else torch.cat(tensors)
@@ -500,14 +509,17 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
                                                    for key in dtypes}
         n = base
         levels = (join([g[5] for g in got]), join([g[6] for g in got])) if schedule else None
+        order = got[0][7]
     else:
         nn, ne, n, src, dst, values, levels = _take_arrays(parts, schedule)
     arrays = {"n": n, "src": src, "dst": dst, "values": values, "nn": nn, "ne": ne}
+    if order is not None:
+        arrays["label_order"] = order
     if levels is None:
         return arrays, None
     sched = LevelSchedule.from_levels(
         n, (src, dst, values.get("e." + G.REL), values.get("e." + G.POS)), levels,
-        word=values.get("n." + G.WORD), batch_size=len(nn), top_down=top_down, builder=builder)
+        word=values.get("n." + G.WORD), batch_size=nn.shape[0], top_down=top_down, builder=builder)
     return arrays, sched
 
 
@@ -543,21 +555,47 @@ def _take_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
 
 #: the sparse formats DGL gives a graph made by ``dgl.graph`` (made lazily, as needed)
 _FORMATS = ["coo", "csr", "csc"]
+#: the node and edge type names of a homogeneous graph (``dgl.graph``'s)
+_NTYPES, _ETYPES = ["_N"], ["_E"]
+
+
+def _unit_graph_maker():
+    """``heterograph_index.create_unitgraph_from_coo(1, n, n, src, dst, _FORMATS, False,
+    False)`` as ``make(n, src, dst)``: DGL's graph index constructor called with the
+    formats converted to DGL's list object once and the int64 CPU edge tensors passed
+    through DLPack as they are (the public function converts the formats' list and checks
+    each tensor's type on every call: some 6 of its 10 us). A DGL without that
+    constructor gets the public function."""
+    create = getattr(heterograph_index, "_CAPI_DGLHeteroCreateUnitGraphFromCOO", None)
+    if create is None:
+        return lambda n, src, dst: heterograph_index.create_unitgraph_from_coo(
+            1, n, n, src, dst, _FORMATS, False, False)
+    from dgl._ffi.object_generic import convert_to_object
+    from dgl.ndarray import from_dlpack
+    from torch.utils.dlpack import to_dlpack
+
+    formats = convert_to_object(_FORMATS)
+    return lambda n, src, dst: create(1, n, n, from_dlpack(to_dlpack(src)),
+                                      from_dlpack(to_dlpack(dst)), formats, False, False)
+
+
+_unit_graph = _unit_graph_maker()
 
 
 def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
                  fields: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
                  sizes: tuple[torch.Tensor, torch.Tensor]) -> dgl.DGLGraph:
-    """The batched graph of ``n`` nodes, edges ``src -> dst`` (int64, CPU), node and edge
-    ``fields`` and the trees' node and edge counts (``sizes``): what ``dgl.graph`` and
-    setting the fields and ``set_batch_num_nodes``/``edges`` make, made by the graph index
-    constructor ``dgl.graph`` ends in and one frame a side, without their argument
-    conversions and checks (most of the time for a batch of 25 trees): the caller's
-    edges name nodes below ``n`` (:func:`batch_trees` checks them); the fields are used
-    as they are (not copied)."""
-    index = heterograph_index.create_unitgraph_from_coo(1, n, n, src, dst, _FORMATS, False,
-                                                        False)
-    g = DGLGraph(index, ["_N"], ["_E"], [_frame(fields[0], n)], [_frame(fields[1], src.shape[0])])
+    """The batched graph of ``n`` nodes, edges ``src -> dst`` (int64, CPU, contiguous),
+    node and edge ``fields`` and the trees' node and edge counts (``sizes``): what
+    ``dgl.graph`` and setting the fields and ``set_batch_num_nodes``/``edges`` make, made
+    by the graph index constructor ``dgl.graph`` ends in and one frame a side, without
+    their argument conversions and checks (most of the time for a batch of 25 trees): the
+    caller's edges name nodes below ``n`` (:func:`batch_trees` checks them); the fields
+    are used as they are (not copied)."""
+    src, dst = src.contiguous(), dst.contiguous()  # (DLPack passes strides; DGL reads none)
+    index = _unit_graph(n, src, dst)
+    g = DGLGraph.__new__(DGLGraph)  # DGLGraph(index, ...) less its argument checks
+    g._init(index, _NTYPES, _ETYPES, [_frame(fields[0], n)], [_frame(fields[1], src.shape[0])])
     # what set_batch_num_nodes/edges store
     g._batch_num_nodes = {"_N": sizes[0]}
     g._batch_num_edges = {("_N", "_E", "_N"): sizes[1]}

@@ -322,13 +322,15 @@ class Builder(Protocol):
 
     def gather(self, offsets: tuple[torch.Tensor, torch.Tensor], ids: torch.Tensor,
                edges: tuple[torch.Tensor, torch.Tensor], base: int, nodes: list[Field],
-               edge_fields: list[Field]) -> list[torch.Tensor]:
+               edge_fields: list[Field], label: int | None = None) -> list[torch.Tensor]:
         """The stored trees ``ids`` of packed trees (``offsets``: their node and edge
         offsets; ``edges``: the stored ``src``, ``dst``): ``[nn, ne, src, dst, *nodes,
         *edges]``: each tree's nodes and edges (int64), the edges numbered within the
         batch from node ``base`` (int64), and every stored field's rows of those nodes and
         edges, as the field reads (:data:`Field`; what
-        :func:`gnn_treelstm.trees.packed.batch_arrays` takes in numpy).
+        :func:`gnn_treelstm.trees.packed.batch_arrays` takes in numpy); then, where
+        ``label`` is the index of the node labels among ``nodes``, the batch's label order
+        (int64: what :func:`gnn_treelstm.trees.data.label_order` makes of those labels).
 
         Raises:
             ValueError: an edge naming a node outside its tree, or an offset outside the

@@ -20,7 +20,7 @@ import torch
 from gnn_treelstm.datasets.build import build
 from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import graph as G
-from gnn_treelstm.trees.data import TreeDataset, collate, load_meta, load_split
+from gnn_treelstm.trees.data import TreeDataset, collate, label_order, load_meta, load_split
 from gnn_treelstm.trees.graph import make_tree
 from gnn_treelstm.trees.packed import PackedTrees, batch_trees, pack_graphs
 from gnn_treelstm.trees.schedule import LevelSchedule
@@ -140,7 +140,8 @@ def assert_next_edges(s: LevelSchedule) -> None:
 def check_every_batch(data_dir, tree: str, batch_size: int = 25,
                       splits: tuple[str, ...] | None = None, builder=None) -> int:
     """Every batch of every split (or of ``splits``; shuffled order): collate's schedule
-    equals the reference of ``dgl.batch`` of the same trees, and so does its graph."""
+    equals the reference of ``dgl.batch`` of the same trees, and so do its graph and label
+    order."""
     checked = 0
     for split in splits or load_meta(data_dir)["splits"]:
         sp = load_split(data_dir, split, tree)
@@ -155,6 +156,10 @@ def check_every_batch(data_dir, tree: str, batch_size: int = 25,
                 assert batch.num_a == len(pick) and batch.graph_b is None
             ready = dgl.batch(trees)
             assert_graphs_equal(batch.graph, ready)
+            labels = ready.ndata.get(G.LABEL)
+            assert (batch.label_order is None) == (labels is None)
+            if labels is not None:
+                assert torch.equal(batch.label_order, label_order(labels))
             assert_same(batch.schedule, reference(ready))
             assert_same(LevelSchedule.from_graph(ready), reference(ready))
             checked += 1
@@ -363,3 +368,36 @@ def test_the_native_build_refuses_what_would_write_out_of_bounds(case, message):
     with pytest.raises(RuntimeError, match=message):
         torch.ops.gnn_treelstm.level_schedule(3, src, dst, torch.zeros_like(src), pos, depth,
                                               height, None, G.NO_WORD, True)
+
+
+def test_the_native_outputs_are_disjoint_slices_that_outlive_each_other(samples):
+    """The C++ routines return their outputs as slices of one allocation (``csrc/arena.h``):
+    each a contiguous tensor of its own shape and type, no two overlapping, and any one of
+    them alone keeps its values when the batch's other tensors are gone. The gather's label
+    order is :func:`label_order`'s."""
+    builder = native.batch_builder()
+    if builder is None:
+        pytest.skip("the native library is not available here (no C++ compiler?)")
+    sp = load_split(samples / "sst", "train", "constituency")
+    store = sp.graphs
+    arrays_out = store._gather_trees(np.arange(min(5, len(sp))), 0, True, builder, True)
+    nn, ne, src, dst, values, depth, height, order = arrays_out
+    assert torch.equal(order, label_order(values["n." + G.LABEL]))
+    sched = LevelSchedule.from_levels(
+        int(nn.sum()), (src, dst, values["e." + G.REL], values["e." + G.POS]),
+        (depth, height), word=values["n." + G.WORD], batch_size=len(nn), builder=builder)
+    for made in ([nn, ne, src, dst, *values.values(), depth, height, order],
+                 [v for lv in (sched.up, sched.down) for v in vars(lv).values()
+                  if isinstance(v, torch.Tensor)] + [sched.roots, sched.word_ids]):
+        spans = sorted((t.data_ptr(), t.data_ptr() + t.numel() * t.element_size())
+                       for t in made if t.numel())
+        assert all(t.is_contiguous() for t in made)
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:])), "outputs overlap"
+        assert len({t.untyped_storage().data_ptr() for t in made}) == 1  # one allocation
+    want = sched.up.order.clone()
+    kept = sched.up.order
+    del sched, made, arrays_out, nn, ne, src, dst, values, depth, height, order
+    torch.zeros(1 << 16, dtype=torch.int64).fill_(-7)  # reuse of freed memory would show
+    assert torch.equal(kept, want)
+    kept.add_(1)  # an ordinary tensor: written in place
+    assert torch.equal(kept, want + 1)

@@ -12,8 +12,11 @@
 // Returns nn, ne (each tree's nodes and edges, int64), src and dst (int64, numbered within
 // the batch from base), then every node array's rows of the batch's nodes, then every edge
 // array's rows of its edges, each in its shape, read as asked: a tree's rows are contiguous
-// in a stored array, so each is one copy a tree where the type stays. Every index is checked before
-// it is read through: a bad call is a RuntimeError naming the tree or edge.
+// in a stored array, so each is one copy a tree where the type stays; then, where label
+// names a node array (its index; -1: none), the batch's label order: the nodes whose label
+// (as read) is not ignore, in order, then the others (trees/data.py: label_order). The
+// outputs are slices of one allocation (arena.h). Every index is checked before it is read through: a bad call
+// is a RuntimeError naming the tree or edge.
 //
 // tests/trees/test_packed.py holds the two builds equal.
 #include <torch/library.h>
@@ -25,10 +28,12 @@
 
 #include <ATen/ATen.h>
 #include <ATen/Dispatch.h>
+#include "arena.h"
 
 namespace {
 
 using at::Tensor;
+using gnn_treelstm_native::Arena;
 
 // the types a field may be read as, by their code (gnn_treelstm/kernels/native.py: TYPES)
 const at::ScalarType kTypes[] = {at::kLong, at::kInt,  at::kShort, at::kChar,
@@ -53,16 +58,25 @@ void convert(const In* in, Out* out, int64_t count, const int64_t* table, int64_
 // rows [lo, hi) of every picked tree (ranges[2k], ranges[2k + 1]) of a stored array, in
 // order, in one tensor of its trailing shape, read as type code (-1: the stored type)
 // through map (an int64 table, or undefined)
-Tensor take_rows(const Tensor& stored, const std::vector<int64_t>& ranges, int64_t rows,
-                 int64_t code, const std::optional<Tensor>& map, const char* what) {
+// the shape and type of take_rows' output for a stored array
+std::vector<int64_t> rows_shape(const Tensor& stored, int64_t rows, const char* what) {
   TORCH_CHECK(stored.dim() >= 1, "gather_trees: a ", what, " array without a first dimension");
+  std::vector<int64_t> shape = stored.sizes().vec();
+  shape[0] = rows;
+  return shape;
+}
+at::ScalarType rows_type(const Tensor& stored, int64_t code) {
   TORCH_CHECK(code >= -1 && code < 8, "gather_trees: unknown type code ", code);
+  return code < 0 ? stored.scalar_type() : kTypes[code];
+}
+
+Tensor take_rows(Arena& arena, const Tensor& stored, const std::vector<int64_t>& ranges,
+                 int64_t rows, int64_t code, const std::optional<Tensor>& map,
+                 const char* what) {
   const Tensor c = stored.contiguous();
   const int64_t have = c.size(0);
-  std::vector<int64_t> shape = c.sizes().vec();
-  shape[0] = rows;
-  const at::ScalarType type = code < 0 ? c.scalar_type() : kTypes[code];
-  Tensor out = at::empty(shape, c.options().dtype(type));
+  const at::ScalarType type = rows_type(c, code);
+  Tensor out = arena.take(rows_shape(c, rows, what), type);
   const int64_t row_items = have ? c.numel() / have : 0;
   for (size_t k = 0; k < ranges.size(); k += 2)
     TORCH_CHECK(ranges[k + 1] <= have, "gather_trees: a ", what, " array has ", have,
@@ -83,7 +97,8 @@ Tensor take_rows(const Tensor& stored, const std::vector<int64_t>& ranges, int64
   Tensor table;
   if (mapped) {
     TORCH_CHECK(!at::isFloatingType(c.scalar_type()), "gather_trees: a map of a float field");
-    table = map->to(at::kLong).contiguous();
+    table = map->scalar_type() == at::kLong && map->is_contiguous() ? *map
+                                                                     : map->to(at::kLong).contiguous();
   }
   const int64_t* t = mapped ? table.data_ptr<int64_t>() : nullptr;
   const int64_t t_size = mapped ? table.numel() : 0;
@@ -108,7 +123,8 @@ std::vector<Tensor> gather_trees(const Tensor& node_offsets, const Tensor& edge_
                                  at::TensorList node_arrays, at::IntArrayRef node_types,
                                  const c10::List<std::optional<Tensor>>& node_maps,
                                  at::TensorList edge_arrays, at::IntArrayRef edge_types,
-                                 const c10::List<std::optional<Tensor>>& edge_maps) {
+                                 const c10::List<std::optional<Tensor>>& edge_maps,
+                                 int64_t label, int64_t ignore) {
   TORCH_CHECK(node_offsets.device().is_cpu(), "gather_trees: CPU tensors only");
   TORCH_CHECK(node_offsets.scalar_type() == at::kLong && edge_offsets.scalar_type() == at::kLong
                   && ids_in.scalar_type() == at::kLong,
@@ -120,9 +136,6 @@ std::vector<Tensor> gather_trees(const Tensor& node_offsets, const Tensor& edge_
               "gather_trees: node and edge offsets differ in length");
   const int64_t *no = no_t.data_ptr<int64_t>(), *eo = eo_t.data_ptr<int64_t>();
   const int64_t* ids = ids_t.data_ptr<int64_t>();
-  Tensor nn = at::empty({b}, at::TensorOptions().dtype(at::kLong));
-  Tensor ne = at::empty({b}, at::TensorOptions().dtype(at::kLong));
-  int64_t *nn_p = nn.data_ptr<int64_t>(), *ne_p = ne.data_ptr<int64_t>();
   std::vector<int64_t> node_ranges(2 * b), edge_ranges(2 * b);
   int64_t n = 0, e = 0;
   for (int64_t k = 0; k < b; ++k) {
@@ -132,18 +145,37 @@ std::vector<Tensor> gather_trees(const Tensor& node_offsets, const Tensor& edge_
     TORCH_CHECK(no[t] >= 0 && no[t] <= no[t + 1] && eo[t] >= 0 && eo[t] <= eo[t + 1],
                 "gather_trees: tree ", t, " has decreasing offsets; the packed trees are "
                 "damaged, rebuild them");
-    nn_p[k] = no[t + 1] - no[t];
-    ne_p[k] = eo[t + 1] - eo[t];
     node_ranges[2 * k] = no[t];
     node_ranges[2 * k + 1] = no[t + 1];
     edge_ranges[2 * k] = eo[t];
     edge_ranges[2 * k + 1] = eo[t + 1];
-    n += nn_p[k];
-    e += ne_p[k];
+    n += no[t + 1] - no[t];
+    e += eo[t + 1] - eo[t];
   }
   TORCH_CHECK(src_in.numel() == dst_in.numel(), "gather_trees: src and dst differ in length");
-  Tensor src = at::empty({e}, at::TensorOptions().dtype(at::kLong));
-  Tensor dst = at::empty({e}, at::TensorOptions().dtype(at::kLong));
+  TORCH_CHECK(node_types.size() == node_arrays.size() && node_maps.size() == node_arrays.size()
+                  && edge_types.size() == edge_arrays.size()
+                  && edge_maps.size() == edge_arrays.size(),
+              "gather_trees: one type and one map an array");
+  // every output's size, then one allocation for all of them
+  int64_t size = 2 * Arena::bytes(b, at::kLong) + 2 * Arena::bytes(e, at::kLong);
+  for (size_t i = 0; i < node_arrays.size(); ++i)
+    size += Arena::bytes(c10::multiply_integers(rows_shape(node_arrays[i], n, "node")),
+                         rows_type(node_arrays[i], node_types[i]));
+  for (size_t i = 0; i < edge_arrays.size(); ++i)
+    size += Arena::bytes(c10::multiply_integers(rows_shape(edge_arrays[i], e, "edge")),
+                         rows_type(edge_arrays[i], edge_types[i]));
+  TORCH_CHECK(label < static_cast<int64_t>(node_arrays.size()),
+              "gather_trees: label names node array ", label, " of ", node_arrays.size());
+  if (label >= 0) size += Arena::bytes(n, at::kLong);
+  Arena arena(size);
+  Tensor nn = arena.longs(b), ne = arena.longs(b);
+  int64_t *nn_p = nn.data_ptr<int64_t>(), *ne_p = ne.data_ptr<int64_t>();
+  for (int64_t k = 0; k < b; ++k) {
+    nn_p[k] = node_ranges[2 * k + 1] - node_ranges[2 * k];
+    ne_p[k] = edge_ranges[2 * k + 1] - edge_ranges[2 * k];
+  }
+  Tensor src = arena.longs(e), dst = arena.longs(e);
   {
     const Tensor s_t = src_in.contiguous(), d_t = dst_in.contiguous();
     const int64_t stored = s_t.numel();
@@ -170,17 +202,28 @@ std::vector<Tensor> gather_trees(const Tensor& node_offsets, const Tensor& edge_
       }
     });
   }
-  TORCH_CHECK(node_types.size() == node_arrays.size() && node_maps.size() == node_arrays.size()
-                  && edge_types.size() == edge_arrays.size()
-                  && edge_maps.size() == edge_arrays.size(),
-              "gather_trees: one type and one map an array");
   std::vector<Tensor> out = {nn, ne, src, dst};
   for (size_t i = 0; i < node_arrays.size(); ++i)
-    out.push_back(
-        take_rows(node_arrays[i], node_ranges, n, node_types[i], node_maps.get(i), "node"));
+    out.push_back(take_rows(arena, node_arrays[i], node_ranges, n, node_types[i],
+                            node_maps.get(i), "node"));
   for (size_t i = 0; i < edge_arrays.size(); ++i)
-    out.push_back(
-        take_rows(edge_arrays[i], edge_ranges, e, edge_types[i], edge_maps.get(i), "edge"));
+    out.push_back(take_rows(arena, edge_arrays[i], edge_ranges, e, edge_types[i],
+                            edge_maps.get(i), "edge"));
+  if (label >= 0) {  // the label order: the nodes with a label (!= ignore), then the others
+    const Tensor labels = out[4 + label];
+    TORCH_CHECK(labels.dim() == 1, "gather_trees: the label array has more than one column");
+    Tensor order = arena.longs(n);
+    int64_t* o = order.data_ptr<int64_t>();
+    AT_DISPATCH_ALL_TYPES_AND(at::kBool, labels.scalar_type(), "gather_trees", [&] {
+      const scalar_t* v = labels.data_ptr<scalar_t>();
+      int64_t k = 0;
+      for (int64_t i = 0; i < n; ++i)
+        if (static_cast<int64_t>(v[i]) != ignore) o[k++] = i;
+      for (int64_t i = 0; i < n; ++i)
+        if (static_cast<int64_t>(v[i]) == ignore) o[k++] = i;
+    });
+    out.push_back(order);
+  }
   return out;
 }
 
@@ -190,7 +233,8 @@ TORCH_LIBRARY_FRAGMENT(gnn_treelstm, m) {
   m.def(
       "gather_trees(Tensor node_offsets, Tensor edge_offsets, Tensor ids, Tensor src, "
       "Tensor dst, int base, Tensor[] node_arrays, int[] node_types, Tensor?[] node_maps, "
-      "Tensor[] edge_arrays, int[] edge_types, Tensor?[] edge_maps) -> Tensor[]");
+      "Tensor[] edge_arrays, int[] edge_types, Tensor?[] edge_maps, int label=-1, "
+      "int ignore=-1) -> Tensor[]");
 }
 
 TORCH_LIBRARY_IMPL(gnn_treelstm, CPU, m) { m.impl("gather_trees", &gather_trees); }
