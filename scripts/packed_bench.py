@@ -4,12 +4,17 @@ One measurement per process (a fresh process measures the load's memory), printe
 
     python scripts/packed_bench.py load DIR [--split train --tree constituency]
     python scripts/packed_bench.py collate DIR [--batch-size 25] [--schedule] [--ready]
+        [--up-only]
     python scripts/packed_bench.py schedule-ab DIR --ab OLD_PYTHONPATH NEW_PYTHONPATH
         [--batch-sizes 25 256] [--repeat 3] [--passes 5]
 
 ``--ready`` (and ``schedule-ab``, in the new code's process) also times ``dgl.batch`` of
 the same trees made into graphs beforehand, alone and followed by DGL's own schedule,
 ``dgl.topological_nodes_generator`` (the bottom-up frontiers ``prop_nodes_topo`` walks).
+``--up-only`` (with ``--schedule``) also times collate building the bottom-up levels only
+(``top_down=False``: the batches of a cell whose ``runs_top_down`` is False), its passes
+alternating with the others, and reports the bytes a loader process sends a batch
+(``collate(wire=True)`` pickled) both ways.
     python scripts/packed_bench.py loader DIR [--batch-size 25] [--workers 1] [--step-ms 2]
         [--pin-thread]
 
@@ -83,7 +88,7 @@ def measure_load(data: str, split: str, tree: str) -> dict:
 
 
 def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule: bool,
-                    ready: bool = False, passes: int = 1) -> dict:
+                    ready: bool = False, passes: int = 1, up_only: bool = False) -> dict:
     import torch
 
     from gnn_treelstm.trees import data as D
@@ -110,6 +115,12 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
             D.collate(ds.__getitems__(b), **options)
 
     works = {"collate": one_pass}
+    if up_only:  # the batches of a bottom-up cell: no top-down levels
+        def up_pass() -> None:
+            for b in batches:
+                D.collate(ds.__getitems__(b), top_down=False, **options)
+
+        works["up_only"] = up_pass
     if ready:  # dgl.batch of the same trees made into graphs beforehand
         import dgl
 
@@ -133,6 +144,14 @@ def measure_collate(data: str, split: str, tree: str, batch_size: int, schedule:
     out = {"trees": len(sp), "batch_size": batch_size, "schedule": schedule,
            "passes": passes, "trees_per_s": round(len(sp) / cpu["collate"][1], 1),
            "trees_per_cpu_s": round(len(sp) / cpu["collate"][0], 1)}
+    if up_only:
+        import pickle
+
+        out["up_only_trees_per_cpu_s"] = round(len(sp) / cpu["up_only"][0], 1)
+        for key, down in (("wire_bytes_per_batch", True), ("up_only_wire_bytes_per_batch", False)):
+            sizes = [len(pickle.dumps(D.collate(ds.__getitems__(b), top_down=down, wire=True,
+                                                **options))) for b in batches]
+            out[key] = round(sum(sizes) / len(sizes))
     if ready:
         out["ready_dgl_batch_trees_per_cpu_s"] = round(len(sp) / cpu["ready"][0], 1)
         out["ready_dgl_topo_trees_per_cpu_s"] = round(len(sp) / cpu["topo"][0], 1)
@@ -372,6 +391,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--ready", action="store_true",
                     help="collate: also dgl.batch of the same trees as ready graphs")
+    ap.add_argument("--up-only", action="store_true",
+                    help="collate: also the bottom-up levels alone (top_down=False)")
     ap.add_argument("--ab", nargs=2, metavar=("OLD_PY", "NEW_PY"),
                     help="schedule-ab: the two checkouts' PYTHONPATH")
     ap.add_argument("--batch-sizes", type=int, nargs="+", default=[25, 256])
@@ -410,8 +431,11 @@ def main(argv: list[str] | None = None) -> int:
                              args.step_ms, epochs=args.epochs, pin_thread=args.pin_thread,
                              ahead=args.ahead, between_ms=args.between_ms)
     else:
+        if args.up_only and not args.schedule:
+            print("error: --up-only needs --schedule", file=sys.stderr)
+            return 2
         out = measure_collate(args.data, args.split, args.tree, args.batch_size, args.schedule,
-                              args.ready, args.passes)
+                              args.ready, args.passes, args.up_only)
     print(json.dumps(out))
     return 0
 

@@ -55,6 +55,12 @@ def test_packed_bench_reports(tmp_path, capsys):
     got = json.loads(capsys.readouterr().out)
     assert got["passes"] == 2 and got["trees_per_cpu_s"] > 0
     assert got["ready_dgl_batch_trees_per_cpu_s"] > 0 and got["ready_dgl_topo_trees_per_cpu_s"] > 0
+    # the bottom-up levels alone too: a batch without top-down levels sends fewer bytes
+    assert bench.main(["collate", str(data), "--batch-size", "5", "--schedule", "--up-only"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["up_only_trees_per_cpu_s"] > 0
+    assert 0 < got["up_only_wire_bytes_per_batch"] < got["wire_bytes_per_batch"]
+    assert bench.main(["collate", str(data), "--up-only"]) == 2
     assert bench.main(["load", str(tmp_path / "none")]) == 2
 
 

@@ -116,7 +116,9 @@ class TreeCell(nn.Module):
     combination before training: ``max_children`` (None = any), ``uses_relations``
     (reads ``edata['rel']``), ``edge_fields`` (edge fields it reads), ``reads_words``
     (reads ``x`` only where ``ndata['word'] != NO_WORD``), ``tree_kinds`` (trees the cell
-    is meant for).
+    is meant for), ``runs_top_down`` (reads the level schedule's top-down levels: the data
+    loader builds them for its batches; a cell that never does says False, and its batches
+    go without them).
 
     ``run_defaults`` holds the training defaults of the cell's paper family, which
     :meth:`gnn_treelstm.training.config.RunConfig.resolved` fills in where a run leaves
@@ -130,6 +132,7 @@ class TreeCell(nn.Module):
     reads_words: bool = False
     edge_fields: tuple[str, ...] = (G.POS,)
     tree_kinds: tuple[str, ...] = ("constituency", "dependency", "chain", "amr")
+    runs_top_down: bool = True
 
     def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl") -> None:
         super().__init__()

@@ -123,6 +123,7 @@ class ChildSumTreeLSTM(OutputGateLayout, TreeCell):
 
     max_children = None
     uses_relations = False
+    runs_top_down = False
     edge_fields = ()  # reads neither child positions nor relations
     tree_kinds = ("dependency", "constituency", "chain", "amr")
 

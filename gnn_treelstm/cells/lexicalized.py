@@ -319,6 +319,7 @@ class LexicalizedTreeLSTM(TreeCell):
     max_children = 2
     uses_relations = False
     reads_words = True
+    runs_top_down = False
     tree_kinds = ("constituency",)
 
     def __init__(

@@ -51,6 +51,7 @@ class MeanVectors(TreeCell):
 
     edge_fields = ()
     tree_kinds = ("chain", "dependency", "constituency", "amr")
+    runs_top_down = False
 
     def __init__(self, x_size: int, h_size: int, *, engine: str = "dgl") -> None:
         super().__init__(x_size, h_size, engine=engine)

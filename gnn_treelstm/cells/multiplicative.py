@@ -164,6 +164,7 @@ class MultiplicativeTreeLSTM(TreeCell):
     """
 
     uses_relations = True
+    runs_top_down = False
     tree_kinds = ("dependency", "amr", "constituency")
     #: the cell of Tran & Cheng's Table 6 this class is: ``"mult"``, ``"add"`` or ``"full"``
     variant: ClassVar[str]

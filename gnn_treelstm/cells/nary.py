@@ -123,6 +123,7 @@ class NaryTreeLSTM(OutputGateLayout, TreeCell):
 
     uses_relations = False
     reads_words = True
+    runs_top_down = False
     tree_kinds = ("constituency", "chain")
 
     def __init__(

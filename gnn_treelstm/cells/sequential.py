@@ -221,6 +221,7 @@ class SequentialLSTM(TreeCell):
                              "direction to untie; use a bidirectional cell (bilstm, bilstm2)")
         self.num_layers = int(num_layers)
         self.bidirectional = bool(bidirectional)
+        self.runs_top_down = self.bidirectional  # the backward direction runs "down"
         self.concat_layers = bool(concat_layers)
         self.output_gate = bool(output_gate)
         self.tie_directions = bool(tie_directions)

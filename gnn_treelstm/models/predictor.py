@@ -259,7 +259,8 @@ class Predictor:
         # the data loader's collate: pairs batched once, the level schedule built there
         batch = collate([Example(j, g, None if gb is None else gb[j], {})
                          for j, g in enumerate(ga)],
-                        schedule=self.model.cell.engine == "level")
+                        schedule=self.model.cell.engine == "level",
+                        top_down=self.model.cell.runs_top_down)
         out = self.model(batch.graph, batch.graph_b, schedule=batch.schedule,
                          num_a=batch.num_a)
         offsets = [0, *batch.graph.batch_num_nodes()[:len(ga)].cumsum(0).tolist()]

@@ -45,10 +45,12 @@ def loader_workers(device: torch.device | str, given: int | None,
 
 
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
-                schedule: bool = False, shard: tuple[int, int] | None = None,
+                schedule: bool = False, top_down: bool = True,
+                shard: tuple[int, int] | None = None,
                 workers: int = 0, pin_memory: bool = False) -> Loader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
-    collate function (for ``engine="level"``; see :func:`gnn_treelstm.trees.data.collate`).
+    collate function (for ``engine="level"``; see :func:`gnn_treelstm.trees.data.collate`),
+    with its top-down levels where ``top_down`` (the cell's ``runs_top_down``).
     ``shard=(rank, world)``: this process's share of the same batches under data
     parallelism, ``batch_size`` being the global batch (:class:`ShardedBatches`).
     ``workers``: loader processes building the batches (the same batches for any number:
@@ -68,7 +70,8 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
     # batches taken from packed trees and their schedules built by the C++ routines where
     # the library is (loaded here, once, before any loader process forks); without (the
     # dgl engine), numpy: no first-use build of the library for a loader alone
-    collate = functools.partial(D.collate, schedule=schedule, wire=workers > 0,
+    collate = functools.partial(D.collate, schedule=schedule, top_down=top_down,
+                                wire=workers > 0,
                                 builder=native.batch_builder() if schedule else None)
     gen = torch.Generator()
     gen.manual_seed(seed)

@@ -51,7 +51,8 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     parts = []
     level = model.cell.engine == "level"
     try:
-        for batch in make_loader(split, batch_size, shuffle=False, schedule=level):
+        for batch in make_loader(split, batch_size, shuffle=False, schedule=level,
+                                 top_down=model.cell.runs_top_down):
             lengths = _word_counts(batch.graph)
             if batch.graph_b is not None:
                 lengths = (lengths + _word_counts(batch.graph_b)) / 2

@@ -556,6 +556,7 @@ class Trainer:
         zero_watch = ZeroWatch(model)
         loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
                              seed=seed, schedule=cfg.engine == "level",
+                             top_down=model.cell.runs_top_down,
                              shard=(DIST.rank(), world) if cfg.distributed else None,
                              workers=loader_workers(self.device, cfg.workers),
                              pin_memory=self.device.type == "cuda")

@@ -508,6 +508,7 @@ class LevelSchedule:
         if self.down is None:
             raise ValueError(
                 "this cell runs top-down but the schedule was built with top_down=False; "
-                "build it with LevelSchedule.from_graph(graph, top_down=True)"
+                "build it with LevelSchedule.from_graph(graph, top_down=True) (the data "
+                "loader builds it for a cell whose runs_top_down is True)"
             )
         return self.down

@@ -21,7 +21,9 @@ from gnn_treelstm.cells import build_cell, cells
 from gnn_treelstm.cells.base import TreeCell
 from gnn_treelstm.kernels import fused, fused_triton
 from gnn_treelstm.kernels.count import OpCounter
+from gnn_treelstm.kernels.host import use_path
 from gnn_treelstm.trees.graph import NO_WORD, REL, WORD
+from gnn_treelstm.trees.schedule import LevelSchedule
 from tests.cells.common import (
     TOL,
     H,
@@ -156,6 +158,28 @@ def test_sentence_size_is_the_width_sentence_vector_returns(name, kw, trees, ref
         h, _ = cell(g, torch.randn(g.num_nodes(), X))
         s = cell.sentence_vector(g, h)
     assert s.shape == (g.batch_size, cell.sentence_size)
+
+
+@pytest.mark.parametrize("name,kw,trees,ref", _params())
+def test_runs_top_down_is_whether_the_cell_reads_the_top_down_levels(name, kw, trees, ref):
+    """A cell's ``runs_top_down`` (whether the data loader builds its batches' top-down
+    levels) is what it does, for every option set: a cell that says False runs on a
+    schedule without them (and so do its C++ loops and general driver), one that says
+    True asks for them."""
+    g = trees()
+    up_only = LevelSchedule.from_graph(g, top_down=False)
+    torch.manual_seed(0)
+    x = torch.randn(g.num_nodes(), X)
+    for path in ("native", "general"):
+        cell = build_cell(name, X, H, engine="level", **kw)
+        with use_path(path):
+            if cell.runs_top_down:
+                with pytest.raises(ValueError, match="runs top-down"):
+                    cell(g, x, schedule=up_only)
+            else:
+                h, _ = cell(g, x, schedule=up_only)
+                want, _ = cell(g, x, schedule=LevelSchedule.from_graph(g))
+                assert torch.equal(h, want)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64], ids=["f32", "f64"])

@@ -81,6 +81,22 @@ def test_the_loader_builds_batches_with_the_cpp_routines_where_they_are(monkeypa
     assert builder(schedule=True) is None
 
 
+@pytest.mark.parametrize("workers", [0, 1])
+def test_a_bottom_up_cell_s_batches_come_without_top_down_levels(workers):
+    """``make_loader(top_down=False)`` (a cell whose ``runs_top_down`` is False, as the
+    trainer and ``evaluate`` pass it) builds each batch's bottom-up levels only, through
+    loader processes too; the default builds both directions."""
+    trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
+    split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
+    up = list(make_loader(split, 4, shuffle=False, schedule=True, top_down=False,
+                          workers=workers))
+    both = list(make_loader(split, 4, shuffle=False, schedule=True, workers=workers))
+    assert len(up) == len(both) == 3
+    for a, b in zip(up, both):
+        assert a.schedule.down is None and b.schedule.down is not None
+        assert torch.equal(a.schedule.up.order, b.schedule.up.order)
+
+
 def test_loader_processes_stay_up_and_draw_as_no_loader_process_does():
     """With loader processes the same processes serve every epoch, and each epoch still
     draws from the shuffle generator (or, unshuffled, torch's global one, which dropout
