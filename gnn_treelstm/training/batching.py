@@ -18,8 +18,8 @@ from gnn_treelstm.kernels import native
 from gnn_treelstm.trees import data as D
 from gnn_treelstm.trees.packed import PackedTrees
 
-__all__ = ["CUDA_WORKERS", "RECEIVED_AHEAD", "loader_workers", "make_loader", "Loader",
-           "ReceivedBatches", "ShardedBatches", "Share", "to_device"]
+__all__ = ["CUDA_WORKERS", "RECEIVED_AHEAD", "level_schedules", "loader_workers", "make_loader",
+           "Loader", "ReceivedBatches", "ShardedBatches", "Share", "to_device"]
 
 #: loader processes of a run on CUDA that does not say (``--workers`` left out): the batches,
 #: their level schedules and pinned copies are made beside the steps, not between them
@@ -44,13 +44,22 @@ def loader_workers(device: torch.device | str, given: int | None,
     return max(0, min(CUDA_WORKERS, cpus - 1))
 
 
+def level_schedules(cell: torch.nn.Module, level: bool) -> bool | str:
+    """:func:`make_loader`'s ``schedule`` for a model's ``cell``: none without the level
+    engine (``level`` False), else both directions where the cell reads the top-down
+    levels (its ``runs_top_down``), the bottom-up ones alone where it does not."""
+    if not level:
+        return False
+    return True if getattr(cell, "runs_top_down", True) else "up"
+
+
 def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0,
-                schedule: bool = False, top_down: bool = True,
-                shard: tuple[int, int] | None = None,
+                schedule: bool | str = False, shard: tuple[int, int] | None = None,
                 workers: int = 0, pin_memory: bool = False) -> Loader:
     """Minibatches of ``split``; ``schedule``: build each batch's level schedule in the
     collate function (for ``engine="level"``; see :func:`gnn_treelstm.trees.data.collate`),
-    with its top-down levels where ``top_down`` (the cell's ``runs_top_down``).
+    both directions (True) or the bottom-up levels alone (``"up"``: a cell whose
+    ``runs_top_down`` is False; :func:`level_schedules` says which a cell needs).
     ``shard=(rank, world)``: this process's share of the same batches under data
     parallelism, ``batch_size`` being the global batch (:class:`ShardedBatches`).
     ``workers``: loader processes building the batches (the same batches for any number:
@@ -59,6 +68,9 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
     pinned memory, for asynchronous copies to a CUDA device (:func:`loader_workers` gives
     the number of processes a device asks for). The processes stay up from one epoch to
     the next (:class:`Loader`)."""
+    if schedule not in (False, True, "up"):
+        raise ValueError(f"make_loader: schedule={schedule!r}; use False, True (both "
+                         "directions) or 'up' (the bottom-up levels alone)")
     # the same draws for any number of workers: see Loader
     extra = {"num_workers": workers, "pin_memory": pin_memory, "persistent_workers": workers > 0}
     if schedule and workers:  # computed once, before the processes fork, which share them
@@ -70,7 +82,7 @@ def make_loader(split: D.Split, batch_size: int, *, shuffle: bool, seed: int = 0
     # batches taken from packed trees and their schedules built by the C++ routines where
     # the library is (loaded here, once, before any loader process forks); without (the
     # dgl engine), numpy: no first-use build of the library for a loader alone
-    collate = functools.partial(D.collate, schedule=schedule, top_down=top_down,
+    collate = functools.partial(D.collate, schedule=bool(schedule), top_down=schedule is True,
                                 wire=workers > 0,
                                 builder=native.batch_builder() if schedule else None)
     gen = torch.Generator()

@@ -14,7 +14,7 @@ import torch
 from gnn_treelstm.models.checkpoint import Checkpoint, checkpoint_path, load_model
 from gnn_treelstm.models.treelstm import TreeLSTMModel
 from gnn_treelstm.tasks import gather_batches
-from gnn_treelstm.training.batching import make_loader, to_device
+from gnn_treelstm.training.batching import level_schedules, make_loader, to_device
 from gnn_treelstm.training.data import DataError, as_phrase_sequences, resolve_data_dir
 from gnn_treelstm.training.devices import pick_device
 from gnn_treelstm.trees import data as D
@@ -51,8 +51,8 @@ def evaluate(model: TreeLSTMModel, split: D.Split, *, batch_size: int = 256,
     parts = []
     level = model.cell.engine == "level"
     try:
-        for batch in make_loader(split, batch_size, shuffle=False, schedule=level,
-                                 top_down=model.cell.runs_top_down):
+        for batch in make_loader(split, batch_size, shuffle=False,
+                                 schedule=level_schedules(model.cell, level)):
             lengths = _word_counts(batch.graph)
             if batch.graph_b is not None:
                 lengths = (lengths + _word_counts(batch.graph_b)) / 2

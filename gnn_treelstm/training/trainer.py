@@ -76,7 +76,13 @@ from gnn_treelstm.models.treelstm import TreeLSTMModel
 from gnn_treelstm.tasks import build_task
 from gnn_treelstm.training import distributed as DIST
 from gnn_treelstm.training import rundir
-from gnn_treelstm.training.batching import Loader, loader_workers, make_loader, to_device
+from gnn_treelstm.training.batching import (
+    Loader,
+    level_schedules,
+    loader_workers,
+    make_loader,
+    to_device,
+)
 from gnn_treelstm.training.config import RunConfig, build_model_config, run_config_yaml
 from gnn_treelstm.training.data import check_compatibility, load_embeddings, prepare_data
 from gnn_treelstm.training.devices import resolve_device
@@ -555,8 +561,8 @@ class Trainer:
             lower_is_better=self.task.selection_metric in self.task.lower_is_better)
         zero_watch = ZeroWatch(model)
         loader = make_loader(self.data.splits["train"], cfg.batch_size, shuffle=True,
-                             seed=seed, schedule=cfg.engine == "level",
-                             top_down=model.cell.runs_top_down,
+                             seed=seed, schedule=level_schedules(model.cell,
+                                                                 cfg.engine == "level"),
                              shard=(DIST.rank(), world) if cfg.distributed else None,
                              workers=loader_workers(self.device, cfg.workers),
                              pin_memory=self.device.type == "cuda")

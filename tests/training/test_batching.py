@@ -10,6 +10,7 @@ import dgl
 import pytest
 import torch
 
+from gnn_treelstm.cells import build_cell
 from gnn_treelstm.kernels import native
 from gnn_treelstm.kernels.syncs import SyncWatch
 from gnn_treelstm.training import batching
@@ -17,6 +18,7 @@ from gnn_treelstm.training.batching import (
     CUDA_WORKERS,
     RECEIVED_AHEAD,
     ReceivedBatches,
+    level_schedules,
     loader_workers,
     make_loader,
     to_device,
@@ -83,18 +85,24 @@ def test_the_loader_builds_batches_with_the_cpp_routines_where_they_are(monkeypa
 
 @pytest.mark.parametrize("workers", [0, 1])
 def test_a_bottom_up_cell_s_batches_come_without_top_down_levels(workers):
-    """``make_loader(top_down=False)`` (a cell whose ``runs_top_down`` is False, as the
-    trainer and ``evaluate`` pass it) builds each batch's bottom-up levels only, through
-    loader processes too; the default builds both directions."""
+    """``make_loader(schedule="up")`` (a cell whose ``runs_top_down`` is False, as the
+    trainer and ``evaluate`` pass it: :func:`level_schedules`) builds each batch's
+    bottom-up levels only, through loader processes too; ``schedule=True`` both
+    directions."""
     trees = PackedTrees(*pack_graphs(random_batch(seed=2, count=9)))
     split = Split(trees, None, {"label": torch.zeros(9, dtype=torch.int64)})
-    up = list(make_loader(split, 4, shuffle=False, schedule=True, top_down=False,
-                          workers=workers))
+    up = list(make_loader(split, 4, shuffle=False, schedule="up", workers=workers))
     both = list(make_loader(split, 4, shuffle=False, schedule=True, workers=workers))
     assert len(up) == len(both) == 3
     for a, b in zip(up, both):
         assert a.schedule.down is None and b.schedule.down is not None
         assert torch.equal(a.schedule.up.order, b.schedule.up.order)
+    if workers == 0:
+        nary, topdown = (build_cell(name, 4, 4, engine="level") for name in ("nary", "topdown"))
+        assert level_schedules(nary, True) == "up" and level_schedules(topdown, True) is True
+        assert level_schedules(topdown, False) is False
+        with pytest.raises(ValueError, match="schedule='down'"):
+            make_loader(split, 4, shuffle=False, schedule="down")
 
 
 def test_loader_processes_stay_up_and_draw_as_no_loader_process_does():
