@@ -386,11 +386,4 @@ def to_device(batch: D.Batch, device: torch.device, graphs_on_device: bool) -> D
     waiting for the device (:meth:`~gnn_treelstm.trees.data.Batch.to`)."""
     if device.type == "cpu":
         return batch
-    if graphs_on_device:
-        return batch.to(device)
-    return D.Batch(batch.graph, batch.graph_b,
-                   {k: v.to(device, non_blocking=True) for k, v in batch.targets.items()},
-                   batch.index, None if batch.schedule is None else batch.schedule.to(device),
-                   num_a=batch.num_a, global_size=batch.global_size,
-                   label_order=None if batch.label_order is None else batch.label_order.to(
-                       device, non_blocking=True))
+    return batch.to(device, graphs=graphs_on_device)

@@ -325,7 +325,8 @@ def _label_order(labels: torch.Tensor | np.ndarray | None) -> torch.Tensor | Non
     return torch.from_numpy(np.concatenate(((~ignored).nonzero()[0], ignored.nonzero()[0])))
 
 
-def _moved(t: torch.Tensor | None, device: torch.device | str) -> torch.Tensor | None:
+def _moved(t: torch.Tensor | dgl.DGLGraph | None, device: torch.device | str
+           ) -> torch.Tensor | dgl.DGLGraph | None:
     return None if t is None else t.to(device, non_blocking=True)
 
 
@@ -385,16 +386,17 @@ class Batch:
         """The graph the encoder runs on: ``graph``, or A-graphs then B-graphs for pairs."""
         return self.graph if self.graph_b is None else dgl.batch([self.graph, self.graph_b])
 
-    def to(self, device: torch.device | str) -> Batch:
+    def to(self, device: torch.device | str, *, graphs: bool = True) -> Batch:
         """Graphs, targets, ids and the schedule's index tensors on ``device``, copied
         without waiting (``non_blocking``): a blocking copy to a GPU waits for every kernel
         queued before it, the last step's included (from pinned memory, as the loader
-        gives, the copies run in the device's queue)."""
+        gives, the copies run in the device's queue). ``graphs=False`` (a CPU-only DGL
+        build): the graphs and ids stay where they are, the rest moves."""
         nb = {"non_blocking": True}
-        return Batch(self.graph.to(device, **nb),
-                     None if self.graph_b is None else self.graph_b.to(device, **nb),
+        return Batch(self.graph.to(device, **nb) if graphs else self.graph,
+                     _moved(self.graph_b, device) if graphs else self.graph_b,
                      {k: v.to(device, **nb) for k, v in self.targets.items()},
-                     self.index.to(device, **nb),
+                     self.index.to(device, **nb) if graphs else self.index,
                      None if self.schedule is None else self.schedule.to(device),
                      num_a=self.num_a, global_size=self.global_size,
                      label_order=_moved(self.label_order, device))

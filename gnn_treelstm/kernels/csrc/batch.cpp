@@ -15,8 +15,8 @@
 // in a stored array, so each is one copy a tree where the type stays; then, where label
 // names a node array (its index; -1: none), the batch's label order: the nodes whose label
 // (as read) is not ignore, in order, then the others (trees/data.py: label_order). The
-// outputs are slices of one allocation (arena.h). Every index is checked before it is read through: a bad call
-// is a RuntimeError naming the tree or edge.
+// outputs are slices of one allocation (arena.h). Every index is checked before it is read
+// through: a bad call is a RuntimeError naming the tree or edge.
 //
 // tests/trees/test_packed.py holds the two builds equal.
 #include <torch/library.h>
@@ -55,9 +55,6 @@ void convert(const In* in, Out* out, int64_t count, const int64_t* table, int64_
   }
 }
 
-// rows [lo, hi) of every picked tree (ranges[2k], ranges[2k + 1]) of a stored array, in
-// order, in one tensor of its trailing shape, read as type code (-1: the stored type)
-// through map (an int64 table, or undefined)
 // the shape and type of take_rows' output for a stored array
 std::vector<int64_t> rows_shape(const Tensor& stored, int64_t rows, const char* what) {
   TORCH_CHECK(stored.dim() >= 1, "gather_trees: a ", what, " array without a first dimension");
@@ -70,6 +67,9 @@ at::ScalarType rows_type(const Tensor& stored, int64_t code) {
   return code < 0 ? stored.scalar_type() : kTypes[code];
 }
 
+// rows [lo, hi) of every picked tree (ranges[2k], ranges[2k + 1]) of a stored array, in
+// order, in one tensor of its trailing shape (a slice of arena), read as type code (-1: the
+// stored type) through map (an int64 table, or undefined)
 Tensor take_rows(Arena& arena, const Tensor& stored, const std::vector<int64_t>& ranges,
                  int64_t rows, int64_t code, const std::optional<Tensor>& map,
                  const char* what) {
@@ -97,8 +97,8 @@ Tensor take_rows(Arena& arena, const Tensor& stored, const std::vector<int64_t>&
   Tensor table;
   if (mapped) {
     TORCH_CHECK(!at::isFloatingType(c.scalar_type()), "gather_trees: a map of a float field");
-    table = map->scalar_type() == at::kLong && map->is_contiguous() ? *map
-                                                                     : map->to(at::kLong).contiguous();
+    const bool as_is = map->scalar_type() == at::kLong && map->is_contiguous();
+    table = as_is ? *map : map->to(at::kLong).contiguous();
   }
   const int64_t* t = mapped ? table.data_ptr<int64_t>() : nullptr;
   const int64_t t_size = mapped ? table.numel() : 0;
