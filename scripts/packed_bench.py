@@ -200,7 +200,7 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                 time.sleep(between_ms / 1000)
             e0 = time.perf_counter()
             it = iter(loader)
-            iters.append(round(1000 * (time.perf_counter() - e0), 1))
+            iters.append(round(1000 * (time.perf_counter() - e0), 3))
             first = True
             while True:
                 batch = None  # the last step's batch freed by the step, not inside next()
@@ -210,7 +210,7 @@ def measure_loader(data: str, split: str, tree: str, batch_size: int, workers: i
                 if batch is None:
                     break
                 if first:
-                    starts.append(round(1000 * (time.perf_counter() - e0), 1))
+                    starts.append(round(1000 * (time.perf_counter() - e0), 3))
                 else:  # the first batch of an epoch waits for the epoch's start
                     wall, own = time.perf_counter() - w0, time.thread_time() - c0
                     waits.append(wall)
