@@ -3,7 +3,8 @@ steps of ``gnn-treelstm bench --host-cost`` (each cell's forward + backward at x
 the first 25 SST-5 training trees, the sequential LSTMs on those trees' words as chains,
 the mTreeLSTM cells on the first 25 SICK training dependency trees of side a, one thread,
 Triton launches no-ops; with ``--train`` the whole SST-5 training step of each SST cell as
-well), in instructions per step::
+well, and with ``--new-batches K`` that step on K new batches in turn, as training runs),
+in instructions per step::
 
     python scripts/host_instructions.py --src ../shared/data --cells nary lex --path triton
 
@@ -54,13 +55,23 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="the level engine's path (gnn_treelstm.kernels.host.PATHS)")
     p.add_argument("--train", action="store_true",
                    help="also count the whole SST-5 training step of each SST cell")
+    p.add_argument("--new-batches", type=int, default=0, metavar="K",
+                   help="also count the training step of each SST cell on K new batches of "
+                        "--trees trees in turn (as training takes a new batch every step, "
+                        "which the cell checks; K > 4, the batches a cell remembers as "
+                        "checked, and a divisor of --steps, so that each window holds whole "
+                        "rounds of them)")
     p.add_argument("--steps", type=int, default=10, help="steps in the first window")
     p.add_argument("--trees", type=int, default=25)
     p.add_argument("--keep", metavar="DIR", type=Path,
                    help="keep the dumps there (cg.out.1, .2, ...: two a step, in the order "
                         "of the table's rows), for callgrind_annotate --inclusive=yes")
     p.add_argument("--inner", metavar="DIR", help=argparse.SUPPRESS)  # under valgrind
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    if args.new_batches and (args.new_batches <= 4 or args.steps % args.new_batches):
+        p.error(f"--new-batches {args.new_batches}: take more than 4 and a divisor of --steps "
+                f"({args.steps})")
+    return args
 
 
 def totals(dump: Path) -> int:
@@ -108,7 +119,9 @@ def _labels(args: argparse.Namespace) -> list[tuple[str, str]]:
     """The counted steps in order: each cell's, then (``--train``, SST cells) its training
     step's."""
     return [(c, w) for c in args.cells
-            for w in (("cell", "train") if args.train and c in SST_CELLS else ("cell",))]
+            for w in ("cell", *(("train",) if args.train else ()),
+                      *(("train-new",) if args.new_batches else ()))
+            if w == "cell" or c in SST_CELLS]
 
 
 def _inner(args: argparse.Namespace) -> None:
@@ -125,6 +138,10 @@ def _inner(args: argparse.Namespace) -> None:
         graphs, kw = _trees(_kind(name), Path(args.src), args.trees)
         if what == "train":
             steps.append(train_step(name, graphs, args.path))
+            continue
+        if what == "train-new":
+            many, _ = _trees(_kind(name), Path(args.src), args.trees * args.new_batches)
+            steps.append(train_step(name, many, args.path, batch_size=args.trees))
             continue
         torch.manual_seed(0)
         cell = build_cell(name, 8, 8, engine="level", **kw)

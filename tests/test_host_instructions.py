@@ -72,3 +72,18 @@ def test_the_sequential_cells_are_counted_on_the_sst_words_as_chains(monkeypatch
     assert all(g.in_degrees().max() <= 1 for g in chains)
     hi._inner(args)
     assert calls == [("-i", "on"), *[("-z",), ("-d",), ("-d",)] * 2, ("-i", "off")]
+
+
+def test_new_batches_add_a_training_step_on_batches_in_turn(monkeypatch, sample_data):
+    calls: list[tuple[str, ...]] = []
+    monkeypatch.setattr(hi, "_control", lambda *flags: calls.append(flags))
+    args = hi.parse_args(["--src", str(sample_data), "--cells", "nary", "mtree", "--path",
+                          "general", "--new-batches", "5", "--steps", "5", "--trees", "1",
+                          "--inner", "unused"])
+    assert hi._labels(args) == [("nary", "cell"), ("nary", "train-new"), ("mtree", "cell")]
+    hi._inner(args)
+    window = [("-z",), ("-d",), ("-d",)]
+    assert calls == [("-i", "on"), *window * 3, ("-i", "off")]
+    for bad in (["--new-batches", "4"], ["--new-batches", "6", "--steps", "10"]):
+        with pytest.raises(SystemExit):
+            hi.parse_args(["--src", str(sample_data), *bad])

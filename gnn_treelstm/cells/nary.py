@@ -235,15 +235,9 @@ class NaryTreeLSTM(OutputGateLayout, TreeCell):
             if int(pos.min()) < 0:
                 raise ValueError(f"{name}: edata['pos'] has a negative child position "
                                  f"{int(pos.min())}; positions must be 0..n_ary-1")
+        # two children of one parent at the same position would silently add up
         super().check_input(graph, x, edge_fields=(G.POS,), node_fields=(G.WORD,),
-                            max_children=self.n_ary, **tree_kw)
-        if graph.num_edges():
-            # two children of one parent at the same position would silently add up
-            _, dst = graph.edges()
-            key = dst.long() * self.n_ary + graph.edata[G.POS].long()
-            if torch.unique(key).numel() != key.numel():
-                raise ValueError(f"{name}: two children of one node share a child position "
-                                 "(edata['pos']); positions must be distinct per parent")
+                            max_children=self.n_ary, distinct_positions=True, **tree_kw)
 
     # ------------------------------------------------------------ declaration
     def recurrence(self) -> Recurrence:

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 
 import dgl
+import numpy as np
 import torch
 
 from gnn_treelstm.eager import eager
@@ -159,18 +160,26 @@ def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> No
         )
     if e == 0:
         return
-    src, dst = graph.edges()
     host = schedule.on_host()
-    if src.device.type == "cpu" and host is not None:
+    if graph.device.type == "cpu" and host is not None:
         # the graph's edges are on the CPU: compare there, with the schedule's CPU copy
-        # (no wait for a device the schedule was moved to)
-        lv = host.up
-    dev = lv.order.device
-    par = torch.full((n,), -1, dtype=torch.int64, device=dev)
-    par[src.to(dev).long()] = dst.to(dev).long()
-    child = lv.order.index_select(0, lv.edge_src)
-    parent = lv.order.index_select(0, lv.edge_dst)
-    if not bool((par.index_select(0, child) == parent).all()):
+        # (no wait for a device the schedule was moved to), as the structure checks read
+        # them (G.host_edges)
+        src, dst = G.host_edges(graph)
+        up = host.up
+        par = np.full(n, -1, dtype=np.int64)
+        par[src] = dst
+        order = up.order.numpy()
+        same = bool((par[order[up.edge_src.numpy()]] == order[up.edge_dst.numpy()]).all())
+    else:
+        src_t, dst_t = graph.edges()
+        dev = lv.order.device
+        par_t = torch.full((n,), -1, dtype=torch.int64, device=dev)
+        par_t[src_t.to(dev).long()] = dst_t.to(dev).long()
+        child = lv.order.index_select(0, lv.edge_src)
+        parent = lv.order.index_select(0, lv.edge_dst)
+        same = bool((par_t.index_select(0, child) == parent).all())
+    if not same:
         raise ValueError(
             f"{who}: the schedule's edges differ from this graph's (a schedule of another "
             "batch with the same size?); build it with LevelSchedule.from_graph(graph) of "

@@ -9,7 +9,9 @@
   :class:`TrainHooks`).
 * :mod:`~gnn_treelstm.training.optim`, :mod:`~gnn_treelstm.training.schedule`,
   :mod:`~gnn_treelstm.training.batching`, :mod:`~gnn_treelstm.training.evaluation` —
-  optimizer and gradient clipping, learning-rate schedules, minibatches, dev/test metrics.
+  optimizer and gradient clipping, learning-rate schedules, minibatches, dev/test metrics;
+  :mod:`~gnn_treelstm.training.adagrad` — AdaGrad over one buffer per parameter group
+  (the GPU's, where torch has no fused AdaGrad).
 * :mod:`~gnn_treelstm.training.tensorboard_log` — TensorBoard scalars of a run (a hook).
 * :mod:`~gnn_treelstm.training.resume`, :mod:`~gnn_treelstm.training.rundir`,
   :mod:`~gnn_treelstm.training.records` — resumable state (:class:`TrainState`), run

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from gnn_treelstm.models.treelstm import TreeLSTMModel
+from gnn_treelstm.training.adagrad import FlatAdagrad
 from gnn_treelstm.training.config import LOSS_REDUCTIONS
 from gnn_treelstm.training.faults import total_norm
 
@@ -81,6 +82,8 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig, *,
       it is not used; Adam's dense update is cheap anyway with the fused kernel.
     * The dense groups use the fused (single kernel) implementation of the same update
       (``fused=True``) where torch has one for the parameters' device (:data:`FUSED_DEVICES`).
+      AdaGrad's has none for a GPU: there (not data parallel) each group is updated as one
+      buffer, the same update (:class:`~gnn_treelstm.training.adagrad.FlatAdagrad`).
 
     ``device_type`` (e.g. ``"cuda"``): choose as for parameters on that kind of device
     (default: where they are), which the host-cost measurement of a GPU step on the CPU
@@ -109,9 +112,11 @@ def build_optimizer(model: TreeLSTMModel, cfg: RunConfig, *,
     if rel:  # relation embeddings at their own rate, no L2 (Tran §6.1: lr 0.1)
         groups.append({"params": rel, "lr": cfg.rel_lr, "weight_decay": 0.0,
                        "fused": _fused_ok(rel, cfg.optimizer, device_type)})
-    if cfg.optimizer == "adagrad":
+    if cfg.optimizer == "adam":
+        return torch.optim.Adam(groups)
+    if sparse or cfg.distributed or any(g["fused"] for g in groups):
         return torch.optim.Adagrad(groups)
-    return torch.optim.Adam(groups)
+    return FlatAdagrad(groups)
 
 
 def release_grads(optimizer: torch.optim.Optimizer) -> None:

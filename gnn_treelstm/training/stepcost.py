@@ -2,12 +2,15 @@
 finiteness check and the optimizer's step, as :meth:`Trainer.train_step
 <gnn_treelstm.training.trainer.Trainer.train_step>` runs them in one process (no clipping),
 measured as :mod:`gnn_treelstm.kernels.host` measures the cell's step (x 8, h 8, one
-thread, Triton launches no-ops, the median of the calling thread's CPU time, one batch
-repeated). ``gnn-treelstm bench --host-cost`` prints it beside the cell's.
+thread, Triton launches no-ops, the median of the calling thread's CPU time), on one batch
+repeated or, as training runs, on a new batch every step (whose checks the cell then
+runs: a batch it checked before, unchanged, it does not check again).
+``gnn-treelstm bench --host-cost`` prints both beside the cell's.
 """
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -41,13 +44,25 @@ def _batch(graphs: Sequence[dgl.DGLGraph]) -> Batch:
                  LevelSchedule.from_graph(graph), label_order=label_order(graph.ndata[LABEL]))
 
 
+def _batches(graphs: Sequence[dgl.DGLGraph], batch_size: int | None) -> list[Batch]:
+    """The batches of :func:`train_step` (``batch_size``: see there)."""
+    if batch_size is None:
+        return [_batch(graphs)]
+    if batch_size < 1 or len(graphs) < 2 * batch_size:
+        raise ValueError(f"batch_size={batch_size}: new batches need at least two of them "
+                         f"({2 * batch_size} graphs), got {len(graphs)} graphs")
+    return [_batch(graphs[i:i + batch_size])
+            for i in range(0, len(graphs) - batch_size + 1, batch_size)]
+
+
 def _step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, cell_kwargs: dict | None,
-          optimizer: str, seed: int) -> tuple[TreeLSTMModel, list[tuple[str, Callable]]]:
+          optimizer: str, seed: int, batch_size: int | None = None
+          ) -> tuple[TreeLSTMModel, list[tuple[str, Callable]]]:
     """The model of :func:`train_step_cost` and its training step as named parts, in
     order (:data:`PARTS` but ``cell``)."""
-    batch = _batch(graphs)
+    batches = _batches(graphs, batch_size)
     torch.manual_seed(seed)
-    vocab = int(batch.graph.ndata[WORD].max()) + 1
+    vocab = max(int(b.graph.ndata[WORD].max()) for b in batches) + 1
     model = TreeLSTMModel(ModelConfig(task="sst-5", cell=cell, vocab_size=vocab, emb_dim=8,
                                       hidden=8, engine="level",
                                       cell_kwargs=dict(cell_kwargs or {})))
@@ -60,12 +75,14 @@ def _step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, cell_kwargs: dic
     checks = FiniteChecks()
     model.train()
     held: dict[str, torch.Tensor | dict] = {}
+    turn = itertools.count()
 
     def forward() -> None:
+        batch = held["batch"] = batches[next(turn) % len(batches)]
         held["out"] = model(batch.graph, schedule=batch.schedule)  # one sentence each
 
     def loss() -> None:
-        held["loss"] = model.task.loss(held["out"], batch)  # type: ignore[arg-type]
+        held["loss"] = model.task.loss(held["out"], held["batch"])  # type: ignore[arg-type]
 
     def check() -> None:
         checks.add(held["loss"], checked, None)  # type: ignore[arg-type]
@@ -79,23 +96,30 @@ def _step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, cell_kwargs: dic
 
 def train_step_cost(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
                     cell_kwargs: dict | None = None, optimizer: str = "adagrad",
-                    steps: int = 30, seed: int = 0) -> float:
+                    steps: int = 30, seed: int = 0, batch_size: int | None = None) -> float:
     """Host µs of one SST-5 training step (phrase supervision, ``optimizer`` with the
     task's defaults, word vectors trained) of ``cell`` at x 8, h 8 on the batch of
-    ``graphs`` (SST constituency trees with node labels), on path ``path``
+    ``graphs`` (SST constituency trees with node labels; with ``batch_size``, each step
+    the next of their consecutive batches of that size, as training takes a new batch
+    every step), on path ``path``
     (:data:`gnn_treelstm.kernels.host.PATHS`; ``"triton"``: the optimizer as on CUDA,
-    AdaGrad's dense embedding update, no fused kernel)."""
+    AdaGrad's dense embedding update, no fused kernel:
+    :class:`~gnn_treelstm.training.adagrad.FlatAdagrad`)."""
     step = train_step(cell, graphs, path, cell_kwargs=cell_kwargs, optimizer=optimizer,
-                      seed=seed)
+                      seed=seed, batch_size=batch_size)
     return host.measure(step, path, steps=steps)
 
 
 def train_step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
                cell_kwargs: dict | None = None, optimizer: str = "adagrad",
-               seed: int = 0) -> Callable[[], None]:
+               seed: int = 0, batch_size: int | None = None) -> Callable[[], None]:
     """The step :func:`train_step_cost` measures (same arguments), to be run on ``path``
-    (:func:`gnn_treelstm.kernels.host.on_path`): each call one whole training step."""
-    _, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed)
+    (:func:`gnn_treelstm.kernels.host.on_path`): each call one whole training step.
+    ``batch_size``: each call the next batch of that many of ``graphs`` (cycling; at
+    least two batches), which the cell checks as new where there are more batches than a
+    cell remembers as checked (four: a batch it checked, unchanged, it does not check
+    again); None: every call the batch of all ``graphs``."""
+    _, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed, batch_size)
 
     def step() -> None:
         for _, part in parts:
@@ -106,13 +130,14 @@ def train_step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
 
 def train_step_parts(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, *,
                      cell_kwargs: dict | None = None, optimizer: str = "adagrad",
-                     steps: int = 30, seed: int = 0) -> dict[str, float]:
+                     steps: int = 30, seed: int = 0,
+                     batch_size: int | None = None) -> dict[str, float]:
     """The step of :func:`train_step_cost` (same arguments), each of its :data:`PARTS`
     timed on its own: the median over the steps of the calling thread's CPU time in it, in
     µs (``cell``: the cell's forward, from hooks on the model's cell, part of
     ``forward``). The parts but ``cell`` add up to the whole step, plus the clock reads
     (some µs)."""
-    model, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed)
+    model, parts = _step(cell, graphs, path, cell_kwargs, optimizer, seed, batch_size)
     times: dict[str, list[int]] = {name: [] for name in PARTS}
     start: list[int] = []
     model.cell.register_forward_pre_hook(lambda *_: start.append(time.thread_time_ns()))

@@ -64,12 +64,15 @@ def _train_step_syncs(tiny_sst, tmp_path, monkeypatch, model: str) -> list[tuple
     """The synchronising operations of every ``train_step`` of one epoch on the tiny SST
     data (level engine; the cell's own step on the Triton path is the test above, here
     the C++ loops compute real states for the rest of the step), the optimizer choosing
-    as on a GPU (AdaGrad's dense embedding update)."""
+    as on a GPU (AdaGrad's dense embedding update, no fused kernel: FlatAdagrad)."""
     from gnn_treelstm.training import optim
+    from gnn_treelstm.training.adagrad import FlatAdagrad
     from gnn_treelstm.training.config import RunConfig
     from gnn_treelstm.training.trainer import Trainer
 
-    monkeypatch.setattr(optim, "SPARSE_DEVICES", ())  # the parameters stand in for a GPU's
+    # the parameters stand in for a GPU's
+    monkeypatch.setattr(optim, "SPARSE_DEVICES", ())
+    monkeypatch.setattr(optim, "FUSED_DEVICES", {**optim.FUSED_DEVICES, "adagrad": ()})
     cfg = RunConfig(task="sst-5", model=model, tree="constituency", data=str(tiny_sst),
                     engine="level", epochs=1, batch_size=4, embeddings_mode="random",
                     emb_dim=6, hidden=5, runs_dir=str(tmp_path), name="t")
@@ -79,6 +82,7 @@ def _train_step_syncs(tiny_sst, tmp_path, monkeypatch, model: str) -> list[tuple
 
     def watched(self, batch, epoch, step):
         assert not self.model.sparse_embedding_grad
+        assert isinstance(self.current.optimizer, FlatAdagrad)
         with SyncWatch(seeds=self.model.parameters()) as watch:
             out = real(self, batch, epoch, step)
         found.extend(watch.found)

@@ -7,6 +7,7 @@ import torch
 
 from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.training import stepcost
+from gnn_treelstm.training.adagrad import FlatAdagrad
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.optim import build_optimizer
 from tests.handbuilt import random_batch
@@ -40,6 +41,37 @@ def test_the_optimizer_is_chosen_as_on_the_device_named():
     cuda = build_optimizer(model, cfg, device_type="cuda")  # AdaGrad: no fused CUDA kernel
     assert not model.sparse_embedding_grad
     assert not any(g["fused"] for g in cuda.param_groups)
+    assert isinstance(cuda, FlatAdagrad) and not isinstance(cpu, FlatAdagrad)
+
+
+def test_new_batches_are_checked_each_step(monkeypatch):
+    """With ``batch_size`` every step takes the next batch (cycling: six batches, more
+    than the cell remembers), and the cell checks each as new; without it one batch,
+    checked once."""
+    from gnn_treelstm.cells.nary import NaryTreeLSTM
+
+    seen = []
+    real = NaryTreeLSTM.check_input
+
+    def check_input(self, graph, x, **kw):
+        seen.append(graph.num_nodes())
+        return real(self, graph, x, **kw)
+
+    monkeypatch.setattr(NaryTreeLSTM, "check_input", check_input)
+    graphs = random_batch(1, 12, words="leaves", exact_children=True)
+    step = stepcost.train_step("nary", graphs, "native", cell_kwargs={"n_ary": 2},
+                               batch_size=2)
+    for _ in range(8):
+        step()
+    sizes = [sum(g.num_nodes() for g in graphs[i:i + 2]) for i in range(0, 12, 2)]
+    assert seen == (sizes * 2)[:8]
+    seen.clear()
+    step = stepcost.train_step("nary", graphs, "native", cell_kwargs={"n_ary": 2})
+    for _ in range(3):
+        step()
+    assert seen == [sum(g.num_nodes() for g in graphs)]
+    with pytest.raises(ValueError, match="batch_size=7: new batches need at least two"):
+        stepcost.train_step("nary", graphs, "native", batch_size=7)
 
 
 def test_each_part_of_the_step_is_timed():

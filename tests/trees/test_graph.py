@@ -282,3 +282,59 @@ def test_binary_cells_do_not_suggest_an_option_they_lack(name):
     with pytest.raises(ValueError) as err:
         cell(wide, torch.randn(3, 4))
     assert "child position 2" in str(err.value) and "n_ary" not in str(err.value)
+
+
+def test_reversed_edges_from_the_parents_are_the_set_lookups():
+    """The both-ways check reads each node's one parent where no node has two outgoing
+    edges, and falls back to a lookup of the reversed pairs where one has: the same edges
+    either way, on forests, forests with one or more edges reversed beside them, and
+    graphs with nodes of several parents."""
+    rng = np.random.default_rng(0)
+    for trial in range(200):
+        n = int(rng.integers(2, 40))
+        parent = [int(rng.integers(0, i)) if i else -1 for i in range(n)]
+        src = np.arange(1, n)
+        dst = np.array(parent[1:], dtype=np.int64)
+        extra = rng.integers(0, n - 1, size=int(rng.integers(0, 4)))
+        src = np.concatenate([src, dst[extra] if trial % 2 else rng.integers(0, n, len(extra))])
+        dst = np.concatenate([dst, src[extra]])
+        keep = src != dst
+        src, dst = src[keep], dst[keep]
+        want = np.isin(dst * n + src, src * n + dst)
+        assert np.array_equal(G._reversed_edges(n, src, dst), want), trial
+
+
+def test_two_nodes_each_others_parent_are_named():
+    """Edges 0 -> 1 and 1 -> 0: one outgoing edge each, found from the parents."""
+    g = dgl.graph((torch.tensor([0, 1, 2]), torch.tensor([1, 0, 1])), num_nodes=3)
+    with pytest.raises(ValueError, match="nodes 0 and 1 are joined by edges both ways"):
+        G.validate_tree(g)
+
+
+def test_distinct_positions_are_checked_where_asked():
+    g = G.make_tree([2, 2, -1], [1, 2, 3])
+    g.edata[G.POS] = torch.tensor([0, 0])
+    G.validate_tree(g, max_children=2)  # not asked: positions may repeat
+    with pytest.raises(ValueError, match="two children of one node share a child position"):
+        G.validate_tree(g, max_children=2, distinct_positions=True)
+    g.edata[G.POS] = torch.tensor([1, 0])
+    G.validate_tree(g, max_children=2, distinct_positions=True)
+    g.edata[G.POS] = torch.tensor([-1, 0])
+    with pytest.raises(ValueError, match="negative child position -1"):
+        G.validate_tree(g, distinct_positions=True)
+
+
+def test_host_edges_are_the_graphs_and_follow_its_edges():
+    """Read once per graph structure, read-only; edges added in place (DGL replaces the
+    structure object) are read again."""
+    g = G.make_tree([2, 2, -1], [1, 2, 3])
+    src, dst = G.host_edges(g)
+    want = [t.numpy() for t in g.edges()]
+    assert np.array_equal(src, want[0]) and np.array_equal(dst, want[1])
+    assert G.host_edges(g)[0] is src  # remembered
+    with pytest.raises(ValueError, match="read-only"):
+        src[0] = 1
+    g.add_nodes(1)
+    g.add_edges(torch.tensor([3]), torch.tensor([2]))
+    src2, dst2 = G.host_edges(g)
+    assert src2.tolist() == [0, 1, 3] and dst2.tolist() == [2, 2, 2]
