@@ -211,8 +211,8 @@ def host_edges(graph: dgl.DGLGraph) -> tuple[np.ndarray, np.ndarray]:
     src, dst = (t.cpu().numpy() for t in graph.edges())
     src.flags.writeable = False
     dst.flags.writeable = False
-    if len(_HOST_EDGES) >= 4:
-        _HOST_EDGES.pop(next(iter(_HOST_EDGES)))
+    for key in list(_HOST_EDGES)[:-3]:  # the oldest (list(): safe beside other threads)
+        _HOST_EDGES.pop(key, None)
     _HOST_EDGES[id(index)] = (index, src, dst)
     return src, dst
 

@@ -338,3 +338,6 @@ def test_host_edges_are_the_graphs_and_follow_its_edges():
     g.add_edges(torch.tensor([3]), torch.tensor([2]))
     src2, dst2 = G.host_edges(g)
     assert src2.tolist() == [0, 1, 3] and dst2.tolist() == [2, 2, 2]
+    for _ in range(6):  # the last four structures are remembered, no more
+        G.host_edges(G.make_tree([1, -1], [1, 2]))
+    assert len(G._HOST_EDGES) == 4
