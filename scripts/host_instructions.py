@@ -116,8 +116,8 @@ def _trees(kind: str, src: Path, count: int) -> tuple[list, dict]:
 
 
 def _labels(args: argparse.Namespace) -> list[tuple[str, str]]:
-    """The counted steps in order: each cell's, then (``--train``, SST cells) its training
-    step's."""
+    """The counted steps in order: each cell's, then (SST cells) its training step's on one
+    batch (``--train``) and on new batches (``--new-batches``)."""
     return [(c, w) for c in args.cells
             for w in ("cell", *(("train",) if args.train else ()),
                       *(("train-new",) if args.new_batches else ()))
