@@ -44,17 +44,6 @@ __all__ = ["TreeCell"]
 _SEEN_PER_CELL = 4
 
 
-def _field_views(graph: dgl.DGLGraph) -> tuple:
-    """The node and the edge fields of ``graph``, each a mapping from name to tensor: for a
-    graph of one node and one edge type (a tree batch) its two frames, which
-    ``graph.ndata``/``graph.edata`` read through (a view costs some µs to make and read),
-    else those views."""
-    nodes, edges = graph._node_frames, graph._edge_frames
-    if len(nodes) == 1 and len(edges) == 1:
-        return nodes[0], edges[0]
-    return graph.ndata, graph.edata
-
-
 class _Seen:
     """What :meth:`TreeCell.check_input` (and the schedule check) read of a forward's
     arguments, held so that a second forward on the same, unchanged batch skips the checks:
@@ -75,7 +64,7 @@ class _Seen:
         usual)."""
         if not isinstance(graph, dgl.DGLGraph) or not isinstance(x, torch.Tensor):
             return None
-        fields = tuple((name, t, t._version) for view in _field_views(graph)
+        fields = tuple((name, t, t._version) for view in G.field_views(graph)
                        for name, t in ((k, view[k]) for k in view.keys())
                        if isinstance(t, torch.Tensor))
         dtype = next((p.dtype for p in cell.parameters() if p.is_floating_point()), None)

@@ -226,16 +226,8 @@ class NaryTreeLSTM(OutputGateLayout, TreeCell):
 
     # ------------------------------------------------------------ forward
     def check_input(self, graph: dgl.DGLGraph, x: torch.Tensor, **tree_kw) -> None:
-        name = type(self).__name__
-        if isinstance(graph, dgl.DGLGraph) and G.POS in graph.edata and graph.num_edges():
-            pos = graph.edata[G.POS]
-            if pos.dtype.is_floating_point or pos.dtype == torch.bool or pos.dim() != 1:
-                raise ValueError(f"{name}: edata['pos'] must be a 1-d integer tensor of child "
-                                 f"positions, got dtype {pos.dtype}, shape {tuple(pos.shape)}")
-            if int(pos.min()) < 0:
-                raise ValueError(f"{name}: edata['pos'] has a negative child position "
-                                 f"{int(pos.min())}; positions must be 0..n_ary-1")
-        # two children of one parent at the same position would silently add up
+        # positions: integers 0..n_ary-1, two children of one parent never at the same
+        # one (they would silently add up)
         super().check_input(graph, x, edge_fields=(G.POS,), node_fields=(G.WORD,),
                             max_children=self.n_ary, distinct_positions=True, **tree_kw)
 

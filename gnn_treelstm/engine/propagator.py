@@ -146,7 +146,10 @@ def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> No
     graph where the schedule has it (child -> parent). The edges are compared on the CPU
     when the graph's edges are there (with the schedule's CPU copy,
     :meth:`~gnn_treelstm.trees.schedule.LevelSchedule.on_host`), so a schedule moved to
-    a device is checked without waiting for it; a graph on a device is compared there."""
+    a device is checked without waiting for it; a graph on a device is compared there. A
+    schedule the graph's maker made of the same edges
+    (:func:`~gnn_treelstm.trees.graph.made_with`: a data loader's batch) is not compared
+    again."""
     if not isinstance(schedule, LevelSchedule):
         raise ValueError(f"{who}: schedule must be a LevelSchedule, got "
                          f"{type(schedule).__name__}")
@@ -158,7 +161,7 @@ def check_schedule(schedule: LevelSchedule, graph: dgl.DGLGraph, who: str) -> No
             f"{lv.edge_src.shape[0]} edges, this graph has {n} nodes and {e} edges; build "
             "it with LevelSchedule.from_graph(graph) of this batch (or pass schedule=None)"
         )
-    if e == 0:
+    if e == 0 or G.made_with(graph, schedule):  # made of the graph's own edges
         return
     host = schedule.on_host()
     if graph.device.type == "cpu" and host is not None:

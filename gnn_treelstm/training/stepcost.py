@@ -4,7 +4,9 @@ finiteness check and the optimizer's step, as :meth:`Trainer.train_step
 measured as :mod:`gnn_treelstm.kernels.host` measures the cell's step (x 8, h 8, one
 thread, Triton launches no-ops, the median of the calling thread's CPU time), on one batch
 repeated or, as training runs, on a new batch every step (whose checks the cell then
-runs: a batch it checked before, unchanged, it does not check again).
+runs: a batch it checked before, unchanged, it does not check again). The batches are made
+as the data loader makes them (packed trees, ``collate`` with the level schedule), the
+word embedding small as the products are (:data:`WORD_ROWS`).
 ``gnn-treelstm bench --host-cost`` prints both beside the cell's.
 """
 
@@ -23,9 +25,9 @@ from gnn_treelstm.models.treelstm import ModelConfig, TreeLSTMModel
 from gnn_treelstm.training.config import RunConfig
 from gnn_treelstm.training.faults import FiniteChecks
 from gnn_treelstm.training.optim import build_optimizer, release_grads
-from gnn_treelstm.trees.data import Batch, label_order
+from gnn_treelstm.trees.data import Batch, Split, TreeDataset, collate
 from gnn_treelstm.trees.graph import LABEL, WORD, batch_roots
-from gnn_treelstm.trees.schedule import LevelSchedule
+from gnn_treelstm.trees.packed import PackedTrees, pack_graphs
 
 __all__ = ["train_step", "train_step_cost", "train_step_parts", "PARTS"]
 
@@ -35,24 +37,34 @@ __all__ = ["train_step", "train_step_cost", "train_step_parts", "PARTS"]
 PARTS = ("forward", "cell", "loss", "release", "backward", "check", "optimizer")
 
 
-def _batch(graphs: Sequence[dgl.DGLGraph]) -> Batch:
-    """The SST-5 batch of ``graphs`` (node labels, the roots' as targets), its level
-    schedule and label order built as the data loader builds them."""
-    graph = dgl.batch(list(graphs))
-    targets = {"label": graph.ndata[LABEL][batch_roots(graph)]}
-    return Batch(graph, None, targets, torch.arange(len(graphs)),
-                 LevelSchedule.from_graph(graph), label_order=label_order(graph.ndata[LABEL]))
+#: the rows of the measured step's word embedding: the graphs' word ids are folded into
+#: them (``id % WORD_ROWS``), as the products are made small (x 8, h 8), so that the
+#: table's arithmetic (its gradient, AdaGrad's update of it: a few kernels on a GPU
+#: whatever its size) costs next to nothing here too, and one batch's step and the steps on
+#: 40 batches (SST's first 1,000 trees hold 5,115 words, its first 25 trees 287) update a
+#: table of the same size
+WORD_ROWS = 256
 
 
 def _batches(graphs: Sequence[dgl.DGLGraph], batch_size: int | None) -> list[Batch]:
-    """The batches of :func:`train_step` (``batch_size``: see there)."""
-    if batch_size is None:
-        return [_batch(graphs)]
-    if batch_size < 1 or len(graphs) < 2 * batch_size:
+    """The batches of :func:`train_step` (``batch_size``: see there), as the data loader
+    builds them: SST-5 (node labels, the roots' as targets), the trees packed
+    (:func:`~gnn_treelstm.trees.packed.pack_graphs`, their levels computed, the word ids
+    folded into :data:`WORD_ROWS`) and each batch
+    collated with its level schedule (by numpy: the loader's C++ routines make the same
+    arrays, and are not loaded where the C++ path is not measured)."""
+    if batch_size is not None and (batch_size < 1 or len(graphs) < 2 * batch_size):
         raise ValueError(f"batch_size={batch_size}: new batches need at least two of them "
                          f"({2 * batch_size} graphs), got {len(graphs)} graphs")
-    return [_batch(graphs[i:i + batch_size])
-            for i in range(0, len(graphs) - batch_size + 1, batch_size)]
+    store = PackedTrees(*pack_graphs(graphs))
+    store.node_levels()
+    words = max(int(g.ndata[WORD].max()) for g in graphs) + 1
+    store = store.remap("n." + WORD, torch.arange(max(words, 1)) % WORD_ROWS)
+    roots = torch.stack([g.ndata[LABEL][batch_roots(g)][0] for g in graphs])
+    data = TreeDataset(Split(store, None, {"label": roots}))
+    size = len(graphs) if batch_size is None else batch_size
+    return [collate(data.__getitems__(range(lo, lo + size)), schedule=True)
+            for lo in range(0, len(graphs) - size + 1, size)]
 
 
 def _step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, cell_kwargs: dict | None,
@@ -62,7 +74,7 @@ def _step(cell: str, graphs: Sequence[dgl.DGLGraph], path: str, cell_kwargs: dic
     order (:data:`PARTS` but ``cell``)."""
     batches = _batches(graphs, batch_size)
     torch.manual_seed(seed)
-    vocab = max(int(b.graph.ndata[WORD].max()) for b in batches) + 1
+    vocab = WORD_ROWS
     model = TreeLSTMModel(ModelConfig(task="sst-5", cell=cell, vocab_size=vocab, emb_dim=8,
                                       hidden=8, engine="level",
                                       cell_kwargs=dict(cell_kwargs or {})))

@@ -35,6 +35,7 @@ import numpy as np
 import torch
 
 from gnn_treelstm import _dgl_compat
+from gnn_treelstm.trees import graph as G
 from gnn_treelstm.trees import manifest
 from gnn_treelstm.trees.graph import IGNORE, LABEL, REL, WORD
 from gnn_treelstm.trees.packed import (
@@ -42,7 +43,6 @@ from gnn_treelstm.trees.packed import (
     TreeStore,
     arrays_graph,
     batch_arrays,
-    forest_edges,
     forest_graph,
     load_packed,
     pack_graphs,
@@ -425,7 +425,7 @@ class Batch:
         if not all(_plain_graph(g) for g in graphs):
             return by_field
         tensors: list[torch.Tensor] = []
-        layouts = tuple(_graph_layout(tensors, g) for g in graphs)
+        layouts = tuple(_graph_layout(tensors, g, self.schedule) for g in graphs)
         packed = _reduce_packed(self, tensors, layouts, self.graph_b is not None)
         # None: a tensor numpy cannot hold (bfloat16) or one with gradients
         return by_field if packed is None else packed
@@ -462,8 +462,8 @@ def _collate_packed(examples: _Examples, schedule: bool, top_down: bool,
     if wire:
         return _Wire(arrays, dict(examples.targets), examples.index, sched, num_a,
                      order)  # type: ignore[return-value]
-    return Batch(arrays_graph(arrays), None, dict(examples.targets), examples.index, sched,
-                 num_a, label_order=order)
+    return Batch(arrays_graph(arrays, sched), None, dict(examples.targets), examples.index,
+                 sched, num_a, label_order=order)
 
 
 class _Wire:
@@ -486,11 +486,13 @@ class _Wire:
         graph = (a["n"], _add(tensors, a["src"]), _add(tensors, a["dst"]),
                  {k[2:]: _add(tensors, v) for k, v in values.items() if k[0] == "n"},
                  {k[2:]: _add(tensors, v) for k, v in values.items() if k[0] == "e"},
-                 _add(tensors, a["nn"]), _add(tensors, a["ne"]))
+                 _add(tensors, a["nn"]), _add(tensors, a["ne"]),
+                 bool(a.get("forest", False)), self.schedule is not None)
         packed = _reduce_packed(self, tensors, (graph,), False)
         if packed is None:  # a target numpy cannot hold: the batch, field by field
-            return Batch(arrays_graph(a), None, self.targets, self.index, self.schedule,
-                         self.num_a, self.global_size, self.label_order).__reduce__()
+            return Batch(arrays_graph(a, self.schedule), None, self.targets, self.index,
+                         self.schedule, self.num_a, self.global_size,
+                         self.label_order).__reduce__()
         return packed
 
 
@@ -551,19 +553,26 @@ def _unpack_tensors(layout: list, data: np.ndarray) -> list[torch.Tensor]:
     return [views[j] for j in where]
 
 
-def _graph_layout(tensors: list[torch.Tensor], g: dgl.DGLGraph) -> tuple:
-    src, dst = forest_edges(g)
+def _graph_layout(tensors: list[torch.Tensor], g: dgl.DGLGraph,
+                  schedule: LevelSchedule | None) -> tuple:
+    """``g`` as its tensors' numbers, and what its maker knew of it: its edges a proven
+    forest, ``schedule`` made of them (:func:`~gnn_treelstm.trees.graph.remember_edges`),
+    which the unpickled graph knows again."""
+    src, dst = G.made_edges(g)
     return (g.num_nodes(), _add(tensors, src), _add(tensors, dst),
             {k: _add(tensors, v) for k, v in g.ndata.items()},
             {k: _add(tensors, v) for k, v in g.edata.items()},
-            _add(tensors, g.batch_num_nodes()), _add(tensors, g.batch_num_edges()))
+            _add(tensors, g.batch_num_nodes()), _add(tensors, g.batch_num_edges()),
+            G.made_forest(g), schedule is not None and G.made_with(g, schedule))
 
 
-def _unpack_graph(t: list[torch.Tensor], layout: tuple) -> dgl.DGLGraph:
-    n, src, dst, ndata, edata, bnn, bne = layout
+def _unpack_graph(t: list[torch.Tensor], layout: tuple,
+                  schedule: LevelSchedule | None) -> dgl.DGLGraph:
+    n, src, dst, ndata, edata, bnn, bne, forest, with_schedule = layout
     return forest_graph(t[src], t[dst], n, ({k: t[i] for k, i in ndata.items()},
                                             {k: t[i] for k, i in edata.items()}),
-                        (t[bnn], t[bne]))
+                        (t[bnn], t[bne]), forest=forest,
+                        schedule=schedule if with_schedule else None)
 
 
 #: the field names of each dataclass a batch holds (a schedule, its levels)
@@ -605,10 +614,10 @@ def _unpack_batch(meta: tuple, layout: list, data: np.ndarray) -> Batch:
     """The batch :meth:`Batch.__reduce__` packed, its tensors views of ``data``."""
     graph_layouts, pair_graphs, targets, index, num_a, global_size, schedule, order = meta
     t = _unpack_tensors(layout, data)
-    graphs = [_unpack_graph(t, g) for g in graph_layouts]
+    sched = None if schedule is None else _unpack_fields(t, schedule)
+    graphs = [_unpack_graph(t, g, sched) for g in graph_layouts]  # type: ignore[arg-type]
     return Batch(graphs[0], graphs[1] if pair_graphs else None,
-                 {k: t[i] for k, i in targets.items()}, t[index],
-                 None if schedule is None else _unpack_fields(t, schedule),
+                 {k: t[i] for k, i in targets.items()}, t[index], sched,
                  num_a=num_a, global_size=global_size,
                  label_order=None if order is None else t[order])
 

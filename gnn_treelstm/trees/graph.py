@@ -53,6 +53,11 @@ __all__ = [
     "validate_tree",
     "check_direction",
     "host_edges",
+    "field_views",
+    "remember_edges",
+    "made_edges",
+    "made_forest",
+    "made_with",
     "missing_field",
     "topological_levels",
     "batch_roots",
@@ -197,23 +202,104 @@ def _check_acyclic(par: np.ndarray, root: int) -> None:
 
 #: the host edges of the graph structures read last (:func:`host_edges`), by identity
 _HOST_EDGES: dict[int, tuple[object, np.ndarray, np.ndarray]] = {}
+#: the attribute of a graph that holds what :func:`remember_edges` was told of it
+_MADE = "_made_edges"
+
+
+class _Made:
+    """What a graph's maker told of it (:func:`remember_edges`), valid while the graph's
+    structure object is ``index`` (DGL replaces it when the edges change)."""
+
+    __slots__ = ("index", "src", "dst", "host", "forest", "schedule")
+
+    def __init__(self, index, src, dst, forest, schedule) -> None:
+        self.index, self.src, self.dst = index, src, dst
+        self.forest, self.schedule = forest, schedule
+        self.host: tuple[np.ndarray, np.ndarray] | None = None
+
+
+def remember_edges(graph: dgl.DGLGraph, src: torch.Tensor, dst: torch.Tensor, *,
+                   forest: bool = False, schedule: object | None = None) -> None:
+    """Tell the checks what ``graph``'s maker knows of it, so that they do not read or
+    prove it again: its edges are ``src -> dst`` (int64 CPU tensors, the graph's edge
+    order: read back through DGL they cost tens of µs); ``forest``: the maker proved them
+    a forest of child -> parent edges (each node at most one parent, no cycle, every edge
+    within the graph), so :func:`validate_tree` skips those proofs (and what they imply:
+    no self-loop, no edge both ways, no reversed tree); ``schedule``: the
+    :class:`~gnn_treelstm.trees.schedule.LevelSchedule` made from the same edges, which
+    a cell then does not compare with the graph (:func:`made_with`). Forgotten as soon as
+    the graph's edges change.
+
+    Raises:
+        ValueError: ``src``/``dst`` that are not int64 CPU tensors of the graph's edges."""
+    e = graph.num_edges()
+    for name, t in (("src", src), ("dst", dst)):
+        if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.device.type != "cpu" \
+                or t.shape != (e,):
+            got = (f"{t.dtype} {t.device} {tuple(t.shape)}" if isinstance(t, torch.Tensor)
+                   else type(t).__name__)
+            raise ValueError(f"remember_edges: {name} must be the graph's {e} edges as an int64 "
+                             f"CPU tensor, got {got}")
+    setattr(graph, _MADE, _Made(graph._graph, src, dst, bool(forest), schedule))
+
+
+def _made(graph: dgl.DGLGraph) -> _Made | None:
+    made = graph.__dict__.get(_MADE)
+    return made if made is not None and made.index is graph._graph else None
+
+
+def made_edges(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor]:
+    """``graph.edges()``: for a graph whose maker gave them (:func:`remember_edges`) and
+    whose edges have not changed since, the tensors it gave."""
+    made = _made(graph)
+    return (made.src, made.dst) if made is not None else graph.edges()
+
+
+def made_forest(graph: dgl.DGLGraph) -> bool:
+    """Whether ``graph``'s maker proved its edges a forest (:func:`remember_edges`), the
+    edges unchanged since."""
+    made = _made(graph)
+    return made is not None and made.forest
+
+
+def made_with(graph: dgl.DGLGraph, schedule: object) -> bool:
+    """Whether ``schedule`` (or the CPU schedule it was moved from) was made from
+    ``graph``'s edges by the graph's maker (:func:`remember_edges`), the edges unchanged
+    since."""
+    made = _made(graph)
+    if made is None or made.schedule is None:
+        return False
+    on_host = getattr(schedule, "on_host", None)
+    return schedule is made.schedule or (on_host is not None and on_host() is made.schedule)
 
 
 def host_edges(graph: dgl.DGLGraph) -> tuple[np.ndarray, np.ndarray]:
     """``graph``'s edges ``(src, dst)`` as read-only host arrays, read from DGL once per
     graph structure (DGL replaces a graph's structure object when its edges change; the
-    last few are remembered): a batch's checks read them more than once, and each read
-    through DGL costs tens of µs."""
+    last few are remembered), or taken from what its maker gave (:func:`remember_edges`):
+    a batch's checks read them more than once, and each read through DGL costs tens of
+    µs."""
+    made = _made(graph)
+    if made is not None:
+        if made.host is None:
+            made.host = _read_only(made.src.numpy(), made.dst.numpy())
+        return made.host
     index = graph._graph
     hit = _HOST_EDGES.get(id(index))
     if hit is not None and hit[0] is index:
         return hit[1], hit[2]
-    src, dst = (t.cpu().numpy() for t in graph.edges())
-    src.flags.writeable = False
-    dst.flags.writeable = False
+    src, dst = _read_only(*(t.cpu().numpy() for t in graph.edges()))
     for key in list(_HOST_EDGES)[:-3]:  # the oldest (list(): safe beside other threads)
         _HOST_EDGES.pop(key, None)
     _HOST_EDGES[id(index)] = (index, src, dst)
+    return src, dst
+
+
+def _read_only(src: np.ndarray, dst: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Read-only views of ``src`` and ``dst``."""
+    src, dst = src.view(), dst.view()
+    src.flags.writeable = False
+    dst.flags.writeable = False
     return src, dst
 
 
@@ -313,25 +399,19 @@ def validate_tree(
         raise ValueError(f"{who}: fields={list(fields)} names {unknown[0]!r}, not a field of "
                          f"the schema (node fields {NODE_FIELDS}, edge fields {EDGE_FIELDS}); "
                          "name any other field with node_fields= or edge_fields=")
-    edges = _validate_structure(graph, max_children, who)
-    e = graph.num_edges()
+    nodes, edge_data = field_views(graph)
+    edges = _validate_structure(graph, max_children, who, nodes)
     for f in [*edge_fields, *(f for f in fields if f in EDGE_FIELDS)]:
-        if e and f not in graph.edata:
+        if edges is not None and f not in edge_data:
             raise ValueError(missing_field(f, "edge", who))
     for f in [*node_fields, *(f for f in fields if f in NODE_FIELDS)]:
-        if f not in graph.ndata:
+        if f not in nodes:
             raise ValueError(missing_field(f, "node", who))
-    if max_children is not None and POS in graph.edata and e:
-        pmax = int(graph.edata[POS].max())
-        if pmax >= max_children:
-            raise ValueError(
-                f"{who}: an edge has child position {pmax} but nodes may have at most "
-                f"{max_children} children here; child positions must be 0..{max_children - 1}"
-            )
-    if distinct_positions and POS in graph.edata and edges is not None:
-        _check_distinct_positions(graph.num_nodes(), edges[1], graph.edata[POS], who)
-    if num_relations is not None and REL in graph.edata and e:
-        r = graph.edata[REL]
+    if (max_children is not None or distinct_positions) and POS in edge_data and edges is not None:
+        _check_positions(graph.num_nodes(), edges[1], edge_data[POS], max_children,
+                         distinct_positions, who)
+    if num_relations is not None and REL in edge_data and edges is not None:
+        r = edge_data[REL]
         if int(r.max()) >= num_relations or int(r.min()) < 0:
             raise ValueError(
                 f"{who}: relation ids span [{int(r.min())}, {int(r.max())}] but the cell has "
@@ -340,21 +420,41 @@ def validate_tree(
             )
 
 
-def _check_distinct_positions(n: int, dst: np.ndarray, pos: torch.Tensor, who: str) -> None:
-    """No two edges into one node with the same child position ``pos`` (1-d, integer),
-    O(E + N·K)."""
+def field_views(graph: dgl.DGLGraph) -> tuple:
+    """The node and the edge fields of ``graph``, each a mapping from name to tensor: for a
+    graph of one node and one edge type (a tree batch) its two frames, which
+    ``graph.ndata``/``graph.edata`` read through (a view costs some µs to make and read),
+    else those views."""
+    nodes, edges = graph._node_frames, graph._edge_frames
+    if len(nodes) == 1 and len(edges) == 1:
+        return nodes[0], edges[0]
+    return graph.ndata, graph.edata
+
+
+def _check_positions(n: int, dst: np.ndarray, pos: torch.Tensor, max_children: int | None,
+                     distinct: bool, who: str) -> None:
+    """The child positions ``pos`` of the edges into ``dst``: 1-d integers from 0, below
+    ``max_children`` (where given), and (``distinct``) no two edges into one node with the
+    same one (O(E + N·K)). Read once, on the host."""
+    if pos.dtype.is_floating_point or pos.dtype == torch.bool or pos.dim() != 1:
+        raise ValueError(f"{who}: edata['pos'] must be a 1-d integer tensor of child "
+                         f"positions, got dtype {pos.dtype}, shape {tuple(pos.shape)}")
     pos = pos.cpu().numpy().astype(np.int64, copy=False)
-    if pos.min() < 0:
-        raise ValueError(f"{who}: edata['pos'] has a negative child position {int(pos.min())}; "
+    lo, hi = int(pos.min()), int(pos.max())
+    if lo < 0:
+        raise ValueError(f"{who}: edata['pos'] has a negative child position {lo}; "
                          "positions count from 0")
-    key = dst.astype(np.int64) * (int(pos.max()) + 1) + pos
-    if np.bincount(key).max() > 1:
+    if max_children is not None and hi >= max_children:
+        raise ValueError(
+            f"{who}: an edge has child position {hi} but nodes may have at most "
+            f"{max_children} children here; child positions must be 0..{max_children - 1}")
+    if distinct and np.bincount(dst.astype(np.int64) * (hi + 1) + pos).max() > 1:
         raise ValueError(f"{who}: two children of one node share a child position "
                          "(edata['pos']); positions must be distinct per parent")
 
 
-def _validate_structure(graph: dgl.DGLGraph, max_children: int | None, who: str
-                        ) -> tuple[np.ndarray, np.ndarray] | None:
+def _validate_structure(graph: dgl.DGLGraph, max_children: int | None, who: str,
+                        nodes) -> tuple[np.ndarray, np.ndarray] | None:
     """:func:`validate_tree`'s structural checks: direction, children, parents, cycles;
     the edges ``(src, dst)`` as host arrays (None where there are none)."""
     n, e = graph.num_nodes(), graph.num_edges()
@@ -362,7 +462,11 @@ def _validate_structure(graph: dgl.DGLGraph, max_children: int | None, who: str
         return None
     # the edges once, as host arrays: DGL's degree queries cost ~60 µs each in Python
     src, dst = host_edges(graph)
-    _check_direction(graph, n, src, dst, who)
+    if made_forest(graph):  # proven by its maker: the marks and the children per node
+        _check_marks(nodes, n, src, dst, who)
+        _check_max_children(dst, max_children, who)
+        return src, dst
+    _check_direction(nodes, n, src, dst, who)
     if int(np.bincount(src).max()) > 1:
         out_deg = np.bincount(src)
         node = int(out_deg.argmax())
@@ -371,17 +475,22 @@ def _validate_structure(graph: dgl.DGLGraph, max_children: int | None, who: str
             "one parent, so the graph is not a tree (edges point child -> parent, one per "
             "child)")
     _check_forest_acyclic(n, src, dst, who)
-    if max_children is not None:
-        in_deg = np.bincount(dst)
-        deg = int(in_deg.max())
-        if deg > max_children:
-            raise ValueError(
-                f"{who}: node {int(in_deg.argmax())} has {deg} children but the cell is "
-                f"{max_children}-ary (at most {max_children} children per node); binarize the "
-                "trees, or use a cell without that limit (childsum takes any number of "
-                "children; nary takes n_ary of them)"
-            )
+    _check_max_children(dst, max_children, who)
     return src, dst
+
+
+def _check_max_children(dst: np.ndarray, max_children: int | None, who: str) -> None:
+    if max_children is None:
+        return
+    in_deg = np.bincount(dst)
+    deg = int(in_deg.max())
+    if deg > max_children:
+        raise ValueError(
+            f"{who}: node {int(in_deg.argmax())} has {deg} children but the cell is "
+            f"{max_children}-ary (at most {max_children} children per node); binarize the "
+            "trees, or use a cell without that limit (childsum takes any number of "
+            "children; nary takes n_ary of them)"
+        )
 
 
 def check_direction(graph: dgl.DGLGraph, *, who: str = "check_direction") -> None:
@@ -398,7 +507,7 @@ def check_direction(graph: dgl.DGLGraph, *, who: str = "check_direction") -> Non
     of :func:`make_tree` (``root``, ``leaf``) can; without them it is taken as given."""
     if graph.num_edges():
         src, dst = (t.cpu().numpy() for t in graph.edges())
-        _check_direction(graph, graph.num_nodes(), src, dst, who)
+        _check_direction(field_views(graph)[0], graph.num_nodes(), src, dst, who)
 
 
 def _edges_word(k: int) -> str:
@@ -409,8 +518,14 @@ def _incoming(k: int) -> str:
     return "no incoming" if k == 0 else f"{k} incoming"
 
 
-def _check_direction(graph: dgl.DGLGraph, n: int, src: np.ndarray, dst: np.ndarray,
-                     who: str) -> None:
+#: how to fix a graph whose edges point parent -> child
+_REVERSE_FIX = ("reverse it with dgl.reverse(graph, copy_ndata=True, copy_edata=True) and fix "
+                "ndata['root'] / ndata['leaf'] if it has them, or build it with make_tree")
+
+
+def _check_direction(nodes, n: int, src: np.ndarray, dst: np.ndarray, who: str) -> None:
+    """:func:`check_direction` of edges ``src -> dst`` of ``n`` nodes with node fields
+    ``nodes`` (:func:`field_views`)."""
     loops = np.flatnonzero(src == dst)
     if len(loops):
         looped = np.unique(src[loops])
@@ -435,22 +550,29 @@ def _check_direction(graph: dgl.DGLGraph, n: int, src: np.ndarray, dst: np.ndarr
             "were added (or build it with make_tree)")
     out_deg = np.bincount(src, minlength=n)
     in_deg = np.bincount(dst, minlength=n)
-    fix = ("reverse it with dgl.reverse(graph, copy_ndata=True, copy_edata=True) and fix "
-           "ndata['root'] / ndata['leaf'] if it has them, or build it with make_tree")
     if out_deg.max() > 1 and in_deg.max() <= 1:
         node = int(out_deg.argmax())
         raise ValueError(
             f"{who}: edges must point child -> parent; this graph looks reversed: node {node} "
             f"has {_edges_word(int(out_deg[node]))} and {_incoming(int(in_deg[node]))}; "
-            + fix)
-    for field, wrong, what in ((ROOT, out_deg, "root"), (LEAF, in_deg, "leaf")):
-        mark = graph.ndata.get(field) if field in graph.ndata else None
+            + _REVERSE_FIX)
+    _check_marks(nodes, n, src, dst, who)
+
+
+def _check_marks(nodes, n: int, src: np.ndarray, dst: np.ndarray, who: str) -> None:
+    """The ``root`` / ``leaf`` marks of the edges ``src -> dst``, where the node fields
+    ``nodes`` (:func:`field_views`) have them: no marked root is an edge's child, no marked
+    leaf an edge's parent (the degrees counted only to name a node that is)."""
+    for field, ends, what in ((ROOT, src, "root"), (LEAF, dst, "leaf")):
+        mark = nodes[field] if field in nodes else None
         if mark is None or mark.dim() != 1 or mark.dtype.is_floating_point:
             continue
-        marked = np.flatnonzero(mark.cpu().numpy().astype(bool) & (wrong > 0))
-        if not len(marked):
+        mark = mark.cpu().numpy()
+        if not mark[ends].any():
             continue
-        node = int(marked[0])
+        out_deg, in_deg = np.bincount(src, minlength=n), np.bincount(dst, minlength=n)
+        wrong = out_deg if field == ROOT else in_deg
+        node = int(np.flatnonzero(mark.astype(bool) & (wrong > 0))[0])
         if field == ROOT:
             state = f"{_edges_word(int(out_deg[node]))} and {_incoming(int(in_deg[node]))}"
         else:
@@ -458,7 +580,7 @@ def _check_direction(graph: dgl.DGLGraph, n: int, src: np.ndarray, dst: np.ndarr
         if (field == ROOT and in_deg[node] == 0) or (field == LEAF and out_deg[node] == 0):
             raise ValueError(
                 f"{who}: edges must point child -> parent; this graph looks reversed: node "
-                f"{node} is marked {what} (ndata[{field!r}]) but has {state}; " + fix)
+                f"{node} is marked {what} (ndata[{field!r}]) but has {state}; " + _REVERSE_FIX)
         raise ValueError(
             f"{who}: node {node} is marked {what} (ndata[{field!r}]) but has {state}: the "
             f"marks do not match the edges (a {what} has "
@@ -483,9 +605,10 @@ def _reversed_edges(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 def check_words(graph: dgl.DGLGraph, *, who: str = "cell") -> None:
     """For cells that read ``x`` only where ``ndata['word'] != NO_WORD``: refuse a graph
     in which no node has a word (the cell would silently ignore every row of ``x``)."""
-    if WORD not in graph.ndata or graph.num_nodes() == 0:
+    nodes = field_views(graph)[0]
+    if WORD not in nodes or graph.num_nodes() == 0:
         return
-    if not bool((graph.ndata[WORD] != NO_WORD).any()):
+    if not bool((nodes[WORD] != NO_WORD).any()):
         raise ValueError(
             f"{who}: ndata['word'] is NO_WORD ({NO_WORD}) at every node, so the cell would "
             "ignore x entirely; set ndata['word'] to the word ids (any value other than "

@@ -53,7 +53,7 @@ from gnn_treelstm.trees.schedule import Builder, LevelSchedule, _ancestors, _hei
 _dgl_compat.attach()
 
 __all__ = ["FORMAT", "TreeStore", "PackedTrees", "ranges", "batch_trees", "batch_arrays",
-           "arrays_graph", "forest_graph", "forest_edges", "pack_graphs",
+           "arrays_graph", "forest_graph", "pack_graphs",
            "concat_packed",
            "write_packed", "write_packed_parts", "load_packed", "packed_exists"]
 
@@ -258,6 +258,13 @@ class PackedTrees(TreeStore):
                     [p[i].astype(kind) for p in parts] or [np.zeros(0, dtype=kind)])
         return self._derived["depth"], self._derived["height"]
 
+    @property
+    def proven(self) -> bool:
+        """Whether every stored tree was proven a tree (:meth:`node_levels` ran on them:
+        each node at most one parent, no cycle, every edge within its tree), so that a
+        batch of them needs no such check again."""
+        return "depth" in self._derived
+
     # ------------------------------------------------------------------ batching
     def batch(self, positions: Sequence[int] | np.ndarray | torch.Tensor) -> dgl.DGLGraph:
         """The batched graph of the trees at ``positions``: the graph ``dgl.batch`` makes
@@ -457,18 +464,21 @@ def batch_trees(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | 
         ValueError: no part, or parts whose trees have other fields.
     """
     arrays, sched = batch_arrays(parts, schedule=schedule, top_down=top_down, builder=builder)
-    return arrays_graph(arrays), sched
+    return arrays_graph(arrays, sched), sched
 
 
-def arrays_graph(arrays: dict) -> dgl.DGLGraph:
+def arrays_graph(arrays: dict, schedule: LevelSchedule | None = None) -> dgl.DGLGraph:
     """The batched graph of what :func:`batch_arrays` made (:func:`forest_graph`; the
-    tensors share the arrays' memory)."""
+    tensors share the arrays' memory), a proven forest where the arrays say so
+    (``arrays["forest"]``); ``schedule``: the schedule :func:`batch_arrays` made of the
+    same arrays, which a cell then does not compare with the graph."""
     t = torch.as_tensor  # over the same memory
     values = arrays["values"]
     return forest_graph(t(arrays["src"]), t(arrays["dst"]), arrays["n"],
                         ({k[2:]: t(v) for k, v in values.items() if k[0] == "n"},
                          {k[2:]: t(v) for k, v in values.items() if k[0] == "e"}),
-                        (t(arrays["nn"]), t(arrays["ne"])))
+                        (t(arrays["nn"]), t(arrays["ne"])),
+                        forest=bool(arrays.get("forest", False)), schedule=schedule)
 
 
 def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray | torch.Tensor]],
@@ -512,7 +522,9 @@ def batch_arrays(parts: Sequence[tuple[PackedTrees, Sequence[int] | np.ndarray |
         order = got[0][7]
     else:
         nn, ne, n, src, dst, values, levels = _take_arrays(parts, schedule)
-    arrays = {"n": n, "src": src, "dst": dst, "values": values, "nn": nn, "ne": ne}
+    # every stored tree proven a tree (the levels computed): the batch is a forest
+    arrays = {"n": n, "src": src, "dst": dst, "values": values, "nn": nn, "ne": ne,
+              "forest": all(store.proven for store, _ in parts)}
     if order is not None:
         arrays["label_order"] = order
     if levels is None:
@@ -584,14 +596,17 @@ _unit_graph = _unit_graph_maker()
 
 def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
                  fields: tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]],
-                 sizes: tuple[torch.Tensor, torch.Tensor]) -> dgl.DGLGraph:
+                 sizes: tuple[torch.Tensor, torch.Tensor], *, forest: bool = False,
+                 schedule: LevelSchedule | None = None) -> dgl.DGLGraph:
     """The batched graph of ``n`` nodes, edges ``src -> dst`` (int64, CPU, contiguous),
     node and edge ``fields`` and the trees' node and edge counts (``sizes``): what
     ``dgl.graph`` and setting the fields and ``set_batch_num_nodes``/``edges`` make, made
     by the graph index constructor ``dgl.graph`` ends in and one frame a side, without
     their argument conversions and checks (most of the time for a batch of 25 trees): the
     caller's edges name nodes below ``n`` (:func:`batch_trees` checks them); the fields
-    are used as they are (not copied)."""
+    are used as they are (not copied). The graph keeps its edges for the checks
+    (:func:`~gnn_treelstm.trees.graph.remember_edges`, with ``forest``, the edges proven a
+    forest, and ``schedule``, made of the same edges)."""
     src, dst = src.contiguous(), dst.contiguous()  # (DLPack passes strides; DGL reads none)
     index = _unit_graph(n, src, dst)
     g = DGLGraph.__new__(DGLGraph)  # DGLGraph(index, ...) less its argument checks
@@ -599,7 +614,7 @@ def forest_graph(src: torch.Tensor, dst: torch.Tensor, n: int,
     # what set_batch_num_nodes/edges store
     g._batch_num_nodes = {"_N": sizes[0]}
     g._batch_num_edges = {("_N", "_E", "_N"): sizes[1]}
-    g._forest_edges = (index, src, dst)
+    G.remember_edges(g, src, dst, forest=forest, schedule=schedule)
     return g
 
 
@@ -620,16 +635,6 @@ def _frame(columns: dict[str, torch.Tensor], rows: int) -> Frame:
             scheme = _SCHEMES[key] = Scheme(tuple(t.shape[1:]), t.dtype)
         frame._columns[name] = Column(t, scheme)
     return frame
-
-
-def forest_edges(g: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor]:
-    """``g.edges()``: for a graph :func:`forest_graph` made whose edges were not changed
-    since, the tensors it was made of (reading them back from DGL's graph index costs
-    some 100 us)."""
-    made = getattr(g, "_forest_edges", None)
-    if made is not None and made[0] is g._graph:
-        return made[1], made[2]
-    return g.edges()
 
 
 # ---------------------------------------------------------------------- packing

@@ -85,10 +85,10 @@ def test_float16_on_the_cpu_with_the_dgl_engine_is_named():
 
 
 def test_the_fields_compared_are_the_graphs_own(monkeypatch):
-    from gnn_treelstm.cells.base import _field_views
+    from gnn_treelstm.trees.graph import field_views
 
     g = dgl.batch([make_tree([2, 2, -1], [1, 2, -1]), make_tree([-1], [3])])
-    nodes, edges = _field_views(g)
+    nodes, edges = field_views(g)
     for view, real in ((nodes, g.ndata), (edges, g.edata)):
         assert list(view.keys()) == list(real.keys())
         assert all(view[k] is real[k] for k in real.keys())

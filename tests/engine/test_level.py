@@ -43,10 +43,11 @@ def test_schedule_argument_and_batch_equals_single_trees():
 def test_a_schedule_of_another_graph_is_refused():
     """Same node count, different tree: a clear error, not a silently wrong result."""
     a = dgl.batch(random_batch(1, 3, max_children=2, words="leaves"))
-    b = dgl.batch(random_batch(2, 3, max_children=2, words="leaves"))
-    while b.num_nodes() != a.num_nodes() or b.num_edges() != a.num_edges():
-        b = dgl.batch(random_batch(int(torch.randint(100, (1,))), 3, max_children=2,
-                                   words="leaves"))
+    for seed in range(2, 1000):  # the first other batch of a's sizes and other edges
+        b = dgl.batch(random_batch(seed, 3, max_children=2, words="leaves"))
+        if (b.num_nodes(), b.num_edges()) == (a.num_nodes(), a.num_edges()) and not all(
+                torch.equal(u, v) for u, v in zip(a.edges(), b.edges())):
+            break
     cell = build_cell("nary", X, H, engine="level")
     x = torch.randn(a.num_nodes(), X)
     with pytest.raises(ValueError, match="schedule's edges differ"):
@@ -71,6 +72,30 @@ def test_a_moved_schedule_is_checked_on_the_host():
         check_schedule(LevelSchedule.from_graph(b).to("meta"), a, "cell")
     with pytest.raises(RuntimeError, match="meta"):  # without the CPU copy: the device's
         check_schedule(replace(moved, host=None), a, "cell")
+
+
+def test_a_schedule_made_with_the_graph_is_not_compared_again(monkeypatch):
+    """A schedule the graph's maker made of the same edges (``remember_edges(...,
+    schedule=)``, a data loader's batch), on the CPU or moved, is taken as the graph's; a
+    schedule of another graph of the same sizes is still compared and refused."""
+    from gnn_treelstm.trees import graph as G
+
+    words = [0, 1, 2, NO_WORD, NO_WORD]
+    a = make_tree([3, 3, 4, 4, -1], words)
+    b = make_tree([4, 3, 3, 4, -1], words)  # same sizes, other edges
+    theirs, ours = LevelSchedule.from_graph(b), LevelSchedule.from_graph(a)
+    G.remember_edges(a, *a.edges(), schedule=ours)
+    monkeypatch.setattr(G, "host_edges", lambda g: pytest.fail("compared"))
+    check_schedule(ours, a, "cell")
+    check_schedule(ours.to("meta"), a, "cell")
+    monkeypatch.undo()
+    with pytest.raises(ValueError, match="cell: the schedule's edges differ"):
+        check_schedule(theirs, a, "cell")
+    G.remember_edges(a, *a.edges(), schedule=theirs)  # a maker's word is taken as given
+    check_schedule(theirs, a, "cell")
+    a.add_edges(torch.tensor([4]), torch.tensor([3]))  # forgotten once the edges change
+    with pytest.raises(ValueError, match="schedule is for a graph of"):
+        check_schedule(ours, a, "cell")
 
 
 @pytest.mark.parametrize("name", ["childsum", "lex", "topdown"])

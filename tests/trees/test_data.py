@@ -255,19 +255,37 @@ def test_a_batch_crosses_as_views_of_one_array_grouped_by_type(sst_dir):
     _assert_same(pickle.loads(pickle.dumps(batch)), batch)
 
 
-def test_forest_edges_are_the_tensors_the_graph_was_made_of(sst_dir):
-    """``forest_edges`` gives the edges a made graph was built from, without reading them
-    back from DGL, and reads them back once the graph's edges changed."""
-    from gnn_treelstm.trees.packed import forest_edges
+def test_a_made_graph_gives_its_edges_and_proof_until_its_edges_change(sst_dir):
+    """A batch's graph gives the edges it was made of (``made_edges``) without reading them
+    back from DGL; made of trees the store proved (their levels), it is a proven forest
+    made with its schedule, and stays so pickled (as a batch, or as a loader process's
+    arrays); once its edges change it is none of these."""
+    from multiprocessing.reduction import ForkingPickler
+
+    from gnn_treelstm.trees import graph as G
 
     sp = load_split(sst_dir, "train", "constituency")
-    g = collate(TreeDataset(sp).__getitems__([1, 3])).graph
-    src, dst = forest_edges(g)
-    assert torch.equal(src, g.edges()[0]) and torch.equal(dst, g.edges()[1])
-    assert forest_edges(g)[0] is src
+    plain = collate(TreeDataset(sp).__getitems__([1, 3])).graph  # levels not computed
+    src, dst = G.made_edges(plain)
+    assert torch.equal(src, plain.edges()[0]) and torch.equal(dst, plain.edges()[1])
+    assert G.made_edges(plain)[0] is src and G.host_edges(plain)[0].base is not None
+    assert not G.made_forest(plain)
+    batch = collate(TreeDataset(sp).__getitems__([1, 3]), schedule=True)
+    assert sp.graphs.proven and G.made_forest(batch.graph)
+    assert G.made_with(batch.graph, batch.schedule)
+    assert not G.made_with(batch.graph, collate(TreeDataset(sp).__getitems__([1, 3]),
+                                                schedule=True).schedule)
+    for back in (pickle.loads(pickle.dumps(batch)),
+                 pickle.loads(ForkingPickler.dumps(collate(
+                     TreeDataset(sp).__getitems__([1, 3]), schedule=True, wire=True)))):
+        assert G.made_forest(back.graph) and G.made_with(back.graph, back.schedule)
+    g = batch.graph
     g.add_edges(torch.tensor([0]), torch.tensor([1]))
-    src2, dst2 = forest_edges(g)
+    src2, dst2 = G.made_edges(g)
     assert len(src2) == len(src) + 1 and (int(src2[-1]), int(dst2[-1])) == (0, 1)
+    assert not G.made_forest(g) and not G.made_with(g, batch.schedule)
+    with pytest.raises(ValueError, match="outgoing edges|do not match the edges"):
+        G.validate_tree(g)  # checked again: node 0 has two parents, node 1 a child
 
 
 @pytest.mark.parametrize("which", ["sst", "sick"])

@@ -341,3 +341,44 @@ def test_host_edges_are_the_graphs_and_follow_its_edges():
     for _ in range(6):  # the last four structures are remembered, no more
         G.host_edges(G.make_tree([1, -1], [1, 2]))
     assert len(G._HOST_EDGES) == 4
+
+
+def test_a_proven_forest_skips_the_proofs_and_keeps_the_other_checks(monkeypatch):
+    """A graph whose maker proved its edges a forest (``remember_edges(forest=True)``) is
+    not proven again (no parent, direction or cycle proof runs), and its marks, children
+    per node, positions and fields are checked as for any graph; an unproven graph runs
+    the proofs."""
+    g = G.make_tree([2, 2, -1], [1, 2, -1])
+    proofs = []
+    for name in ("_reversed_edges", "_check_forest_acyclic", "_check_direction"):
+        real = getattr(G, name)
+        monkeypatch.setattr(G, name, lambda *a, real=real, name=name: (proofs.append(name),
+                                                                        real(*a))[1])
+    G.validate_tree(g)
+    assert set(proofs) == {"_reversed_edges", "_check_forest_acyclic", "_check_direction"}
+    proofs.clear()
+    with pytest.raises(ValueError, match="src must be the graph's 2 edges as an int64 CPU "
+                                         "tensor, got torch.int32"):
+        G.remember_edges(g, g.edges()[0].int(), g.edges()[1], forest=True)
+    with pytest.raises(ValueError, match="dst must be the graph's 2 edges"):
+        G.remember_edges(g, g.edges()[0], g.edges()[1][:1], forest=True)
+    assert not G.made_forest(g)
+    G.remember_edges(g, *g.edges(), forest=True)
+    assert G.made_forest(g)
+    G.validate_tree(g, max_children=2, distinct_positions=True, fields=("word",))
+    assert proofs == []
+    with pytest.raises(ValueError, match="node 2 has 2 children but the cell is 1-ary"):
+        G.validate_tree(g, max_children=1)
+    with pytest.raises(ValueError, match="no edge field 'kind'"):
+        G.validate_tree(g, edge_fields=("kind",))
+    g.edata[G.POS] = torch.tensor([0, 0])
+    with pytest.raises(ValueError, match="share a child position"):
+        G.validate_tree(g, distinct_positions=True)
+    g.edata[G.POS] = torch.tensor([0.0, 1.0])
+    with pytest.raises(ValueError, match="1-d integer tensor of child positions"):
+        G.validate_tree(g, max_children=2)
+    g.edata[G.POS] = torch.tensor([0, 1])
+    g.ndata[G.LEAF] = torch.tensor([True, True, True])
+    with pytest.raises(ValueError, match="node 2 is marked leaf"):
+        G.validate_tree(g)
+    assert proofs == []
