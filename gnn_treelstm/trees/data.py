@@ -393,8 +393,9 @@ class Batch:
         gives, the copies run in the device's queue). ``graphs=False`` (a CPU-only DGL
         build): the graphs and ids stay where they are, the rest moves."""
         nb = {"non_blocking": True}
-        return Batch(self.graph.to(device, **nb) if graphs else self.graph,
-                     _moved(self.graph_b, device) if graphs else self.graph_b,
+        graph = G.remember_moved(self.graph, self.graph.to(device, **nb)) if graphs \
+            else self.graph
+        return Batch(graph, _moved(self.graph_b, device) if graphs else self.graph_b,
                      {k: v.to(device, **nb) for k, v in self.targets.items()},
                      self.index.to(device, **nb) if graphs else self.index,
                      None if self.schedule is None else self.schedule.to(device),

@@ -29,6 +29,7 @@ builders use, and :func:`validate_tree` is the boundary check cells call.
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Sequence
 
 import dgl
@@ -55,6 +56,7 @@ __all__ = [
     "host_edges",
     "field_views",
     "remember_edges",
+    "remember_moved",
     "made_edges",
     "made_forest",
     "made_with",
@@ -208,13 +210,15 @@ _MADE = "_made_edges"
 
 class _Made:
     """What a graph's maker told of it (:func:`remember_edges`), valid while the graph's
-    structure object is ``index`` (DGL replaces it when the edges change)."""
+    structure object is ``index`` (DGL replaces it when the edges change): its edges as
+    host tensors, whether they are a proven forest, the mark of the schedule made of them
+    (``LevelSchedule.made``; None: none)."""
 
-    __slots__ = ("index", "src", "dst", "host", "forest", "schedule")
+    __slots__ = ("index", "src", "dst", "host", "forest", "mark")
 
-    def __init__(self, index, src, dst, forest, schedule) -> None:
+    def __init__(self, index, src, dst, forest, mark) -> None:
         self.index, self.src, self.dst = index, src, dst
-        self.forest, self.schedule = forest, schedule
+        self.forest, self.mark = forest, mark
         self.host: tuple[np.ndarray, np.ndarray] | None = None
 
 
@@ -225,13 +229,17 @@ def remember_edges(graph: dgl.DGLGraph, src: torch.Tensor, dst: torch.Tensor, *,
     order: read back through DGL they cost tens of µs); ``forest``: the maker proved them
     a forest of child -> parent edges (each node at most one parent, no cycle, every edge
     within the graph), so :func:`validate_tree` skips those proofs (and what they imply:
-    no self-loop, no edge both ways, no reversed tree); ``schedule``: the
-    :class:`~gnn_treelstm.trees.schedule.LevelSchedule` made from the same edges, which
-    a cell then does not compare with the graph (:func:`made_with`). Forgotten as soon as
-    the graph's edges change.
+    no self-loop, no edge both ways, no node with two outgoing edges); ``schedule``: the
+    :class:`~gnn_treelstm.trees.schedule.LevelSchedule` made from the same edges, marked
+    (its ``made``) so that a cell does not compare it, or its copies moved or pickled,
+    with the graph again (:func:`made_with`). All of it is taken as given, and forgotten
+    as soon as DGL changes the graph's edges (it replaces the graph's structure object);
+    writing into the tensors ``graph.edges()`` returns is no change DGL supports (its other
+    sparse formats keep the old edges), nor one these records see.
 
     Raises:
-        ValueError: ``src``/``dst`` that are not int64 CPU tensors of the graph's edges."""
+        ValueError: ``src``/``dst`` that are not int64 CPU tensors of the graph's number of
+            edges."""
     e = graph.num_edges()
     for name, t in (("src", src), ("dst", dst)):
         if not isinstance(t, torch.Tensor) or t.dtype != torch.int64 or t.device.type != "cpu" \
@@ -240,7 +248,24 @@ def remember_edges(graph: dgl.DGLGraph, src: torch.Tensor, dst: torch.Tensor, *,
                    else type(t).__name__)
             raise ValueError(f"remember_edges: {name} must be the graph's {e} edges as an int64 "
                              f"CPU tensor, got {got}")
-    setattr(graph, _MADE, _Made(graph._graph, src, dst, bool(forest), schedule))
+    mark = None
+    if schedule is not None:
+        mark = schedule.made
+        if mark is None:
+            mark = schedule.made = secrets.randbits(62)
+    setattr(graph, _MADE, _Made(graph._graph, src, dst, bool(forest), mark))
+
+
+def remember_moved(graph: dgl.DGLGraph, moved: dgl.DGLGraph) -> dgl.DGLGraph:
+    """``moved`` (``graph.to(device)``, the same edges) knows what ``graph``'s maker told
+    of ``graph`` (:func:`remember_edges`), its edges kept as host tensors: its checks then
+    read no edge back from the device. Returns ``moved``."""
+    made = _made(graph)
+    if made is not None and moved is not graph:
+        rec = _Made(moved._graph, made.src, made.dst, made.forest, made.mark)
+        rec.host = made.host
+        setattr(moved, _MADE, rec)
+    return moved
 
 
 def _made(graph: dgl.DGLGraph) -> _Made | None:
@@ -250,7 +275,7 @@ def _made(graph: dgl.DGLGraph) -> _Made | None:
 
 def made_edges(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor]:
     """``graph.edges()``: for a graph whose maker gave them (:func:`remember_edges`) and
-    whose edges have not changed since, the tensors it gave."""
+    whose edges have not changed since, the (host) tensors it gave."""
     made = _made(graph)
     return (made.src, made.dst) if made is not None else graph.edges()
 
@@ -263,14 +288,12 @@ def made_forest(graph: dgl.DGLGraph) -> bool:
 
 
 def made_with(graph: dgl.DGLGraph, schedule: object) -> bool:
-    """Whether ``schedule`` (or the CPU schedule it was moved from) was made from
+    """Whether ``schedule`` (or a copy of it: moved, pinned, pickled) was made from
     ``graph``'s edges by the graph's maker (:func:`remember_edges`), the edges unchanged
     since."""
     made = _made(graph)
-    if made is None or made.schedule is None:
-        return False
-    on_host = getattr(schedule, "on_host", None)
-    return schedule is made.schedule or (on_host is not None and on_host() is made.schedule)
+    return (made is not None and made.mark is not None
+            and getattr(schedule, "made", None) == made.mark)
 
 
 def host_edges(graph: dgl.DGLGraph) -> tuple[np.ndarray, np.ndarray]:

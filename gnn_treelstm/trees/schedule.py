@@ -372,6 +372,11 @@ class LevelSchedule:
     #: a schedule is checked against a CPU graph there, so a device forward does not wait
     #: for the device (:func:`~gnn_treelstm.engine.propagator.check_schedule`)
     host: LevelSchedule | None = field(default=None, compare=False, repr=False)
+    #: the mark of a schedule made from a graph's own edges by the graph's maker (a data
+    #: loader's batch; :func:`~gnn_treelstm.trees.graph.remember_edges` sets it and the
+    #: graph remembers it too), kept by :meth:`to`, :meth:`pin_memory` and pickling: a cell
+    #: does not compare such a schedule with its graph again (None: compared)
+    made: int | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     @eager  # host-side numpy work: eager under torch.compile, never traced

@@ -208,6 +208,9 @@ def _assert_same(got, want, where="batch"):
     elif dataclasses.is_dataclass(want):
         assert type(got) is type(want), where
         for f in dataclasses.fields(want):
+            if f.name == "made":  # each made schedule its own mark: both marked, or neither
+                assert (got.made is None) == (want.made is None), where
+                continue
             _assert_same(getattr(got, f.name), getattr(want, f.name), f"{where}.{f.name}")
     elif hasattr(want, "ndata"):  # a graph: structure, fields, tree sizes
         for a, b, what in ((got.edges(), want.edges(), "edges"),
@@ -275,6 +278,12 @@ def test_a_made_graph_gives_its_edges_and_proof_until_its_edges_change(sst_dir):
     assert G.made_with(batch.graph, batch.schedule)
     assert not G.made_with(batch.graph, collate(TreeDataset(sp).__getitems__([1, 3]),
                                                 schedule=True).schedule)
+    copied = dataclasses.replace(batch.schedule, up=batch.schedule.up)  # as to / pin_memory
+    assert G.made_with(batch.graph, copied)
+    moved = batch.to("cpu")  # DGL copies the structure: the graph keeps what it was told
+    assert moved.graph._graph is not batch.graph._graph
+    assert G.made_forest(moved.graph) and G.made_with(moved.graph, moved.schedule)
+    assert G.made_edges(moved.graph)[0] is G.made_edges(batch.graph)[0]  # the host's
     for back in (pickle.loads(pickle.dumps(batch)),
                  pickle.loads(ForkingPickler.dumps(collate(
                      TreeDataset(sp).__getitems__([1, 3]), schedule=True, wire=True)))):
