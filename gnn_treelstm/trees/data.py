@@ -564,7 +564,7 @@ def _graph_layout(tensors: list[torch.Tensor], g: dgl.DGLGraph,
             {k: _add(tensors, v) for k, v in g.ndata.items()},
             {k: _add(tensors, v) for k, v in g.edata.items()},
             _add(tensors, g.batch_num_nodes()), _add(tensors, g.batch_num_edges()),
-            G.made_forest(g), schedule is not None and G.made_with(g, schedule))
+            G.made_forest(g), G.made_with(g, schedule))
 
 
 def _unpack_graph(t: list[torch.Tensor], layout: tuple,

@@ -529,7 +529,7 @@ def check_direction(graph: dgl.DGLGraph, *, who: str = "check_direction") -> Non
     shape alone cannot tell its direction, since any end may be the root. Only the marks
     of :func:`make_tree` (``root``, ``leaf``) can; without them it is taken as given."""
     if graph.num_edges():
-        src, dst = (t.cpu().numpy() for t in graph.edges())
+        src, dst = host_edges(graph)
         _check_direction(field_views(graph)[0], graph.num_nodes(), src, dst, who)
 
 
