@@ -31,7 +31,12 @@ The Triton path's products are ``torch.mm`` on every device (:func:`products`), 
 CUDA: run on the CPU under triton's interpreter, it then issues what it issues on a GPU.
 
 Tiny products (fewer than :data:`MIN_ROWS` rows) go to ``torch.mm``: there oneDNN's
-per-call cost is larger than the arithmetic.
+per-call cost is larger than the arithmetic. Under ``auto`` so do small ones (fewer than
+:data:`SMALL_PRODUCT` multiply-adds, ``m k n``; a model at x 8, h 8): oneDNN's call costs
+some 15-20 µs of one Zen 5 core however small the product, two to three times
+``torch.addmm``'s below about a million multiply-adds, and half of it above two million
+(``scripts/gemm_bench.py --small``; docs/speed.md, *Small products*). ``onednn`` keeps
+oneDNN for them (the tests run its path at tiny sizes).
 
 Under ``torch.compile`` every product is ``torch.mm`` / ``torch.addmm``, whatever the
 setting: Inductor lowers ``mkldnn._linear_pointwise`` only for a weight that is a
@@ -54,12 +59,16 @@ from gnn_treelstm.kernels.settings import requested
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["mm_nt", "mm_nt_add", "pack", "Packed", "backend", "BACKENDS", "MIN_ROWS", "set_backend",
-           "products", "cpu_vendor", "INTEL"]
+__all__ = ["mm_nt", "mm_nt_add", "pack", "Packed", "backend", "BACKENDS", "MIN_ROWS",
+           "SMALL_PRODUCT", "set_backend", "products", "cpu_vendor", "INTEL"]
 
 BACKENDS = ("auto", "onednn", "torch")
 #: products with fewer rows than this use torch.mm (measured crossover on 2 Zen 5 cores)
 MIN_ROWS = 4
+#: under ``auto``, products of fewer multiply-adds (``m k n``) than this use torch.mm: the
+#: crossover measured on one Zen 5 core lies between 0.8 and 2 million, packed weight or
+#: not (``scripts/gemm_bench.py --small``)
+SMALL_PRODUCT = 1 << 20
 
 _state: dict[str, object] = {"requested": None, "onednn": None, "within": None}
 
@@ -197,6 +206,13 @@ def _bucket(m: int) -> int:
     return -(-m // 128) * 128
 
 
+def _small(m: int, k: int, n: int) -> bool:
+    """Whether an (m, k) by (k, n) product goes to ``torch.mm`` whatever the backend:
+    fewer than :data:`MIN_ROWS` rows, or under ``auto`` fewer than :data:`SMALL_PRODUCT`
+    multiply-adds."""
+    return m < MIN_ROWS or (m * k * n < SMALL_PRODUCT and _requested() == "auto")
+
+
 def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
     return t if t.shape[0] == rows else torch.nn.functional.pad(t, (0, 0, 0, rows - t.shape[0]))
 
@@ -212,17 +228,19 @@ def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None =
     when ``vary_k`` says that it changes from batch to batch (weight-gradient products,
     whose ``k`` is a number of nodes): the shapes oneDNN sees, and so the kernels it
     compiles and caches, stay a few dozen."""
-    m = a.shape[0]
+    m, k = a.shape
+    n = w.dense.shape[0] if isinstance(w, Packed) else w.shape[0]
+    small = _small(m, k, n)
     if isinstance(w, Packed):
-        if w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu":
+        if (w.packed is not None and not small and a.dtype == torch.float32
+                and a.device.type == "cpu"):
             out = torch.ops.mkldnn._linear_pointwise(
                 _pad_rows(a, _bucket(m)), w.packed, bias, "none", [], "")
             return out[:m]
         w = w.dense
-    if (m >= MIN_ROWS and a.dtype == torch.float32 and w.dtype == torch.float32
+    if (not small and a.dtype == torch.float32 and w.dtype == torch.float32
             and backend(a) == "onednn"):
         if vary_k:
-            k = a.shape[1]
             kp = _bucket(k)
             if kp != k:
                 a = torch.nn.functional.pad(a, (0, kp - k))
@@ -236,8 +254,9 @@ def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None =
 def mm_nt_add(a: torch.Tensor, w: torch.Tensor | Packed, other: torch.Tensor) -> torch.Tensor:
     """``a @ w.T + other`` (``other`` (m, n)) as one fused product -> (m, n)."""
     if isinstance(w, Packed):
-        if w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu":
-            m = a.shape[0]
+        m, k = a.shape
+        if (w.packed is not None and not _small(m, k, w.dense.shape[0])
+                and a.dtype == torch.float32 and a.device.type == "cpu"):
             mp = _bucket(m)
             out = torch.ops.mkldnn._linear_pointwise.binary(
                 _pad_rows(a, mp), _pad_rows(other, mp), w.packed, None, "add")

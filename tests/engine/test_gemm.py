@@ -74,6 +74,49 @@ def test_float64_and_torch_backend_are_exact():
     assert torch.equal(gemm.mm_nt(a, gemm.pack(w)), a @ w.t())
 
 
+@pytest.mark.parametrize("packed", [False, True])
+def test_auto_gives_small_products_to_torch_and_onednn_keeps_them(monkeypatch, packed):
+    """Under ``auto`` a product of fewer than ``SMALL_PRODUCT`` multiply-adds is
+    ``torch.addmm``'s (bit for bit) and one of more is oneDNN's; ``onednn`` keeps the small
+    ones on oneDNN too (its path runs at the tests' sizes)."""
+    _use("onednn")  # skips where this PyTorch has no usable oneDNN op
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    monkeypatch.setattr(gemm, "cpu_vendor", lambda: "AuthenticAMD")
+    real = torch.ops.mkldnn._linear_pointwise
+    calls = []
+
+    class Spy:  # the op and its overloads (``.binary``), each call counted
+        def __call__(self, *args):
+            calls.append("default")
+            return real(*args)
+
+        def binary(self, *args):
+            calls.append("binary")
+            return real.binary(*args)
+
+    monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", Spy())
+    g = torch.Generator().manual_seed(0)
+    k, n = 16, 48
+    rows = gemm.SMALL_PRODUCT // (k * n)  # the largest small product's rows
+    for backend, m, onednn in [("auto", rows, False), ("auto", rows + 1, True),
+                               ("onednn", 8, True), ("auto", 8, False)]:
+        gemm.set_backend(backend)
+        gemm.backend()  # its self-test calls the op once
+        a, w = torch.randn(m, k, generator=g), torch.randn(n, k, generator=g)
+        b, other = torch.randn(n, generator=g), torch.randn(m, n, generator=g)
+        ww = gemm.pack(w) if packed else w
+        calls.clear()
+        got, got_add = gemm.mm_nt(a, ww, b), gemm.mm_nt_add(a, ww, other)
+        if onednn:
+            assert calls == (["default", "binary"] if packed else ["default"]), (backend, m, calls)
+            _close(got, torch.addmm(b, a, w.t()))
+            _close(got_add, torch.addmm(other, a, w.t()))
+        else:
+            assert calls == []
+            assert torch.equal(got, torch.addmm(b, a, w.t()))
+            assert torch.equal(got_add, torch.addmm(other, a, w.t()))
+
+
 def test_bucket_bounds_the_shapes():
     sizes = {gemm._bucket(m) for m in range(1, 2000)}
     assert len(sizes) < 64  # a few dozen oneDNN kernels per product, not one per size
