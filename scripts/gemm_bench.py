@@ -7,24 +7,27 @@ own kernel at the shapes a training step issues, one thread, the median thread t
     python scripts/gemm_bench.py --small [--calls 200]
     python scripts/gemm_bench.py --small-steps ../shared/data [--cells nary childsum]
 
-
 What ``gnn_treelstm.kernels.gemm`` chooses by default (``GNN_TREELSTM_GEMM=auto``) depends
 on these figures: oneDNN where MKL runs AVX2 code (AMD CPUs), ``torch.mm`` on an Intel CPU,
-whose MKL runs its own AVX-512 kernels (:func:`gnn_treelstm.kernels.gemm.cpu_vendor`).
+whose MKL runs its own AVX-512 kernels (:func:`gnn_treelstm.kernels.gemm.cpu_vendor`), and
+``torch.mm`` for products too small for oneDNN's per-call cost (``--small``).
 Rows: ``a @ w.T`` for the input and level products (oneDNN unpacked and with the weight
-packed once, as a level loop packs it), ``a @ b`` with ``a`` a transposed view for the
+packed once, as ``gemm.pack`` packs it), ``a @ b`` with ``a`` a transposed view for the
 weight-gradient products (the C++ kernel reads it in place).
 
 ``--small``: the crossover of :data:`gnn_treelstm.kernels.gemm.SMALL_PRODUCT`, below which
 ``auto`` takes ``torch.addmm`` for small models' products: oneDNN (unpacked and packed) and
-``torch.addmm`` with a bias over a grid of shapes, each call after a 2 MB write that
-evicts the caches as a training step's other work does between its products.
+``torch.addmm`` with a bias over a grid of shapes, each call after a 2 MB write (more than
+a core's L1 and L2 caches hold), as a training step's other work runs between its
+products.
 ``--small-steps SRC``: what that choice changes in the C++ path's steps at x 8, h 8 (the
 cell's forward + backward and the SST-5 training step of
 :mod:`gnn_treelstm.training.stepcost`, on the first 25 SST trees and on new batches of 25),
-in one process, ``SMALL_PRODUCT`` at 0 (every product of :data:`~gnn_treelstm.kernels.gemm.
-MIN_ROWS` rows or more on oneDNN, as before it existed) and at its value alternating in
-blocks of ten steps, the median thread time of each.
+in one process, ``SMALL_PRODUCT`` at 0 (every product of four rows or more that
+:func:`gnn_treelstm.kernels.gemm.mm_nt` makes on oneDNN, as before the rule existed) and at
+its value alternating in blocks of ten steps, the median thread time of each. Only where
+``auto`` chooses oneDNN (an AVX-512 CPU not Intel's); the cells' other products are not
+``mm_nt``'s and do not move.
 """
 
 from __future__ import annotations
@@ -118,30 +121,40 @@ def _alternating(step: Callable[[], object], values: tuple[int, int], blocks: in
 def small_steps(src: str, cells: list[str]) -> None:
     """``--small-steps``: the C++ path's steps with small products on oneDNN (as before
     :data:`~gnn_treelstm.kernels.gemm.SMALL_PRODUCT`) and on ``torch.addmm``."""
-    import dgl
 
-    from gnn_treelstm.cells import build_cell
     from gnn_treelstm.datasets.sources import sst_graphs
-    from gnn_treelstm.training.stepcost import train_step
 
-    graphs = sst_graphs(src)[:1000]
+    if gemm.backend() != "onednn":
+        raise SystemExit("--small-steps compares oneDNN with torch.addmm: auto chooses "
+                         f"{gemm.backend()} on this CPU, so both would be torch.mm's")
+    graphs = sst_graphs(src, limit=1000)
     values = (0, gemm.SMALL_PRODUCT)
     print("| cell | step | oneDNN µs | torch.addmm µs | ratio |")
     print("| --- | --- | --- | --- | --- |")
-    for cell in cells:
-        torch.manual_seed(0)
-        step, _ = host.cell_step(build_cell(cell, 8, 8, engine="level"),
-                                 dgl.batch(graphs[:25]))
-        steps = {"cell step": step,
-                 "training step, one batch": train_step(cell, graphs[:25], "native"),
-                 "training step, new batches": train_step(cell, graphs, "native",
-                                                          batch_size=25)}
-        with host.on_path("native"):
-            for what, s in steps.items():
-                old, new = _alternating(s, values)
-                print(f"| {cell} | {what} | {old:.0f} | {new:.0f} | {new / old:.2f} |",
-                      flush=True)
-    gemm.SMALL_PRODUCT = values[1]
+    try:
+        for cell in cells:
+            _small_rows(cell, graphs, values)
+    finally:
+        gemm.SMALL_PRODUCT = values[1]
+
+
+def _small_rows(cell: str, graphs: list, values: tuple[int, int]) -> None:
+    """``--small-steps``' rows of ``cell``."""
+    import dgl
+
+    from gnn_treelstm.cells import build_cell
+    from gnn_treelstm.training.stepcost import train_step
+
+    torch.manual_seed(0)
+    step, _ = host.cell_step(build_cell(cell, 8, 8, engine="level"), dgl.batch(graphs[:25]))
+    steps = {"cell step": step,
+             "training step, one batch": train_step(cell, graphs[:25], "native"),
+             "training step, new batches": train_step(cell, graphs, "native", batch_size=25)}
+    with host.on_path("native"):
+        for what, s in steps.items():
+            old, new = _alternating(s, values)
+            print(f"| {cell} | {what} | {old:.0f} | {new:.0f} | {new / old:.2f} |",
+                  flush=True)
 
 
 def main() -> None:

@@ -9,8 +9,10 @@ of a batch of 25 SST trees (``python -m gnn_treelstm bench`` prints both peaks).
 IEEE float32 products (no reduced-precision mode is involved); they differ only in the
 order of the additions, by about one float32 ulp of the result.
 
-The level kernels call :func:`mm_nt` (``a @ w.T``) for every product they own, forward
-and hand-written backward. The backend is chosen once, by ``GNN_TREELSTM_GEMM``:
+The N-ary C++ loops call :func:`mm_nt` (``a @ w.T``) for their input and ``dx`` products,
+and the weight-gradient products (``fused.grad_matmul``) where the backend is not oneDNN;
+``gnn-treelstm bench`` packs weights (:func:`pack`). The backend is chosen once, by
+``GNN_TREELSTM_GEMM``:
 
 * ``auto`` (default): oneDNN for float32 CPU tensors on a CPU with AVX-512 (PyTorch's
   ``torch.backends.cpu.get_cpu_capability()``) that is not Intel's, when the op exists and
@@ -31,10 +33,11 @@ The Triton path's products are ``torch.mm`` on every device (:func:`products`), 
 CUDA: run on the CPU under triton's interpreter, it then issues what it issues on a GPU.
 
 Tiny products (fewer than :data:`MIN_ROWS` rows) go to ``torch.mm``: there oneDNN's
-per-call cost is larger than the arithmetic. Under ``auto`` so do small ones (fewer than
-:data:`SMALL_PRODUCT` multiply-adds, ``m k n``; a model at x 8, h 8): oneDNN's call costs
-some 15-20 µs of one Zen 5 core however small the product, two to three times
-``torch.addmm``'s below about a million multiply-adds, and half of it above two million
+per-call cost is larger than the arithmetic (a packed weight's products excepted). Under
+``auto`` so do small ones (fewer than :data:`SMALL_PRODUCT` multiply-adds, ``m k n``: a
+model at x 8, h 8, or one short sentence at h 150), packed weight or not: oneDNN's call
+costs some 15-20 µs of one Zen 5 core however small the product, 1.03-5 times
+``torch.addmm``'s below a million multiply-adds, and about half of it above two million
 (``scripts/gemm_bench.py --small``; docs/speed.md, *Small products*). ``onednn`` keeps
 oneDNN for them (the tests run its path at tiny sizes).
 
@@ -207,10 +210,10 @@ def _bucket(m: int) -> int:
 
 
 def _small(m: int, k: int, n: int) -> bool:
-    """Whether an (m, k) by (k, n) product goes to ``torch.mm`` whatever the backend:
-    fewer than :data:`MIN_ROWS` rows, or under ``auto`` fewer than :data:`SMALL_PRODUCT`
-    multiply-adds."""
-    return m < MIN_ROWS or (m * k * n < SMALL_PRODUCT and _requested() == "auto")
+    """Whether ``auto`` gives an (m, k) by (k, n) product to ``torch.mm``: fewer than
+    :data:`SMALL_PRODUCT` multiply-adds. Asked only once oneDNN is chosen (under
+    ``torch.compile`` it never is, so the shapes get no guard from it)."""
+    return _requested() == "auto" and m * k * n < SMALL_PRODUCT
 
 
 def _pad_rows(t: torch.Tensor, rows: int) -> torch.Tensor:
@@ -228,19 +231,18 @@ def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None =
     when ``vary_k`` says that it changes from batch to batch (weight-gradient products,
     whose ``k`` is a number of nodes): the shapes oneDNN sees, and so the kernels it
     compiles and caches, stay a few dozen."""
-    m, k = a.shape
-    n = w.dense.shape[0] if isinstance(w, Packed) else w.shape[0]
-    small = _small(m, k, n)
+    m = a.shape[0]
     if isinstance(w, Packed):
-        if (w.packed is not None and not small and a.dtype == torch.float32
-                and a.device.type == "cpu"):
+        if (w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu"
+                and not _small(m, a.shape[1], w.dense.shape[0])):
             out = torch.ops.mkldnn._linear_pointwise(
                 _pad_rows(a, _bucket(m)), w.packed, bias, "none", [], "")
             return out[:m]
         w = w.dense
-    if (not small and a.dtype == torch.float32 and w.dtype == torch.float32
-            and backend(a) == "onednn"):
+    if (m >= MIN_ROWS and a.dtype == torch.float32 and w.dtype == torch.float32
+            and backend(a) == "onednn" and not _small(m, a.shape[1], w.shape[0])):
         if vary_k:
+            k = a.shape[1]
             kp = _bucket(k)
             if kp != k:
                 a = torch.nn.functional.pad(a, (0, kp - k))
@@ -254,9 +256,9 @@ def mm_nt(a: torch.Tensor, w: torch.Tensor | Packed, bias: torch.Tensor | None =
 def mm_nt_add(a: torch.Tensor, w: torch.Tensor | Packed, other: torch.Tensor) -> torch.Tensor:
     """``a @ w.T + other`` (``other`` (m, n)) as one fused product -> (m, n)."""
     if isinstance(w, Packed):
-        m, k = a.shape
-        if (w.packed is not None and not _small(m, k, w.dense.shape[0])
-                and a.dtype == torch.float32 and a.device.type == "cpu"):
+        m = a.shape[0]
+        if (w.packed is not None and a.dtype == torch.float32 and a.device.type == "cpu"
+                and not _small(m, a.shape[1], w.dense.shape[0])):
             mp = _bucket(m)
             out = torch.ops.mkldnn._linear_pointwise.binary(
                 _pad_rows(a, mp), _pad_rows(other, mp), w.packed, None, "add")

@@ -131,9 +131,11 @@ def test_fast_kernels_and_onednn_are_off_while_compiling(fresh_dynamo):
 
 def test_a_level_product_compiles(fresh_dynamo):
     """The level kernels' product :func:`gemm.mm_nt` with a trained weight (a graph input)
-    compiles with Inductor (oneDNN's linear op lowers only for a constant weight)."""
-    a = torch.randn(9, 5)
-    w = torch.randn(6, 5, requires_grad=True)
+    compiles with Inductor (oneDNN's linear op lowers only for a constant weight); a
+    product eager ``auto`` would give oneDNN (not a small one, which is ``torch.mm``'s)."""
+    rows = gemm.SMALL_PRODUCT // (32 * 32) + 1
+    a = torch.randn(rows, 32)
+    w = torch.randn(32, 32, requires_grad=True)
     out = torch.compile(gemm.mm_nt)(a, w)
     torch.testing.assert_close(out, a @ w.detach().t())
 

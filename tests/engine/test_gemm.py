@@ -97,7 +97,7 @@ def test_auto_gives_small_products_to_torch_and_onednn_keeps_them(monkeypatch, p
     monkeypatch.setattr(torch.ops.mkldnn, "_linear_pointwise", Spy())
     g = torch.Generator().manual_seed(0)
     k, n = 16, 48
-    rows = gemm.SMALL_PRODUCT // (k * n)  # the largest small product's rows
+    rows = (gemm.SMALL_PRODUCT - 1) // (k * n)  # the largest small product's rows
     for backend, m, onednn in [("auto", rows, False), ("auto", rows + 1, True),
                                ("onednn", 8, True), ("auto", 8, False)]:
         gemm.set_backend(backend)
