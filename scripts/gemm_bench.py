@@ -37,9 +37,13 @@ import statistics
 import time
 from collections.abc import Callable
 
+import dgl
 import torch
 
+from gnn_treelstm.cells import build_cell
+from gnn_treelstm.datasets.sources import sst_graphs
 from gnn_treelstm.kernels import gemm, host, native
+from gnn_treelstm.training.stepcost import train_step
 
 #: (what, m, k, n): ``a`` (m, k) times ``w`` (n, k) transposed
 PRODUCTS = [("input, x 8 h 8 (941 nodes)", 941, 8, 40),
@@ -121,9 +125,6 @@ def _alternating(step: Callable[[], object], values: tuple[int, int], blocks: in
 def small_steps(src: str, cells: list[str]) -> None:
     """``--small-steps``: the C++ path's steps with small products on oneDNN (as before
     :data:`~gnn_treelstm.kernels.gemm.SMALL_PRODUCT`) and on ``torch.addmm``."""
-
-    from gnn_treelstm.datasets.sources import sst_graphs
-
     if gemm.backend() != "onednn":
         raise SystemExit("--small-steps compares oneDNN with torch.addmm: auto chooses "
                          f"{gemm.backend()} on this CPU, so both would be torch.mm's")
@@ -140,11 +141,6 @@ def small_steps(src: str, cells: list[str]) -> None:
 
 def _small_rows(cell: str, graphs: list, values: tuple[int, int]) -> None:
     """``--small-steps``' rows of ``cell``."""
-    import dgl
-
-    from gnn_treelstm.cells import build_cell
-    from gnn_treelstm.training.stepcost import train_step
-
     torch.manual_seed(0)
     step, _ = host.cell_step(build_cell(cell, 8, 8, engine="level"), dgl.batch(graphs[:25]))
     steps = {"cell step": step,
