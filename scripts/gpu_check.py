@@ -2,26 +2,28 @@
 
 ``python scripts/gpu_check.py --device cuda [--cpu-threads 16] [--data BUILT_SST]
 [--sick-data BUILT_SICK] [--src RAW] [--embeddings GLOVE] [--json docs/bench/cuda.json]``
-(``scripts/gpu_check.sh`` runs the CUDA tests first, then this.)
+(``scripts/gpu_check.sh`` builds the C++ loops, runs this, then the CUDA tests.)
 
-0. A preflight (CUDA torch, DGL, the C++ loops for the CPU baseline, the data): a
-   missing piece stops the check with one line (exit 2).
-1. The SST-5 N-ary epochs first (item 2), then every registry cell at batch 25 (the
-   workloads of ``gnn-treelstm bench``: SST train constituency trees, SICK train
-   dependency trees, SST chains), forward + backward trees/s of the level engine on
-   ``--device`` (there, ``GNN_TREELSTM_BACKEND=auto``: the Triton
-   kernels on CUDA) and on the CPU with ``--cpu-threads`` threads (the C++ level loops),
-   the two interleaved repeat by repeat; the ratio device/CPU per cell.
-2. The SST-5 N-ary epoch (``gnn-treelstm train --task sst-5 --model nary --tree
-   constituency --supervision phrase --hidden 150 --engine level --epochs 1``) on the CPU at
-   batch 25 and on the device at batch 25 and 256: training trees/s
-   (``train_seconds`` of ``metrics.jsonl``) and the dev evaluation's trees/s at the
+0. A preflight (CUDA torch, DGL and penman, the Triton path on the device, the C++ loops
+   for the CPU baseline, the data): a missing piece stops the check with one line (exit 2).
+1. The SST-5 N-ary epoch (``gnn-treelstm train --task sst-5 --model nary --tree
+   constituency --supervision phrase --hidden 150 --engine level --epochs 1``) on the CPU
+   at batch 25, then an untimed warm-up epoch on the device's first 50 trees (it compiles
+   the kernels, which Triton caches on disk), then the device at batch 25 and 256: training
+   trees/s (``train_seconds`` of ``metrics.jsonl``) and the dev evaluation's trees/s at the
    evaluation batch (256), each as its own process under ``--epoch-timeout``; a failed or
    slow epoch is a row with its error, and the check goes on.
+2. Every registry cell at batch 25 (the workloads of ``gnn-treelstm bench``: SST train
+   constituency trees, SICK train dependency trees, SST chains), forward + backward trees/s
+   of the level engine on ``--device`` (there, ``GNN_TREELSTM_BACKEND=auto``: the Triton
+   kernels on CUDA) and on the CPU with ``--cpu-threads`` threads (the C++ level loops),
+   the two interleaved repeat by repeat; the ratio device/CPU per cell.
 
 Each cell's kernels are warmed at the measured shapes before any clock (the warm-up's
 seconds, Triton's compiles included, are the row's ``warmup_s``); the cells together run
-under ``--cells-timeout``. ``docs/bench/cuda.json`` is rewritten after every row.
+under ``--cells-timeout`` (a cell not begun by then is a row saying so; one begun stops
+after its repeat in progress); a cell that fails is a row with its error.
+``docs/bench/cuda.json`` (``--json``) is rewritten after every row.
 
 ``--device cpu`` runs everything on the CPU with small sizes: a dry run of the code paths
 (the test suite runs it), not a measurement. Without ``--data``/``--src`` the package's
@@ -31,6 +33,7 @@ embedded sample is read.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
 import os
 import platform
@@ -44,14 +47,30 @@ from pathlib import Path
 import torch
 
 import gnn_treelstm
-from gnn_treelstm.cells import build_cell
-from gnn_treelstm.commands import bench
-from gnn_treelstm.datasets.chain import word_chains
-from gnn_treelstm.files import write_json
-from gnn_treelstm.kernels import backend, fused_triton, native
-from gnn_treelstm.trees.schedule import LevelSchedule
+
+try:  # DGL and penman are missing from some CUDA images: the preflight says so in one line
+    import dgl  # noqa: F401
+    import penman  # noqa: F401
+except Exception as exc:  # noqa: BLE001  (an import can fail with more than ImportError)
+    NOT_IMPORTED: str | None = f"{type(exc).__name__}: {exc}"
+else:
+    NOT_IMPORTED = None
+    from gnn_treelstm.cells import build_cell
+    from gnn_treelstm.commands import bench
+    from gnn_treelstm.datasets.chain import word_chains
+    from gnn_treelstm.files import write_json
+    from gnn_treelstm.kernels import backend, fused_triton, native
+    from gnn_treelstm.trees.schedule import LevelSchedule
 
 SAMPLE = Path(gnn_treelstm.__file__).parent / "sample_data"
+
+
+def version(dist: str) -> str | None:
+    """The installed version of distribution ``dist`` (None: not installed)."""
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def cpu_model() -> str:
@@ -99,7 +118,9 @@ def one_pass(batches: list, run: tuple, threads: int) -> float:
 def cell_rates(args, device: torch.device):
     """Forward + backward trees/s of every cell at ``args.batch`` on ``device`` and on
     the CPU, interleaved repeat by repeat; the median of the repeats. Yields each row as it
-    is measured; past ``args.cells_timeout`` seconds the cells not begun are left out."""
+    is measured: a cell that fails is a row with its error (the check goes on), and past
+    ``args.cells_timeout`` seconds a cell is not begun (a row saying so) and one begun
+    stops after the repeat in progress (at least one)."""
     data = workload_graphs(args)
     deadline = time.perf_counter() + args.cells_timeout
     for name, dataset, kw, _ in bench.WORKLOADS:
@@ -108,47 +129,60 @@ def cell_rates(args, device: torch.device):
         if time.perf_counter() > deadline:
             print(f"{name}: not measured, past --cells-timeout {args.cells_timeout} s",
                   flush=True)
+            yield {"cell": name, "skipped": f"past --cells-timeout {args.cells_timeout} s"}
             continue
         graphs, nrel = data[dataset]
         kw = {k: (nrel if v is None else v) for k, v in kw.items()}
-        batches = bench._batches(graphs, args.batch, args.trees, 0)
-        trees = sum(b.batch_size for b in batches)
-        torch.manual_seed(0)
-        cpu_cell = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
-        dev_cell = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
-        dev_cell.load_state_dict(cpu_cell.state_dict())
-        dev_cell.to(device)
-        runs = {}
-        for where, cell in (("cpu", cpu_cell), ("device", dev_cell)):
-            dev = torch.device("cpu") if where == "cpu" else device
-            scheds = [LevelSchedule.from_graph(b) for b in batches]
-            if dev.type == "cuda":  # moved once per batch, before the clock
-                scheds = [s.pin_memory().to(dev) for s in scheds]
-            xs = [torch.randn(b.num_nodes(), args.x_size, device=dev) for b in batches]
-            runs[where] = (cell, scheds, xs, dev)
+        try:
+            yield cell_row(args, device, name, graphs, kw, deadline)
+        except Exception as exc:  # noqa: BLE001  (a failing cell loses only itself)
+            print(f"{name}: failed: {type(exc).__name__}: {exc}", flush=True)
+            yield {"cell": name, "error": f"{type(exc).__name__}: {str(exc)[-3000:]}"}
 
-        # warm-up at the measured shapes: Triton compiles its kernels on first use, and
-        # that time is reported apart (warmup_s), never inside the timed passes
-        warmup = {where: one_pass(batches, run, args.cpu_threads)
-                  for where, run in runs.items()}
-        times: dict[str, list[float]] = {"cpu": [], "device": []}
-        for _ in range(args.repeats):
-            for where, run in runs.items():
-                times[where].append(one_pass(batches, run, args.cpu_threads))
-        cpu_rate = trees / statistics.median(times["cpu"])
-        dev_rate = trees / statistics.median(times["device"])
-        print(f"{name:10s} batch {args.batch}: CPU {cpu_rate:8.0f} trees/s, "
-              f"{device.type} {dev_rate:8.0f} trees/s, x{dev_rate / cpu_rate:.2f}", flush=True)
-        yield {"cell": name, "batch": args.batch, "trees": trees,
-               "cpu_fwdbwd_trees_s": cpu_rate, "device_fwdbwd_trees_s": dev_rate,
-               "device_over_cpu": dev_rate / cpu_rate,
-               "device_path": backend.path(runs["device"][2][0]) if name != "mean"
-               else "general", "warmup_s": warmup}
+
+def cell_row(args, device: torch.device, name: str, graphs: list, kw: dict,
+             deadline: float) -> dict:
+    """One row of :func:`cell_rates`: cell ``name`` (built with ``kw``) on ``graphs``."""
+    batches = bench._batches(graphs, args.batch, args.trees, 0)
+    trees = sum(b.batch_size for b in batches)
+    torch.manual_seed(0)
+    cpu_cell = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
+    dev_cell = build_cell(name, args.x_size, args.h_size, engine="level", **kw)
+    dev_cell.load_state_dict(cpu_cell.state_dict())
+    dev_cell.to(device)
+    runs = {}
+    for where, cell in (("cpu", cpu_cell), ("device", dev_cell)):
+        dev = torch.device("cpu") if where == "cpu" else device
+        scheds = [LevelSchedule.from_graph(b) for b in batches]
+        if dev.type == "cuda":  # moved once per batch, before the clock
+            scheds = [s.pin_memory().to(dev) for s in scheds]
+        xs = [torch.randn(b.num_nodes(), args.x_size, device=dev) for b in batches]
+        runs[where] = (cell, scheds, xs, dev)
+
+    # warm-up at the measured shapes: Triton compiles its kernels on first use, and
+    # that time is reported apart (warmup_s), never inside the timed passes
+    warmup = {where: one_pass(batches, run, args.cpu_threads) for where, run in runs.items()}
+    times: dict[str, list[float]] = {"cpu": [], "device": []}
+    for r in range(args.repeats):
+        if r and time.perf_counter() > deadline:
+            break
+        for where, run in runs.items():
+            times[where].append(one_pass(batches, run, args.cpu_threads))
+    cpu_rate = trees / statistics.median(times["cpu"])
+    dev_rate = trees / statistics.median(times["device"])
+    print(f"{name:10s} batch {args.batch}: CPU {cpu_rate:8.0f} trees/s, "
+          f"{device.type} {dev_rate:8.0f} trees/s, x{dev_rate / cpu_rate:.2f}", flush=True)
+    return {"cell": name, "batch": args.batch, "trees": trees, "repeats": len(times["cpu"]),
+            "cpu_fwdbwd_trees_s": cpu_rate, "device_fwdbwd_trees_s": dev_rate,
+            "device_over_cpu": dev_rate / cpu_rate,
+            "device_path": backend.path(runs["device"][2][0]) if name != "mean"
+            else "general", "warmup_s": warmup}
 
 
 def epoch_command(args, device: str, batch: int, threads: int, runs_dir: str,
-                  k: int) -> list[str]:
-    """The ``gnn-treelstm train`` command of one SST-5 N-ary epoch."""
+                  k: int, max_train: int | None = None) -> list[str]:
+    """The ``gnn-treelstm train`` command of one SST-5 N-ary epoch (on the first
+    ``max_train`` trees, else ``--max-train``'s)."""
     cmd = [sys.executable, "-m", "gnn_treelstm", "train", "--task", "sst-5", "--model", "nary",
            "--tree", "constituency", "--supervision", "phrase", "--hidden", "150",
            "--engine", "level", "--epochs", "1", "--device", device, "--batch-size",
@@ -158,43 +192,57 @@ def epoch_command(args, device: str, batch: int, threads: int, runs_dir: str,
         cmd += ["--data", str(args.data or args.src)]
     if args.embeddings:
         cmd += ["--embeddings", args.embeddings]
-    if args.max_train:
-        cmd += ["--max-train", str(args.max_train)]
+    if max_train or args.max_train:
+        cmd += ["--max-train", str(max_train or args.max_train)]
     return cmd
+
+
+#: the trees of the untimed epoch before the device's timed ones: its process compiles the
+#: Triton kernels (cached on disk for the processes after it) and is reported apart
+WARMUP_TREES = 50
 
 
 def epochs(args, device: torch.device):
     """One SST-5 N-ary training epoch per (device, batch), each its own process; yields
-    each row as it is measured."""
+    each row as it is measured. Before the device's epochs, an untimed one on
+    :data:`WARMUP_TREES` trees (a row with ``warmup``), so that no timed epoch pays the
+    kernels' compiles."""
+    runs = [("cpu", 25, None), (device.type, 25, WARMUP_TREES), (device.type, 25, None),
+            (device.type, 256, None)]
+    if device.type == "cpu":  # the dry run: nothing to compile
+        del runs[1]
     with tempfile.TemporaryDirectory() as runs_dir:
-        for k, (where, batch) in enumerate((("cpu", 25), (device.type, 25),
-                                            (device.type, 256))):
-            cmd = epoch_command(args, where, batch, args.cpu_threads, runs_dir, k)
-            t0 = time.perf_counter()
-            try:
-                proc = subprocess.run(cmd, capture_output=True, text=True,
-                                      timeout=args.epoch_timeout)
-            except subprocess.TimeoutExpired:  # a slow part loses only itself
-                yield {"device": where, "batch": batch, "command": " ".join(cmd[1:]),
-                       "error": f"past --epoch-timeout {args.epoch_timeout} s"}
-                continue
-            wall = time.perf_counter() - t0
-            if proc.returncode != 0:
-                yield {"device": where, "batch": batch, "command": " ".join(cmd[1:]),
-                       "error": proc.stderr[-3000:]}
-                continue
-            line = (Path(runs_dir) / f"run{k}" / "metrics.jsonl").read_text()
-            m = json.loads(line.strip().splitlines()[-1])
-            dev_trees = m["dev"].get("count", 0)
-            row = {"device": where, "batch": batch, "command": " ".join(cmd[1:]),
-                   "process_s": wall, "train_seconds": m["train_seconds"],
-                   "train_trees": m["examples"], "train_trees_s": m["trees_per_second"],
-                   "eval_seconds": m["eval_seconds"], "eval_trees": dev_trees,
-                   "eval_trees_s": dev_trees / max(m["eval_seconds"], 1e-9),
-                   "dev_accuracy": m["dev"].get("accuracy")}
-            print(f"SST-5 N-ary epoch, {where}, batch {batch}: "
-                  f"{json.dumps({k: row[k] for k in row if k != 'command'})}", flush=True)
-            yield row
+        for k, (where, batch, max_train) in enumerate(runs):
+            cmd = epoch_command(args, where, batch, args.cpu_threads, runs_dir, k, max_train)
+            yield epoch_row(args, cmd, where, batch, Path(runs_dir) / f"run{k}",
+                            warmup=max_train is not None)
+
+
+def epoch_row(args, cmd: list[str], where: str, batch: int, run_dir: Path,
+              warmup: bool) -> dict:
+    """Run one epoch's command (:func:`epochs`); its row, or its error."""
+    row: dict = {"device": where, "batch": batch, "command": " ".join(cmd[1:])}
+    if warmup:
+        row["warmup"] = True
+    t0 = time.perf_counter()
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=args.epoch_timeout)
+    except subprocess.TimeoutExpired:  # a slow part loses only itself
+        return {**row, "error": f"past --epoch-timeout {args.epoch_timeout} s"}
+    row["process_s"] = time.perf_counter() - t0
+    if proc.returncode != 0:
+        return {**row, "error": proc.stderr[-3000:]}
+    m = json.loads((run_dir / "metrics.jsonl").read_text().strip().splitlines()[-1])
+    dev_trees = m["dev"].get("count", 0)
+    row.update({"train_seconds": m["train_seconds"], "train_trees": m["examples"],
+                "train_trees_s": m["trees_per_second"], "eval_seconds": m["eval_seconds"],
+                "eval_trees": dev_trees,
+                "eval_trees_s": dev_trees / max(m["eval_seconds"], 1e-9),
+                "dev_accuracy": m["dev"].get("accuracy")})
+    what = "untimed warm-up epoch" if warmup else "epoch"
+    print(f"SST-5 N-ary {what}, {where}, batch {batch}: "
+          f"{json.dumps({k: row[k] for k in row if k != 'command'})}", flush=True)
+    return row
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -222,25 +270,38 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def preflight(args, device: torch.device) -> str | None:
-    """Why the check cannot run here, in one line (None: it can): CUDA torch, DGL, a C++
-    compiler for the CPU baseline (the C++ loops), the data and word vectors it reads."""
+    """Why the check cannot run here, in one line (None: it can): CUDA torch, DGL and
+    penman, the Triton path on the device, a C++ compiler for the CPU baseline (the C++
+    loops), the data and word vectors it reads."""
     if device.type == "cuda" and not torch.cuda.is_available():
         return (f"--device cuda but torch {torch.__version__} sees no CUDA device (a CPU "
                 "build of torch, or no driver)")
-    try:
-        import dgl  # noqa: F401
-    except Exception as exc:  # noqa: BLE001  (any import failure stops the check)
-        return f"DGL does not import: {type(exc).__name__}: {exc}"
+    if NOT_IMPORTED:
+        return (f"DGL or penman does not import ({NOT_IMPORTED}); install them (on a "
+                "machine without an index: scripts/gpu_bundle.sh, then gpu_check.sh --wheels)")
+    path = backend.path(torch.zeros(1, device=device))
+    if device.type == "cuda" and path != "triton":
+        return (f"the level engine would run its {path!r} path on {device}, not the Triton "
+                "kernels (triton not importable, or GNN_TREELSTM_BACKEND set)")
     try:
         if not native.available(torch.zeros(1)):
             return ("the C++ level loops are off or not built (a C++ compiler is needed for "
                     "the CPU baseline; GNN_TREELSTM_BACKEND must allow them)")
     except RuntimeError as exc:
         return f"the C++ level loops do not build: {str(exc).splitlines()[0]}"
-    need = [Path(args.data) if args.data else Path(args.src) / "sst" / "trees" / "train.txt"]
-    need += [Path(args.embeddings)] if args.embeddings else []
-    missing = [str(p) for p in need if not p.exists()]
+    missing = [str(p) for p in needed_files(args) if not p.exists()]
     return f"missing data: {', '.join(missing)}" if missing else None
+
+
+def needed_files(args) -> list[Path]:
+    """The files the check reads: SST's three splits (the epochs build them; or the built
+    ``--data``), SICK's parsed training pairs for the mTreeLSTM cells (or ``--sick-data``),
+    the word vectors."""
+    src = Path(args.src)
+    need = [Path(args.data)] if args.data else [
+        src / "sst" / "trees" / f"{split}.txt" for split in ("train", "dev", "test")]
+    need += [Path(args.sick_data)] if args.sick_data else [src / "sick" / "stanford_parsed"]
+    return need + ([Path(args.embeddings)] if args.embeddings else [])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -255,7 +316,8 @@ def main(argv: list[str] | None = None) -> int:
                     "device": torch.cuda.get_device_name(device) if device.type == "cuda"
                     else "cpu (dry run)",
                     "torch": torch.__version__, "python": platform.python_version(),
-                    "triton": fused_triton.installed(),
+                    "triton": fused_triton.installed() and version("triton"),
+                    "dgl": version("dgl"),
                     "path": backend.path(torch.zeros(1, device=device))},
         "command": " ".join([Path(sys.argv[0]).name, *(argv if argv is not None
                                                        else sys.argv[1:])]),

@@ -47,8 +47,8 @@ def state_buffers(like: torch.Tensor, n: int, hs: int) -> tuple[torch.Tensor, to
     children (or the root's parent) gather, is zero."""
     h = like.new_empty(n + 1, hs)
     c = like.new_empty(n + 1, hs)
-    h[n] = 0
-    c[n] = 0
+    h[n].zero_()  # two operations; ``h[n] = 0`` makes a tensor of the 0 first
+    c[n].zero_()
     return h, c
 
 
@@ -454,8 +454,10 @@ def nary_param_grads(ctx, dgates: torch.Tensor, xw: torch.Tensor, W: torch.Tenso
             dW = d1w if dW is None else dW + d1w
     if need_w and dW is None:  # no word rows at all
         dW = torch.zeros_like(W)
-    if need_x:  # no word rows at all: an empty (0, X) gradient
-        dxw = torch.cat(dx_parts, 0) if dx_parts else torch.zeros_like(xw)
+    if need_x and not dx_parts:  # no word rows at all: an empty (0, X) gradient
+        dxw = torch.zeros_like(xw)
+    elif need_x:  # one part (every word at a leaf, as in PTB trees) is not copied
+        dxw = dx_parts[0] if len(dx_parts) == 1 else torch.cat(dx_parts, 0)
     return dxw, dW, db, dU, None
 
 

@@ -91,7 +91,7 @@ class _HeadLevels(torch.autograd.Function):
         n0 = lv.node_offsets[1] if lv.num_levels else 0
         buf = x0.new_empty(n + 1, xs)
         buf[:n0] = x0[:n0]
-        buf[n] = 0
+        buf[n].zero_()
         gate = mode == 0
         z = x0.new_empty(n if gate else 0, xs)
         none = x0.new_empty(0)
@@ -109,13 +109,13 @@ class _HeadLevels(torch.autograd.Function):
         n, xs = dheads.shape
         dx = dheads.new_empty(n + 1, xs)
         dx[:n] = dheads
-        dx[n] = 0
+        dx[n].zero_()
         dpre = torch.empty_like(z)
         torch.ops.gnn_treelstm.teng_head_backward(dx, dpre, buf, z, slots, lv.node_offsets,
                                                   ctx.mode, W)
         n0 = lv.node_offsets[1] if lv.num_levels else 0
         dx0 = dx[:n]
-        dx0[n0:] = 0  # internal rows of x0 are not read
+        dx0[n0:].zero_()  # internal rows of x0 are not read
         dW = db = None
         if ctx.mode == 0:
             pairs = buf.index_select(0, slots[n0:].reshape(-1)).view(n - n0, 2 * xs)

@@ -929,7 +929,7 @@ class _LexLevels(torch.autograd.Function):
         if mode < 4:  # a leaf's x also reaches its parent's head lexicon (eq 9)
             coef = _head_coef(z, rows.par, rows.pos, mode, op.dtype)
             dx0 = dx0 + coef * dxt.index_select(0, rows.par)
-            dx0[lv.node_offsets[1]:] = 0  # internal rows of x0 are not read
+            dx0[lv.node_offsets[1]:].zero_()  # internal rows of x0 are not read
         dM = torch.mm(dp.t(), op)  # one product over all nodes
         dW_co = torch.mm(dp[:, 4 * hs:5 * hs].t(), c)
         db_z = dz[:n].sum(0) if mode == 0 else None
@@ -1043,7 +1043,7 @@ class _HeadLevels(torch.autograd.Function):
         dx0 = dx + dxt.index_select(0, par) * _head_coef(z, par, rows.pos, mode, x.dtype)
         if gate:
             dx0 = dx0 + dpx
-        dx0[n0:] = 0  # internal rows of x0 are not read
+        dx0[n0:].zero_()  # internal rows of x0 are not read
         if not gate:
             return dx0, None, None, None, None
         nt = lv.node_offsets[-2]  # the rows below the top level

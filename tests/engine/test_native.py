@@ -3,6 +3,7 @@ registry-wide test does not reach, their build and choice, and the native matmul
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import shutil
 import time
@@ -120,6 +121,23 @@ def test_build_is_cached_and_named_by_content(tmp_path, monkeypatch):
     src.write_text('extern "C" int gnn_treelstm_tiny() { return 2; }\n')
     new = native.build()  # another source, another library beside the first
     assert new != path and sorted(cache.iterdir()) == sorted([path, new])
+
+
+@needs_compiler
+def test_sources_compile_apart_and_link_into_one_library(tmp_path, monkeypatch):
+    """Each source its own object file (compiled side by side), all linked into the one
+    library; a source that does not compile fails the build with the compiler's message."""
+    srcs = [tmp_path / f"part{k}.cpp" for k in (1, 2)]
+    for k, src in enumerate(srcs, 1):
+        src.write_text(f'extern "C" int gnn_treelstm_part{k}() {{ return {k}; }}\n')
+    monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setattr(native, "SOURCES", tuple(srcs))
+    monkeypatch.setattr(native, "HEADERS", ())
+    lib = ctypes.CDLL(str(native.build()))
+    assert (lib.gnn_treelstm_part1(), lib.gnn_treelstm_part2()) == (1, 2)
+    srcs[1].write_text("int broken( {\n")
+    with pytest.raises(RuntimeError, match="part2.cpp"):
+        native.build()
 
 
 def test_failed_build_names_the_compiler(tmp_path, monkeypatch):

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from gnn_treelstm.training.options import parse_args
 
@@ -73,3 +77,80 @@ def test_the_preflight_stops_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("gpu_check: missing data:") and "\n" not in err
     assert not (tmp_path / "c.json").exists()
+
+
+def _dry(out: Path, *more: str) -> list[str]:
+    return ["--device", "cpu", "--cpu-threads", "1", "--trees", "25", "--repeats", "1",
+            "--x-size", "8", "--h-size", "6", "--no-epochs", "--json", str(out), *more]
+
+
+def test_a_failing_cell_is_a_row_with_its_error_and_the_next_cells_run(tmp_path, monkeypatch):
+    gpu_check = _load()
+    real = gpu_check.build_cell
+
+    def build(name, *a, **k):
+        if name == "childsum":
+            raise RuntimeError("out of resources: shared memory")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(gpu_check, "build_cell", build)
+    out = tmp_path / "cuda.json"
+    assert gpu_check.main(_dry(out, "--cells", "nary", "childsum", "lstm")) == 0
+    rows = json.loads(out.read_text())["cells"]
+    assert [r["cell"] for r in rows] == ["nary", "childsum", "lstm"]
+    assert rows[1]["error"] == "RuntimeError: out of resources: shared memory"
+    assert rows[0]["device_fwdbwd_trees_s"] > 0 and rows[2]["device_fwdbwd_trees_s"] > 0
+
+
+def test_cells_past_the_time_limit_are_rows_saying_so(tmp_path):
+    gpu_check = _load()
+    out = tmp_path / "cuda.json"
+    assert gpu_check.main(_dry(out, "--cells", "nary", "lstm", "--cells-timeout", "0")) == 0
+    rows = json.loads(out.read_text())["cells"]
+    assert rows == [{"cell": c, "skipped": "past --cells-timeout 0 s"} for c in ("nary", "lstm")]
+
+
+def test_the_device_epochs_follow_an_untimed_warm_up_and_the_cpu_epoch(monkeypatch):
+    gpu_check = _load()
+    seen = []
+    monkeypatch.setattr(gpu_check, "epoch_row", lambda args, cmd, where, batch, run_dir, warmup:
+                        seen.append((where, batch, warmup, "--max-train" in cmd)) or {})
+    args = gpu_check.build_parser().parse_args([])
+    list(gpu_check.epochs(args, gpu_check.torch.device("cuda")))
+    assert seen == [("cpu", 25, False, False), ("cuda", 25, True, True),
+                    ("cuda", 25, False, False), ("cuda", 256, False, False)]
+
+
+@pytest.mark.parametrize("missing", ["sst/trees/dev.txt", "sick/stanford_parsed"])
+def test_the_preflight_names_each_missing_input(tmp_path, capsys, missing):
+    gpu_check = _load()
+    src = tmp_path / "data"
+    for f in ("sst/trees/train.txt", "sst/trees/dev.txt", "sst/trees/test.txt",
+              "sick/stanford_parsed"):
+        if f != missing:
+            (src / f).parent.mkdir(parents=True, exist_ok=True)
+            (src / f).touch()
+    assert gpu_check.main(_dry(tmp_path / "c.json", "--src", str(src))) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"gpu_check: missing data: {src / missing}"
+
+
+def test_the_preflight_says_when_dgl_does_not_import(tmp_path, capsys, monkeypatch):
+    gpu_check = _load()
+    monkeypatch.setattr(gpu_check, "NOT_IMPORTED", "ModuleNotFoundError: No module named 'dgl'")
+    assert gpu_check.main(_dry(tmp_path / "c.json")) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("gpu_check: DGL or penman does not import (ModuleNotFoundError")
+    assert "gpu_bundle.sh" in err and "\n" not in err
+
+
+def test_the_shell_check_stops_in_one_line_without_cuda_and_logs_to_out(tmp_path):
+    """On a CPU torch: exit 2 and one line, also in the log of ``--out``."""
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA device is present: the shell check would run")
+    proc = subprocess.run(["bash", str(ROOT / "scripts" / "gpu_check.sh"), "--out",
+                           str(tmp_path)], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PY": sys.executable})
+    assert proc.returncode == 2
+    log = (tmp_path / "gpu_check.log").read_text()
+    assert "sees no CUDA device" in log and not (tmp_path / "cuda.json").exists()
