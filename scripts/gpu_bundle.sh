@@ -26,8 +26,16 @@ if [ -z "$src" ] || [ -z "$pyver" ] || [ -z "$wheels" ] || [ -z "$data" ]; then
 fi
 files=(sst/trees sick/stanford_parsed glove/glove.6B.50d.filtered.txt.gz)
 for f in "${files[@]}"; do
-    [ -e "$src/$f" ] || { echo "gpu_bundle: $src/$f is missing" >&2; exit 2; }
+    [ -e "$src/$f" ] || {
+        echo "gpu_bundle: $src/$f is missing; --src must be the raw data folder (sst/trees, sick/stanford_parsed, glove/)" >&2
+        exit 2
+    }
 done
+mkdir -p "$data"
+if [ "$(realpath "$src")" = "$(realpath "$data")" ]; then
+    echo "gpu_bundle: --data $data is --src itself; name another folder" >&2
+    exit 2
+fi
 PY=${PY:-.venv/bin/python}
 [ -x "$PY" ] || PY=python3
 mkdir -p "$wheels"
@@ -35,7 +43,7 @@ mkdir -p "$wheels"
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$wheels" \
     dgl==2.1.0 penman==1.3.1
-for f in "${files[@]}"; do
+for f in "${files[@]}"; do  # a copy made before is replaced
     mkdir -p "$data/$(dirname "$f")"
     rm -rf "${data:?}/$f"
     cp -r "$src/$f" "$data/$f"

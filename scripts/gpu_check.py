@@ -232,13 +232,16 @@ def epoch_row(args, cmd: list[str], where: str, batch: int, run_dir: Path,
     row["process_s"] = time.perf_counter() - t0
     if proc.returncode != 0:
         return {**row, "error": proc.stderr[-3000:]}
-    m = json.loads((run_dir / "metrics.jsonl").read_text().strip().splitlines()[-1])
-    dev_trees = m["dev"].get("count", 0)
-    row.update({"train_seconds": m["train_seconds"], "train_trees": m["examples"],
-                "train_trees_s": m["trees_per_second"], "eval_seconds": m["eval_seconds"],
-                "eval_trees": dev_trees,
-                "eval_trees_s": dev_trees / max(m["eval_seconds"], 1e-9),
-                "dev_accuracy": m["dev"].get("accuracy")})
+    try:
+        m = json.loads((run_dir / "metrics.jsonl").read_text().strip().splitlines()[-1])
+        dev_trees = m["dev"].get("count", 0)
+        row.update({"train_seconds": m["train_seconds"], "train_trees": m["examples"],
+                    "train_trees_s": m["trees_per_second"], "eval_seconds": m["eval_seconds"],
+                    "eval_trees": dev_trees,
+                    "eval_trees_s": dev_trees / max(m["eval_seconds"], 1e-9),
+                    "dev_accuracy": m["dev"].get("accuracy")})
+    except (OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        return {**row, "error": f"its metrics.jsonl does not read: {type(exc).__name__}: {exc}"}
     what = "untimed warm-up epoch" if warmup else "epoch"
     print(f"SST-5 N-ary {what}, {where}, batch {batch}: "
           f"{json.dumps({k: row[k] for k in row if k != 'command'})}", flush=True)
@@ -279,16 +282,17 @@ def preflight(args, device: torch.device) -> str | None:
     if NOT_IMPORTED:
         return (f"DGL or penman does not import ({NOT_IMPORTED}); install them (on a "
                 "machine without an index: scripts/gpu_bundle.sh, then gpu_check.sh --wheels)")
-    path = backend.path(torch.zeros(1, device=device))
-    if device.type == "cuda" and path != "triton":
-        return (f"the level engine would run its {path!r} path on {device}, not the Triton "
-                "kernels (triton not importable, or GNN_TREELSTM_BACKEND set)")
     try:
+        path = backend.path(torch.zeros(1, device=device))
+        if device.type == "cuda" and path != "triton":
+            return (f"the level engine would run its {path!r} path on {device}, not the "
+                    "Triton kernels (triton not importable, or GNN_TREELSTM_BACKEND set: "
+                    "unset it)")
         if not native.available(torch.zeros(1)):
             return ("the C++ level loops are off or not built (a C++ compiler is needed for "
                     "the CPU baseline; GNN_TREELSTM_BACKEND must allow them)")
-    except RuntimeError as exc:
-        return f"the C++ level loops do not build: {str(exc).splitlines()[0]}"
+    except (RuntimeError, ValueError) as exc:  # a failed build, a bad setting
+        return f"the level engine's paths do not load: {str(exc).splitlines()[0]}"
     missing = [str(p) for p in needed_files(args) if not p.exists()]
     return f"missing data: {', '.join(missing)}" if missing else None
 

@@ -25,8 +25,8 @@ the ``libgomp`` that PyTorch ships and has loaded) into one library in a cache d
 the sources, PyTorch's version, the compiler, the flags and the CPU, so a change of any of
 them rebuilds, and a finished build is renamed into place atomically (several processes
 may build at once). The sources compile side by side, one per core, then link. A build
-takes one to two minutes (about 115 s on a 2-core AMD EPYC when it compiled them in one
-call) and happens once per machine.
+takes under a minute to two minutes (38 s on a 2-core Zen 5 guest, docs/speed.md) and
+happens once per machine.
 
 Choice, by ``GNN_TREELSTM_NATIVE``:
 
@@ -151,9 +151,8 @@ def build(force: bool = False) -> Path:
 
 
 def _compile(cxx: str, torch_dir: Path, tmp: str) -> None:
-    """Compile each source to an object file, all at once on up to one core each (the
-    largest takes most of the time: about a third of compiling them in one call), then link
-    them into ``tmp``."""
+    """Compile each source to an object file, side by side on up to one core each, then
+    link them into ``tmp``."""
     abi = int(torch._C._GLIBCXX_USE_CXX11_ABI)
     flags = [*FLAGS, f"-D_GLIBCXX_USE_CXX11_ABI={abi}", f"-I{torch_dir / 'include'}",
              f"-I{torch_dir / 'include/torch/csrc/api/include'}"]
@@ -162,22 +161,23 @@ def _compile(cxx: str, torch_dir: Path, tmp: str) -> None:
         jobs = [[cxx, *flags, "-c", str(src), "-o", obj] for src, obj in zip(SOURCES, objs)]
         logger.info("building the native level loops: %s", " ".join(jobs[0]))
         with ThreadPoolExecutor(max_workers=max(1, min(len(jobs), os.cpu_count() or 1))) as pool:
-            for _ in pool.map(_run_compiler, jobs):  # the first failure raises
-                pass
+            for _ in pool.map(_run_compiler, jobs, [src.name for src in SOURCES]):
+                pass  # the first failure raises
         _run_compiler([cxx, *flags, *objs, f"-L{torch_dir / 'lib'}", "-lc10", "-ltorch_cpu",
-                       f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", tmp])
+                       f"-Wl,-rpath,{torch_dir / 'lib'}", "-o", tmp], "linking")
 
 
-def _run_compiler(cmd: list[str]) -> None:
-    """Run one compiler command; ``RuntimeError`` with the tail of its output if it fails."""
+def _run_compiler(cmd: list[str], what: str) -> None:
+    """Run one compiler command (``what``: the source it compiles, or ``linking``);
+    ``RuntimeError`` naming ``what`` with the tail of the compiler's output if it fails."""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.SubprocessError) as exc:
-        raise RuntimeError(f"compiling the native level loops failed: {exc}") from exc
+        raise RuntimeError(f"compiling the native level loops failed ({what}): {exc}") from exc
     if proc.returncode != 0:
         tail = "\n".join((proc.stderr or proc.stdout).strip().splitlines()[-15:])
-        raise RuntimeError(
-            f"compiling the native level loops failed (exit {proc.returncode}):\n{tail}")
+        raise RuntimeError(f"compiling the native level loops failed ({what}, exit "
+                           f"{proc.returncode}):\n{tail}")
 
 
 def _ops_loaded() -> bool:

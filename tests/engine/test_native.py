@@ -133,10 +133,15 @@ def test_sources_compile_apart_and_link_into_one_library(tmp_path, monkeypatch):
     monkeypatch.setenv("GNN_TREELSTM_CACHE", str(tmp_path / "cache"))
     monkeypatch.setattr(native, "SOURCES", tuple(srcs))
     monkeypatch.setattr(native, "HEADERS", ())
+    calls, real = [], native._run_compiler
+    monkeypatch.setattr(native, "_run_compiler", lambda cmd, what: calls.append(
+        (what, "-c" in cmd)) or real(cmd, what))
     lib = ctypes.CDLL(str(native.build()))
     assert (lib.gnn_treelstm_part1(), lib.gnn_treelstm_part2()) == (1, 2)
+    assert sorted(calls[:2]) == [("part1.cpp", True), ("part2.cpp", True)]
+    assert calls[2:] == [("linking", False)]
     srcs[1].write_text("int broken( {\n")
-    with pytest.raises(RuntimeError, match="part2.cpp"):
+    with pytest.raises(RuntimeError, match=r"failed \(part2.cpp, exit"):
         native.build()
 
 
