@@ -214,8 +214,13 @@ def epochs(args, device: torch.device):
     with tempfile.TemporaryDirectory() as runs_dir:
         for k, (where, batch, max_train) in enumerate(runs):
             cmd = epoch_command(args, where, batch, args.cpu_threads, runs_dir, k, max_train)
-            yield epoch_row(args, cmd, where, batch, Path(runs_dir) / f"run{k}",
+            row = epoch_row(args, cmd, where, batch, Path(runs_dir) / f"run{k}",
                             warmup=max_train is not None)
+            what = "untimed warm-up epoch" if max_train is not None else "epoch"
+            shown = {key: v for key, v in row.items() if key != "command"}
+            print(f"SST-5 N-ary {what}, {where}, batch {batch}: {json.dumps(shown)}",
+                  flush=True)
+            yield row
 
 
 def epoch_row(args, cmd: list[str], where: str, batch: int, run_dir: Path,
@@ -242,9 +247,6 @@ def epoch_row(args, cmd: list[str], where: str, batch: int, run_dir: Path,
                     "dev_accuracy": m["dev"].get("accuracy")})
     except (OSError, ValueError, KeyError, IndexError, AttributeError) as exc:
         return {**row, "error": f"its metrics.jsonl does not read: {type(exc).__name__}: {exc}"}
-    what = "untimed warm-up epoch" if warmup else "epoch"
-    print(f"SST-5 N-ary {what}, {where}, batch {batch}: "
-          f"{json.dumps({k: row[k] for k in row if k != 'command'})}", flush=True)
     return row
 
 
