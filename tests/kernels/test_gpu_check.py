@@ -25,12 +25,17 @@ def _load():
     return mod
 
 
+def _dry(out: Path, *more: str) -> list[str]:
+    """The arguments of a dry run on the CPU at small sizes, without epochs, writing ``out``;
+    then ``more``."""
+    return ["--device", "cpu", "--cpu-threads", "1", "--trees", "25", "--repeats", "1",
+            "--x-size", "8", "--h-size", "6", "--no-epochs", "--json", str(out), *more]
+
+
 def test_the_dry_run_measures_every_asked_cell_and_writes_json(tmp_path):
     gpu_check = _load()
     out = tmp_path / "cuda.json"
-    assert gpu_check.main(["--device", "cpu", "--cpu-threads", "1", "--trees", "25",
-                           "--repeats", "1", "--x-size", "8", "--h-size", "6", "--no-epochs",
-                           "--cells", "nary", "childsum", "lstm", "--json", str(out)]) == 0
+    assert gpu_check.main(_dry(out, "--cells", "nary", "childsum", "lstm")) == 0
     data = json.loads(out.read_text())
     assert [r["cell"] for r in data["cells"]] == ["nary", "childsum", "lstm"]
     assert all(r["cpu_fwdbwd_trees_s"] > 0 and r["device_fwdbwd_trees_s"] > 0
@@ -63,9 +68,7 @@ def test_a_check_cut_short_keeps_its_finished_rows(tmp_path, monkeypatch):
 
     monkeypatch.setattr(gpu_check, "one_pass", stop_in_third_cell)
     with pytest.raises(KeyboardInterrupt):
-        gpu_check.main(["--device", "cpu", "--cpu-threads", "1", "--trees", "25",
-                        "--repeats", "1", "--x-size", "8", "--h-size", "6", "--no-epochs",
-                        "--cells", "nary", "childsum", "lstm", "--json", str(out)])
+        gpu_check.main(_dry(out, "--cells", "nary", "childsum", "lstm"))
     data = json.loads(out.read_text())
     assert [r["cell"] for r in data["cells"]] == ["nary", "childsum"]
 
@@ -77,11 +80,6 @@ def test_the_preflight_stops_with_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert err.startswith("gpu_check: missing data:") and "\n" not in err
     assert not (tmp_path / "c.json").exists()
-
-
-def _dry(out: Path, *more: str) -> list[str]:
-    return ["--device", "cpu", "--cpu-threads", "1", "--trees", "25", "--repeats", "1",
-            "--x-size", "8", "--h-size", "6", "--no-epochs", "--json", str(out), *more]
 
 
 def test_a_failing_cell_is_a_row_with_its_error_and_the_next_cells_run(tmp_path, monkeypatch):
